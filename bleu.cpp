@@ -1,0 +1,276 @@
+// bleu.cpp — sacreBLEU 2.6.0 default corpus BLEU: 13a tokenizer, n-gram statistics, score.
+//
+// What sacreBLEU does, in order, and where it is done here:
+//   per line   rstrip() (Python white space)                       py_rstrip
+//              Tokenizer13a: string replacements, pad with spaces,  tokenize_13a
+//              four regex substitutions, split() + ' '.join
+//              n-grams 1..4 of str.split(), hyp counts clipped       add_line_stats
+//              by the reference's counts; ref_len = the one ref's length
+//   corpus     sum the statistics; exp smoothing; brevity penalty    bleu_compute_score
+//
+// Text is processed as UTF-8 bytes. Every 13a rule tests ASCII bytes only, and in valid
+// UTF-8 no byte of a multi-byte character is ASCII, so working on bytes gives the same
+// result as Python working on code points. Invalid UTF-8 passes through unchanged.
+#include "bleu.h"
+
+#include <cmath>
+#include <cstdio>
+#include <stdexcept>
+#include <string_view>
+#include <unordered_map>
+
+namespace {
+
+// ---- Python's notion of white space (str.split, str.rstrip) ----------------------------
+
+// Length in bytes of the white-space code point starting at s[i], or 0. The set is
+// Python's str.isspace(): \t \n \v \f \r, \x1c-\x1f, space, U+0085, U+00A0, U+1680,
+// U+2000-U+200A, U+2028, U+2029, U+202F, U+205F, U+3000. (Not U+180E, U+200B or U+FEFF.)
+size_t space_len_at(std::string_view s, size_t i) {
+    auto b = [&](size_t k) { return i + k < s.size() ? (unsigned char)s[i + k] : 0u; };
+    unsigned c = b(0);
+    if ((c >= 0x09 && c <= 0x0D) || (c >= 0x1C && c <= 0x20)) return 1;
+    if (c == 0xC2) return (b(1) == 0x85 || b(1) == 0xA0) ? 2 : 0;
+    if (c == 0xE1) return (b(1) == 0x9A && b(2) == 0x80) ? 3 : 0;
+    if (c == 0xE3) return (b(1) == 0x80 && b(2) == 0x80) ? 3 : 0;
+    if (c != 0xE2) return 0;
+    if (b(1) == 0x80) {
+        unsigned d = b(2);
+        return (d >= 0x80 && d <= 0x8A) || d == 0xA8 || d == 0xA9 || d == 0xAF ? 3 : 0;
+    }
+    return (b(1) == 0x81 && b(2) == 0x9F) ? 3 : 0;
+}
+
+// Length in bytes of a white-space code point that ends exactly at s[end), or 0.
+size_t space_len_before(std::string_view s, size_t end) {
+    for (size_t n = 1; n <= 3 && n <= end; n++)
+        if (space_len_at(s, end - n) == n) return n;
+    return 0;
+}
+
+// Python's str.rstrip() with no argument.
+std::string_view rstrip_view(std::string_view s) {
+    size_t end = s.size();
+    while (size_t n = space_len_before(s, end)) end -= n;
+    return s.substr(0, end);
+}
+
+// Python's str.split() with no argument: runs of white space separate, none are kept.
+std::vector<std::string_view> py_split(std::string_view s) {
+    std::vector<std::string_view> words;
+    size_t i = 0, start = std::string_view::npos;
+    while (i < s.size()) {
+        size_t n = space_len_at(s, i);
+        if (n && start != std::string_view::npos) words.push_back(s.substr(start, i - start));
+        if (n) start = std::string_view::npos;
+        else if (start == std::string_view::npos) start = i;
+        i += n ? n : 1;
+    }
+    if (start != std::string_view::npos) words.push_back(s.substr(start));
+    return words;
+}
+
+// ---- 13a rules ---------------------------------------------------------------------------
+
+// Python's str.replace(from, to): left to right, non-overlapping, one pass.
+std::string replace_all(const std::string& s, std::string_view from, std::string_view to) {
+    std::string out;
+    out.reserve(s.size());
+    size_t i = 0;
+    for (size_t j; (j = s.find(from, i)) != std::string::npos; i = j + from.size())
+        out.append(s, i, j - i).append(to);
+    return out.append(s, i, std::string::npos);
+}
+
+bool is_digit(unsigned char c) { return c >= '0' && c <= '9'; }
+bool is_period_comma(unsigned char c) { return c == '.' || c == ','; }
+
+// Regex class [\{-\~\[-\` -\&\(-\+\:-\@\/]: { | } ~  [ \ ] ^ _ `  space ! " # $ % &
+// ( ) * + : ; < = > ? @ /  — all ASCII punctuation except ' , - . (and not digits).
+bool is_13a_symbol(unsigned char c) {
+    return (c >= 0x7B && c <= 0x7E) || (c >= 0x5B && c <= 0x60) || (c >= 0x20 && c <= 0x26) ||
+           (c >= 0x28 && c <= 0x2B) || (c >= 0x3A && c <= 0x40) || c == '/';
+}
+
+// Rule 1: re.sub(symbol, ' \1 ') — every symbol gets a space on each side.
+std::string split_symbols(const std::string& s) {
+    std::string out;
+    out.reserve(s.size() * 2);
+    for (unsigned char c : s) {
+        if (is_13a_symbol(c)) out.append(1, ' ').append(1, (char)c).append(1, ' ');
+        else out.push_back((char)c);
+    }
+    return out;
+}
+
+// re.sub for a two-character pattern ([first][second]) -> lead + \1 + mid + \2 + tail.
+// Scans left to right and resumes after each match, as Python's re.sub does.
+template <class First, class Second>
+std::string sub_pair(const std::string& s, First first, Second second, const char* lead,
+                     const char* mid, const char* tail) {
+    std::string out;
+    out.reserve(s.size() + s.size() / 4);
+    size_t i = 0;
+    while (i < s.size()) {
+        if (i + 1 < s.size() && first((unsigned char)s[i]) && second((unsigned char)s[i + 1])) {
+            out.append(lead).append(1, s[i]).append(mid).append(1, s[i + 1]).append(tail);
+            i += 2;
+        } else {
+            out.push_back(s[i++]);
+        }
+    }
+    return out;
+}
+
+bool not_digit(unsigned char c) { return !is_digit(c); }
+bool is_dash(unsigned char c) { return c == '-'; }
+
+// Rule 2: period and comma are split off unless preceded by a digit:
+// ([^0-9])([\.,]) -> '\1 \2 '.
+std::string split_period_comma_after_nondigit(const std::string& s) {
+    return sub_pair(s, not_digit, is_period_comma, "", " ", " ");
+}
+
+// Rule 3: ... and unless followed by a digit: ([\.,])([^0-9]) -> ' \1 \2'.
+std::string split_period_comma_before_nondigit(const std::string& s) {
+    return sub_pair(s, is_period_comma, not_digit, " ", " ", "");
+}
+
+// Rule 4: dash is split off when preceded by a digit: ([0-9])(-) -> '\1 \2 '.
+std::string split_dash_after_digit(const std::string& s) {
+    return sub_pair(s, is_digit, is_dash, "", " ", " ");
+}
+
+// ---- n-gram statistics -------------------------------------------------------------------
+
+constexpr int kMaxOrder = 4;
+
+// N-grams are keyed by the span of the single-space-joined tokenized line they cover;
+// tokens hold no white space, so the span determines the n-gram (and its order).
+using NgramCounts = std::unordered_map<std::string_view, int64_t>;
+
+std::string_view ngram_at(const std::vector<std::string_view>& t, size_t i, int n) {
+    const char* begin = t[i].data();
+    const char* end = t[i + n - 1].data() + t[i + n - 1].size();
+    return std::string_view(begin, (size_t)(end - begin));
+}
+
+// Adds one line pair's statistics: clipped matches, totals and both lengths.
+void add_line_stats(const std::string& hyp_tok, const std::string& ref_tok, BleuStats& s) {
+    std::vector<std::string_view> h = py_split(hyp_tok), r = py_split(ref_tok);
+    NgramCounts ref_left;
+    ref_left.reserve(r.size() * kMaxOrder * 2);
+    for (int n = 1; n <= kMaxOrder; n++)
+        for (size_t i = 0; i + n <= r.size(); i++) ref_left[ngram_at(r, i, n)]++;
+    for (int n = 1; n <= kMaxOrder; n++) {
+        for (size_t i = 0; i + n <= h.size(); i++) {
+            s.totals[n - 1]++;
+            auto it = ref_left.find(ngram_at(h, i, n));
+            // min(hyp count, ref count) over each n-gram == one match per unused ref copy
+            if (it != ref_left.end() && it->second > 0) { s.counts[n - 1]++; it->second--; }
+        }
+    }
+    s.sys_len += (int64_t)h.size();
+    s.ref_len += (int64_t)r.size();  // one reference: the "closest" length is its length
+}
+
+// sacreBLEU's my_log: log, with log(0) floored to -9999999999.
+double my_log(double x) { return x == 0.0 ? -9999999999.0 : std::log(x); }
+
+}  // namespace
+
+std::string py_rstrip(const std::string& s) { return std::string(rstrip_view(s)); }
+
+std::string tokenize_13a(const std::string& line) {
+    // Language-independent part of mteval-v13a, in sacreBLEU's order:
+    std::string s = replace_all(line, "<skipped>", "");  // drop <skipped> markers
+    s = replace_all(s, "-\n", "");                        // join words hyphenated at line end
+    s = replace_all(s, "\n", " ");                        // remaining line breaks -> space
+    s = replace_all(s, "&quot;", "\"");                   // unescape the four HTML entities,
+    s = replace_all(s, "&amp;", "&");                     // one at a time (so "&amp;lt;"
+    s = replace_all(s, "&lt;", "<");                      // becomes "<")
+    s = replace_all(s, "&gt;", ">");
+    s = " " + s + " ";  // padding: lets rules 2 and 3 fire at the ends of the line
+    // Language-dependent part (Western languages):
+    s = split_symbols(s);
+    s = split_period_comma_after_nondigit(s);
+    s = split_period_comma_before_nondigit(s);
+    s = split_dash_after_digit(s);
+    // One space between tokens, none at the ends (Python split + ' '.join).
+    std::string out;
+    out.reserve(s.size());
+    for (std::string_view w : py_split(s)) {
+        if (!out.empty()) out.push_back(' ');
+        out.append(w);
+    }
+    return out;
+}
+
+void bleu_precisions(const BleuStats& s, double out[4]) {
+    for (int n = 0; n < kMaxOrder; n++) out[n] = 0.0;
+    bool any_match = false;
+    for (int n = 0; n < kMaxOrder; n++) any_match |= s.counts[n] != 0;
+    if (!any_match) return;  // sacreBLEU stops early (#141): all precisions stay 0
+    double smooth = 1.0;
+    for (int n = 0; n < kMaxOrder; n++) {
+        if (s.totals[n] == 0) break;  // higher orders stay 0 and floor the score
+        if (s.counts[n] == 0) {
+            smooth *= 2;  // exp smoothing: 1/2, 1/4, 1/8 ... of a match for each zero order
+            out[n] = 100.0 / (smooth * (double)s.totals[n]);
+        } else {
+            out[n] = 100.0 * (double)s.counts[n] / (double)s.totals[n];
+        }
+    }
+}
+
+void bleu_compute_score(BleuStats& s) {
+    // Brevity penalty: exp(1 - r/c) when the hypothesis is shorter, 0 when it is empty.
+    if (s.sys_len < s.ref_len)
+        s.bp = s.sys_len > 0 ? std::exp(1.0 - (double)s.ref_len / (double)s.sys_len) : 0.0;
+    else
+        s.bp = 1.0;
+    bool any_match = false;
+    for (int n = 0; n < kMaxOrder; n++) any_match |= s.counts[n] != 0;
+    if (!any_match) { s.bleu = 0.0; return; }
+    double p[kMaxOrder];
+    bleu_precisions(s, p);
+    // Plain left-to-right sum, as Python < 3.12's sum() does; this reproduces
+    // ../shared/bleu bit for bit (3.12's compensated sum() moves 2 of its 9 scores by an ulp).
+    double sum = 0.0;
+    for (int n = 0; n < kMaxOrder; n++) sum += my_log(p[n]);
+    s.bleu = s.bp * std::exp(sum / kMaxOrder);
+}
+
+BleuStats corpus_bleu(const std::vector<std::string>& hyps,
+                      const std::vector<std::string>& refs) {
+    if (hyps.size() != refs.size())
+        throw std::invalid_argument("corpus_bleu: " + std::to_string(hyps.size()) +
+                                    " hypotheses but " + std::to_string(refs.size()) +
+                                    " references");
+    BleuStats s{};
+    for (size_t i = 0; i < refs.size(); i++) {
+        if (refs[i].empty())
+            throw std::invalid_argument("corpus_bleu: reference " + std::to_string(i + 1) +
+                                        " is empty (sacreBLEU refuses empty references)");
+        std::string h = tokenize_13a(py_rstrip(hyps[i]));  // sacreBLEU: tokenizer(sent.rstrip())
+        std::string r = tokenize_13a(py_rstrip(refs[i]));
+        add_line_stats(h, r, s);
+    }
+    bleu_compute_score(s);
+    return s;
+}
+
+std::string bleu_signature() { return "nrefs:1|case:mixed|eff:no|tok:13a|smooth:exp"; }
+
+std::string format_bleu(const BleuStats& s) {
+    double p[kMaxOrder];
+    bleu_precisions(s, p);
+    double ratio = s.ref_len ? (double)s.sys_len / (double)s.ref_len : 0.0;
+    char buf[256];
+    std::snprintf(buf, sizeof buf,
+                  "BLEU = %.2f %.1f/%.1f/%.1f/%.1f (BP = %.3f ratio = %.3f hyp_len = %lld "
+                  "ref_len = %lld)",
+                  s.bleu, p[0], p[1], p[2], p[3], s.bp, ratio, (long long)s.sys_len,
+                  (long long)s.ref_len);
+    return buf;
+}

@@ -1,0 +1,47 @@
+// bleu.h — corpus BLEU identical to sacreBLEU 2.6.0's default settings.
+//
+// Signature: nrefs:1|case:mixed|eff:no|tok:13a|smooth:exp (one reference per line,
+// case-sensitive, mteval-v13a tokenization, NIST "exp" smoothing, no effective order).
+// Counts, totals and lengths agree with sacreBLEU exactly; the score agrees to the last
+// bit on the cases in ../shared/bleu (the arithmetic is done in sacreBLEU's order).
+//
+// Text is UTF-8. Invalid UTF-8 never crashes: bytes are kept as they are, and only the
+// exact UTF-8 encodings of Python's white-space code points count as white space
+// (sacreBLEU itself would refuse to decode such a line).
+#pragma once
+#include <cstdint>
+#include <string>
+#include <vector>
+
+// Corpus statistics and score, as sacreBLEU's BLEUScore reports them.
+struct BleuStats {
+    int64_t counts[4];   // clipped n-gram matches, n = 1..4
+    int64_t totals[4];   // hypothesis n-grams, n = 1..4
+    int64_t sys_len;     // hypothesis tokens
+    int64_t ref_len;     // reference tokens
+    double bleu;         // 0..100, unrounded
+    double bp;           // brevity penalty
+};
+
+// Scores hyps[i] against refs[i]. Throws std::invalid_argument when the sizes differ or a
+// reference is the empty string (sacreBLEU raises "Empty or `None` reference sentence").
+BleuStats corpus_bleu(const std::vector<std::string>& hyps,
+                      const std::vector<std::string>& refs);
+
+// sacreBLEU's Tokenizer13a on one line (no rstrip; corpus_bleu rstrips before calling it).
+std::string tokenize_13a(const std::string& line);
+
+// Python's str.rstrip(): drops trailing white space as Python defines it (see bleu.cpp).
+std::string py_rstrip(const std::string& s);
+
+// Fills s.bleu and s.bp from s.counts, s.totals, s.sys_len and s.ref_len.
+void bleu_compute_score(BleuStats& s);
+
+// The four n-gram precisions sacreBLEU prints (percent; exp-smoothed where a count is 0).
+void bleu_precisions(const BleuStats& s, double out[4]);
+
+// "nrefs:1|case:mixed|eff:no|tok:13a|smooth:exp"
+std::string bleu_signature();
+
+// "BLEU = 35.21 66.1/41.3/28.0/19.8 (BP = 0.987 ratio = 0.987 hyp_len = N ref_len = M)"
+std::string format_bleu(const BleuStats& s);

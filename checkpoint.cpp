@@ -1,0 +1,283 @@
+// checkpoint.cpp — safetensors reading and writing, and model checkpoints on top of them.
+// See checkpoint.h for the format. Every way a file can be wrong (missing, truncated, not
+// safetensors, another program's file, wrong dtype or shape, another config) is refused with
+// a message that names the file and the problem.
+#include "checkpoint.h"
+
+#include <algorithm>
+#include <cstring>
+#include <unistd.h>
+
+#include "json.h"
+
+const char* const CHECKPOINT_FORMAT = "aiayn-transformer/1";
+
+static size_t dtype_size(const std::string& dtype) {
+    if (dtype == "F32" || dtype == "I32" || dtype == "U32") return 4;
+    if (dtype == "F64" || dtype == "I64" || dtype == "U64") return 8;
+    if (dtype == "F16" || dtype == "BF16" || dtype == "I16" || dtype == "U16") return 2;
+    if (dtype == "I8" || dtype == "U8" || dtype == "BOOL") return 1;
+    return 0;
+}
+
+size_t TensorEntry::numel() const {
+    size_t n = 1;
+    for (int64_t s : shape) n *= (size_t)s;
+    return n;
+}
+
+SafeTensorsFile::~SafeTensorsFile() {
+    if (f_) std::fclose(f_);
+}
+
+// Parses one header entry {"dtype", "shape", "data_offsets"}.
+static bool parse_entry(const std::string& name, const Json& v, TensorEntry* t, std::string* why) {
+    const Json* dt = v.get("dtype");
+    const Json* sh = v.get("shape");
+    const Json* off = v.get("data_offsets");
+    if (v.type != Json::OBJECT || !dt || dt->type != Json::STRING || !sh ||
+        sh->type != Json::ARRAY || !off || off->type != Json::ARRAY || off->items.size() != 2) {
+        *why = "tensor \"" + name + "\" lacks dtype, shape or data_offsets";
+        return false;
+    }
+    t->name = name;
+    t->dtype = dt->str;
+    for (const Json& s : sh->items) {
+        if (s.type != Json::NUMBER || s.number < 0 || s.number > 1e12) {
+            *why = "tensor \"" + name + "\" has a bad shape";
+            return false;
+        }
+        t->shape.push_back((int64_t)s.number);
+    }
+    if (off->items[0].type != Json::NUMBER || off->items[1].type != Json::NUMBER ||
+        off->items[0].number < 0 || off->items[1].number < off->items[0].number) {
+        *why = "tensor \"" + name + "\" has bad data_offsets";
+        return false;
+    }
+    t->begin = (size_t)off->items[0].number;
+    t->end = (size_t)off->items[1].number;
+    size_t es = dtype_size(t->dtype);
+    if (es == 0) { *why = "tensor \"" + name + "\" has unknown dtype " + t->dtype; return false; }
+    if (t->end - t->begin != t->numel() * es) {
+        *why = "tensor \"" + name + "\": data_offsets do not match dtype x shape";
+        return false;
+    }
+    return true;
+}
+
+// Checks that the tensors lie inside the data section without overlapping.
+static bool check_extents(std::vector<TensorEntry> ts, size_t data_size, std::string* why) {
+    std::sort(ts.begin(), ts.end(),
+              [](const TensorEntry& a, const TensorEntry& b) { return a.begin < b.begin; });
+    size_t prev_end = 0;
+    for (const TensorEntry& t : ts) {
+        if (t.begin < prev_end) { *why = "tensor \"" + t.name + "\" overlaps another"; return false; }
+        if (t.end > data_size) {
+            *why = "file is truncated: tensor \"" + t.name + "\" ends at byte " +
+                   std::to_string(t.end) + " of a " + std::to_string(data_size) + "-byte data section";
+            return false;
+        }
+        prev_end = t.end;
+    }
+    return true;
+}
+
+bool SafeTensorsFile::open(const std::string& p, std::string* error) {
+    path = p;
+    auto fail = [&](const std::string& why) {
+        *error = path + ": " + why;
+        return false;
+    };
+    f_ = std::fopen(p.c_str(), "rb");
+    if (!f_) return fail(std::string("cannot open (") + std::strerror(errno) + ")");
+    std::fseek(f_, 0, SEEK_END);
+    long file_size = std::ftell(f_);
+    std::fseek(f_, 0, SEEK_SET);
+    unsigned char len_bytes[8];
+    if (file_size < 8 || std::fread(len_bytes, 1, 8, f_) != 8)
+        return fail("too short to be a safetensors file (" + std::to_string(file_size) + " bytes)");
+    uint64_t n = 0;
+    for (int i = 7; i >= 0; i--) n = (n << 8) | len_bytes[i];
+    if (n < 2 || n > (1u << 27) || 8 + n > (uint64_t)file_size)
+        return fail("not a safetensors file (header length " + std::to_string(n) + " for a " +
+                    std::to_string(file_size) + "-byte file)");
+    std::string header(n, '\0');
+    if (std::fread(&header[0], 1, n, f_) != n) return fail("cannot read the header");
+    Json j;
+    std::string err;
+    if (!json_parse(header, &j, &err) || j.type != Json::OBJECT)
+        return fail("not a safetensors file (header is not a JSON object: " + err + ")");
+    for (const auto& kv : j.members) {
+        if (kv.first == "__metadata__") {
+            for (const auto& m : kv.second.members)
+                if (m.second.type == Json::STRING) metadata[m.first] = m.second.str;
+            continue;
+        }
+        TensorEntry t;
+        if (!parse_entry(kv.first, kv.second, &t, &err)) return fail(err);
+        tensors.push_back(t);
+    }
+    data_start_ = 8 + n;
+    if (!check_extents(tensors, (size_t)file_size - data_start_, &err)) return fail(err);
+    return true;
+}
+
+const TensorEntry* SafeTensorsFile::find(const std::string& name) const {
+    for (const TensorEntry& t : tensors)
+        if (t.name == name) return &t;
+    return nullptr;
+}
+
+static std::string shape_text(const std::vector<int64_t>& s) {
+    std::string out = "[";
+    for (size_t i = 0; i < s.size(); i++) out += (i ? ", " : "") + std::to_string(s[i]);
+    return out + "]";
+}
+
+bool SafeTensorsFile::read(const std::string& name, const char* dtype, void* dst, size_t numel,
+                           std::string* error) {
+    const TensorEntry* t = find(name);
+    if (!t) { *error = path + ": no tensor \"" + name + "\""; return false; }
+    if (t->dtype != dtype) {
+        *error = path + ": tensor \"" + name + "\" is " + t->dtype + ", expected " + dtype;
+        return false;
+    }
+    if (t->numel() != numel) {
+        *error = path + ": tensor \"" + name + "\" has shape " + shape_text(t->shape) + " (" +
+                 std::to_string(t->numel()) + " values), expected " + std::to_string(numel);
+        return false;
+    }
+    size_t bytes = t->end - t->begin;
+    if (std::fseek(f_, (long)(data_start_ + t->begin), SEEK_SET) != 0 ||
+        std::fread(dst, 1, bytes, f_) != bytes) {
+        *error = path + ": cannot read tensor \"" + name + "\"";
+        return false;
+    }
+    return true;
+}
+
+// ---------------------------------------------------------------------------------------------
+static std::string header_json(const std::vector<TensorOut>& tensors, const Metadata& metadata) {
+    std::string h = "{\"__metadata__\": {";
+    bool first = true;
+    for (const auto& kv : metadata) {
+        h += (first ? "" : ", ") + json_quote(kv.first) + ": " + json_quote(kv.second);
+        first = false;
+    }
+    h += "}";
+    size_t offset = 0;
+    for (const TensorOut& t : tensors) {
+        size_t n = dtype_size(t.dtype);
+        for (int64_t s : t.shape) n *= (size_t)s;
+        h += ", " + json_quote(t.name) + ": {\"dtype\": " + json_quote(t.dtype) + ", \"shape\": " +
+             shape_text(t.shape) + ", \"data_offsets\": [" + std::to_string(offset) + ", " +
+             std::to_string(offset + n) + "]}";
+        offset += n;
+    }
+    h += "}";
+    while (h.size() % 8) h += ' ';   // the data section starts 8-byte aligned
+    return h;
+}
+
+bool safetensors_write(const std::string& path, const std::vector<TensorOut>& tensors,
+                       const Metadata& metadata, std::string* error) {
+    const std::string tmp = path + ".tmp." + std::to_string(getpid());
+    FILE* f = std::fopen(tmp.c_str(), "wb");
+    if (!f) { *error = tmp + ": cannot create (" + std::strerror(errno) + ")"; return false; }
+    std::string h = header_json(tensors, metadata);
+    unsigned char len[8];
+    for (int i = 0; i < 8; i++) len[i] = (unsigned char)((uint64_t)h.size() >> (8 * i));
+    bool ok = std::fwrite(len, 1, 8, f) == 8 && std::fwrite(h.data(), 1, h.size(), f) == h.size();
+    for (const TensorOut& t : tensors) {
+        size_t n = dtype_size(t.dtype);
+        for (int64_t s : t.shape) n *= (size_t)s;
+        ok = ok && std::fwrite(t.data, 1, n, f) == n;
+    }
+    ok = ok && std::fflush(f) == 0 && fsync(fileno(f)) == 0;
+    ok = (std::fclose(f) == 0) && ok;
+    if (!ok || std::rename(tmp.c_str(), path.c_str()) != 0) {
+        *error = path + ": write failed (" + std::strerror(errno) + ")";
+        std::remove(tmp.c_str());
+        return false;
+    }
+    return true;
+}
+
+// ---------------------------------------------------------------------------------------------
+static std::vector<int64_t> shape64(const std::vector<int>& s) {
+    return std::vector<int64_t>(s.begin(), s.end());
+}
+
+bool checkpoint_save(const Model& m, const std::string& path, const Metadata& extra,
+                     bool with_optimizer, std::string* error) {
+    std::vector<TensorOut> out;
+    for (const TensorInfo& t : m.layout.tensors)
+        out.push_back({t.name, "F32", shape64(t.shape), m.params.data() + t.offset});
+    if (with_optimizer) {
+        out.push_back({"optimizer.m", "F32", {(int64_t)m.layout.total}, m.adam_m.data()});
+        out.push_back({"optimizer.v", "F32", {(int64_t)m.layout.total}, m.adam_v.data()});
+    }
+    Metadata meta = extra;
+    meta["format"] = CHECKPOINT_FORMAT;
+    meta["config"] = config_to_json(m.cfg);
+    meta["step"] = std::to_string(m.step);
+    meta["train_forwards"] = std::to_string(m.train_forwards);
+    meta["dropout_seed"] = std::to_string(m.dropout_seed);
+    return safetensors_write(path, out, meta, error);
+}
+
+bool read_parameters(SafeTensorsFile& file, const ParamLayout& layout, const std::string& prefix,
+                     float* buffer, std::string* error) {
+    for (const TensorInfo& t : layout.tensors) {
+        const TensorEntry* e = file.find(prefix + t.name);
+        if (e && e->shape != shape64(t.shape)) {
+            *error = file.path + ": tensor \"" + e->name + "\" has shape " + shape_text(e->shape) +
+                     ", the config needs " + shape_text(shape64(t.shape));
+            return false;
+        }
+        if (!file.read(prefix + t.name, "F32", buffer + t.offset, t.numel, error)) return false;
+    }
+    return true;
+}
+
+static bool parse_u64(const Metadata& meta, const char* key, uint64_t* out) {
+    auto it = meta.find(key);
+    if (it == meta.end()) return false;
+    char* end = nullptr;
+    *out = std::strtoull(it->second.c_str(), &end, 10);
+    return end && *end == '\0' && !it->second.empty();
+}
+
+bool checkpoint_load(Model* m, const std::string& path, Metadata* meta, std::string* error) {
+    SafeTensorsFile file;
+    if (!file.open(path, error)) return false;
+    auto fail = [&](const std::string& why) { *error = path + ": " + why; return false; };
+    auto fmt = file.metadata.find("format");
+    if (fmt == file.metadata.end())
+        return fail("a safetensors file, but not a checkpoint of this program (no format tag)");
+    if (fmt->second != CHECKPOINT_FORMAT)
+        return fail("checkpoint format \"" + fmt->second + "\", this program reads \"" +
+                    CHECKPOINT_FORMAT + "\"");
+    Config cfg;
+    std::string err;
+    if (!config_from_json(file.metadata["config"], &cfg, &err)) return fail(err);
+    if (m->layout.total == 0) {
+        model_init(m, cfg, 0);
+    } else {
+        std::string diff = config_difference(m->cfg, cfg);
+        if (!diff.empty()) return fail("config differs from the model's: " + diff);
+    }
+    uint64_t step = 0, forwards = 0, seed = 0;
+    if (!parse_u64(file.metadata, "step", &step)) return fail("metadata has no valid \"step\"");
+    if (!read_parameters(file, m->layout, "", m->params.data(), error)) return false;
+    if (file.find("optimizer.m") || file.find("optimizer.v")) {
+        if (!file.read("optimizer.m", "F32", m->adam_m.data(), m->layout.total, error) ||
+            !file.read("optimizer.v", "F32", m->adam_v.data(), m->layout.total, error))
+            return false;
+    }
+    m->step = (int64_t)step;
+    if (parse_u64(file.metadata, "train_forwards", &forwards)) m->train_forwards = (int64_t)forwards;
+    if (parse_u64(file.metadata, "dropout_seed", &seed)) m->dropout_seed = seed;
+    if (meta) *meta = file.metadata;
+    return true;
+}

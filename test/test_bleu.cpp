@@ -1,0 +1,398 @@
+// test/test_bleu.cpp — BLEU against sacreBLEU 2.6.0: hand-worked cases, then the shared
+// cases in ../shared/bleu (or $BLEU_CASES_DIR): every case of expected.json (counts, totals
+// and lengths exactly; score and BP within 1e-9) and every line of tok13a.tsv.
+// When the shared folder is missing those cases are reported as skipped, not counted.
+#include "bleu.h"
+#include "test/check.h"
+
+#include <chrono>
+#include <cmath>
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <map>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+// ---- tiny JSON reader (strings with \uXXXX and surrogate pairs, numbers, arrays, objects) --
+
+struct Json {
+    enum Kind { Null, Bool, Number, String, Array, Object } kind = Null;
+    double num = 0;
+    std::string str;  // string value, or a number's source text
+    std::vector<Json> items;
+    std::map<std::string, Json> fields;
+    const Json& operator[](const char* k) const {
+        auto it = fields.find(k);
+        if (it == fields.end()) throw std::runtime_error(std::string("missing key ") + k);
+        return it->second;
+    }
+};
+
+void append_utf8(std::string& out, uint32_t cp) {
+    if (cp < 0x80) {
+        out += (char)cp;
+    } else if (cp < 0x800) {
+        out += (char)(0xC0 | cp >> 6);
+        out += (char)(0x80 | (cp & 0x3F));
+    } else if (cp < 0x10000) {  // a lone surrogate is written as its 3-byte form
+        out += (char)(0xE0 | cp >> 12);
+        out += (char)(0x80 | (cp >> 6 & 0x3F));
+        out += (char)(0x80 | (cp & 0x3F));
+    } else {
+        out += (char)(0xF0 | cp >> 18);
+        out += (char)(0x80 | (cp >> 12 & 0x3F));
+        out += (char)(0x80 | (cp >> 6 & 0x3F));
+        out += (char)(0x80 | (cp & 0x3F));
+    }
+}
+
+struct JsonReader {
+    const std::string& s;
+    size_t i = 0;
+
+    [[noreturn]] void fail(const char* what) {
+        throw std::runtime_error("JSON: " + std::string(what) + " at offset " + std::to_string(i));
+    }
+    void skip_ws() {
+        while (i < s.size() && (s[i] == ' ' || s[i] == '\n' || s[i] == '\r' || s[i] == '\t')) i++;
+    }
+    uint32_t hex4() {
+        if (i + 4 > s.size()) fail("short \\u escape");
+        uint32_t v = 0;
+        for (int k = 0; k < 4; k++) {
+            char c = s[i++];
+            v <<= 4;
+            if (c >= '0' && c <= '9') v |= c - '0';
+            else if (c >= 'a' && c <= 'f') v |= c - 'a' + 10;
+            else if (c >= 'A' && c <= 'F') v |= c - 'A' + 10;
+            else fail("bad hex digit");
+        }
+        return v;
+    }
+    // \uXXXX, joining a high surrogate with a following \uXXXX low surrogate.
+    uint32_t unicode_escape() {
+        uint32_t cp = hex4();
+        bool high = cp >= 0xD800 && cp <= 0xDBFF;
+        if (high && i + 6 <= s.size() && s[i] == '\\' && s[i + 1] == 'u') {
+            size_t save = i;
+            i += 2;
+            uint32_t lo = hex4();
+            if (lo >= 0xDC00 && lo <= 0xDFFF) return 0x10000 + ((cp - 0xD800) << 10) + (lo - 0xDC00);
+            i = save;
+        }
+        return cp;
+    }
+    std::string string() {
+        if (s[i] != '"') fail("expected string");
+        i++;
+        std::string out;
+        while (i < s.size() && s[i] != '"') {
+            char c = s[i++];
+            if (c != '\\') { out += c; continue; }
+            if (i >= s.size()) fail("dangling backslash");
+            char e = s[i++];
+            switch (e) {
+                case '"': out += '"'; break;
+                case '\\': out += '\\'; break;
+                case '/': out += '/'; break;
+                case 'b': out += '\b'; break;
+                case 'f': out += '\f'; break;
+                case 'n': out += '\n'; break;
+                case 'r': out += '\r'; break;
+                case 't': out += '\t'; break;
+                case 'u': append_utf8(out, unicode_escape()); break;
+                default: fail("bad escape");
+            }
+        }
+        if (i >= s.size()) fail("unterminated string");
+        i++;
+        return out;
+    }
+    Json value() {
+        skip_ws();
+        if (i >= s.size()) fail("unexpected end");
+        Json v;
+        char c = s[i];
+        if (c == '"') { v.kind = Json::String; v.str = string(); }
+        else if (c == '[') { v.kind = Json::Array; list(']', [&] { v.items.push_back(value()); }); }
+        else if (c == '{') { v.kind = Json::Object; list('}', [&] { member(v); }); }
+        else if (s.compare(i, 4, "true") == 0) { v.kind = Json::Bool; v.num = 1; i += 4; }
+        else if (s.compare(i, 5, "false") == 0) { v.kind = Json::Bool; i += 5; }
+        else if (s.compare(i, 4, "null") == 0) { i += 4; }
+        else number(v);
+        return v;
+    }
+    void member(Json& obj) {
+        skip_ws();
+        std::string key = string();
+        skip_ws();
+        if (i >= s.size() || s[i++] != ':') fail("expected ':'");
+        obj.fields[key] = value();
+    }
+    template <class F> void list(char close, F element) {
+        i++;
+        skip_ws();
+        if (i < s.size() && s[i] == close) { i++; return; }
+        for (;;) {
+            element();
+            skip_ws();
+            if (i >= s.size()) fail("unterminated list");
+            char c = s[i++];
+            if (c == close) return;
+            if (c != ',') fail("expected ',' or close");
+        }
+    }
+    void number(Json& v) {
+        const char* start = s.c_str() + i;
+        char* end = nullptr;
+        v.num = std::strtod(start, &end);  // correctly rounded: Python's repr round-trips
+        if (end == start) fail("bad value");
+        v.kind = Json::Number;
+        v.str.assign(start, (size_t)(end - start));
+        i += (size_t)(end - start);
+    }
+};
+
+Json parse_json(const std::string& text) { JsonReader r{text}; return r.value(); }
+
+// One JSON string literal (the whole of `field`, up to surrounding white space).
+std::string json_string(const std::string& field) {
+    JsonReader r{field};
+    r.skip_ws();
+    return r.string();
+}
+
+// ---- files --------------------------------------------------------------------------------
+
+bool read_file(const std::string& path, std::string& out) {
+    std::FILE* f = std::fopen(path.c_str(), "rb");
+    if (!f) return false;
+    char buf[1 << 16];
+    size_t n;
+    while ((n = std::fread(buf, 1, sizeof buf, f)) > 0) out.append(buf, n);
+    std::fclose(f);
+    return true;
+}
+
+// Lines split on '\n'; a final '\n' does not start another line (Python file iteration).
+std::vector<std::string> split_lines(const std::string& text) {
+    std::vector<std::string> lines;
+    for (size_t start = 0; start < text.size();) {
+        size_t nl = text.find('\n', start);
+        if (nl == std::string::npos) nl = text.size();
+        lines.emplace_back(text, start, nl - start);
+        start = nl + 1;
+    }
+    return lines;
+}
+
+// Python's repr-like view of a string for messages: non-printable bytes as \xNN.
+std::string show(const std::string& s) {
+    std::string out;
+    for (unsigned char c : s) {
+        if (c < 0x20 || c == 0x7F) { char b[8]; std::snprintf(b, sizeof b, "\\x%02x", c); out += b; }
+        else out += (char)c;
+    }
+    return out;
+}
+
+// ---- hand-worked cases ----------------------------------------------------------------------
+
+void check_tok(const std::string& in, const std::string& want) {
+    std::string got = tokenize_13a(in);
+    check(got == want, "13a  %-34s -> \"%s\" (want \"%s\")", ("\"" + show(in) + "\"").c_str(),
+          show(got).c_str(), show(want).c_str());
+}
+
+void test_tokenizer_rules() {
+    check_tok("Hello, world!", "Hello , world !");
+    check_tok("5.", "5 .");                      // padding lets "." at the end split
+    check_tok(".5", ". 5");                      // ... and at the start
+    check_tok("a.,b", "a . , b");                // rule 2 then rule 3
+    check_tok("2--3", "2 - -3");                 // rule 4 resumes after each match
+    check_tok("it's e-mail 'q'", "it's e-mail 'q'");  // ' and - are not 13a symbols
+    check_tok("&amp;quot;", "& quot ;");         // entities replaced one kind at a time
+    check_tok("a<skipped>b", "ab");
+    check_tok("a -\nb", "a b");                  // "-\n" joins, without an rstrip first
+    check_tok("a\xc2\xa0" "b\xe2\x80\x89" "c\xe3\x80\x80" "d", "a b c d");  // NBSP, U+2009, U+3000
+    check_tok("a\xe2\x80\x8b" "b", "a\xe2\x80\x8b" "b");  // U+200B is not white space
+    check_tok("a\xef\xbb\xbf" "b", "a\xef\xbb\xbf" "b");  // nor U+FEFF
+    check_tok("a\xe1\xa0\x8e" "b", "a\xe1\xa0\x8e" "b");  // nor U+180E (since Unicode 6.3)
+    check_tok("a\x1c" "b\x1f" "c\x0b" "d\xc2\x85" "e", "a b c d e");  // \x1c-\x1f, \v, U+0085
+    check_tok("caf\xc3\xa9.", "caf\xc3\xa9 .");  // multi-byte character before "."
+    check_tok(".\xc3\xa9", ". \xc3\xa9");        // ... and after
+}
+
+BleuStats score1(const std::string& hyp, const std::string& ref) {
+    return corpus_bleu(std::vector<std::string>{hyp}, std::vector<std::string>{ref});
+}
+
+bool same_counts(const BleuStats& s, const int64_t c[4], const int64_t t[4]) {
+    for (int n = 0; n < 4; n++)
+        if (s.counts[n] != c[n] || s.totals[n] != t[n]) return false;
+    return true;
+}
+
+void check_case(const char* what, const BleuStats& s, std::vector<int64_t> c, std::vector<int64_t> t,
+                int64_t sys_len, int64_t ref_len, double bleu, double bp) {
+    bool ok = same_counts(s, c.data(), t.data()) && s.sys_len == sys_len && s.ref_len == ref_len &&
+              std::fabs(s.bleu - bleu) <= 1e-9 && std::fabs(s.bp - bp) <= 1e-12;
+    check(ok, "hand %-34s counts %lld/%lld/%lld/%lld totals %lld/%lld/%lld/%lld len %lld/%lld "
+              "bleu %.12f (want %.12f) bp %.6f", what, (long long)s.counts[0],
+          (long long)s.counts[1], (long long)s.counts[2], (long long)s.counts[3],
+          (long long)s.totals[0], (long long)s.totals[1], (long long)s.totals[2],
+          (long long)s.totals[3], (long long)s.sys_len, (long long)s.ref_len, s.bleu, bleu, s.bp);
+}
+
+void test_hand_bleu() {
+    // Identical 6-token sentence: every precision 100.
+    check_case("identical", score1("the cat sat on the mat", "the cat sat on the mat"),
+               {6, 5, 4, 3}, {6, 5, 4, 3}, 6, 6, 100.0, 1.0);
+    // Clipping: "the" x7 matches only the ref's two "the"; orders 2-4 have no match, so exp
+    // smoothing gives them 1/2, 1/4, 1/8 of a match: p = 2/7, 1/12, 1/20, 1/32.
+    double want = std::exp((std::log(200.0 / 7) + std::log(100.0 / 12) + std::log(100.0 / 20) +
+                            std::log(100.0 / 32)) / 4);
+    BleuStats clip = score1("the the the the the the the", "the cat is on the mat");
+    check_case("clipping + exp smoothing", clip, {2, 0, 0, 0}, {7, 6, 5, 4}, 7, 6, want, 1.0);
+    check(std::fabs(want - 7.8098498423) < 1e-9, "hand clipping score by hand 7.8098498423 (got %.10f)", want);
+    // Shorter than ref, and no 4-grams at all: precision 4 is 0 (no smoothing without a
+    // 4-gram), log floors to -9999999999, so the score is 0; BP = exp(1 - 6/3).
+    check_case("3 tokens vs 6: no 4-grams", score1("a b c", "a b c d e f"), {3, 2, 1, 0},
+               {3, 2, 1, 0}, 3, 6, 0.0, std::exp(-1.0));
+    // No match at all: early stop, score 0.
+    check_case("no match", score1("x y z w", "a b c d"), {0, 0, 0, 0}, {4, 3, 2, 1}, 4, 4, 0.0, 1.0);
+    // Empty hypothesis: BP = 0.
+    check_case("empty hypothesis", score1("", "a b c d"), {0, 0, 0, 0}, {0, 0, 0, 0}, 0, 4, 0.0, 0.0);
+    // Tokenization is applied to both sides.
+    check_case("13a on both sides", score1("Hello, world!", "Hello , world !"), {4, 3, 2, 1},
+               {4, 3, 2, 1}, 4, 4, 100.0, 1.0);
+    // Python white space (NBSP) splits words.
+    check_case("NBSP separates words", score1("a\xc2\xa0" "b c d", "a b c d"), {4, 3, 2, 1},
+               {4, 3, 2, 1}, 4, 4, 100.0, 1.0);
+    // rstrip runs before 13a, so a trailing "-\n" is stripped to "-" rather than joined.
+    check_case("rstrip before 13a", score1("a b c d -\n", "a b c d -"), {5, 4, 3, 2},
+               {5, 4, 3, 2}, 5, 5, 100.0, 1.0);
+    // Statistics are per line: the same words on the other line do not match.
+    BleuStats swap = corpus_bleu({"a b", "c d"}, {"c d", "a b"});
+    check_case("matches stay within a line", swap, {0, 0, 0, 0}, {4, 2, 0, 0}, 4, 4, 0.0, 1.0);
+    // Case-sensitive.
+    check_case("case-sensitive", score1("A b c d", "a b c d"), {3, 2, 1, 0}, {4, 3, 2, 1}, 4, 4,
+               std::exp((std::log(75.0) + std::log(200.0 / 3) + std::log(50.0) + std::log(100.0 / 2)) / 4),
+               1.0);
+}
+
+void test_format_and_signature() {
+    BleuStats s = score1("the the the the the the the", "the cat is on the mat");
+    std::string got = format_bleu(s);
+    std::string want = "BLEU = 7.81 28.6/8.3/5.0/3.1 (BP = 1.000 ratio = 1.167 hyp_len = 7 ref_len = 6)";
+    check(got == want, "format \"%s\"", got.c_str());  // 3.125 -> "3.1": round half to even
+    BleuStats none = score1("x y z w", "a b c d");
+    got = format_bleu(none);
+    want = "BLEU = 0.00 0.0/0.0/0.0/0.0 (BP = 1.000 ratio = 1.000 hyp_len = 4 ref_len = 4)";
+    check(got == want, "format no-match \"%s\"", got.c_str());
+    check(bleu_signature() == "nrefs:1|case:mixed|eff:no|tok:13a|smooth:exp", "signature %s",
+          bleu_signature().c_str());
+}
+
+void test_errors_and_bytes() {
+    bool threw = false;
+    try { corpus_bleu({"a", "b"}, {"a"}); } catch (const std::invalid_argument&) { threw = true; }
+    check(threw, "mismatched sizes throw std::invalid_argument");
+    threw = false;
+    try { corpus_bleu({"a"}, {""}); } catch (const std::invalid_argument&) { threw = true; }
+    check(threw, "empty reference throws std::invalid_argument (as sacreBLEU raises)");
+    // Invalid UTF-8 is kept byte for byte and never crashes.
+    std::string bad = "\xff\xfe caf\xc3 .\xe2\x80 x\xc2";
+    std::string tok = tokenize_13a(bad);
+    check(tok == "\xff\xfe caf\xc3 . \xe2\x80 x\xc2", "invalid UTF-8 tokenized byte-wise: \"%s\"", show(tok).c_str());
+    BleuStats s = score1(bad + " a b c", bad + " a b c");
+    check(s.bleu > 100 - 1e-9 && s.sys_len == 8, "invalid UTF-8 identical lines score 100 (%.6f, %lld tokens)",
+          s.bleu, (long long)s.sys_len);
+    check(py_rstrip("ab \xc2\xa0\t\xe3\x80\x80") == "ab" && py_rstrip("ab\xc2") == "ab\xc2" &&
+              py_rstrip("\x85") == "\x85",
+          "py_rstrip strips Unicode white space, not a lone byte 0x85");
+}
+
+// ---- shared sacreBLEU cases -----------------------------------------------------------------
+
+std::string cases_dir() {
+    const char* env = std::getenv("BLEU_CASES_DIR");
+    return env && *env ? env : "../shared/bleu";
+}
+
+void test_tok13a_tsv(const std::string& dir) {
+    std::string text;
+    if (!read_file(dir + "/tok13a.tsv", text)) {
+        std::printf("SKIP tok13a.tsv: cannot open %s/tok13a.tsv\n", dir.c_str());
+        return;
+    }
+    int n = 0;
+    for (const std::string& line : split_lines(text)) {
+        if (line.empty() || line[0] == '#') continue;
+        size_t tab = line.find('\t');
+        if (tab == std::string::npos) { check(false, "tok13a.tsv line without a tab: %s", line.c_str()); continue; }
+        std::string in = json_string(line.substr(0, tab)), want = json_string(line.substr(tab + 1));
+        check_tok(in, want);
+        n++;
+    }
+    check(n > 0, "tok13a.tsv had %d cases", n);
+}
+
+// Compares one expected.json case: counts/totals/lengths exactly, bleu and bp to 1e-9.
+void check_expected_case(const std::string& dir, const Json& c) {
+    std::string name = c["case"].str, hyp_text, ref_text;
+    if (!read_file(dir + "/" + name + ".hyp", hyp_text) || !read_file(dir + "/" + c["ref"].str, ref_text)) {
+        check(false, "%s: cannot read %s.hyp or %s", name.c_str(), name.c_str(), c["ref"].str.c_str());
+        return;
+    }
+    std::vector<std::string> hyps = split_lines(hyp_text), refs = split_lines(ref_text);
+    auto t0 = std::chrono::steady_clock::now();
+    BleuStats s = corpus_bleu(hyps, refs);
+    double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    bool counts_ok = s.sys_len == (int64_t)c["sys_len"].num && s.ref_len == (int64_t)c["ref_len"].num;
+    for (int n = 0; n < 4; n++)
+        counts_ok &= s.counts[n] == (int64_t)c["counts"].items[n].num &&
+                     s.totals[n] == (int64_t)c["totals"].items[n].num;
+    double want_bleu = c["bleu"].num, want_bp = c["bp"].num;
+    check(counts_ok, "%-18s counts %lld/%lld/%lld/%lld totals %lld/%lld/%lld/%lld hyp_len %lld ref_len %lld",
+          name.c_str(), (long long)s.counts[0], (long long)s.counts[1], (long long)s.counts[2],
+          (long long)s.counts[3], (long long)s.totals[0], (long long)s.totals[1],
+          (long long)s.totals[2], (long long)s.totals[3], (long long)s.sys_len, (long long)s.ref_len);
+    check(std::fabs(s.bleu - want_bleu) <= 1e-9, "%-18s bleu %.17g want %s diff %.1e%s", name.c_str(),
+          s.bleu, c["bleu"].str.c_str(), std::fabs(s.bleu - want_bleu), s.bleu == want_bleu ? " (bit-exact)" : "");
+    check(std::fabs(s.bp - want_bp) <= 1e-9, "%-18s bp %.17g want %s diff %.1e%s", name.c_str(), s.bp,
+          c["bp"].str.c_str(), std::fabs(s.bp - want_bp), s.bp == want_bp ? " (bit-exact)" : "");
+    check(secs < 1.0, "%-18s scored %zu lines in %.3f s (< 1 s)", name.c_str(), hyps.size(), secs);
+}
+
+void test_expected_json(const std::string& dir) {
+    std::string text;
+    if (!read_file(dir + "/expected.json", text)) {
+        std::printf("SKIP sacreBLEU cases: cannot open %s/expected.json "
+                    "(run from the repo root, or set BLEU_CASES_DIR)\n", dir.c_str());
+        return;
+    }
+    Json root = parse_json(text);
+    const std::string& sig = root["signature"].str;
+    check(sig.compare(0, bleu_signature().size(), bleu_signature()) == 0,
+          "signature %s is a prefix of sacreBLEU's %s", bleu_signature().c_str(), sig.c_str());
+    for (const Json& c : root["cases"].items) check_expected_case(dir, c);
+}
+
+int main() {
+    test_tokenizer_rules();
+    test_hand_bleu();
+    test_format_and_signature();
+    test_errors_and_bytes();
+    std::string dir = cases_dir();
+    try {
+        test_tok13a_tsv(dir);
+        test_expected_json(dir);
+    } catch (const std::exception& e) {
+        check(false, "shared cases: %s", e.what());
+    }
+    return check_summary("bleu");
+}
