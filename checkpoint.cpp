@@ -98,9 +98,12 @@ bool SafeTensorsFile::open(const std::string& p, std::string* error) {
         return fail("too short to be a safetensors file (" + std::to_string(file_size) + " bytes)");
     uint64_t n = 0;
     for (int i = 7; i >= 0; i--) n = (n << 8) | len_bytes[i];
-    if (n < 2 || n > (1u << 27) || 8 + n > (uint64_t)file_size)
+    if (n < 2 || n > (1u << 27))
         return fail("not a safetensors file (header length " + std::to_string(n) + " for a " +
                     std::to_string(file_size) + "-byte file)");
+    if (8 + n > (uint64_t)file_size)
+        return fail("file is truncated: its header needs " + std::to_string(8 + n) + " bytes, the file has " +
+                    std::to_string(file_size));
     std::string header(n, '\0');
     if (std::fread(&header[0], 1, n, f_) != n) return fail("cannot read the header");
     Json j;

@@ -390,6 +390,16 @@ float model_forward(Model* m, const Batch& bt, bool train) {
 
 const float* model_logits(const Model* m) { return m->acts ? m->acts->logits : nullptr; }
 
+void model_encode(Model* m, const Batch& bt, std::vector<float>* enc_out) {
+    check_batch(m, bt);
+    prepare_activations(m, bt.B, bt.S, bt.T);
+    m->acts->train = false;
+    Pass ps{m, &bt, 0.0f, 0.0f, 0.0f};
+    encoder_forward(ps);
+    const float* out = m->acts->enc_out;
+    enc_out->assign(out, out + (size_t)bt.B * bt.S * m->cfg.d_model);
+}
+
 // ---------------------------------------------------------------------------------------------
 // Backward
 // ---------------------------------------------------------------------------------------------

@@ -130,6 +130,9 @@ void model_init(Model* m, const Config& cfg, uint64_t seed);
 // cross-entropy over non-pad labels. train=true applies dropout (masks from dropout_seed and
 // train_forwards) and keeps what backward needs.
 float model_forward(Model* m, const Batch& batch, bool train);
+// The encoder alone (no dropout): enc_out (B*S, d_model) for the batch's sources; the
+// batch's target side is not read beyond its shape (T >= 1).
+void model_encode(Model* m, const Batch& batch, std::vector<float>* enc_out);
 // (B, T, vocab) logits of the last forward.
 const float* model_logits(const Model* m);
 // Backward of the last forward(train=true). Accumulates into grads; the loss gradient is

@@ -1,0 +1,118 @@
+# Makefile — builds the programs (train, translate, average, bleu, bpe) and the tests.
+#
+#   make                  the programs (CPU: g++ -O3 -march=native, OpenMP when available)
+#   make test             builds and runs every test (prints "tests: N passed, M failed")
+#   make bench            training-step speed, ours vs PyTorch on this machine
+#   make bench-decode     decoding speed, ours vs PyTorch
+#   make bench-bpe        BPE learn/encode speed, ours vs SentencePiece
+#   make bench-gemm       matrix-product speed, ours vs OpenBLAS
+#   make data             the default English->Spanish corpus (data/corpus/default)
+#   make reference        regenerate test/ref/* with the PyTorch reference (python3-torch)
+#   make reference-check  regenerate into a temporary folder and compare with test/ref/*
+#   make info             what the build detected (compiler, OpenMP, nvcc, BLAS)
+#   make clean
+#
+# Variables: SANITIZE=1 (AddressSanitizer + UBSan, build in build/asan), BLAS=openblas
+# (matrix products through OpenBLAS's cblas_sgemm instead of our own gemm.cpp),
+# CXX, PYTHON (the interpreter with torch: Debian's /usr/bin/python3).
+
+CXX ?= g++
+PYTHON ?= /usr/bin/python3
+WARN := -Wall -Wextra
+CXXFLAGS_BASE := -std=c++17 -I. $(WARN)
+
+# OpenMP: used when the compiler accepts -fopenmp (checked by compiling a test program).
+OPENMP := $(shell printf 'int main(){return 0;}' | $(CXX) -fopenmp -x c++ - -o /dev/null 2>/dev/null && echo -fopenmp)
+
+# CUDA: nvcc on PATH (checked by running it). The CUDA backend (transformer.cu) is the
+# CUDA issue's work; until it lands, a found nvcc is reported by `make info` and the build
+# stays CPU-only, needing no nvcc.
+NVCC := $(shell command -v nvcc 2>/dev/null)
+NVCC_VERSION := $(if $(NVCC),$(shell $(NVCC) --version 2>/dev/null | grep -o 'release [0-9.]*'))
+
+ifeq ($(SANITIZE),1)
+  BUILD := build/asan
+  OPT := -O1 -g -fno-omit-frame-pointer -fsanitize=address,undefined -fno-sanitize-recover=undefined
+else
+  BUILD := build
+  OPT := -O3 -march=native
+endif
+
+ifeq ($(BLAS),openblas)
+  BLAS_FLAGS := -DUSE_OPENBLAS
+  BLAS_LIBS := -lopenblas
+endif
+
+CXXFLAGS := $(CXXFLAGS_BASE) $(OPT) $(OPENMP) $(BLAS_FLAGS)
+LDLIBS := $(BLAS_LIBS)
+
+# The model library: every layer, the sequence, checkpoints, decoding, data, tokenizer, BLEU.
+MODEL_SRC := config.cpp model.cpp ops_cpu.cpp gemm.cpp checkpoint.cpp decode.cpp
+TEXT_SRC := tokenizer.cpp data.cpp bleu.cpp trainer.cpp
+LIB_SRC := $(MODEL_SRC) $(TEXT_SRC)
+LIB_OBJ := $(LIB_SRC:%.cpp=$(BUILD)/%.o)
+HEADERS := $(wildcard *.h test/*.h)
+
+PROGRAMS := train translate average bleu bpe
+TESTS := test_core test_decode test_train test_gemm test_tokenizer test_data test_bleu
+
+.PHONY: all test test-asan bench bench-decode bench-bpe bench-gemm data reference \
+        reference-check info clean
+all: $(PROGRAMS)
+
+$(BUILD)/%.o: %.cpp $(HEADERS)
+	@mkdir -p $(dir $@)
+	$(CXX) $(CXXFLAGS) -c $< -o $@
+
+$(PROGRAMS): %: $(BUILD)/cli/%.o $(LIB_OBJ)
+	$(CXX) $(CXXFLAGS) $^ -o $@ $(LDLIBS)
+
+$(BUILD)/test_%: $(BUILD)/test/test_%.o $(LIB_OBJ)
+	$(CXX) $(CXXFLAGS) $^ -o $@ $(LDLIBS)
+
+$(BUILD)/bench_%: $(BUILD)/test/bench_%.o $(LIB_OBJ)
+	$(CXX) $(CXXFLAGS) $^ -o $@ $(LDLIBS)
+
+# The tests run from the repository root; test/run_tests.sh adds up their closing lines.
+test: $(TESTS:%=$(BUILD)/%) $(PROGRAMS)
+	@sh test/run_tests.sh $(BUILD)
+
+# The same tests under AddressSanitizer and UBSan.
+test-asan:
+	$(MAKE) SANITIZE=1 test
+
+bench: $(BUILD)/bench_train
+	@sh test/bench.sh train $(BUILD)
+
+bench-decode: $(BUILD)/bench_decode
+	@sh test/bench.sh decode $(BUILD)
+
+bench-bpe: bpe data
+	@sh test/bench_bpe.sh
+
+$(BUILD)/bench_gemm_blas: test/bench_gemm.cpp gemm.cpp gemm.h
+	@mkdir -p $(BUILD)
+	$(CXX) $(CXXFLAGS) test/bench_gemm.cpp gemm.cpp -o $@ -lopenblas
+
+bench-gemm: $(BUILD)/bench_gemm_blas
+	env -u OPENBLAS_CORETYPE LD_LIBRARY_PATH=/usr/lib/x86_64-linux-gnu/openblas-openmp \
+	    OMP_NUM_THREADS=2 $(BUILD)/bench_gemm_blas
+
+data:
+	python3 data/make_corpus.py
+
+reference:
+	$(PYTHON) test/reference.py
+
+reference-check:
+	$(PYTHON) test/reference.py --check
+
+info:
+	@echo "compiler: $(CXX) ($$($(CXX) -dumpfullversion))"
+	@echo "flags:    $(CXXFLAGS)"
+	@echo "OpenMP:   $(if $(OPENMP),yes ($(OPENMP)),no: serial build)"
+	@echo "nvcc:     $(if $(NVCC),$(NVCC) ($(NVCC_VERSION)); CUDA backend not built yet (CPU-only build),not found: CPU-only build)"
+	@echo "BLAS:     $(if $(BLAS_FLAGS),OpenBLAS (cblas_sgemm),own gemm.cpp)"
+
+clean:
+	rm -rf build $(PROGRAMS)

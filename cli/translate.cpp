@@ -1,0 +1,237 @@
+// cli/translate.cpp — ./translate: reads sentences from stdin, writes one translation per line
+// to stdout in the same order, flushing after each batch (so it also works interactively).
+//
+//   ./translate < input.txt > output.txt
+//   ./translate --model runs/default/average.safetensors --beam 1 < input.txt   (greedy)
+//   ./translate --nbest 4 < input.txt     "LINE ||| translation ||| score ||| logprob" x 4
+//
+// Lines available together are translated together (sorted by length, batches of at most
+// --batch-tokens padded source tokens, results restored to input order). An empty line gives
+// an empty line. Invalid UTF-8 and lines longer than --max-input-tokens are errors naming the
+// line (exit 1) unless --replace-invalid / --split-long say how to handle them.
+#include <poll.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <string>
+#include <vector>
+
+#include "checkpoint.h"
+#include "decode.h"
+#include "options.h"
+#include "tokenizer.h"
+
+// Reads stdin line by line and says whether another line is ready without blocking.
+class LineReader {
+public:
+    bool next(std::string* line) {
+        for (;;) {
+            size_t nl = buf_.find('\n', pos_);
+            if (nl != std::string::npos) {
+                *line = buf_.substr(pos_, nl - pos_);
+                pos_ = nl + 1;
+                return true;
+            }
+            if (eof_) {
+                if (pos_ >= buf_.size()) return false;
+                *line = buf_.substr(pos_);
+                pos_ = buf_.size();
+                return true;
+            }
+            fill();
+        }
+    }
+    bool line_ready() {
+        if (buf_.find('\n', pos_) != std::string::npos || (eof_ && pos_ < buf_.size())) return true;
+        if (eof_) return false;
+        struct pollfd p = {0, POLLIN, 0};
+        return poll(&p, 1, 0) > 0;
+    }
+
+private:
+    std::string buf_;
+    size_t pos_ = 0;
+    bool eof_ = false;
+    void fill() {
+        buf_.erase(0, pos_);
+        pos_ = 0;
+        char tmp[1 << 16];
+        ssize_t n = read(0, tmp, sizeof tmp);
+        if (n <= 0) eof_ = true;
+        else buf_.append(tmp, (size_t)n);
+    }
+};
+
+// Byte offset of the first invalid UTF-8 sequence, or -1.
+static long invalid_utf8_at(const std::string& s) {
+    for (size_t i = 0; i < s.size();) {
+        unsigned char c = s[i];
+        int len = c < 0x80 ? 1 : (c >> 5) == 6 ? 2 : (c >> 4) == 14 ? 3 : (c >> 3) == 30 ? 4 : 0;
+        if (len == 0 || i + len > s.size()) return (long)i;
+        uint32_t cp = len == 1 ? c : c & (0x7F >> len);
+        for (int k = 1; k < len; k++) {
+            unsigned char d = s[i + k];
+            if ((d & 0xC0) != 0x80) return (long)i;
+            cp = (cp << 6) | (d & 0x3F);
+        }
+        if ((len == 2 && cp < 0x80) || (len == 3 && cp < 0x800) || (len == 4 && (cp < 0x10000 || cp > 0x10FFFF)) ||
+            (cp >= 0xD800 && cp <= 0xDFFF))
+            return (long)i;
+        i += len;
+    }
+    return -1;
+}
+
+static std::string replace_invalid(const std::string& s) {
+    std::string out;
+    for (size_t i = 0; i < s.size();) {
+        std::string rest = s.substr(i, 4);
+        long bad = invalid_utf8_at(rest);
+        size_t len = 1;
+        unsigned char c = s[i];
+        len = c < 0x80 ? 1 : (c >> 5) == 6 ? 2 : (c >> 4) == 14 ? 3 : 4;
+        if (bad == 0 || i + len > s.size() || invalid_utf8_at(s.substr(i, len)) >= 0) {
+            out += "\xEF\xBF\xBD";   // U+FFFD
+            i += 1;
+        } else {
+            out += s.substr(i, len);
+            i += len;
+        }
+    }
+    return out;
+}
+
+struct TranslateOptions {
+    std::string model = "runs/default/average.safetensors";
+    DecodeOptions decode;
+    int batch_tokens = 4000;
+    int max_input_tokens = 0;   // 0: the model's limit (learned positions) or 1024
+    bool replace_invalid = false;
+    bool split_long = false;
+};
+
+struct Translator {
+    TranslateOptions opt;
+    Model model;
+    Tokenizer tok;
+    long line_number = 0;
+
+    // Encodes one input line, checking it; false + message on bad input.
+    bool encode(std::string line, std::vector<std::vector<int>>* pieces, std::string* err) {
+        if (!line.empty() && line.back() == '\r') line.pop_back();
+        long bad = invalid_utf8_at(line);
+        if (bad >= 0 && !opt.replace_invalid) {
+            *err = "line " + std::to_string(line_number) + ": invalid UTF-8 at byte " + std::to_string(bad) +
+                   " (--replace-invalid substitutes U+FFFD)";
+            return false;
+        }
+        if (bad >= 0) line = replace_invalid(line);
+        std::vector<int> ids = tok.encode(line);
+        pieces->clear();
+        if ((int)ids.size() <= opt.max_input_tokens) {
+            pieces->push_back(ids);
+            return true;
+        }
+        if (!opt.split_long) {
+            *err = "line " + std::to_string(line_number) + ": " + std::to_string(ids.size()) +
+                   " tokens, more than --max-input-tokens " + std::to_string(opt.max_input_tokens) +
+                   " (--split-long translates it in pieces)";
+            return false;
+        }
+        for (size_t i = 0; i < ids.size(); i += opt.max_input_tokens)
+            pieces->emplace_back(ids.begin() + i, ids.begin() + std::min(ids.size(), i + opt.max_input_tokens));
+        return true;
+    }
+
+    // Translates the lines' pieces and prints one output line (or nbest lines) per input line.
+    void translate(const std::vector<std::vector<std::vector<int>>>& lines, long first_line) {
+        std::vector<std::vector<int>> sources;
+        for (const auto& pieces : lines)
+            for (const auto& p : pieces) {
+                sources.push_back(p);
+                if (!p.empty()) sources.back().push_back(EOS_ID);
+            }
+        std::vector<std::vector<Hypothesis>> hyps = decode_sorted(&model, sources, opt.decode, opt.batch_tokens);
+        size_t k = 0;
+        for (size_t i = 0; i < lines.size(); i++) {
+            if (opt.decode.nbest <= 1 || lines[i].size() != 1) {
+                std::string out;
+                for (size_t p = 0; p < lines[i].size(); p++, k++)
+                    out += (p ? " " : "") + tok.decode(hyps[k][0].tokens);
+                std::printf("%s\n", out.c_str());
+                continue;
+            }
+            for (const Hypothesis& h : hyps[k])
+                std::printf("%ld ||| %s ||| %.6f ||| %.6f\n", first_line + (long)i, tok.decode(h.tokens).c_str(),
+                            h.score, h.logprob);
+            k++;
+        }
+        std::fflush(stdout);
+    }
+};
+
+static bool load(Translator* t) {
+    Metadata meta;
+    std::string err;
+    if (!checkpoint_load(&t->model, t->opt.model, &meta, &err)) {
+        std::fprintf(stderr, "translate: %s\n", err.c_str());
+        if (t->opt.model == TranslateOptions().model)
+            std::fprintf(stderr, "translate: (train a model first: make && ./train; or pass --model FILE)\n");
+        return false;
+    }
+    if (!Tokenizer::deserialize(meta["tokenizer"], &t->tok, &err)) {
+        std::fprintf(stderr, "translate: %s: no valid tokenizer in the checkpoint (%s)\n", t->opt.model.c_str(), err.c_str());
+        return false;
+    }
+    if (t->tok.vocab_size() != t->model.cfg.vocab) {
+        std::fprintf(stderr, "translate: %s: tokenizer has %d ids, the model %d\n", t->opt.model.c_str(),
+                     t->tok.vocab_size(), t->model.cfg.vocab);
+        return false;
+    }
+    const int limit = t->model.cfg.learned_pos ? t->model.cfg.max_len - 1 : 1024;
+    if (t->opt.max_input_tokens <= 0 || t->opt.max_input_tokens > limit) t->opt.max_input_tokens = limit;
+    return true;
+}
+
+int main(int argc, char** argv) {
+    Translator t;
+    TranslateOptions& o = t.opt;
+    Options opts("translate", "Translates stdin to stdout, one line per input line, in order.");
+    opts.add("--model", &o.model, "checkpoint (safetensors) to translate with", "FILE");
+    opts.add("--beam", &o.decode.beam, "beam size (1 = greedy)");
+    opts.add("--alpha", &o.decode.alpha, "length penalty exponent: lp = ((5 + |Y|) / 6)^alpha");
+    opts.add("--max-len-a", &o.decode.max_len_a, "max output length = a * source length + b");
+    opts.add("--max-len-b", &o.decode.max_len_b, "max output length = a * source length + b");
+    opts.add("--nbest", &o.decode.nbest, "hypotheses per line, with scores (<= beam)");
+    opts.add("--batch-tokens", &o.batch_tokens, "padded source tokens per batch");
+    opts.add("--max-input-tokens", &o.max_input_tokens, "longest accepted line in tokens (0: model limit)");
+    opts.add_flag("--replace-invalid", &o.replace_invalid, "replace invalid UTF-8 with U+FFFD instead of failing");
+    opts.add_flag("--split-long", &o.split_long, "translate over-long lines in pieces instead of failing");
+    if (!opts.parse(argc, argv)) return opts.exit_code();
+    if (o.decode.beam < 1 || o.decode.nbest < 1 || o.decode.nbest > std::max(1, o.decode.beam)) {
+        std::fprintf(stderr, "translate: need beam >= 1 and 1 <= nbest <= beam\n");
+        return 2;
+    }
+    if (!load(&t)) return 1;
+    LineReader in;
+    std::string line, err;
+    std::vector<std::vector<std::vector<int>>> chunk;
+    long first = 1;
+    while (in.next(&line)) {
+        t.line_number++;
+        std::vector<std::vector<int>> pieces;
+        if (!t.encode(line, &pieces, &err)) {
+            if (!chunk.empty()) t.translate(chunk, first);
+            std::fprintf(stderr, "translate: %s\n", err.c_str());
+            return 1;
+        }
+        chunk.push_back(pieces);
+        if (chunk.size() >= 2000 || !in.line_ready()) {
+            t.translate(chunk, first);
+            first = t.line_number + 1;
+            chunk.clear();
+        }
+    }
+    if (!chunk.empty()) t.translate(chunk, first);
+    return 0;
+}

@@ -1,0 +1,481 @@
+// gemm.cpp — the project's SGEMM: C = alpha * op(A) * op(B) + beta * C, row-major.
+//
+// How a fast GEMM works (GotoBLAS / BLIS design), and how this file maps onto it
+// -----------------------------------------------------------------------------------------
+// A naive triple loop runs at a few GFLOP/s: every multiply-add waits on a memory load.
+// A core can do 2 AVX-512 FMAs per cycle (32 single-precision multiply-adds), but it can
+// only load ~2 vectors per cycle from L1 and far less from L2/L3/DRAM. The whole design is
+// about feeding the FMA units from registers and L1, with each byte fetched from slower
+// memory reused as many times as possible.
+//
+// 1. Micro-kernel (registers). C is cut into MR x NR = 12 x 32 tiles. The tile lives in
+//    12 x 2 = 24 zmm accumulators for the whole k loop. Each k step loads one row of the B
+//    sliver (32 floats = 2 zmm), broadcasts 12 values of the A sliver and does 24 FMAs:
+//    14 loads for 24 FMAs, and 24 independent accumulators hide the 4-cycle FMA latency
+//    (2 FMA pipes x 4 cycles = 8 chains needed at minimum). 24 + 2 + 1 = 27 of 32 registers.
+// 2. Packing. The kernel wants, for each k, MR consecutive A values and NR consecutive B
+//    values. pack_a / pack_b copy blocks of op(A) and op(B) into exactly that order
+//    ("slivers": A as [k][MR], B as [k][NR]), 64-byte aligned and zero-padded at the edges.
+//    This is where the transposes are handled, so one kernel serves NN, NT, TN and TT, and
+//    the kernel always streams unit-stride memory with no TLB or cache-set conflicts.
+// 3. Cache blocking (the five loops around the kernel):
+//        for jc in N step NC        B panel columns   (NC = 4096)
+//          for pc in K step KC      depth             (KC = 256)
+//            pack B[pc:pc+KC, jc:jc+NC]  -> KC x NC panel, lives in L3 (4 MiB)
+//            for ic in M step MC    A block rows      (MC = 144)
+//              pack A[ic:ic+MC, pc:pc+KC] -> MC x KC block, lives in L2 (144 KiB)
+//              for jr in NC step NR       one B sliver KC x NR = 32 KiB stays in L1
+//                for ir in MC step MR     A slivers (12 KiB each) stream from L2
+//                  micro-kernel: C[ir:ir+MR, jr:jr+NR] += A sliver * B sliver
+//    KC sets the depth of the kernel's loop (long enough to amortise loading/storing the C
+//    tile) and the L1 footprint of a B sliver. MC x KC fits the per-core L2 (1 MiB) with
+//    room left for B slivers and C. Each A element packed is reused NC/NR times from L2,
+//    each B element packed is reused MC/MR times from L1 and M/MC times from L3.
+// 4. Threads (OpenMP). C is split into one rectangle per thread, by rows (each thread packs
+//    its own A rows and all of B) or by columns (its own B columns and all of A), whichever
+//    a small cost model (tile rounding + repacking) prefers; each thread then runs the
+//    serial blocked product above on its rectangle. No barriers, no shared buffers, and
+//    every C element is computed by one thread in one fixed order: bitwise deterministic.
+//    Inside an existing parallel region (attention, over batch x head) we stay serial.
+// 5. Small products (attention: 25x25x32 and the like) skip packing: a register-blocked
+//    kernel (4 rows x 32 columns, masked at the edges) reads A and B in place; only a
+//    transposed B is first copied into a small per-thread buffer.
+//
+// Portability: without __AVX512F__ the kernels are plain C++ loops (the compiler vectorises
+// them for whatever -march is given); without _OPENMP everything is serial; with
+// -DUSE_OPENBLAS sgemm() simply forwards to cblas_sgemm.
+#include "gemm.h"
+
+#ifdef USE_OPENBLAS
+#include <cblas.h>
+
+void sgemm(bool trans_a, bool trans_b, int M, int N, int K, float alpha, const float* A, int lda,
+           const float* B, int ldb, float beta, float* C, int ldc) {
+    cblas_sgemm(CblasRowMajor, trans_a ? CblasTrans : CblasNoTrans,
+                trans_b ? CblasTrans : CblasNoTrans, M, N, K, alpha, A, lda, B, ldb, beta, C,
+                ldc);
+}
+
+#else  // our own implementation
+
+#include <algorithm>
+#include <cstddef>
+#include <cstdlib>
+#include <cstring>
+#ifdef _OPENMP
+#include <omp.h>
+#endif
+#if defined(__AVX512F__) || defined(__SSE2__)
+#include <immintrin.h>
+#endif
+
+namespace {
+
+// ---------------------------------------------------------------------------------------------
+// Block sizes (see the header comment). MC is a multiple of MR, NC of NR.
+constexpr int MR = 12;     // micro-tile rows: 12 broadcasts per k step
+constexpr int NR = 32;     // micro-tile columns: 2 zmm vectors of 16 floats
+constexpr int KC = 256;    // depth of one packed block: B sliver KC*NR*4 B = 32 KiB (L1)
+constexpr int MC = 144;    // A block MC*KC*4 B = 144 KiB (L2)
+constexpr int NC = 4096;   // B panel KC*NC*4 B = 4 MiB (L3)
+
+// Products with M*N*K at or below this take the unpacked small-matrix path.
+constexpr double SMALL_MNK = 64.0 * 64.0 * 64.0;
+// Products below this many multiply-adds are not worth waking a second thread for.
+constexpr double PARALLEL_MNK = 1 << 20;
+
+// Strided view of a logical matrix: element (r, c) is at p[r * rs + c * cs].
+// op(A) and op(B) are described this way, so transposes are just swapped strides.
+struct View {
+    const float* p;
+    long rs, cs;
+    const float* at(long r, long c) const { return p + r * rs + c * cs; }
+};
+
+// ---------------------------------------------------------------------------------------------
+// Per-thread, 64-byte aligned scratch that grows on demand and is reused across calls.
+class Scratch {
+public:
+    ~Scratch() { std::free(p_); }
+    float* get(size_t n) {
+        if (n > cap_) {
+            std::free(p_);
+            cap_ = (n + 15) & ~size_t(15);
+            p_ = static_cast<float*>(std::aligned_alloc(64, cap_ * sizeof(float)));
+        }
+        return p_;
+    }
+private:
+    float* p_ = nullptr;
+    size_t cap_ = 0;
+};
+thread_local Scratch tls_a, tls_b, tls_small;
+
+// C = beta * C on an M x N block (beta == 0 writes exact zeros).
+void scale_c(int M, int N, float beta, float* C, int ldc) {
+    for (int i = 0; i < M; i++) {
+        float* c = C + (size_t)i * ldc;
+        if (beta == 0.0f) std::memset(c, 0, sizeof(float) * N);
+        else if (beta != 1.0f) for (int j = 0; j < N; j++) c[j] *= beta;
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Packing. Both operands are packed into slivers of width R (MR for A, NR for B):
+// dst[k * R + r] = element r of the sliver at depth k, rows r >= rows zero-filled.
+// "Copy" is the case where the R values are contiguous in the source (A transposed,
+// B not transposed); "transpose" the case where the k values are (A not transposed,
+// B transposed).
+
+#ifdef __AVX512F__
+// Mask of the first n (clamped to 0..16) lanes.
+inline __mmask16 tail_mask(int n) {
+    return n <= 0 ? 0 : n >= 16 ? 0xFFFF : (__mmask16)((1u << n) - 1);
+}
+#endif
+
+// d[0:R] = s[0:n], zero-filled beyond n (n may exceed R: only R values are copied).
+template <int R>
+inline void copy_row(const float* s, int n, float* d) {
+#ifdef __AVX512F__
+    for (int j = 0; j < R; j += 16)
+        _mm512_mask_storeu_ps(d + j, tail_mask(R - j), _mm512_maskz_loadu_ps(tail_mask(n - j), s + j));
+#else
+    int j = 0;
+    for (; j < std::min(n, R); j++) d[j] = s[j];
+    for (; j < R; j++) d[j] = 0.0f;
+#endif
+}
+
+// Block whose R values at each depth are contiguous: src[k * ld + r]. The source is read
+// row by row (long sequential runs) and each row is spread over the slivers.
+template <int R>
+void pack_copy(const float* src, long ld, int rows, int kc, float* dst) {
+    for (int k = 0; k < kc; k++, src += ld)
+        for (int r0 = 0; r0 < rows; r0 += R)
+            copy_row<R>(src + r0, rows - r0, dst + (size_t)r0 * kc + (size_t)k * R);
+}
+
+#ifdef __SSE2__
+// Transposes 4 source rows x 4 depths: dst[k * R + r] = src[r * ld + k] for r, k < 4.
+// (Measured on Zen 4 this 128-bit version is as fast as 256/512-bit shuffle variants, and
+// twice as fast as scattering 512-bit lanes with masked stores.)
+inline void transpose_4x4(const float* src, long ld, int R, float* dst) {
+    __m128 r0 = _mm_loadu_ps(src), r1 = _mm_loadu_ps(src + ld);
+    __m128 r2 = _mm_loadu_ps(src + 2 * ld), r3 = _mm_loadu_ps(src + 3 * ld);
+    _MM_TRANSPOSE4_PS(r0, r1, r2, r3);
+    _mm_storeu_ps(dst, r0);
+    _mm_storeu_ps(dst + R, r1);
+    _mm_storeu_ps(dst + 2 * R, r2);
+    _mm_storeu_ps(dst + 3 * R, r3);
+}
+#endif
+
+// Block whose k values are contiguous: dst[k * R + r] = src[r * ld + k] for r < rows,
+// zero for rows <= r < R. Whole 4 x 4 blocks go through transpose_4x4; leftover rows and
+// depths are copied one by one.
+void pack_transpose(const float* src, long ld, int rows, int kc, int R, float* dst) {
+    int r4 = 0, k4 = 0;
+#ifdef __SSE2__
+    r4 = rows / 4 * 4;
+    k4 = kc / 4 * 4;
+    for (int k0 = 0; k0 < k4; k0 += 4)
+        for (int r = 0; r < r4; r += 4)
+            transpose_4x4(src + r * ld + k0, ld, R, dst + (size_t)k0 * R + r);
+#endif
+    for (int k = 0; k < kc; k++) {
+        float* d = dst + (size_t)k * R;
+        for (int r = k < k4 ? r4 : 0; r < rows; r++) d[r] = src[r * ld + k];
+        for (int r = rows; r < R; r++) d[r] = 0.0f;
+    }
+}
+
+// Packs a rows x kc block of a view (rows along the sliver width) into slivers of width R.
+template <int R>
+void pack_block(const View& v, int rows, int kc, float* dst) {
+    if (v.cs != 1) {
+        pack_copy<R>(v.p, v.cs, rows, kc, dst);
+        return;
+    }
+    for (int r0 = 0; r0 < rows; r0 += R)
+        pack_transpose(v.at(r0, 0), v.rs, std::min(R, rows - r0), kc, R, dst + (size_t)r0 * kc);
+}
+
+// ---------------------------------------------------------------------------------------------
+// Micro-kernel: C[0:mr, 0:nr] = alpha * (a sliver . b sliver) + beta * C, with the full
+// MR x NR product always computed (padding is zero) and only mr x nr stored.
+#ifdef __AVX512F__
+inline __m512 blend_store_value(__m512 acc, const float* c, __mmask16 m, float alpha,
+                                float beta) {
+    __m512 v = _mm512_mul_ps(acc, _mm512_set1_ps(alpha));
+    if (beta != 0.0f) v = _mm512_fmadd_ps(_mm512_maskz_loadu_ps(m, c), _mm512_set1_ps(beta), v);
+    return v;
+}
+
+void micro_kernel(int kc, const float* __restrict a, const float* __restrict b, float* c,
+                  int ldc, int mr, int nr, float alpha, float beta) {
+    __m512 acc[MR][2];
+#pragma GCC unroll 12
+    for (int r = 0; r < MR; r++) acc[r][0] = acc[r][1] = _mm512_setzero_ps();
+    for (int r = 0; r < mr; r++) _mm_prefetch((const char*)(c + (size_t)r * ldc), _MM_HINT_T0),
+                                 _mm_prefetch((const char*)(c + (size_t)r * ldc + 16), _MM_HINT_T0);
+#pragma GCC unroll 2
+    for (int k = 0; k < kc; k++) {
+        _mm_prefetch((const char*)(a + 8 * MR), _MM_HINT_T0);
+        __m512 b0 = _mm512_load_ps(b), b1 = _mm512_load_ps(b + 16);
+#pragma GCC unroll 12
+        for (int r = 0; r < MR; r++) {
+            __m512 ar = _mm512_set1_ps(a[r]);
+            acc[r][0] = _mm512_fmadd_ps(ar, b0, acc[r][0]);
+            acc[r][1] = _mm512_fmadd_ps(ar, b1, acc[r][1]);
+        }
+        a += MR;
+        b += NR;
+    }
+    __mmask16 m0 = nr >= 16 ? 0xFFFF : (__mmask16)((1u << nr) - 1);
+    __mmask16 m1 = nr >= 32 ? 0xFFFF : nr <= 16 ? 0 : (__mmask16)((1u << (nr - 16)) - 1);
+    for (int r = 0; r < mr; r++) {
+        float* cr = c + (size_t)r * ldc;
+        _mm512_mask_storeu_ps(cr, m0, blend_store_value(acc[r][0], cr, m0, alpha, beta));
+        _mm512_mask_storeu_ps(cr + 16, m1, blend_store_value(acc[r][1], cr + 16, m1, alpha, beta));
+    }
+}
+#else
+void micro_kernel(int kc, const float* __restrict a, const float* __restrict b, float* c,
+                  int ldc, int mr, int nr, float alpha, float beta) {
+    float acc[MR][NR] = {};
+    for (int k = 0; k < kc; k++, a += MR, b += NR)
+        for (int r = 0; r < MR; r++)
+            for (int j = 0; j < NR; j++) acc[r][j] += a[r] * b[j];
+    for (int r = 0; r < mr; r++) {
+        float* cr = c + (size_t)r * ldc;
+        for (int j = 0; j < nr; j++)
+            cr[j] = beta == 0.0f ? alpha * acc[r][j] : alpha * acc[r][j] + beta * cr[j];
+    }
+}
+#endif
+
+// ---------------------------------------------------------------------------------------------
+// Blocked serial product on one rectangle of C (the loops of the header comment).
+struct Problem {
+    View a, b;          // op(A) as [M,K], op(B) as [K,N]
+    int M, N, K;
+    float alpha, beta;
+    float* C;
+    int ldc;
+};
+
+// Runs every micro-tile of one packed A block (mc x kc) against one packed B panel (kc x nc).
+void macro_kernel(int mc, int nc, int kc, const float* ap, const float* bp, float* C, int ldc,
+                  float alpha, float beta) {
+    for (int jr = 0; jr < nc; jr += NR)
+        for (int ir = 0; ir < mc; ir += MR)
+            micro_kernel(kc, ap + (size_t)ir * kc, bp + (size_t)jr * kc,
+                         C + (size_t)ir * ldc + jr, ldc, std::min(MR, mc - ir),
+                         std::min(NR, nc - jr), alpha, beta);
+}
+
+// Single-threaded blocked product (the loops of the header comment).
+void gemm_serial(const Problem& p) {
+    float* bp = tls_b.get((size_t)KC * std::min(NC, (p.N + NR - 1) / NR * NR));
+    float* ap = tls_a.get((size_t)KC * MC);
+    for (int jc = 0; jc < p.N; jc += NC) {
+        int nc = std::min(NC, p.N - jc);
+        for (int pc = 0; pc < p.K; pc += KC) {
+            int kc = std::min(KC, p.K - pc);
+            float beta = pc == 0 ? p.beta : 1.0f;  // later depth blocks accumulate
+            // op(B) rows pc.., columns jc..: slivers run along N, depth along K.
+            pack_block<NR>(View{p.b.at(pc, jc), p.b.cs, p.b.rs}, nc, kc, bp);
+            for (int ic = 0; ic < p.M; ic += MC) {
+                int mc = std::min(MC, p.M - ic);
+                pack_block<MR>(View{p.a.at(ic, pc), p.a.rs, p.a.cs}, mc, kc, ap);
+                macro_kernel(mc, nc, kc, ap, bp, p.C + (size_t)ic * p.ldc + jc, p.ldc, p.alpha,
+                             beta);
+            }
+        }
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Small products: no packing of A; op(B) rows must be unit-stride (b.cs == 1).
+#ifdef __AVX512F__
+// R rows x (16 * NV) columns of C, columns masked to n (<= 16 * NV). Up to 8 x 2 = 16
+// accumulators: enough independent FMA chains to hide the FMA latency.
+template <int R, int NV>
+void small_tile(const View& a, const float* b, long ldb, int K, int n, float alpha, float beta,
+                float* c, int ldc) {
+    __mmask16 m[NV];
+#pragma GCC unroll 2
+    for (int v = 0; v < NV; v++) m[v] = tail_mask(n - 16 * v);
+    // (All loops over R and NV fully unrolled, so that acc lives in registers.)
+    __m512 acc[R][NV];
+#pragma GCC unroll 8
+    for (int r = 0; r < R; r++)
+#pragma GCC unroll 2
+        for (int v = 0; v < NV; v++) acc[r][v] = _mm512_setzero_ps();
+    for (int k = 0; k < K; k++) {
+        __m512 bv[NV];
+#pragma GCC unroll 2
+        for (int v = 0; v < NV; v++) bv[v] = _mm512_maskz_loadu_ps(m[v], b + k * ldb + 16 * v);
+#pragma GCC unroll 8
+        for (int r = 0; r < R; r++) {
+            __m512 ar = _mm512_set1_ps(*a.at(r, k));
+#pragma GCC unroll 2
+            for (int v = 0; v < NV; v++) acc[r][v] = _mm512_fmadd_ps(ar, bv[v], acc[r][v]);
+        }
+    }
+#pragma GCC unroll 8
+    for (int r = 0; r < R; r++)
+#pragma GCC unroll 2
+        for (int v = 0; v < NV; v++) {
+            float* cr = c + (size_t)r * ldc + 16 * v;
+            _mm512_mask_storeu_ps(cr, m[v], blend_store_value(acc[r][v], cr, m[v], alpha, beta));
+        }
+}
+
+// rows (1..8) x 16*NV columns: dispatch to the tile with that many rows.
+template <int NV>
+void small_rows(int rows, const View& a, const float* b, long ldb, int K, int n, float alpha,
+                float beta, float* c, int ldc) {
+    switch (rows) {
+        case 1: small_tile<1, NV>(a, b, ldb, K, n, alpha, beta, c, ldc); break;
+        case 2: small_tile<2, NV>(a, b, ldb, K, n, alpha, beta, c, ldc); break;
+        case 3: small_tile<3, NV>(a, b, ldb, K, n, alpha, beta, c, ldc); break;
+        case 4: small_tile<4, NV>(a, b, ldb, K, n, alpha, beta, c, ldc); break;
+        case 5: small_tile<5, NV>(a, b, ldb, K, n, alpha, beta, c, ldc); break;
+        case 6: small_tile<6, NV>(a, b, ldb, K, n, alpha, beta, c, ldc); break;
+        case 7: small_tile<7, NV>(a, b, ldb, K, n, alpha, beta, c, ldc); break;
+        default: small_tile<8, NV>(a, b, ldb, K, n, alpha, beta, c, ldc); break;
+    }
+}
+
+// Rows are cut into equal blocks of at most 8 (25 -> 7, 6, 6, 6 rather than 8, 8, 8, 1),
+// columns into chunks of 32 (two vectors) with a masked last one.
+void gemm_small_kernel(const View& a, const float* b, long ldb, int M, int N, int K,
+                       float alpha, float beta, float* C, int ldc) {
+    int blocks = (M + 7) / 8;
+    for (int bi = 0, i = 0; bi < blocks; bi++) {
+        int rows = (M - i) / (blocks - bi);  // spread the remainder over the last blocks
+        View ai{a.at(i, 0), a.rs, a.cs};
+        for (int j = 0; j < N; j += 32) {
+            int n = std::min(32, N - j);
+            float* c = C + (size_t)i * ldc + j;
+            if (n > 16) small_rows<2>(rows, ai, b + j, ldb, K, n, alpha, beta, c, ldc);
+            else small_rows<1>(rows, ai, b + j, ldb, K, n, alpha, beta, c, ldc);
+        }
+        i += rows;
+    }
+}
+#else
+void gemm_small_kernel(const View& a, const float* b, long ldb, int M, int N, int K,
+                       float alpha, float beta, float* C, int ldc) {
+    constexpr int JB = 256;  // row chunk accumulated on the stack
+    float acc[JB];
+    for (int i = 0; i < M; i++)
+        for (int j0 = 0; j0 < N; j0 += JB) {
+            int n = std::min(JB, N - j0);
+            for (int j = 0; j < n; j++) acc[j] = 0.0f;
+            for (int k = 0; k < K; k++) {
+                float av = *a.at(i, k);
+                const float* bk = b + k * ldb + j0;
+                for (int j = 0; j < n; j++) acc[j] += av * bk[j];
+            }
+            float* c = C + (size_t)i * ldc + j0;
+            for (int j = 0; j < n; j++)
+                c[j] = beta == 0.0f ? alpha * acc[j] : alpha * acc[j] + beta * c[j];
+        }
+}
+#endif
+
+void gemm_small(const Problem& p) {
+    const float* b = p.b.p;
+    long ldb = p.b.rs;
+    if (p.b.cs != 1) {  // transposed B: copy op(B) into a K x N unit-stride buffer first
+        float* t = tls_small.get((size_t)p.K * p.N);
+        pack_transpose(p.b.p, p.b.cs, p.N, p.K, p.N, t);
+        b = t;
+        ldb = p.N;
+    }
+    gemm_small_kernel(p.a, b, ldb, p.M, p.N, p.K, p.alpha, p.beta, p.C, p.ldc);
+}
+
+#ifdef _OPENMP
+// ---------------------------------------------------------------------------------------------
+// Threading. C is cut into nth bands, by rows or by columns, and each thread computes its
+// band as an independent serial product: no barriers, no shared buffers. The price is that
+// one operand is packed by every thread (by rows: each thread packs its rows of A and all of
+// B; by columns: all of A and its columns of B): a few percent at most on the model's
+// shapes. In exchange the threads never wait for each other, which keeps the product fast
+// on a machine shared with other processes (where a descheduled thread stalls every barrier).
+
+// Estimated cycles of the busiest thread: padded micro-tile work plus packing.
+double split_cost(const Problem& p, int nth, bool by_rows) {
+    auto round_up = [](long x, long m) { return (x + m - 1) / m * m; };
+    long rows = by_rows ? round_up((p.M + nth - 1) / nth, MR) : round_up(p.M, MR);
+    long cols = by_rows ? round_up(p.N, NR) : round_up((p.N + nth - 1) / nth, NR);
+    double compute = (double)rows * cols * p.K / 32.0;            // 32 multiply-adds per cycle
+    double pack_a = (double)rows * p.K * ((cols + NC - 1) / NC);  // A repacked per B panel
+    double pack_b = (double)cols * p.K;
+    return compute + 0.5 * (pack_a + pack_b);                      // ~2 packed floats per cycle
+}
+
+// Thread t of nth computes its band of C: rows [t*band, ...) or columns [t*band, ...),
+// bands being whole micro-tiles.
+void gemm_band(const Problem& p, int t, int nth, bool by_rows) {
+    int n = by_rows ? p.M : p.N, unit = by_rows ? MR : NR;
+    int band = ((n + nth - 1) / nth + unit - 1) / unit * unit;
+    int lo = std::min(n, t * band), hi = std::min(n, lo + band);
+    if (lo >= hi) return;
+    Problem q = p;
+    if (by_rows) {
+        q.a.p = p.a.at(lo, 0);
+        q.C = p.C + (size_t)lo * p.ldc;
+        q.M = hi - lo;
+    } else {
+        q.b.p = p.b.at(0, lo);
+        q.C = p.C + lo;
+        q.N = hi - lo;
+    }
+    gemm_serial(q);
+}
+
+void gemm_parallel(const Problem& p, int nth) {
+    bool by_rows = split_cost(p, nth, true) <= split_cost(p, nth, false);
+#pragma omp parallel num_threads(nth)
+    gemm_band(p, omp_get_thread_num(), omp_get_num_threads(), by_rows);
+}
+
+int thread_count(const Problem& p) {
+    if (omp_in_parallel()) return 1;  // no nested parallelism: the caller already is parallel
+    if ((double)p.M * p.N * p.K < PARALLEL_MNK) return 1;
+    return omp_get_max_threads();
+}
+#endif  // _OPENMP
+
+}  // namespace
+
+void sgemm(bool trans_a, bool trans_b, int M, int N, int K, float alpha, const float* A, int lda,
+           const float* B, int ldb, float beta, float* C, int ldc) {
+    if (M <= 0 || N <= 0) return;
+    if (K <= 0 || alpha == 0.0f) {
+        scale_c(M, N, beta, C, ldc);
+        return;
+    }
+    Problem p{trans_a ? View{A, 1, lda} : View{A, lda, 1},
+              trans_b ? View{B, 1, ldb} : View{B, ldb, 1},
+              M, N, K, alpha, beta, C, ldc};
+    if ((double)M * N * K <= SMALL_MNK) {
+        gemm_small(p);
+        return;
+    }
+#ifdef _OPENMP
+    int nth = thread_count(p);
+    if (nth > 1) {
+        gemm_parallel(p, nth);
+        return;
+    }
+#endif
+    gemm_serial(p);
+}
+
+#endif  // USE_OPENBLAS

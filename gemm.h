@@ -1,0 +1,19 @@
+// gemm.h — the project's own single-precision matrix product (SGEMM), row-major.
+//
+// Every linear layer, the attention products and their backward passes go through sgemm().
+// The implementation (gemm.cpp) is a cache-blocked, AVX-512, OpenMP-parallel GEMM in the
+// GotoBLAS/BLIS style; its header comment explains the design. Build options:
+//   default        our own kernels (AVX-512 when __AVX512F__ is defined, portable C++ otherwise)
+//   -DUSE_OPENBLAS sgemm forwards to cblas_sgemm (link with -lopenblas)
+//   without -fopenmp the product runs serially.
+#pragma once
+
+// C[M,N] = alpha * op(A) * op(B) + beta * C   (row-major; lda/ldb/ldc in elements)
+// op(A) is [M,K]: A is [M,K] (lda >= K) or, with trans_a, A is [K,M] (lda >= M).
+// op(B) is [K,N]: B is [K,N] (ldb >= N) or, with trans_b, B is [N,K] (ldb >= K).
+// beta == 0 overwrites C (NaN/Inf already in C are ignored). K == 0 gives C = beta * C.
+// Called outside an OpenMP parallel region it uses all OpenMP threads; called inside one
+// (e.g. attention, parallel over batch x head) it runs single-threaded on the calling thread.
+// Deterministic: the same inputs and thread count give bitwise the same C.
+void sgemm(bool trans_a, bool trans_b, int M, int N, int K, float alpha,
+           const float* A, int lda, const float* B, int ldb, float beta, float* C, int ldc);

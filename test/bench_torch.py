@@ -1,0 +1,218 @@
+#!/usr/bin/python3
+"""test/bench_torch.py -- PyTorch speed anchor for the C++/CUDA Transformer.
+
+Uses the model and the fast batched decoders of test/reference.py (same numerics as the
+C++). Measured with the machine's best PyTorch settings: 2 threads, the OpenMP build of
+OpenBLAS and tcmalloc. Run it exactly so (the BLAS and allocator it loaded are printed):
+
+    env -u OPENBLAS_CORETYPE \\
+        LD_LIBRARY_PATH=/usr/lib/x86_64-linux-gnu/openblas-openmp \\
+        LD_PRELOAD=/usr/lib/x86_64-linux-gnu/libtcmalloc_minimal.so.4 \\
+        /usr/bin/python3 test/bench_torch.py train [--configs tiny,small,base] [--steps N]
+    (same prefix) /usr/bin/python3 test/bench_torch.py decode [--weights F] [--input F]
+
+train:  one full training step (forward, backward, Adam) on a fixed synthetic batch of
+        sentence pairs of exactly 25 source and 25 target tokens (164 pairs = 4,100 + 4,100
+        tokens; base: 82 pairs), dropout 0.1, label smoothing 0.1, post-LN. 2 warm-up steps,
+        then the median over --steps. Each config runs in its own process so that peak RSS
+        is per config. Prints: torch train <config> ms_per_step=X tokens_per_s=Y peak_rss_mb=Z
+decode: "small" config, random init: 200 source sentences of 20 tokens (19 + </s>) in one
+        batch; every hypothesis is FORCED to exactly 20 target tokens (</s> gets log-prob -inf,
+        so nothing stops early), greedy and beam 4 (alpha 0.6) with the fast batched decoders.
+        tokens_per_s = output tokens (200 * 20) / second.
+        Prints: torch decode <greedy|beam4> tokens_per_s=X ms=Y
+        --weights FILE.safetensors loads a checkpoint (tensors named as in DESIGN.md, config
+        JSON in __metadata__["config"]); --input FILE decodes lines of token ids instead
+        (no forced length; max length a*len+b), --output FILE writes the hypotheses.
+"""
+import argparse
+import os
+import resource
+import statistics
+import subprocess
+import sys
+import time
+
+import torch
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import reference as R  # noqa: E402
+
+# name: (layers, d_model, d_ff, heads, vocab, sentence pairs, timed steps)
+CONFIGS = {
+    "tiny": (2, 128, 512, 4, 8000, 164, 5),
+    "small": (3, 256, 1024, 4, 8000, 164, 5),
+    "base": (6, 512, 2048, 8, 37000, 82, 3),
+}
+SENT_LEN = 25            # tokens per source and per target sentence in the train batch
+DEC_SENTS, DEC_LEN = 200, 20
+
+
+def model_config(name):
+    n, d, d_ff, h, vocab, _, _ = CONFIGS[name]
+    return dict(n_enc=n, n_dec=n, d_model=d, d_ff=d_ff, n_heads=h, d_k=d // h, d_v=d // h,
+                vocab=vocab, max_len=256, pre_ln=0, learned_pos=0, label_smoothing=0.1,
+                lr_scale=1.0, warmup=4000)
+
+
+def loaded_libraries():
+    """Shared objects of interest mapped into this process (BLAS, OpenMP, allocator)."""
+    keys = ("blas", "lapack", "mkl", "omp", "tcmalloc", "jemalloc")
+    found = set()
+    with open("/proc/self/maps") as f:
+        for line in f:
+            path = line.split()[-1]
+            if path.startswith("/") and any(k in os.path.basename(path).lower() for k in keys):
+                found.add(os.path.realpath(path))
+    return sorted(found)
+
+
+def print_environment():
+    torch.ones(64, 64) @ torch.ones(64, 64)  # make sure the BLAS is loaded
+    print(f"# torch {torch.__version__}, threads {torch.get_num_threads()}, "
+          f"OPENBLAS_CORETYPE={os.environ.get('OPENBLAS_CORETYPE', '(unset)')}")
+    libs = loaded_libraries()
+    print("# loaded: " + " ".join(libs))
+    if not any("openblas-openmp" in x for x in libs) or not any("tcmalloc" in x for x in libs):
+        print("# WARNING: not the OpenMP OpenBLAS + tcmalloc setup; see the header of this file")
+
+
+def synthetic_batch(n_pairs, vocab, gen):
+    """n_pairs of exactly SENT_LEN source and SENT_LEN target tokens, no padding."""
+    body = torch.randint(4, vocab, (n_pairs, SENT_LEN - 1), generator=gen)   # (B, 24)
+    tgt = torch.randint(4, vocab, (n_pairs, SENT_LEN - 1), generator=gen)    # (B, 24)
+    eos = torch.full((n_pairs, 1), R.EOS, dtype=torch.int64)
+    bos = torch.full((n_pairs, 1), R.BOS, dtype=torch.int64)
+    return {"src": torch.cat([body, eos], 1),        # (B, 25)
+            "tgt_in": torch.cat([bos, tgt], 1),      # (B, 25)
+            "labels": torch.cat([tgt, eos], 1)}      # (B, 25)
+
+
+def peak_rss_mb():
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0  # KiB on Linux
+
+
+def bench_train(name, steps):
+    cfg = model_config(name)
+    n_pairs = CONFIGS[name][5]
+    steps = steps or CONFIGS[name][6]
+    torch.manual_seed(0)
+    model = R.Transformer(cfg, dropout=0.1)
+    R.init_params(model)
+    model.train()
+    batch = synthetic_batch(n_pairs, cfg["vocab"], torch.Generator().manual_seed(0))
+    opt = R.make_optimizer(model)
+    times, cpu = [], []
+    for step in range(1, 2 + steps + 1):
+        t0, c0 = time.perf_counter(), time.process_time()
+        loss = R.train_step(model, opt, step, batch, cfg)
+        times.append(time.perf_counter() - t0)
+        cpu.append(time.process_time() - c0)
+    ms = 1000.0 * statistics.median(times[2:])
+    cpu_ms = 1000.0 * statistics.median(cpu[2:])
+    tokens = 2 * n_pairs * SENT_LEN
+    print(f"torch train {name} ms_per_step={ms:.1f} tokens_per_s={tokens / ms * 1000:.0f} "
+          f"peak_rss_mb={peak_rss_mb():.0f}  # loss {float(loss):.3f}, {steps} timed steps, "
+          f"process CPU {cpu_ms:.0f} ms/step (wall > CPU/threads means other load)", flush=True)
+
+
+def run_train(args):
+    names = [c.strip() for c in args.configs.split(",") if c.strip()]
+    for name in names:
+        if name not in CONFIGS:
+            sys.exit(f"unknown config '{name}' (choose from {', '.join(CONFIGS)})")
+    if len(names) == 1:
+        print_environment()
+        bench_train(names[0], args.steps)
+        return
+    for name in names:  # one process per config: peak RSS per config
+        cmd = [sys.executable, os.path.abspath(__file__), "train", "--configs", name,
+               "--threads", str(args.threads)] + (["--steps", str(args.steps)] if args.steps else [])
+        if subprocess.run(cmd).returncode != 0:
+            sys.exit(f"train benchmark of {name} failed")
+
+
+def load_checkpoint(path):
+    """Our checkpoint format: DESIGN.md tensor names, config JSON in metadata "config"."""
+    tensors, meta = R.load_safetensors(path)
+    if "config" not in meta:
+        sys.exit(f"{path}: no 'config' in the safetensors metadata")
+    model = R.Transformer(R.config_from_metadata(meta))
+    names = set(model.state_dict())
+    missing = names - set(tensors)
+    if missing:
+        sys.exit(f"{path}: missing tensors, e.g. {sorted(missing)[:3]}")
+    model.load_state_dict({k: v for k, v in tensors.items() if k in names})
+    return model.eval()
+
+
+def read_sources(path):
+    """Lines of token ids; </s> appended when missing."""
+    srcs = []
+    with open(path) as f:
+        for line in f:
+            ids = [int(x) for x in line.split()]
+            srcs.append(ids if ids and ids[-1] == R.EOS else ids + [R.EOS])
+    return srcs
+
+
+def timed(fn):
+    t0 = time.perf_counter()
+    out = fn()
+    return out, 1000.0 * (time.perf_counter() - t0)
+
+
+def run_decode(args):
+    print_environment()
+    if args.weights:
+        model = load_checkpoint(args.weights)
+    else:
+        torch.manual_seed(0)
+        model = R.Transformer(model_config("small"))
+        R.init_params(model)
+        model.eval()
+    vocab = model.cfg["vocab"]
+    if args.input:
+        srcs, force = read_sources(args.input), None
+    else:
+        gen = torch.Generator().manual_seed(1)
+        srcs = [torch.randint(4, vocab, (DEC_LEN - 1,), generator=gen).tolist() + [R.EOS]
+                for _ in range(DEC_SENTS)]
+        force = DEC_LEN
+    a, b = args.max_len_a, args.max_len_b
+    R.greedy_fast(model, srcs[:8], a, b, force)  # warm-up
+    greedy, ms_g = timed(lambda: R.greedy_fast(model, srcs, a, b, force))
+    beam, ms_b = timed(lambda: R.beam_fast(model, srcs, args.beam, args.alpha, a, b, force))
+    for label, outs, ms in (("greedy", greedy, ms_g), (f"beam{args.beam}", beam, ms_b)):
+        n_tok = sum(len(o[0]) for o in outs)
+        print(f"torch decode {label} tokens_per_s={n_tok / ms * 1000:.0f} ms={ms:.1f}"
+              f"  # {len(srcs)} sentences, {n_tok} output tokens", flush=True)
+    if args.output:
+        with open(args.output, "w") as f:
+            for toks, _, _ in beam:
+                f.write(" ".join(str(t) for t in toks if t != R.EOS) + "\n")
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0],
+                                 formatter_class=argparse.RawDescriptionHelpFormatter,
+                                 epilog=__doc__.split("\n", 2)[2])
+    ap.add_argument("mode", choices=["train", "decode"])
+    ap.add_argument("--configs", default="tiny,small,base", help="train: comma-separated configs")
+    ap.add_argument("--steps", type=int, default=0,
+                    help="train: timed steps after 2 warm-up steps (default 5; base 3)")
+    ap.add_argument("--threads", type=int, default=2, help="torch threads (default 2)")
+    ap.add_argument("--weights", help="decode: checkpoint .safetensors (default: random small)")
+    ap.add_argument("--input", help="decode: file of token-id lines (default: synthetic, forced)")
+    ap.add_argument("--output", help="decode: write beam hypotheses (token ids) here")
+    ap.add_argument("--beam", type=int, default=4, help="decode: beam size (default 4)")
+    ap.add_argument("--alpha", type=float, default=0.6, help="decode: length penalty alpha")
+    ap.add_argument("--max-len-a", type=float, default=1.0, help="decode: max len = a*len + b")
+    ap.add_argument("--max-len-b", type=int, default=50, help="decode: max len = a*len + b")
+    args = ap.parse_args()
+    torch.set_num_threads(args.threads)
+    run_train(args) if args.mode == "train" else run_decode(args)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,48 @@
+#!/bin/sh
+# test/run_tests.sh BUILD_DIR — runs every test of `make test` from the repository root, each
+# to its end even when an earlier one fails, and adds up their closing lines
+# ("NAME: N passed, M failed"). Ends with "tests: N passed, M failed"; exits 1 on any failure
+# or on a test that crashed or printed no closing line.
+set -u
+BUILD=${1:-build}
+passed=0
+failed=0
+log=$(mktemp)
+
+run() {  # run NAME COMMAND...: runs one suite, tees its output, adds its counts
+    name=$1
+    shift
+    echo "=== $name: $*"
+    start=$(date +%s)
+    "$@" > "$log" 2>&1
+    status=$?
+    cat "$log"
+    line=$(grep -E '^[A-Za-z_]+: [0-9]+ passed, [0-9]+ failed' "$log" | tail -n 1)
+    if [ -z "$line" ]; then
+        echo "FAIL $name: no closing line (exit status $status)"
+        failed=$((failed + 1))
+        return
+    fi
+    p=$(echo "$line" | sed -E 's/.*: ([0-9]+) passed, ([0-9]+) failed.*/\1/')
+    f=$(echo "$line" | sed -E 's/.*: ([0-9]+) passed, ([0-9]+) failed.*/\2/')
+    if [ "$status" -ne 0 ] && [ "$f" -eq 0 ]; then
+        echo "FAIL $name: exit status $status"
+        f=1
+    fi
+    passed=$((passed + p))
+    failed=$((failed + f))
+    echo "=== $name: $p passed, $f failed ($(( $(date +%s) - start )) s)"
+}
+
+run core "$BUILD/test_core"
+run decode "$BUILD/test_decode"
+run train "$BUILD/test_train"
+run gemm "$BUILD/test_gemm"
+run tokenizer "$BUILD/test_tokenizer"
+run data "$BUILD/test_data"
+run bleu "$BUILD/test_bleu"
+run corpus sh test/test_corpus.sh
+run cli sh test/test_cli.sh
+rm -f "$log"
+echo "tests: $passed passed, $failed failed"
+[ "$failed" -eq 0 ]

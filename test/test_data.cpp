@@ -1,0 +1,413 @@
+// test/test_data.cpp — tests of data.h: reading parallel text, the ids cache, batches and the
+// batch sampler (budgets, coverage, shuffling, exact resume).
+//
+// Works on small synthetic text files in a temporary folder (removed at the end) and uses the
+// byte-level Tokenizer() (no merges), so a line of n bytes has exactly n ids. Runs in well
+// under a second.
+//
+// Build: g++ -std=c++17 -O3 -march=native -fopenmp -Wall -Wextra -I. data.cpp tokenizer.cpp
+//            test/test_data.cpp -o build/test_data
+// Run:   ./build/test_data       (prints PASS/FAIL lines, ends with "data: N passed, M failed")
+#include <algorithm>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "data.h"
+#include "test/check.h"
+
+namespace fs = std::filesystem;
+
+static std::string g_dir;   // the temporary folder
+
+static std::string tmp_path(const std::string& name) { return g_dir + "/" + name; }
+
+static void write_text(const std::string& path, const std::string& text) {
+    std::ofstream f(path, std::ios::binary | std::ios::trunc);
+    f << text;
+}
+
+static std::string read_bytes(const std::string& path) {
+    std::ifstream f(path, std::ios::binary);
+    return std::string(std::istreambuf_iterator<char>(f), {});
+}
+
+static bool contains(const std::string& s, const std::string& part) {
+    return s.find(part) != std::string::npos;
+}
+
+// Deterministic synthetic sentence of n bytes (lower-case words and spaces).
+static std::string sentence(uint64_t* rng, int n) {
+    std::string s;
+    while ((int)s.size() < n) {
+        if (!s.empty()) s += ' ';
+        int w = 1 + (int)random_below(rng, 8);
+        for (int k = 0; k < w; k++) s += (char)('a' + random_below(rng, 26));
+    }
+    s.resize(n);
+    if (s.back() == ' ') s.back() = 'x';
+    return s;
+}
+
+// Writes a parallel corpus of n lines; a few lines are long (> 64 bytes) for max_len tests.
+static void write_corpus(const std::string& src, const std::string& tgt, int n) {
+    uint64_t rng = 42;
+    std::string a, b;
+    for (int i = 0; i < n; i++) {
+        int ls = 1 + (int)random_below(&rng, 60), lt = 1 + (int)random_below(&rng, 60);
+        if (i % 50 == 7) ls = 70 + i % 13;    // too long on the source side
+        if (i % 50 == 23) lt = 66 + i % 11;   // too long on the target side
+        a += sentence(&rng, ls) + "\n";
+        b += sentence(&rng, lt) + "\n";
+    }
+    write_text(src, a);
+    write_text(tgt, b);
+}
+
+// ------------------------------------------------------------------ make_batch
+
+static void test_make_batch() {
+    std::vector<SentencePair> pairs = {{{10, 11, 12}, {20}}, {{13}, {21, 22, 23, 24}}};
+    Batch b = make_batch(pairs);
+    const int P = PAD_ID, E = EOS_ID, S = BOS_ID;
+    std::vector<int> src = {10, 11, 12, E, 13, E, P, P};                      // (2, 4)
+    std::vector<int> tgt_in = {S, 20, P, P, P, S, 21, 22, 23, 24};            // (2, 5)
+    std::vector<int> labels = {20, E, P, P, P, 21, 22, 23, 24, E};            // (2, 5)
+    check(b.B == 2 && b.S == 4 && b.T == 5, "make_batch: B=%d S=%d T=%d (want 2, 4, 5)", b.B,
+          b.S, b.T);
+    check(b.src == src && b.tgt_in == tgt_in && b.labels == labels,
+          "make_batch: src / tgt_in / labels layout of a hand-made batch");
+    check(b.src_tokens == 6 && b.tgt_tokens == 7, "make_batch: src_tokens=%d tgt_tokens=%d "
+          "(want 6, 7)", b.src_tokens, b.tgt_tokens);
+    Batch one = make_batch(pairs, {1});
+    check(one.B == 1 && one.S == 2 && one.T == 5 && one.src == std::vector<int>{13, E},
+          "make_batch(pairs, {1}): one row, no padding");
+}
+
+// ------------------------------------------------------------------ reading and errors
+
+static void test_read_errors(const Tokenizer& tok) {
+    LoadOptions quiet;
+    quiet.verbose = false;
+    ParallelData d;
+    std::string err;
+    write_text(tmp_path("a.en"), "one\ntwo\nthree\n");
+    write_text(tmp_path("a.es"), "uno\ndos\n");
+    bool ok = load_parallel(tmp_path("a.en"), tmp_path("a.es"), tok, quiet, &d, &err);
+    check(!ok && contains(err, "a.en") && contains(err, "a.es") && contains(err, "3") &&
+              contains(err, "2"),
+          "mismatched line counts -> error naming both files and counts: %s", err.c_str());
+
+    write_text(tmp_path("b.en"), "one\n\nthree\n");
+    write_text(tmp_path("b.es"), "uno\ndos\ntres");   // no final newline: still 3 lines
+    ok = load_parallel(tmp_path("b.en"), tmp_path("b.es"), tok, quiet, &d, &err);
+    check(!ok && contains(err, "b.en:2"), "empty line -> error naming file:line: %s",
+          err.c_str());
+    LoadOptions skip = quiet;
+    skip.skip_empty = true;
+    ok = load_parallel(tmp_path("b.en"), tmp_path("b.es"), tok, skip, &d, &err);
+    check(ok && d.pairs.size() == 2 && d.skipped_empty == 1 && d.line == std::vector<size_t>{1, 3},
+          "skip_empty: 2 pairs kept (lines 1, 3), 1 skipped and counted");
+
+    write_text(tmp_path("c.en"), "ok\nbad \xff byte\n");
+    write_text(tmp_path("c.es"), "ok\nfine\n");
+    ok = load_parallel(tmp_path("c.en"), tmp_path("c.es"), tok, skip, &d, &err);
+    check(!ok && contains(err, "c.en:2") && contains(err, "UTF-8"),
+          "invalid UTF-8 -> error naming file:line: %s", err.c_str());
+    write_text(tmp_path("d.es"), std::string("ok\nnul\0here\n", 12));
+    ok = load_parallel(tmp_path("c.es"), tmp_path("d.es"), tok, skip, &d, &err);
+    check(!ok && contains(err, "d.es:2") && contains(err, "NUL"),
+          "NUL byte -> error naming file:line: %s", err.c_str());
+    write_text(tmp_path("e.es"), "ok\n\xe0\x80\xaf overlong\n");
+    ok = load_parallel(tmp_path("c.es"), tmp_path("e.es"), tok, skip, &d, &err);
+    check(!ok && contains(err, "e.es:2"), "overlong UTF-8 -> error: %s", err.c_str());
+    ok = load_parallel(tmp_path("missing.en"), tmp_path("c.es"), tok, skip, &d, &err);
+    check(!ok && contains(err, "missing.en"), "missing file -> error naming it: %s",
+          err.c_str());
+
+    write_text(tmp_path("f.en"), "  crlf line\r\n\tsecond\t\r\n");
+    write_text(tmp_path("f.es"), "una\r\ndos\r\n");
+    ok = load_parallel(tmp_path("f.en"), tmp_path("f.es"), tok, quiet, &d, &err);
+    check(ok && d.pairs.size() == 2 && tok.decode(d.pairs[0].src) == "crlf line" &&
+              tok.decode(d.pairs[1].src) == "second" && tok.decode(d.pairs[0].tgt) == "una",
+          "CRLF and surrounding blanks are stripped");
+}
+
+// ------------------------------------------------------------------ the cache
+
+// Flips one byte of a file at `offset` (from the end when negative).
+static void corrupt_byte(const std::string& path, long offset) {
+    std::string bytes = read_bytes(path);
+    size_t at = offset >= 0 ? (size_t)offset : bytes.size() + offset;
+    bytes[at] = (char)(bytes[at] ^ 0x5A);
+    write_text(path, bytes);
+}
+
+static void test_cache(const Tokenizer& tok) {
+    std::string src = tmp_path("cache.en"), tgt = tmp_path("cache.es"), err, note;
+    write_corpus(src, tgt, 300);
+    std::vector<std::vector<int>> first, again;
+    bool ok = encode_file_cached(src, tok, true, &first, &note, &err);
+    std::string cpath = cache_path(src, tok.fingerprint());
+    check(ok && note == "cache written" && fs::exists(cpath) && first.size() == 300,
+          "first encode writes %s (%s)", fs::path(cpath).filename().c_str(), note.c_str());
+    std::vector<std::string> lines;
+    read_text_lines(src, &lines, &err);
+    check(first[5] == tok.encode(lines[5]) && first[299] == tok.encode(lines[299]),
+          "cached ids are the tokenizer's encoding of each line");
+    ok = encode_file_cached(src, tok, true, &again, &note, &err);
+    check(ok && note == "cache hit" && again == first, "second encode reads the cache (%s)",
+          note.c_str());
+
+    struct Damage { const char* what; long offset; } damages[] = {
+        {"a flipped id byte", -9}, {"a flipped offset byte", 64 + 8 * 10 + 1},
+        {"a flipped header byte (fingerprint)", 17}, {"a flipped magic byte", 0}};
+    for (const Damage& dm : damages) {
+        corrupt_byte(cpath, dm.offset);
+        ok = encode_file_cached(src, tok, true, &again, &note, &err);
+        check(ok && contains(note, "cache rebuilt") && again == first,
+              "cache with %s is detected and rebuilt (%s)", dm.what, note.c_str());
+    }
+    std::string bytes = read_bytes(cpath);
+    write_text(cpath, bytes.substr(0, bytes.size() - 6));
+    ok = encode_file_cached(src, tok, true, &again, &note, &err);
+    check(ok && contains(note, "corrupt") && again == first, "truncated cache is rebuilt (%s)",
+          note.c_str());
+    encode_file_cached(src, tok, true, &again, &note, &err);
+    check(note == "cache hit", "the rebuilt cache is used next time (%s)", note.c_str());
+
+    // A changed text of the same size: only the modification time tells.
+    std::string text = read_bytes(src);
+    text[0] = text[0] == 'q' ? 'r' : 'q';
+    auto old_time = fs::last_write_time(src);
+    write_text(src, text);
+    fs::last_write_time(src, old_time + std::chrono::seconds(1));
+    ok = encode_file_cached(src, tok, true, &again, &note, &err);
+    check(ok && contains(note, "stale") && again[0] != first[0] && again[1] == first[1],
+          "edited text file (same size) -> stale cache rebuilt (%s)", note.c_str());
+
+    ok = encode_file_cached(src, tok, false, &again, &note, &err);
+    check(ok && again.size() == 300, "use_cache=false encodes without the cache (%s)",
+          note.c_str());
+}
+
+// ------------------------------------------------------------------ the sampler
+
+static BatchingOptions small_options(uint64_t seed) {
+    BatchingOptions o;
+    o.max_src_tokens = 512;
+    o.max_tgt_tokens = 384;
+    o.max_len = 64;
+    o.seed = seed;
+    return o;
+}
+
+// Indices of every batch of `epochs` epochs, in the order next() yields them.
+static std::vector<std::vector<uint32_t>> run_epochs(BatchSampler* s, int epochs) {
+    std::vector<std::vector<uint32_t>> out;
+    for (size_t i = 0; i < epochs * s->batches_per_epoch(); i++) {
+        out.push_back(s->peek_indices());
+        s->next();
+    }
+    return out;
+}
+
+// True when batch b holds exactly the pairs `which`, laid out as transformer.h says.
+static bool batch_layout_ok(const Batch& b, const std::vector<SentencePair>& pairs,
+                            const std::vector<uint32_t>& which) {
+    int S = 0, T = 0, src_tok = 0, tgt_tok = 0;
+    for (uint32_t i : which) {
+        S = std::max(S, (int)pairs[i].src.size() + 1);
+        T = std::max(T, (int)pairs[i].tgt.size() + 1);
+    }
+    if (b.B != (int)which.size() || b.S != S || b.T != T) return false;
+    for (int r = 0; r < b.B; r++) {
+        const SentencePair& p = pairs[which[r]];
+        std::vector<int> src(S, PAD_ID), tin(T, PAD_ID), lab(T, PAD_ID);
+        std::copy(p.src.begin(), p.src.end(), src.begin());
+        src[p.src.size()] = EOS_ID;
+        tin[0] = BOS_ID;
+        std::copy(p.tgt.begin(), p.tgt.end(), tin.begin() + 1);
+        std::copy(p.tgt.begin(), p.tgt.end(), lab.begin());
+        lab[p.tgt.size()] = EOS_ID;
+        if (!std::equal(src.begin(), src.end(), b.src.begin() + (size_t)r * S) ||
+            !std::equal(tin.begin(), tin.end(), b.tgt_in.begin() + (size_t)r * T) ||
+            !std::equal(lab.begin(), lab.end(), b.labels.begin() + (size_t)r * T))
+            return false;
+        src_tok += (int)p.src.size() + 1;
+        tgt_tok += (int)p.tgt.size() + 1;
+    }
+    return b.src_tokens == src_tok && b.tgt_tokens == tgt_tok &&
+           b.src.size() == (size_t)b.B * S && b.labels.size() == (size_t)b.B * T;
+}
+
+static void test_sampler_epoch(const ParallelData& d) {
+    BatchingOptions o = small_options(7);
+    BatchSampler s;
+    std::string err;
+    bool ok = s.build(d.pairs, o, &err);
+    size_t want_long = 0;
+    for (const SentencePair& p : d.pairs)
+        want_long += (int)p.src.size() + 1 > o.max_len || (int)p.tgt.size() + 1 > o.max_len;
+    check(ok && want_long > 0 && s.skipped_long() == want_long &&
+              s.pairs_kept() + s.skipped_long() == d.pairs.size(),
+          "too-long pairs skipped and counted: %zu of %zu (want %zu), %zu kept in %zu batches",
+          s.skipped_long(), d.pairs.size(), want_long, s.pairs_kept(), s.batches_per_epoch());
+    size_t real_src = 0, real_tgt = 0;   // non-pad tokens of the kept pairs
+    for (const SentencePair& p : d.pairs)
+        if ((int)p.src.size() + 1 <= o.max_len && (int)p.tgt.size() + 1 <= o.max_len) {
+            real_src += p.src.size() + 1;
+            real_tgt += p.tgt.size() + 1;
+        }
+    std::printf("     (padding efficiency: source %.1f%%, target %.1f%% of padded tokens are "
+                "real)\n", 100.0 * real_src / s.padded_src_tokens(),
+                100.0 * real_tgt / s.padded_tgt_tokens());
+
+    for (int epoch = 0; epoch < 2; epoch++) {
+        std::map<uint32_t, int> seen;
+        bool budgets = true, layout = true;
+        for (size_t i = 0; i < s.batches_per_epoch(); i++) {
+            std::vector<uint32_t> which = s.peek_indices();
+            const Batch& b = s.next();
+            budgets &= b.B * b.S <= o.max_src_tokens && b.B * b.T <= o.max_tgt_tokens;
+            budgets &= b.S <= o.max_len && b.T <= o.max_len;
+            layout &= batch_layout_ok(b, d.pairs, which);
+            for (uint32_t k : which) seen[k]++;
+        }
+        bool once = seen.size() == s.pairs_kept();
+        for (auto& kv : seen) once &= kv.second == 1;
+        check(once, "epoch %d: each of the %zu kept pairs appears exactly once", epoch,
+              s.pairs_kept());
+        check(budgets, "epoch %d: every batch has B*S <= %d, B*T <= %d, S,T <= max_len",
+              epoch, o.max_src_tokens, o.max_tgt_tokens);
+        check(layout, "epoch %d: src/tgt_in/labels layout and token counts of every batch",
+              epoch);
+        check(s.position().epoch == epoch + 1 && s.position().index == 0,
+              "position after epoch %d is (epoch %lld, index %lld)", epoch,
+              (long long)s.position().epoch, (long long)s.position().index);
+    }
+}
+
+static void test_sampler_order(const ParallelData& d) {
+    std::string err;
+    BatchSampler a, b, c;
+    a.build(d.pairs, small_options(7), &err);
+    b.build(d.pairs, small_options(7), &err);
+    c.build(d.pairs, small_options(8), &err);
+    auto ra = run_epochs(&a, 2), rb = run_epochs(&b, 2), rc = run_epochs(&c, 2);
+    check(a.fingerprint() == b.fingerprint() && a.fingerprint() != c.fingerprint(),
+          "fingerprint: equal for equal settings, differs for another seed");
+    check(ra == rb, "same seed -> same batches in the same order (2 epochs, %zu batches)",
+          ra.size());
+    check(ra != rc, "different seed -> different order");
+    size_t n = a.batches_per_epoch();
+    std::vector<std::vector<uint32_t>> e0(ra.begin(), ra.begin() + n), e1(ra.begin() + n, ra.end());
+    check(e0 != e1, "epoch 1's batch order differs from epoch 0's");
+    std::vector<uint32_t> o0 = a.epoch_order(0), sorted = o0;
+    std::sort(sorted.begin(), sorted.end());
+    bool perm = true;
+    for (size_t i = 0; i < sorted.size(); i++) perm &= sorted[i] == i;
+    check(perm && o0 == a.epoch_order(0), "epoch_order is a permutation and a pure function");
+
+    BatchingOptions fixed = small_options(7);
+    fixed.shuffle = false;
+    BatchSampler f;
+    f.build(d.pairs, fixed, &err);
+    auto rf = run_epochs(&f, 2);
+    std::vector<std::vector<uint32_t>> f0(rf.begin(), rf.begin() + f.batches_per_epoch()),
+        f1(rf.begin() + f.batches_per_epoch(), rf.end());
+    check(f0 == f.batches() && f1 == f.batches(),
+          "shuffle=false: every epoch yields the batches in length order");
+}
+
+static void test_sampler_resume(const ParallelData& d) {
+    std::string err;
+    BatchSampler a;
+    a.build(d.pairs, small_options(11), &err);
+    size_t n = a.batches_per_epoch();
+    for (size_t i = 0; i < n + n - 3; i++) a.next();   // into the second epoch
+    SamplerPosition saved = a.position();
+    std::vector<Batch> want;
+    for (int i = 0; i < 8; i++) want.push_back(a.next());   // crosses into epoch 2
+    BatchSampler b;
+    b.build(d.pairs, small_options(11), &err);
+    bool ok = b.restore(saved, &err);
+    bool same = ok;
+    for (int i = 0; i < 8 && same; i++) {
+        const Batch& got = b.next();
+        same = got.src == want[i].src && got.tgt_in == want[i].tgt_in &&
+               got.labels == want[i].labels && got.B == want[i].B;
+    }
+    check(same && saved.epoch == 1 && b.position().epoch == 2,
+          "restore(epoch %lld, index %lld) in a fresh sampler continues identically across "
+          "the epoch boundary", (long long)saved.epoch, (long long)saved.index);
+    SamplerPosition bad;
+    bad.index = (int64_t)n;
+    ok = b.restore(bad, &err);
+    check(!ok && contains(err, "outside"),
+          "restore of an impossible position -> error: %s", err.c_str());
+}
+
+static void test_sampler_options(const ParallelData& d) {
+    std::string err;
+    BatchSampler s;
+    BatchingOptions o = small_options(1);
+    o.max_src_tokens = 32;   // smaller than max_len 64
+    bool ok = s.build(d.pairs, o, &err);
+    check(!ok && contains(err, "max_len"), "budget smaller than max_len -> error: %s",
+          err.c_str());
+    std::vector<SentencePair> long_pairs = {{{5, 6, 7}, {8}}, {{5}, {6, 7, 8, 9}}};
+    o = small_options(1);
+    o.max_len = 3;
+    ok = s.build(long_pairs, o, &err);
+    check(!ok && contains(err, "short enough"), "no pair fits max_len -> error: %s",
+          err.c_str());
+    o.max_len = 4;
+    ok = s.build(long_pairs, o, &err);
+    check(ok && s.pairs_kept() == 1 && s.skipped_long() == 1,
+          "max_len 4: the pair with source+1 = 4 is kept, target+1 = 5 is skipped");
+}
+
+static void test_random() {
+    uint64_t st = 0;
+    uint64_t first = splitmix64(&st);
+    check(first == 0xE220A8397B1DCDAFull, "splitmix64(0) = %016llx (reference e220a8397b1dcdaf)",
+          (unsigned long long)first);
+    st = 5;
+    bool in_range = true;
+    for (int i = 0; i < 1000; i++) in_range &= random_below(&st, 7) < 7;
+    check(in_range, "random_below(7) stays in [0, 7)");
+}
+
+int main() {
+    char tmpl[] = "/tmp/test_data_XXXXXX";
+    if (!mkdtemp(tmpl)) {
+        std::perror("mkdtemp");
+        return 1;
+    }
+    g_dir = tmpl;
+    Tokenizer tok;   // byte level: each byte of a line is one id
+    test_random();
+    test_make_batch();
+    test_read_errors(tok);
+    test_cache(tok);
+
+    std::string err;
+    write_corpus(tmp_path("train.en"), tmp_path("train.es"), 1000);
+    ParallelData d;
+    LoadOptions quiet;
+    quiet.verbose = false;
+    bool ok = load_parallel(tmp_path("train.en"), tmp_path("train.es"), tok, quiet, &d, &err);
+    check(ok && d.pairs.size() == 1000, "load_parallel: 1000 pairs (%s)", err.c_str());
+    if (ok) {
+        test_sampler_epoch(d);
+        test_sampler_order(d);
+        test_sampler_resume(d);
+        test_sampler_options(d);
+    }
+    fs::remove_all(g_dir);
+    return check_summary("data");
+}

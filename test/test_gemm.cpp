@@ -1,0 +1,217 @@
+// test/test_gemm.cpp — correctness of sgemm() (gemm.h) against a naive double-precision loop.
+//
+// Covers all four (trans_a, trans_b) combinations on: shapes that are not multiples of the
+// 12 x 32 micro-tile or of the MC/KC/NC cache blocks, K = 0, alpha != 1, beta in {0, 1, 0.5}
+// (beta = 0 with NaN already in C), leading dimensions larger than the minimum (the padding
+// of C must stay untouched), the small-matrix path (attention-like strided views), random
+// shapes, calls from inside an OpenMP parallel region, and bitwise determinism.
+#include "../gemm.h"
+#include "check.h"
+
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+#include <random>
+#include <vector>
+#ifdef _OPENMP
+#include <omp.h>
+#endif
+
+namespace {
+
+struct Case {
+    bool ta, tb;
+    int M, N, K;
+    float alpha, beta;
+    int pad_a, pad_b, pad_c;  // extra elements per row beyond the minimum leading dimension
+};
+
+// Operands and C for one case, with random contents; C's padding holds a sentinel.
+struct Data {
+    int lda, ldb, ldc;
+    std::vector<float> A, B, C0;
+};
+
+constexpr float SENTINEL = -12345.0f;
+
+Data make_data(const Case& c, uint32_t seed) {
+    std::mt19937 rng(seed);
+    std::uniform_real_distribution<float> u(-1.0f, 1.0f);
+    Data d;
+    d.lda = (c.ta ? c.M : c.K) + c.pad_a;
+    d.ldb = (c.tb ? c.K : c.N) + c.pad_b;
+    d.ldc = c.N + c.pad_c;
+    d.A.resize((size_t)(c.ta ? c.K : c.M) * d.lda + 1);
+    d.B.resize((size_t)(c.tb ? c.N : c.K) * d.ldb + 1);
+    d.C0.assign((size_t)c.M * d.ldc + 1, SENTINEL);
+    for (auto& x : d.A) x = u(rng);
+    for (auto& x : d.B) x = u(rng);
+    for (int i = 0; i < c.M; i++)
+        for (int j = 0; j < c.N; j++)
+            d.C0[(size_t)i * d.ldc + j] = c.beta == 0.0f ? NAN : u(rng);  // beta=0 ignores NaN
+    return d;
+}
+
+// Naive reference in double: C = alpha * op(A) op(B) + beta * C (padding left as is).
+std::vector<float> reference(const Case& c, const Data& d) {
+    std::vector<float> C = d.C0;
+    for (int i = 0; i < c.M; i++)
+        for (int j = 0; j < c.N; j++) {
+            double s = 0;
+            for (int k = 0; k < c.K; k++) {
+                double a = c.ta ? d.A[(size_t)k * d.lda + i] : d.A[(size_t)i * d.lda + k];
+                double b = c.tb ? d.B[(size_t)j * d.ldb + k] : d.B[(size_t)k * d.ldb + j];
+                s += a * b;
+            }
+            float& out = C[(size_t)i * d.ldc + j];
+            out = (float)(c.alpha * s + (c.beta == 0.0f ? 0.0 : (double)c.beta * out));
+        }
+    return C;
+}
+
+std::vector<float> run(const Case& c, const Data& d) {
+    std::vector<float> C = d.C0;
+    sgemm(c.ta, c.tb, c.M, c.N, c.K, c.alpha, d.A.data(), d.lda, d.B.data(), d.ldb, c.beta,
+          C.data(), d.ldc);
+    return C;
+}
+
+// Whether everything outside the M x N block of C (row padding, the extra last element)
+// still holds the sentinel.
+bool padding_intact(const Case& c, const Data& d, const std::vector<float>& C) {
+    for (size_t idx = 0; idx < C.size(); idx++) {
+        bool inside = idx < (size_t)c.M * d.ldc && (int)(idx % d.ldc) < c.N;
+        if (!inside && C[idx] != SENTINEL) return false;
+    }
+    return true;
+}
+
+// The M x N block of C, packed (the comparison must not see the padding sentinels).
+std::vector<float> block(const Case& c, const Data& d, const std::vector<float>& C) {
+    std::vector<float> out((size_t)c.M * c.N);
+    for (int i = 0; i < c.M; i++)
+        for (int j = 0; j < c.N; j++) out[(size_t)i * c.N + j] = C[(size_t)i * d.ldc + j];
+    return out;
+}
+
+// Float accumulation error grows ~sqrt(K); the check normalises by max |reference|.
+double tolerance(const Case& c) { return 2e-6 * std::sqrt((double)c.K + 1) + 1e-6; }
+
+void describe(const Case& c, const char* tag, char* buf, size_t n) {
+    std::snprintf(buf, n, "%s %c%c M=%d N=%d K=%d a=%g b=%g pad=%d/%d/%d", tag, c.ta ? 'T' : 'N',
+                  c.tb ? 'T' : 'N', c.M, c.N, c.K, c.alpha, c.beta, c.pad_a, c.pad_b, c.pad_c);
+}
+
+// One case outside any parallel region: value, padding, and run-to-run bitwise equality.
+void check_case(const Case& c, uint32_t seed) {
+    Data d = make_data(c, seed);
+    std::vector<float> want = reference(c, d), got = run(c, d), again = run(c, d);
+    char what[160];
+    describe(c, "", what, sizeof what);
+    bool ok_pad = padding_intact(c, d, got);
+    bool same = std::memcmp(got.data(), again.data(), got.size() * sizeof(float)) == 0;
+    if (!ok_pad || !same)
+        check(false, "%s padding_intact=%d deterministic=%d", what, ok_pad, same);
+    else
+        check_close(what, block(c, d, got).data(), block(c, d, want).data(),
+                    (size_t)c.M * c.N, tolerance(c));
+}
+
+// Several cases run concurrently, one per thread of a parallel region (sgemm must then
+// stay single-threaded); each result must match the reference and be bitwise equal to the
+// same product computed outside the region.
+void check_inside_parallel(const std::vector<Case>& cases) {
+    int n = (int)cases.size();
+    std::vector<Data> data;
+    std::vector<std::vector<float>> inside(n), outside(n);
+    for (int i = 0; i < n; i++) data.push_back(make_data(cases[i], 1000 + i));
+    for (int i = 0; i < n; i++) outside[i] = run(cases[i], data[i]);
+    int in_parallel = 0;
+#ifdef _OPENMP
+#pragma omp parallel for schedule(dynamic, 1) reduction(+ : in_parallel)
+#endif
+    for (int i = 0; i < n; i++) {
+#ifdef _OPENMP
+        in_parallel += omp_in_parallel() ? 1 : 0;
+#endif
+        inside[i] = run(cases[i], data[i]);
+    }
+    for (int i = 0; i < n; i++) {
+        const Case& c = cases[i];
+        char what[160];
+        describe(c, "omp-inner", what, sizeof what);
+        std::vector<float> want = reference(c, data[i]);
+        bool same = std::memcmp(inside[i].data(), outside[i].data(),
+                                inside[i].size() * sizeof(float)) == 0;
+        bool ok_pad = padding_intact(c, data[i], inside[i]);
+        if (!same || !ok_pad)
+            check(false, "%s same_as_outside=%d padding_intact=%d", what, same, ok_pad);
+        else
+            check_close(what, block(c, data[i], inside[i]).data(), block(c, data[i], want).data(),
+                        (size_t)c.M * c.N, tolerance(c));
+    }
+    check(true, "inside-parallel calls ran (%d of %d inside an active region)", in_parallel, n);
+}
+
+}  // namespace
+
+int main() {
+    const bool T[2] = {false, true};
+    uint32_t seed = 1;
+
+    // Edge shapes: around the 12 x 32 micro-tile, tiny, skinny, deep, across MC/KC/NC, and
+    // (with several threads) both ways of splitting C: by rows and, for the last two, by columns.
+    const int shapes[][3] = {
+        {1, 1, 1},     {2, 3, 4},      {7, 5, 3},       {11, 31, 15},   {12, 32, 16},
+        {13, 33, 17},  {33, 17, 9},    {1, 1000, 7},    {1000, 1, 7},   {13, 37, 1000},
+        {25, 25, 32},  {25, 32, 25},   {100, 100, 100}, {145, 65, 257}, {300, 70, 520},
+        {20, 4200, 20}, {161, 97, 513}, {12, 512, 400}, {5, 700, 300}};
+    for (auto& s : shapes)
+        for (bool ta : T)
+            for (bool tb : T) check_case({ta, tb, s[0], s[1], s[2], 1.0f, 0.0f, 0, 0, 0}, seed++);
+
+    // alpha, beta and padded leading dimensions, on a small-path and a blocked-path shape.
+    const float alphas[] = {1.0f, -0.5f, 2.0f};
+    const float betas[] = {0.0f, 1.0f, 0.5f};
+    const int mid[][3] = {{9, 19, 23}, {150, 90, 270}};
+    for (auto& s : mid)
+        for (bool ta : T)
+            for (bool tb : T)
+                for (float al : alphas)
+                    for (float be : betas)
+                        check_case({ta, tb, s[0], s[1], s[2], al, be, 3, 5, 7}, seed++);
+
+    // K = 0: C = beta * C (beta = 0 clears NaN).
+    for (float be : betas)
+        for (bool ta : T)
+            for (bool tb : T) check_case({ta, tb, 17, 40, 0, 1.5f, be, 1, 2, 3}, seed++);
+
+    // Attention-like: strided views into wider rows (e.g. one head of a (T, 3*d) buffer).
+    for (bool ta : T)
+        for (bool tb : T) {
+            check_case({ta, tb, 25, 25, 32, 0.125f, 0.0f, 1504, 1504, 7}, seed++);
+            check_case({ta, tb, 25, 32, 25, 1.0f, 1.0f, 480, 1504, 480}, seed++);
+        }
+
+    // Random shapes, transposes, scalars and paddings.
+    std::mt19937 rng(42);
+    auto pick = [&](int lo, int hi) { return std::uniform_int_distribution<int>(lo, hi)(rng); };
+    for (int t = 0; t < 40; t++) {
+        Case c{pick(0, 1) == 1, pick(0, 1) == 1, pick(1, 260), pick(1, 260), pick(1, 300),
+               alphas[pick(0, 2)], betas[pick(0, 2)], pick(0, 9), pick(0, 9), pick(0, 9)};
+        check_case(c, seed++);
+    }
+
+    // From inside an OpenMP parallel region (small and blocked paths).
+    std::vector<Case> inner;
+    for (bool ta : T)
+        for (bool tb : T) {
+            inner.push_back({ta, tb, 25, 25, 32, 0.125f, 0.0f, 40, 40, 3});
+            inner.push_back({ta, tb, 25, 32, 25, 1.0f, 0.5f, 8, 3, 1});
+            inner.push_back({ta, tb, 130, 70, 300, -1.0f, 1.0f, 2, 0, 5});
+            inner.push_back({ta, tb, 12, 512, 400, 1.0f, 0.0f, 1, 1, 1});
+        }
+    check_inside_parallel(inner);
+
+    return check_summary("gemm");
+}

@@ -1,0 +1,403 @@
+// test/test_tokenizer.cpp — checks for the joint BPE tokenizer (tokenizer.h).
+//
+// Build and run (from the repository root; a few seconds):
+//   g++ -std=c++17 -O2 -fopenmp -Wall -Wextra -I. tokenizer.cpp test/test_tokenizer.cpp -o test_tokenizer
+//   ./test_tokenizer
+// What is checked: pre-tokenization; merges learned on tiny corpora against lists worked out
+// by hand; the fast incremental learner against a slow obvious one; encoding of known words; exact round trips on random and adversarial inputs;
+// determinism; serialize/deserialize round trip; refusal of truncated or garbage files.
+#include <chrono>
+#include <map>
+#include <set>
+#include <cstdint>
+#include <random>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include "test/check.h"
+#include "tokenizer.h"
+
+namespace {
+
+int byte_id(unsigned char b) { return Tokenizer::kFirstByte + b; }
+
+std::string join_pieces(const Tokenizer& tok, const std::vector<int>& ids) {
+    std::string s;
+    for (size_t i = 0; i < ids.size(); i++) s += (i ? " " : "") + tok.piece(ids[i]);
+    return s;
+}
+
+// The merge list as "left right" strings, in rank order, read back from the vocabulary text.
+std::vector<std::string> merge_lines(const Tokenizer& tok) {
+    std::vector<std::string> out;
+    std::string text = tok.serialize();
+    size_t pos = 0;
+    while (pos < text.size()) {
+        size_t nl = text.find('\n', pos);
+        std::string line = text.substr(pos, nl - pos);
+        pos = nl + 1;
+        if (line.rfind("merge ", 0) == 0) out.push_back(line.substr(line.find(' ', 6) + 1));
+    }
+    return out;
+}
+
+void test_split_words() {
+    auto same = [](std::string_view text, std::vector<std::string_view> want) {
+        return Tokenizer::split_words(text) == want;
+    };
+    check(same("", {}), "split: empty text -> no words");
+    check(same("In the beginning", {"In", " the", " beginning"}), "split: one space glues to the next word");
+    check(same("a  b", {"a", " ", " b"}), "split: two spaces -> ' ' then ' b'");
+    check(same("a\tb", {"a", "\t", "b"}), "split: a tab is a word of its own");
+    check(same(" a", {" a"}), "split: leading space");
+    check(same("end  ", {"end", "  "}), "split: trailing spaces");
+    check(same("earth.", {"earth", "."}), "split: punctuation leaves letters");
+    check(same("\xC2\xBFQui\xC3\xA9n? 42x", {"\xC2\xBF", "Qui\xC3\xA9n", "?", " 42", "x"}),
+          "split: Spanish marks, accents, digits");
+    check(same("  \t x", {"  \t", " x"}), "split: mixed white space run, last space glued");
+}
+
+// Hand derivation for the corpus: "low" x5, "lower" x2, "newest" x6, "widest" x3, one word
+// per line (so no word carries a space). Initial symbols are bytes; merged pieces get ids 260+.
+// Ties are broken by the smaller left piece, then right piece, as byte strings.
+//
+//   pair counts: lo 7, ow 7, we 8, er 2, ne 6, ew 6, es 9, st 9, wi 3, id 3, de 3
+//   1. es 9 = st 9, "e" < "s"              -> e+s       (260)  newest: n e w es t
+//   2. (es,t) 9                           -> es+t      (261)  widest: w i d est
+//   3. lo 7 = ow 7, "l" < "o"              -> l+o       (262)
+//   4. (lo,w) 7                           -> lo+w      (263)  low; lower: low e r
+//   5. ne = ew = (w,est) = 6, "e" smallest -> e+w       (264)  newest: n ew est
+//   6. (n,ew) = (ew,est) = 6, "ew" < "n"   -> ew+est    (265)
+//   7. (n,ewest) 6                        -> n+ewest   (266)
+//   8. wi = id = (d,est) = 3, "d" smallest -> d+est     (267)  widest: w i dest
+//   9. (i,dest) = (w,i) = 3, "i" < "w"     -> i+dest    (268)
+//  10. (w,idest) 3                        -> w+idest   (269)
+//  11. (low,e) = er = 2, "e" < "low"       -> e+r       (270)  lower: low er
+//  12. (low,er) 2                         -> low+er    (271)  every word is one piece: stop
+Tokenizer hand_tokenizer() {
+    std::vector<std::string> lines;
+    for (int i = 0; i < 5; i++) lines.push_back("low");
+    for (int i = 0; i < 2; i++) lines.push_back("lower");
+    for (int i = 0; i < 6; i++) lines.push_back("newest");
+    for (int i = 0; i < 3; i++) lines.push_back("widest");
+    return Tokenizer::learn(lines, 300);
+}
+
+void test_hand_merges() {
+    Tokenizer tok = hand_tokenizer();
+    std::vector<std::string> want = {"e s", "es t", "l o", "lo w", "e w", "ew est",
+                                     "n ewest", "d est", "i dest", "w idest", "e r", "low er"};
+    check(merge_lines(tok) == want, "hand corpus 1: 12 merges equal the hand derivation");
+    check(tok.vocab_size() == 272, "hand corpus 1: stops at 272 ids when the corpus is exhausted (got %d)",
+          tok.vocab_size());
+    check(tok.piece(263) == "low" && tok.piece(266) == "newest" && tok.piece(271) == "lower",
+          "hand corpus 1: ids 263/266/271 are low/newest/lower");
+    // Known words: merges apply lowest rank first inside each word.
+    check(tok.encode("lowest") == std::vector<int>{263, 261}, "encode 'lowest' -> low est (got %s)",
+          join_pieces(tok, tok.encode("lowest")).c_str());
+    check(tok.encode("newer") == std::vector<int>{byte_id('n'), 264, 270},
+          "encode 'newer' -> n ew er (got %s)", join_pieces(tok, tok.encode("newer")).c_str());
+    check(tok.encode("lower newest") == std::vector<int>{271, byte_id(' '), 266},
+          "encode 'lower newest' -> lower ▁ newest (got %s)",
+          join_pieces(tok, tok.encode("lower newest")).c_str());
+    check(tok.encode("").empty(), "encode '' -> no ids");
+}
+
+// Hand derivation with spaces and UTF-8, one line "é é ñ":
+//   words: "é" x1, " é" x1, " ñ" x1. é occurs twice -> a char piece (260); ñ once (< 2) stays
+//   as its bytes C3 B1. Pairs, all count 1: (▁,é) (▁,\xC3) (\xC3,\xB1). Ties by bytes: left
+//   " " beats "\xC3"; right "\xC3" < "\xC3\xA9" (a prefix is smaller).
+//   1. ▁+\xC3 (261)   2. ▁+é (262)   3. ▁\xC3+\xB1 (263) = " ñ"
+void test_hand_merges_utf8() {
+    Tokenizer tok = Tokenizer::learn({"\xC3\xA9 \xC3\xA9 \xC3\xB1"}, 300);
+    std::vector<std::string> want = {"▁ \\xC3", "▁ é", "▁\\xC3 \\xB1"};
+    check(tok.num_chars() == 1 && tok.piece(260) == "é", "hand corpus 2: é is the only char piece");
+    check(merge_lines(tok) == want, "hand corpus 2: merges equal the hand derivation");
+    check(tok.vocab_size() == 264 && tok.piece(263) == "▁ñ", "hand corpus 2: 264 ids, 263 = ▁ñ");
+    check(tok.encode("\xC3\xB1") == std::vector<int>{byte_id(0xC3), byte_id(0xB1)},
+          "encode 'ñ' without a space -> its two byte pieces");
+}
+
+// The obvious BPE learner, for cross-checking the incremental one: every step recounts all
+// pairs from scratch. ASCII corpora only (no char pieces). Pieces are identified by their
+// bytes, ties go to the smaller (left, right) strings, a pair merged before is re-applied
+// without a new rule -- the same conventions as tokenizer.cpp. Returns "left right" lines
+// escaped the same way as the vocabulary file (here: ' ' -> ▁, nothing else needed).
+std::vector<std::string> naive_bpe(const std::vector<std::string>& lines, int vocab_size) {
+    std::map<std::string, long> counts;
+    for (const std::string& l : lines)
+        for (std::string_view w : Tokenizer::split_words(l)) counts[std::string(w)]++;
+    std::vector<std::pair<std::vector<std::string>, long>> words;
+    for (auto& [w, c] : counts) {
+        std::vector<std::string> syms;
+        for (char ch : w) syms.push_back(std::string(1, ch));
+        words.push_back({syms, c});
+    }
+    std::set<std::string> pieces;
+    std::set<std::pair<std::string, std::string>> rules;
+    std::vector<std::string> out;
+    auto show = [](std::string s) {
+        std::string r;
+        for (char c : s) r += c == ' ' ? std::string("▁") : std::string(1, c);
+        return r;
+    };
+    while (260 + (int)pieces.size() < vocab_size) {
+        std::map<std::pair<std::string, std::string>, long> pc;
+        for (auto& [syms, c] : words)
+            for (size_t i = 0; i + 1 < syms.size(); i++) pc[{syms[i], syms[i + 1]}] += c;
+        if (pc.empty()) break;
+        auto best = pc.begin();   // map order = (left, right) byte order: first max wins ties
+        for (auto it = pc.begin(); it != pc.end(); ++it)
+            if (it->second > best->second) best = it;
+        auto [a, b] = best->first;
+        if (rules.insert({a, b}).second) {
+            out.push_back(show(a) + " " + show(b));
+            pieces.insert(a + b);
+        }
+        for (auto& [syms, c] : words) {
+            std::vector<std::string> next;
+            for (size_t i = 0; i < syms.size(); i++) {
+                if (i + 1 < syms.size() && syms[i] == a && syms[i + 1] == b) { next.push_back(a + b); i++; }
+                else next.push_back(syms[i]);
+            }
+            syms = next;
+        }
+    }
+    return out;
+}
+
+void test_against_naive() {
+    std::mt19937 rng(11);
+    int agree = 0, reused = 0, cases = 40;   // reused: corpora where a merge re-made a piece
+    for (int c = 0; c < cases; c++) {
+        std::string alphabet = c % 2 ? "ab " : "abcab  .";   // tiny alphabets: many ties
+        std::vector<std::string> lines;
+        for (int i = 0, n = 5 + rng() % 60; i < n; i++) {
+            std::string l;
+            for (int k = 0, m = rng() % 30; k < m; k++) l += alphabet[rng() % alphabet.size()];
+            lines.push_back(l);
+        }
+        int size = 262 + rng() % 80;
+        Tokenizer tok = Tokenizer::learn(lines, size);
+        if (merge_lines(tok) == naive_bpe(lines, size)) agree++;
+        if (tok.num_merges() > tok.vocab_size() - 260) reused++;
+    }
+    check(agree == cases, "incremental learner == naive learner on %d/%d random corpora "
+          "(%d with a piece re-made by a second merge path)", agree, cases, reused);
+}
+
+// A synthetic bilingual-looking corpus with accents, so char pieces and many merges exist.
+std::vector<std::string> synthetic_corpus(int n_lines, uint32_t seed) {
+    const char* syll[] = {"la", "tie", "rra", "the", "and", "cre", "ó", "ñi", "ci", "ón", "lo",
+                          "rd", "es", "é", "god", "dí", "as", "w", "ing", "ü"};
+    const char* punct[] = {",", ".", ";", ":", "¿", "?", "'s"};
+    std::mt19937 rng(seed);
+    std::vector<std::string> lines;
+    for (int i = 0; i < n_lines; i++) {
+        std::string line;
+        int words = 3 + rng() % 15;
+        for (int w = 0; w < words; w++) {
+            if (w) line += ' ';
+            int s = 1 + rng() % 3;
+            for (int k = 0; k < s; k++) line += syll[rng() % 20];
+            if (rng() % 6 == 0) line += punct[rng() % 7];
+        }
+        lines.push_back(line);
+    }
+    return lines;
+}
+
+// Random strings biased towards the hard cases: spaces, tabs, UTF-8 lead and continuation
+// bytes, the ▁ bytes, and text that looks like the corpus.
+std::string random_string(std::mt19937& rng) {
+    static const std::vector<std::string> atoms = {
+        " ", "  ", "\t", "\n", "\r", "\xE2\x96\x81", "\x80", "\xC3", "\xFF", "\xE2\x96",
+        "\xF0\x9F", "é", "ñ", "la", "the", "\\", "\\x41", "日本", "😀", "e\xCC\x81", "\x00"};
+    std::string s;
+    int n = rng() % 40;
+    for (int i = 0; i < n; i++) {
+        if (rng() % 2) s += (char)(rng() % 256);
+        else s += atoms[rng() % atoms.size()];
+    }
+    return s;
+}
+
+void test_round_trips() {
+    Tokenizer tok = Tokenizer::learn(synthetic_corpus(3000, 1), 800);
+    check(tok.vocab_size() == 800 && tok.num_chars() > 0,
+          "synthetic corpus: 800 ids learned, %d char pieces", tok.num_chars());
+    std::mt19937 rng(7);
+    int bad = 0;
+    std::vector<std::string> strings;
+    for (int i = 0; i < 5000; i++) {
+        strings.push_back(random_string(rng));
+        if (tok.decode(tok.encode(strings.back())) != strings.back()) bad++;
+    }
+    check(bad == 0, "round trip: 5000 random byte strings (%d failed)", bad);
+    std::vector<std::vector<int>> batch = tok.encode_lines(strings);
+    bool same = true;
+    for (size_t i = 0; i < strings.size(); i++) same = same && batch[i] == tok.encode(strings[i]);
+    check(same, "encode_lines == encode for each line (5000 lines)");
+
+    const std::vector<std::pair<const char*, std::string>> adversarial = {
+        {"empty", ""},
+        {"only spaces", "     "},
+        {"only tabs", "\t\t\t"},
+        {"leading/trailing/multiple spaces", "  la   tierra  "},
+        {"lone continuation bytes", "\x80\x81\xBF la \x80"},
+        {"truncated sequences", "\xC3 \xE2\x96 \xF0\x9F\x98 end\xE2"},
+        {"0xFF and 0xFE", "\xFF\xFE\xFF"},
+        {"overlong and surrogate forms", "\xC0\xAF \xE0\x80\xAF \xED\xA0\x80"},
+        {"combining characters", "e\xCC\x81 n\xCC\x83 a\xCC\x8A\xCC\x81"},
+        {"CJK", "日本語のテキスト、中文文本。"},
+        {"emoji", "😀 👍🏽 👨‍👩‍👧"},
+        {"U+2581 itself", "\xE2\x96\x81la \xE2\x96\x81\xE2\x96\x81 ▁"},
+        {"NUL and controls", std::string("a\0b\x01\x7F", 5)},
+        {"backslash escapes", "\\x41 \\\\ \\"},
+    };
+    for (auto& [what, text] : adversarial) {
+        std::vector<int> ids = tok.encode(text);
+        bool in_range = true;
+        for (int id : ids) in_range = in_range && id >= 4 && id < tok.vocab_size();
+        check(tok.decode(ids) == text && in_range, "round trip: %s (%zu bytes -> %zu ids)", what,
+              text.size(), ids.size());
+    }
+}
+
+void test_long_lines() {
+    std::string one_word(100000, 'a'), words, cjk;
+    for (int i = 0; i < 20000; i++) words += "la ti ";
+    for (int i = 0; i < 33334; i++) cjk += "語";
+    // Learning on a corpus with enormous words must work too; then encoding them exercises
+    // long merge chains (aa, aaaa, ...) inside one word.
+    Tokenizer tok = Tokenizer::learn({one_word, cjk, "la ti la", "aaa ab ba"}, 400);
+    check(tok.encode(one_word).size() < 100 && tok.encode(cjk).size() < 100,
+          "learn on 100,000-char words: they encode to %zu and %zu ids",
+          tok.encode(one_word).size(), tok.encode(cjk).size());
+    one_word[50001] = 'b';   // encode a long word that is not in the cache
+    const std::pair<const char*, std::string*> cases[] = {
+        {"100,000-char word aaa..b..aaa", &one_word}, {"120,000-char line of words", &words},
+        {"100,002-byte CJK word", &cjk}};
+    for (auto& [what, text] : cases) {
+        auto t0 = std::chrono::steady_clock::now();
+        std::vector<int> ids = tok.encode(*text);
+        double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+        check(tok.decode(ids) == *text && s < 2.0, "round trip: %s, %zu ids in %.3f s", what,
+              ids.size(), s);
+    }
+}
+
+void test_determinism() {
+    std::vector<std::string> lines = synthetic_corpus(3000, 3);
+    std::string a = Tokenizer::learn(lines, 900).serialize();
+    std::string b = Tokenizer::learn(lines, 900).serialize();
+    check(a == b, "determinism: learning twice gives identical bytes (%zu bytes)", a.size());
+    std::vector<std::string> reversed(lines.rbegin(), lines.rend());
+    check(Tokenizer::learn(reversed, 900).serialize() == a,
+          "determinism: line order does not matter");
+    // A two-letter alphabet: many ties and long merge chains.
+    std::mt19937 rng(5);
+    std::vector<std::string> ab;
+    for (int i = 0; i < 300; i++) {
+        std::string w;
+        for (int k = 0, n = 2 + rng() % 12; k < n; k++) w += "ab"[rng() % 2];
+        ab.push_back(w);
+    }
+    Tokenizer t = Tokenizer::learn(ab, 400);
+    Tokenizer back;
+    std::string err;
+    bool ok = Tokenizer::deserialize(t.serialize(), &back, &err);
+    bool rt = true;
+    for (const std::string& w : ab) rt = rt && t.decode(t.encode(w)) == w;
+    check(ok && back.serialize() == t.serialize() && rt,
+          "{a,b} corpus: %d ids from %d merges, reload and round trip", t.vocab_size(), t.num_merges());
+}
+
+void test_serialize() {
+    Tokenizer tok = Tokenizer::learn(synthetic_corpus(2000, 4), 700);
+    std::string text = tok.serialize(), err;
+    Tokenizer back;
+    bool ok = Tokenizer::deserialize(text, &back, &err);
+    check(ok && back.serialize() == text && back.fingerprint() == tok.fingerprint(),
+          "deserialize(serialize()) reproduces the bytes and fingerprint %016llx %s",
+          (unsigned long long)tok.fingerprint(), err.c_str());
+    // A corpus full of characters that need escaping, so that merged pieces contain them.
+    std::vector<std::string> odd;
+    for (int i = 0; i < 50; i++)
+        odd.push_back("\\x41 \\\\ a\tb ▁▁x \xC2\xA0nb\xC2\xA0sp \xFF\xFEz \x01\x7F e\xCC\x81 日本 \xE2\x96 q");
+    Tokenizer weird = Tokenizer::learn(odd, 320), weird_back;
+    ok = Tokenizer::deserialize(weird.serialize(), &weird_back, &err);
+    std::string wtext = weird.serialize();
+    bool escapes = wtext.find("\\xFF\\xFE") != std::string::npos &&
+                   wtext.find("\\\\") != std::string::npos &&
+                   wtext.find("\\xC2\\xA0") != std::string::npos;
+    check(ok && weird_back.serialize() == wtext && escapes,
+          "pieces with \\, ▁, NBSP, invalid bytes, controls reload identically (%d ids) %s",
+          weird.vocab_size(), err.c_str());
+    check(weird.piece(weird.encode("▁")[0]) == "\\xE2\\x96\\x81",
+          "a literal ▁ character piece reads \\xE2\\x96\\x81 (got %s)",
+          weird.piece(weird.encode("▁")[0]).c_str());
+    std::string probe = "¿la tierra?  \xFF ▁";
+    check(back.encode(probe) == tok.encode(probe), "reloaded tokenizer encodes identically");
+    check(Tokenizer().fingerprint() != tok.fingerprint() && Tokenizer().vocab_size() == 260,
+          "empty tokenizer: 260 ids, different fingerprint");
+    check(tok.piece(byte_id(' ')) == "▁" && tok.piece(byte_id('\\')) == "\\\\" &&
+              tok.piece(byte_id(0xE2)) == "\\xE2" && tok.piece(0) == "<pad>" && tok.piece(3) == "</s>",
+          "piece(): ▁ for space, \\\\, \\xE2, specials by name");
+
+    auto refuses = [&](const char* what, const std::string& bad) {
+        Tokenizer out = hand_tokenizer();
+        std::string before = out.serialize(), msg;
+        bool accepted = Tokenizer::deserialize(bad, &out, &msg);
+        check(!accepted && !msg.empty() && out.serialize() == before, "refuses %s: \"%s\"", what,
+              msg.c_str());
+    };
+    refuses("empty text", "");
+    refuses("garbage", "hello world\n");
+    refuses("binary garbage", std::string("\x00\xFF\x13\n", 4));
+    refuses("truncated mid-line", text.substr(0, text.size() / 2));
+    refuses("truncated at a line end", text.substr(0, text.rfind('\n', text.size() - 2) + 1));
+    refuses("header only", text.substr(0, text.find('\n') + 1));
+    refuses("extra line", text + "merge 700 a b\n");
+    refuses("wrong version", "bpe-vocab 2" + text.substr(11));
+    refuses("CRLF line ends", [&] { std::string s; for (char c : text) { if (c == '\n') s += '\r'; s += c; } return s; }());
+    std::string hand = hand_tokenizer().serialize();   // header + 12 merge lines, no chars
+    auto replace = [&](std::string s, const std::string& from, const std::string& to) {
+        return s.replace(s.find(from), from.size(), to);
+    };
+    refuses("undefined piece", replace(hand, "merge 260 e s", "merge 260 e zz"));
+    refuses("wrong id", replace(hand, "merge 260 e s", "merge 261 e s"));
+    refuses("bad escape", replace(hand, "merge 260 e s", "merge 260 e \\xZZ"));
+    refuses("non-canonical escape", replace(hand, "merge 260 e s", "merge 260 e \\x73"));
+    refuses("duplicate merge", replace(hand, "merge 261 es t", "merge 261 e s"));
+    refuses("double space", replace(hand, "merge 260 e s", "merge 260 e  s"));
+    refuses("size mismatch", replace(hand, "size 272", "size 273"));
+    refuses("negative count", replace(hand, "chars 0", "chars -1"));
+}
+
+void test_decode() {
+    Tokenizer tok = hand_tokenizer();
+    check(tok.decode({2, 263, 0, 261, 3, 1, 0}) == "lowest", "decode skips <s> </s> <pad> <unk>");
+    bool threw = false;
+    try { tok.decode({263, 272}); } catch (const std::out_of_range&) { threw = true; }
+    check(threw, "decode throws std::out_of_range for id >= vocab_size");
+    threw = false;
+    try { Tokenizer::learn({"x"}, 259); } catch (const std::invalid_argument&) { threw = true; }
+    check(threw, "learn refuses vocab_size < 260");
+}
+
+}  // namespace
+
+int main() {
+    test_split_words();
+    test_hand_merges();
+    test_hand_merges_utf8();
+    test_against_naive();
+    test_round_trips();
+    test_long_lines();
+    test_determinism();
+    test_serialize();
+    test_decode();
+    return check_summary("tokenizer");
+}

@@ -1,0 +1,499 @@
+// trainer.cpp — the training run (see trainer.h): set-up, the loop, checkpoints, resume,
+// averaging, final BLEU. The model and data code it drives are in model.cpp and data.cpp.
+#include "trainer.h"
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <cmath>
+#include <csignal>
+#include <cstdio>
+#include <cstring>
+#include <filesystem>
+#include <stdexcept>
+
+#include "bleu.h"
+#include "checkpoint.h"
+#include "data.h"
+#include "decode.h"
+#include "tokenizer.h"
+
+namespace fs = std::filesystem;
+
+static double now_s() {
+    using namespace std::chrono;
+    return duration<double>(steady_clock::now().time_since_epoch()).count();
+}
+
+static std::string format_duration(double s) {
+    long t = (long)std::max(0.0, s);
+    char buf[32];
+    if (t >= 3600) std::snprintf(buf, sizeof buf, "%ldh%02ldm%02lds", t / 3600, t / 60 % 60, t % 60);
+    else std::snprintf(buf, sizeof buf, "%ldm%02lds", t / 60, t % 60);
+    return buf;
+}
+
+static std::atomic<bool> g_stop_requested{false};
+static void on_signal(int) { g_stop_requested = true; }
+
+// Everything one run holds.
+struct Run {
+    TrainOptions opt;
+    Tokenizer tok;
+    ParallelData train, dev, test;
+    bool have_dev = false, have_test = false;
+    Model model;
+    BatchSampler sampler;
+    double time_before = 0;   // training seconds of earlier runs (resume)
+    double start = 0;
+    int64_t last_saved_step = -1;
+    FILE* csv = nullptr;
+    ~Run() { if (csv) std::fclose(csv); }
+    double elapsed() const { return time_before + (now_s() - start); }
+    std::string path(const std::string& name) const { return (fs::path(opt.out_dir) / name).string(); }
+    std::string data(const std::string& split, const std::string& lang) const {
+        return (fs::path(opt.data_dir) / (split + "." + lang)).string();
+    }
+};
+
+static bool fail(const std::string& msg) {
+    std::fprintf(stderr, "train: error: %s\n", msg.c_str());
+    return false;
+}
+
+// ---------------------------------------------------------------------------------------------
+// Set-up
+// ---------------------------------------------------------------------------------------------
+static bool ensure_corpus(Run& r) {
+    const std::string src = r.data("train", r.opt.src_lang), tgt = r.data("train", r.opt.tgt_lang);
+    if (fs::exists(src) && fs::exists(tgt)) return true;
+    if (r.opt.build_default_corpus) {
+        std::printf("Building the default corpus in %s (data/make_corpus.py)...\n", r.opt.data_dir.c_str());
+        std::fflush(stdout);
+        std::string cmd = "python3 data/make_corpus.py --out '" + r.opt.data_dir + "'";
+        if (std::system(cmd.c_str()) != 0) return fail("data/make_corpus.py failed (see above)");
+        if (fs::exists(src) && fs::exists(tgt)) return true;
+    }
+    return fail("no training data: expected " + src + " and " + tgt +
+                " (`make data` builds the default corpus; bring your own with --data DIR holding "
+                "train.SRC/train.TGT, and dev/test likewise)");
+}
+
+static bool read_all_lines(const std::vector<std::string>& paths, std::vector<std::string>* lines) {
+    for (const std::string& p : paths) {
+        std::vector<std::string> part;
+        std::string err;
+        if (!read_text_lines(p, &part, &err)) return fail(err);
+        lines->insert(lines->end(), part.begin(), part.end());
+    }
+    return true;
+}
+
+// The tokenizer: from the checkpoint on resume, else out/vocab.bpe, else learned and saved.
+static bool setup_tokenizer(Run& r, const Metadata* resume_meta) {
+    std::string err;
+    if (resume_meta) {
+        auto it = resume_meta->find("tokenizer");
+        if (it == resume_meta->end() || !Tokenizer::deserialize(it->second, &r.tok, &err))
+            return fail("the checkpoint carries no valid tokenizer: " + err);
+        return true;
+    }
+    const std::string vocab = r.path("vocab.bpe");
+    if (fs::exists(vocab)) {
+        std::vector<std::string> text;
+        if (!read_all_lines({vocab}, &text)) return false;
+        std::string joined;
+        for (const std::string& l : text) joined += l + "\n";
+        if (!Tokenizer::deserialize(joined, &r.tok, &err)) return fail(vocab + ": " + err);
+        std::printf("BPE: %s (%d ids)\n", vocab.c_str(), r.tok.vocab_size());
+        return true;
+    }
+    std::vector<std::string> lines;
+    if (!read_all_lines({r.data("train", r.opt.src_lang), r.data("train", r.opt.tgt_lang)}, &lines)) return false;
+    double t0 = now_s();
+    r.tok = Tokenizer::learn(lines, r.opt.vocab_size);
+    FILE* f = std::fopen(vocab.c_str(), "wb");
+    std::string text = r.tok.serialize();
+    if (!f || std::fwrite(text.data(), 1, text.size(), f) != text.size() || std::fclose(f) != 0)
+        return fail("cannot write " + vocab);
+    std::printf("BPE: learned %d ids from %zu lines in %.1f s -> %s\n", r.tok.vocab_size(), lines.size(),
+                now_s() - t0, vocab.c_str());
+    return true;
+}
+
+static bool load_split(Run& r, const std::string& split, bool required, ParallelData* out, bool* have) {
+    const std::string src = r.data(split, r.opt.src_lang), tgt = r.data(split, r.opt.tgt_lang);
+    *have = fs::exists(src) && fs::exists(tgt);
+    if (!*have) return required ? fail("missing " + src + " or " + tgt) : true;
+    LoadOptions lo;
+    lo.skip_empty = split == "train";
+    lo.verbose = !r.opt.quiet;
+    std::string err;
+    if (!load_parallel(src, tgt, r.tok, lo, out, &err)) return fail(err);
+    return true;
+}
+
+static uint64_t meta_u64(const Metadata& m, const char* key, uint64_t fallback) {
+    auto it = m.find(key);
+    return it == m.end() ? fallback : std::strtoull(it->second.c_str(), nullptr, 10);
+}
+static double meta_double(const Metadata& m, const char* key, double fallback) {
+    auto it = m.find(key);
+    return it == m.end() ? fallback : std::strtod(it->second.c_str(), nullptr);
+}
+
+// On resume, the options that fix the data order and the schedule come from the checkpoint.
+static void restore_options(Run& r, const Metadata& meta) {
+    r.opt.max_tokens = (int)meta_u64(meta, "max_tokens", r.opt.max_tokens);
+    r.opt.accum = (int)meta_u64(meta, "accum", r.opt.accum);
+    r.opt.warmup = (int)meta_u64(meta, "warmup", r.opt.warmup);
+    r.opt.seed = meta_u64(meta, "seed", r.opt.seed);
+    r.opt.lr_scale = meta_double(meta, "lr_scale", r.opt.lr_scale);
+    r.opt.clip_norm = meta_double(meta, "clip_norm", r.opt.clip_norm);
+    r.time_before = meta_double(meta, "time_used", 0);
+}
+
+static bool setup_sampler(Run& r, const Metadata* resume_meta) {
+    BatchingOptions bo;
+    bo.max_src_tokens = bo.max_tgt_tokens = r.opt.max_tokens;
+    bo.max_len = r.model.cfg.max_len;
+    bo.seed = r.opt.seed;
+    std::string err;
+    if (!r.sampler.build(r.train.pairs, bo, &err)) return fail(err);
+    if (!resume_meta) return true;
+    SamplerPosition pos{(int64_t)meta_u64(*resume_meta, "sampler_epoch", 0),
+                        (int64_t)meta_u64(*resume_meta, "sampler_index", 0)};
+    if (meta_u64(*resume_meta, "sampler_fingerprint", 0) != r.sampler.fingerprint())
+        return fail("the training data or batching differs from the checkpoint's; resume needs the same data");
+    if (!r.sampler.restore(pos, &err)) return fail(err);
+    return true;
+}
+
+static bool setup(Run& r) {
+    std::error_code ec;
+    fs::create_directories(r.opt.out_dir, ec);
+    if (ec) return fail("cannot create " + r.opt.out_dir + ": " + ec.message());
+    if (!ensure_corpus(r)) return false;
+    Metadata meta;
+    std::vector<std::string> ckpts = list_checkpoints(r.opt.out_dir);
+    const bool resuming = r.opt.resume && !ckpts.empty();
+    if (r.opt.resume && ckpts.empty()) std::printf("--resume: no checkpoint in %s, starting afresh\n", r.opt.out_dir.c_str());
+    if (!r.opt.resume && !ckpts.empty())
+        return fail(r.opt.out_dir + " already holds checkpoints: pass --resume to continue that run, or another --out");
+    if (resuming) {
+        std::string err;
+        if (!checkpoint_load(&r.model, ckpts.back(), &meta, &err)) return fail(err);
+        restore_options(r, meta);
+        std::printf("Resuming from %s (step %lld)\n", ckpts.back().c_str(), (long long)r.model.step);
+    }
+    if (!setup_tokenizer(r, resuming ? &meta : nullptr)) return false;
+    bool have_train = false;
+    if (!load_split(r, "train", true, &r.train, &have_train)) return false;
+    if (!load_split(r, "dev", false, &r.dev, &r.have_dev)) return false;
+    if (!load_split(r, "test", false, &r.test, &r.have_test)) return false;
+    if (!resuming) {
+        r.opt.cfg.vocab = r.tok.vocab_size();
+        std::string bad = config_error(r.opt.cfg);
+        if (!bad.empty()) return fail("config: " + bad);
+        model_init(&r.model, r.opt.cfg, r.opt.seed);
+    }
+    if (!setup_sampler(r, resuming ? &meta : nullptr)) return false;
+    r.last_saved_step = r.model.step;
+    return true;
+}
+
+static void print_summary(const Run& r) {
+    if (r.opt.quiet) return;
+    config_print(r.model.cfg, r.model.layout.total);
+    std::printf("data: %zu train pairs (%zu skipped as longer than %d tokens, %zu empty), %zu dev, %zu test\n",
+                r.sampler.pairs_kept(), r.sampler.skipped_long(), r.model.cfg.max_len, r.train.skipped_empty,
+                r.dev.pairs.size(), r.test.pairs.size());
+    std::printf("batches: %zu per epoch, <= %d padded tokens per side, %d per step; lr_scale %g, warmup %d\n",
+                r.sampler.batches_per_epoch(), r.opt.max_tokens, r.opt.accum, r.opt.lr_scale, r.opt.warmup);
+    std::fflush(stdout);
+}
+
+// ---------------------------------------------------------------------------------------------
+// Logging, evaluation, checkpoints
+// ---------------------------------------------------------------------------------------------
+static void csv_row(Run& r, const char* event, double loss, double lr, double dev_loss, double bleu_dev,
+                    double bleu_test) {
+    if (!r.csv) {
+        bool fresh = !fs::exists(r.path("log.csv"));
+        r.csv = std::fopen(r.path("log.csv").c_str(), "a");
+        if (!r.csv) return;
+        if (fresh) std::fprintf(r.csv, "event,step,epoch,train_loss,lr,dev_loss,bleu_dev,bleu_test,elapsed_s\n");
+    }
+    auto num = [](double v) { return std::isnan(v) ? std::string() : std::to_string(v); };
+    SamplerPosition p = r.sampler.position();
+    double epoch = p.epoch + (double)p.index / std::max<size_t>(1, r.sampler.batches_per_epoch());
+    std::fprintf(r.csv, "%s,%lld,%.4f,%s,%s,%s,%s,%s,%.1f\n", event, (long long)r.model.step, epoch,
+                 num(loss).c_str(), num(lr).c_str(), num(dev_loss).c_str(), num(bleu_dev).c_str(),
+                 num(bleu_test).c_str(), r.elapsed());
+    std::fflush(r.csv);
+}
+
+// Mean label-smoothed loss over the dev set's non-pad labels (no dropout).
+static double dev_loss(Run& r) {
+    if (!r.have_dev || r.dev.pairs.empty()) return NAN;
+    BatchSampler s;
+    BatchingOptions bo;
+    bo.max_src_tokens = bo.max_tgt_tokens = std::max(r.opt.max_tokens, r.model.cfg.max_len);
+    bo.max_len = r.model.cfg.max_len;
+    bo.shuffle = false;
+    std::string err;
+    if (!s.build(r.dev.pairs, bo, &err)) return NAN;
+    double sum = 0, tokens = 0;
+    for (size_t i = 0; i < s.batches_per_epoch(); i++) {
+        const Batch& b = s.next();
+        sum += (double)model_forward(&r.model, b, false) * b.tgt_tokens;
+        tokens += b.tgt_tokens;
+    }
+    return tokens > 0 ? sum / tokens : NAN;
+}
+
+std::vector<std::string> list_checkpoints(const std::string& dir) {
+    std::vector<std::pair<long long, std::string>> found;
+    std::error_code ec;
+    for (const auto& e : fs::directory_iterator(dir, ec)) {
+        std::string name = e.path().filename().string();
+        if (name.rfind("ckpt-", 0) == 0 && name.size() > 17 &&
+            name.compare(name.size() - 12, 12, ".safetensors") == 0)
+            found.push_back({std::atoll(name.c_str() + 5), e.path().string()});
+    }
+    std::sort(found.begin(), found.end());
+    std::vector<std::string> out;
+    for (auto& f : found) out.push_back(f.second);
+    return out;
+}
+
+static bool save_checkpoint(Run& r) {
+    char name[64];
+    std::snprintf(name, sizeof name, "ckpt-%08lld.safetensors", (long long)r.model.step);
+    SamplerPosition p = r.sampler.position();
+    Metadata meta = {
+        {"tokenizer", r.tok.serialize()},
+        {"sampler_epoch", std::to_string(p.epoch)},
+        {"sampler_index", std::to_string(p.index)},
+        {"sampler_fingerprint", std::to_string(r.sampler.fingerprint())},
+        {"time_used", std::to_string(r.elapsed())},
+        {"max_tokens", std::to_string(r.opt.max_tokens)},
+        {"accum", std::to_string(r.opt.accum)},
+        {"warmup", std::to_string(r.opt.warmup)},
+        {"seed", std::to_string(r.opt.seed)},
+        {"lr_scale", std::to_string(r.opt.lr_scale)},
+        {"clip_norm", std::to_string(r.opt.clip_norm)},
+    };
+    std::string err;
+    if (!checkpoint_save(r.model, r.path(name), meta, true, &err)) return fail(err);
+    r.last_saved_step = r.model.step;
+    std::vector<std::string> all = list_checkpoints(r.opt.out_dir);
+    for (size_t i = 0; i + (size_t)std::max(1, r.opt.keep) < all.size(); i++) fs::remove(all[i]);
+    if (!r.opt.quiet) std::printf("saved %s\n", r.path(name).c_str());
+    return true;
+}
+
+// ---------------------------------------------------------------------------------------------
+// The loop
+// ---------------------------------------------------------------------------------------------
+struct StepResult { double loss; double lr; size_t tokens; };
+
+// One Adam step over `accum` batches; the loss gradient is a mean over all their labels.
+static StepResult train_step(Run& r) {
+    std::vector<Batch> micro;
+    double labels = 0;
+    size_t tokens = 0;
+    for (int a = 0; a < std::max(1, r.opt.accum); a++) {
+        micro.push_back(r.sampler.next());
+        labels += micro.back().tgt_tokens;
+        tokens += micro.back().src_tokens + micro.back().tgt_tokens;
+    }
+    model_zero_grad(&r.model);
+    double loss_sum = 0;
+    for (const Batch& b : micro) {
+        loss_sum += (double)model_forward(&r.model, b, true) * b.tgt_tokens;
+        model_backward(&r.model, b, labels);
+    }
+    double lr = learning_rate(r.model.cfg, r.model.step + 1, r.opt.lr_scale, r.opt.warmup);
+    adam_update(&r.model, lr, r.opt.clip_norm);
+    return {loss_sum / std::max(1.0, labels), lr, tokens};
+}
+
+static bool budget_left(const Run& r) {
+    if (r.opt.max_steps > 0 && r.model.step >= r.opt.max_steps) return false;
+    if (r.opt.time_limit_s > 0 && r.elapsed() >= r.opt.time_limit_s) return false;
+    return !g_stop_requested;
+}
+
+static double remaining_s(const Run& r, double step_time) {
+    double by_time = r.opt.time_limit_s > 0 ? r.opt.time_limit_s - r.elapsed() : INFINITY;
+    double by_steps = r.opt.max_steps > 0 ? (r.opt.max_steps - r.model.step) * step_time : INFINITY;
+    return std::min(by_time, by_steps);
+}
+
+static bool train_loop(Run& r) {
+    double last_log = now_s(), last_save = now_s(), window_loss = 0, window_tokens = 0;
+    int window_steps = 0;
+    double window_start = now_s();
+    while (budget_left(r)) {
+        StepResult s = train_step(r);
+        window_loss += s.loss;
+        window_tokens += s.tokens;
+        window_steps++;
+        const int64_t step = r.model.step;
+        if (!r.opt.quiet && now_s() - last_log >= r.opt.log_every_s) {
+            double dt = now_s() - window_start;
+            SamplerPosition p = r.sampler.position();
+            double epoch = p.epoch + (double)p.index / std::max<size_t>(1, r.sampler.batches_per_epoch());
+            double left = remaining_s(r, dt / window_steps);
+            std::printf("step %6lld | epoch %6.2f | loss %.4f | lr %.2e | %7.0f tok/s | %s elapsed | %s left\n",
+                        (long long)step, epoch, window_loss / window_steps, s.lr, window_tokens / dt,
+                        format_duration(r.elapsed()).c_str(), std::isinf(left) ? "?" : format_duration(left).c_str());
+            std::fflush(stdout);
+            csv_row(r, "train", window_loss / window_steps, s.lr, NAN, NAN, NAN);
+            window_loss = window_tokens = 0;
+            window_steps = 0;
+            window_start = last_log = now_s();
+        }
+        if (r.opt.eval_every_steps > 0 && step % r.opt.eval_every_steps == 0) {
+            double dl = dev_loss(r);
+            if (!r.opt.quiet && !std::isnan(dl)) std::printf("step %6lld | dev loss %.4f\n", (long long)step, dl);
+            csv_row(r, "dev", NAN, s.lr, dl, NAN, NAN);
+        }
+        bool due = (r.opt.save_every_steps > 0 && step % r.opt.save_every_steps == 0) ||
+                   (r.opt.save_every_s > 0 && now_s() - last_save >= r.opt.save_every_s);
+        if (due) {
+            if (!save_checkpoint(r)) return false;
+            last_save = now_s();
+        }
+    }
+    if (r.last_saved_step != r.model.step && !save_checkpoint(r)) return false;
+    return true;
+}
+
+// ---------------------------------------------------------------------------------------------
+// Averaging and the final evaluation
+// ---------------------------------------------------------------------------------------------
+bool average_checkpoints(const std::vector<std::string>& inputs, const std::string& output,
+                         std::string* error) {
+    if (inputs.empty()) { *error = "no checkpoints to average"; return false; }
+    Model avg;
+    Metadata first_meta, meta;
+    std::vector<double> sum;
+    for (size_t i = 0; i < inputs.size(); i++) {
+        Model m;
+        if (!checkpoint_load(&m, inputs[i], &meta, error)) return false;
+        if (i == 0) {
+            model_init(&avg, m.cfg, 0);
+            first_meta = meta;
+            sum.assign(m.layout.total, 0.0);
+        } else {
+            std::string diff = config_difference(avg.cfg, m.cfg);
+            if (!diff.empty()) { *error = inputs[i] + ": config differs from " + inputs[0] + ": " + diff; return false; }
+            if (meta["tokenizer"] != first_meta["tokenizer"]) {
+                *error = inputs[i] + ": tokenizer differs from " + inputs[0] + "'s";
+                return false;
+            }
+        }
+        for (size_t j = 0; j < sum.size(); j++) sum[j] += m.params[j];
+        avg.step = m.step;
+    }
+    for (size_t j = 0; j < sum.size(); j++) avg.params[j] = (float)(sum[j] / inputs.size());
+    Metadata out_meta;
+    out_meta["tokenizer"] = meta["tokenizer"];
+    std::string from;
+    for (const std::string& p : inputs) from += (from.empty() ? "" : " ") + fs::path(p).filename().string();
+    out_meta["averaged_from"] = from;
+    return checkpoint_save(avg, output, out_meta, false, error);
+}
+
+struct Scores { double bleu = NAN; std::string line; double seconds = 0; size_t sentences = 0; };
+
+static Scores score(Model* m, const Tokenizer& tok, const std::string& src_path, const std::string& ref_path,
+                    int beam, const TrainOptions& opt) {
+    Scores s;
+    std::vector<std::string> src, ref;
+    std::string err;
+    if (!read_text_lines(src_path, &src, &err) || !read_text_lines(ref_path, &ref, &err)) {
+        fail(err);
+        return s;
+    }
+    DecodeOptions d;
+    d.beam = beam;
+    d.alpha = opt.alpha;
+    double t0 = now_s();
+    std::vector<std::string> hyp = translate_lines(m, tok, src, d, opt.decode_batch_tokens);
+    s.seconds = now_s() - t0;
+    s.sentences = src.size();
+    try {
+        BleuStats b = corpus_bleu(hyp, ref);
+        s.bleu = b.bleu;
+        s.line = format_bleu(b);
+    } catch (const std::exception& e) {
+        fail(std::string("BLEU: ") + e.what());
+    }
+    return s;
+}
+
+static void report(const char* what, const Scores& s) {
+    std::printf("%-34s %s  (%zu sentences in %.1f s, %.1f sent/s)\n", what, s.line.c_str(), s.sentences,
+                s.seconds, s.sentences / std::max(1e-9, s.seconds));
+    std::fflush(stdout);
+}
+
+static bool final_evaluation(Run& r) {
+    std::vector<std::string> ckpts = list_checkpoints(r.opt.out_dir);
+    std::string model_path = ckpts.back();
+    if (r.opt.average > 1 && ckpts.size() > 1) {
+        std::vector<std::string> last(ckpts.end() - std::min<size_t>(ckpts.size(), r.opt.average), ckpts.end());
+        std::string err;
+        model_path = r.path("average.safetensors");
+        if (!average_checkpoints(last, model_path, &err)) return fail(err);
+        std::printf("averaged %zu checkpoints -> %s\n", last.size(), model_path.c_str());
+    } else {
+        fs::copy_file(ckpts.back(), r.path("average.safetensors"), fs::copy_options::overwrite_existing);
+    }
+    double dl = dev_loss(r);
+    if (!std::isnan(dl)) std::printf("final dev loss (last checkpoint): %.4f\n", dl);
+    if (!r.opt.final_eval) return true;
+    Model avg;
+    std::string err;
+    if (!checkpoint_load(&avg, model_path, nullptr, &err)) return fail(err);
+    std::printf("BLEU, sacreBLEU convention (signature %s):\n", bleu_signature().c_str());
+    Scores dev_avg, test_avg;
+    if (r.have_dev) {
+        dev_avg = score(&avg, r.tok, r.data("dev", r.opt.src_lang), r.data("dev", r.opt.tgt_lang), r.opt.beam, r.opt);
+        report("dev, averaged, beam", dev_avg);
+    }
+    if (r.have_test) {
+        test_avg = score(&avg, r.tok, r.data("test", r.opt.src_lang), r.data("test", r.opt.tgt_lang), r.opt.beam, r.opt);
+        report("test, averaged, beam", test_avg);
+        report("test, averaged, greedy", score(&avg, r.tok, r.data("test", r.opt.src_lang), r.data("test", r.opt.tgt_lang), 1, r.opt));
+        report("test, last checkpoint, beam", score(&r.model, r.tok, r.data("test", r.opt.src_lang), r.data("test", r.opt.tgt_lang), r.opt.beam, r.opt));
+    }
+    csv_row(r, "final", NAN, NAN, dl, dev_avg.bleu, test_avg.bleu);
+    return true;
+}
+
+int run_training(TrainOptions opt) {
+    Run r;
+    r.opt = opt;
+    if (!setup(r)) return 1;
+    print_summary(r);
+    std::signal(SIGINT, on_signal);
+    std::signal(SIGTERM, on_signal);
+    r.start = now_s();
+    bool ok = train_loop(r);
+    std::signal(SIGINT, SIG_DFL);
+    std::signal(SIGTERM, SIG_DFL);
+    if (!ok) return 1;
+    if (!opt.quiet)
+        std::printf("trained %lld steps in %s (this run %s)\n", (long long)r.model.step,
+                    format_duration(r.elapsed()).c_str(), format_duration(now_s() - r.start).c_str());
+    if (g_stop_requested) {
+        std::printf("interrupted: checkpoint saved; continue with --resume\n");
+        return 130;
+    }
+    if (!opt.quiet || opt.final_eval) return final_evaluation(r) ? 0 : 1;
+    return 0;
+}
