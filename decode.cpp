@@ -280,20 +280,6 @@ void recompute_step(DecoderState* st, const std::vector<std::vector<int>>& sourc
         std::memcpy(&(*logits)[(size_t)r * V], all + ((size_t)r * b.T + t) * V, V * sizeof(float));
 }
 
-// log(sum(exp(z))) of each row, in double for accuracy.
-std::vector<float> row_logsumexp(const std::vector<float>& logits, int n, int V) {
-    std::vector<float> lse(n);
-#pragma omp parallel for schedule(static)
-    for (int r = 0; r < n; r++) {
-        const float* z = &logits[(size_t)r * V];
-        float mx = *std::max_element(z, z + V);
-        double s = 0;
-        for (int k = 0; k < V; k++) s += std::exp((double)(z[k] - mx));
-        lse[r] = (float)(mx + std::log(s));
-    }
-    return lse;
-}
-
 // The k best tokens of a row, best first (ties: lowest id).
 std::vector<int> top_tokens(const float* z, int V, int k) {
     std::vector<int> best;
@@ -380,7 +366,7 @@ std::vector<std::vector<Hypothesis>> decode_batch(Model* m,
     const int V = m->cfg.vocab;
     std::vector<Sentence> sents(sources.size());
     for (size_t i = 0; i < sources.size(); i++) {
-        sents[i].max_len = max_output_length((int)sources[i].size(), opt);
+        sents[i].max_len = opt.force_length > 0 ? opt.force_length : max_output_length((int)sources[i].size(), opt);
         sents[i].alive.push_back(Hyp{});
     }
     std::vector<float> logits;
@@ -399,7 +385,10 @@ std::vector<std::vector<Hypothesis>> decode_batch(Model* m,
         if (rows.empty()) break;
         if (opt.recompute) recompute_step(&st, sources, rows, hyps, t, &logits);
         else decoder_step(&st, rows, t, &logits);
-        std::vector<float> lse = row_logsumexp(logits, (int)rows.size(), V);
+        if (opt.force_length > 0)
+            for (size_t r = 0; r < rows.size(); r++) logits[r * V + EOS_ID] = -INFINITY;
+        std::vector<float> lse(rows.size());
+        logsumexp_rows(lse.data(), logits.data(), (int)rows.size(), V);
         for (size_t i = 0; i < sents.size(); i++) {
             if (first_row[i] < 0) continue;
             if (opt.beam <= 1) greedy_select(&sents[i], logits, lse, first_row[i], V, t, opt.alpha);

@@ -26,6 +26,7 @@ struct DecodeOptions {
     int max_len_b = 50;
     int nbest = 1;             // hypotheses returned per sentence (<= beam)
     bool recompute = false;    // testing: run the full decoder over the prefix every step
+    int force_length = 0;      // benchmarks: exactly this many tokens, </s> never chosen
 };
 
 struct Hypothesis {

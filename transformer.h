@@ -212,6 +212,8 @@ size_t attention_scratch_floats(int Lq, int Lk);
 // PAD labels ignored. logits (rows, V). Returns the SUM over non-pad rows; lse (rows) saved.
 double crossentropy_forward(float* lse, const float* logits, const int* labels, int rows, int V,
                             float eps);
+// lse (rows) = log(sum_k exp(x_k)) per row of x (rows, V) (decoding's log-softmax).
+void logsumexp_rows(float* lse, const float* x, int rows, int V);
 // In place: logits (rows, V) becomes dlogits = (softmax - q) * scale; PAD rows become 0.
 void crossentropy_backward(float* logits, const float* lse, const int* labels, int rows, int V,
                            float eps, float scale);

@@ -35,6 +35,7 @@ import time
 
 import torch
 
+sys.dont_write_bytecode = True  # no test/__pycache__ from importing reference.py
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import reference as R  # noqa: E402
 

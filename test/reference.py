@@ -302,7 +302,7 @@ class Transformer(nn.Module):
         for layer in self.decoder.layers:
             sa = layer.self_attn
             state.append({
-                "cross": layer.cross_attn.project_kv(mem),
+                "cross": tuple(c.contiguous() for c in layer.cross_attn.project_kv(mem)),
                 "k": mem.new_zeros(n, sa.h, 0, sa.d_k),
                 "v": mem.new_zeros(n, sa.h, 0, sa.d_v)})
         return state

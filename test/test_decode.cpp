@@ -192,7 +192,7 @@ static void copy_task() {
     c.vocab = 16, c.max_len = 32, c.p_drop = 0.0f, c.label_smoothing = 0.1f;
     Model m;
     model_init(&m, c, 2024);
-    const int steps = 300;
+    const int steps = 400;
     float loss = 0;
     for (int s = 0; s < steps; s++) {
         Batch b = copy_batch(64, c.vocab);

@@ -159,13 +159,16 @@ int main() {
     const bool T[2] = {false, true};
     uint32_t seed = 1;
 
-    // Edge shapes: around the 12 x 32 micro-tile, tiny, skinny, deep, across MC/KC/NC, and
-    // (with several threads) both ways of splitting C: by rows and, for the last two, by columns.
+    // Edge shapes: around the 12 x 32 micro-tile, tiny, skinny, deep, across MC/KC/NC, on both
+    // sides of the small-path threshold (M*N*K = 2^20), and (with several threads) both ways
+    // of splitting C: by rows and, for the last two, by columns.
     const int shapes[][3] = {
         {1, 1, 1},     {2, 3, 4},      {7, 5, 3},       {11, 31, 15},   {12, 32, 16},
         {13, 33, 17},  {33, 17, 9},    {1, 1000, 7},    {1000, 1, 7},   {13, 37, 1000},
         {25, 25, 32},  {25, 32, 25},   {100, 100, 100}, {145, 65, 257}, {300, 70, 520},
-        {20, 4200, 20}, {161, 97, 513}, {12, 512, 400}, {5, 700, 300}};
+        {20, 4200, 20}, {161, 97, 513}, {131, 97, 100}, {61, 45, 2100}, {13, 2100, 50},
+        {1000, 25, 25}, {8, 30, 4000},
+        {12, 512, 400}, {5, 700, 300}};
     for (auto& s : shapes)
         for (bool ta : T)
             for (bool tb : T) check_case({ta, tb, s[0], s[1], s[2], 1.0f, 0.0f, 0, 0, 0}, seed++);
