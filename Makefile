@@ -32,7 +32,7 @@ NVCC_VERSION := $(if $(NVCC),$(shell $(NVCC) --version 2>/dev/null | grep -o 're
 
 ifeq ($(SANITIZE),1)
   BUILD := build/asan
-  OPT := -O1 -g -fno-omit-frame-pointer -fsanitize=address,undefined -fno-sanitize-recover=undefined
+  OPT := -O1 -g -march=native -fno-omit-frame-pointer -fsanitize=address,undefined -fno-sanitize-recover=undefined
 else
   BUILD := build
   OPT := -O3 -march=native
@@ -59,6 +59,9 @@ TESTS := test_core test_decode test_train test_gemm test_tokenizer test_data tes
 .PHONY: all test test-asan bench bench-decode bench-bpe bench-gemm data reference \
         reference-check info clean
 all: $(PROGRAMS)
+
+# keep object files of tests and benchmarks between runs
+.SECONDARY:
 
 $(BUILD)/%.o: %.cpp $(HEADERS)
 	@mkdir -p $(dir $@)
@@ -88,7 +91,7 @@ bench-decode: $(BUILD)/bench_decode
 	@sh test/bench.sh decode $(BUILD)
 
 bench-bpe: bpe data
-	@sh test/bench_bpe.sh
+	@bash test/bench_bpe.sh
 
 $(BUILD)/bench_gemm_blas: test/bench_gemm.cpp gemm.cpp gemm.h
 	@mkdir -p $(BUILD)

@@ -117,6 +117,13 @@ std::string config_difference(const Config& a, const Config& b) {
     return "";
 }
 
+// Short form for the printed table (%g); JSON keeps number_text's 9 digits.
+static std::string short_number(double v) {
+    char buf[32];
+    std::snprintf(buf, sizeof buf, "%g", (double)(float)v);
+    return buf;
+}
+
 void config_print(const Config& c, size_t n_params) {
     std::printf("+---------------------------+------------------+\n");
     auto row = [](const char* k, const std::string& v) {
@@ -129,9 +136,9 @@ void config_print(const Config& c, size_t n_params) {
     row("d_k / d_v", std::to_string(c.d_k) + " / " + std::to_string(c.d_v));
     row("vocabulary (shared)", std::to_string(c.vocab));
     row("max length", std::to_string(c.max_len));
-    row("P_drop (attn / relu)", number_text(c.p_drop) + " (" + number_text(c.p_attn_drop) + " / " +
-                                    number_text(c.p_relu_drop) + ")");
-    row("label smoothing", number_text(c.label_smoothing));
+    row("P_drop (attn / relu)", short_number(c.p_drop) + " (" + short_number(c.p_attn_drop) + " / " +
+                                    short_number(c.p_relu_drop) + ")");
+    row("label smoothing", short_number(c.label_smoothing));
     row("layer norm", c.pre_ln ? "pre-LN" : "post-LN");
     row("positions", c.learned_pos ? "learned" : "sinusoidal");
     row("parameters", std::to_string(n_params));

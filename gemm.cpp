@@ -3,43 +3,50 @@
 // How a fast GEMM works (GotoBLAS / BLIS design), and how this file maps onto it
 // -----------------------------------------------------------------------------------------
 // A naive triple loop runs at a few GFLOP/s: every multiply-add waits on a memory load.
-// A core can do 2 AVX-512 FMAs per cycle (32 single-precision multiply-adds), but it can
-// only load ~2 vectors per cycle from L1 and far less from L2/L3/DRAM. The whole design is
-// about feeding the FMA units from registers and L1, with each byte fetched from slower
+// The target machine (AMD EPYC, Zen 4) retires one 512-bit FMA per cycle per core, i.e. 16
+// single-precision multiply-adds = 32 flops/cycle, ~117 GFLOP/s per core at 3.66 GHz, but it
+// can load only ~2 vectors per cycle from L1 and far less from L2/L3/DRAM. The whole design
+// is about feeding the FMA unit from registers and L1/L2, with each byte fetched from slower
 // memory reused as many times as possible.
 //
-// 1. Micro-kernel (registers). C is cut into MR x NR = 12 x 32 tiles. The tile lives in
+// 1. Micro-kernel (registers). C is cut into MR x NR = 12 x 32 tiles. A tile lives in
 //    12 x 2 = 24 zmm accumulators for the whole k loop. Each k step loads one row of the B
 //    sliver (32 floats = 2 zmm), broadcasts 12 values of the A sliver and does 24 FMAs:
 //    14 loads for 24 FMAs, and 24 independent accumulators hide the 4-cycle FMA latency
-//    (2 FMA pipes x 4 cycles = 8 chains needed at minimum). 24 + 2 + 1 = 27 of 32 registers.
+//    (latency x FMAs per cycle = 4 to 8 chains needed). 24 + 2 + 1 = 27 of 32 registers.
+//    Alone, with its operands in L1, it runs at 99% of the FMA peak.
 // 2. Packing. The kernel wants, for each k, MR consecutive A values and NR consecutive B
-//    values. pack_a / pack_b copy blocks of op(A) and op(B) into exactly that order
+//    values. pack_block copies blocks of op(A) and op(B) into exactly that order
 //    ("slivers": A as [k][MR], B as [k][NR]), 64-byte aligned and zero-padded at the edges.
-//    This is where the transposes are handled, so one kernel serves NN, NT, TN and TT, and
-//    the kernel always streams unit-stride memory with no TLB or cache-set conflicts.
-// 3. Cache blocking (the five loops around the kernel):
-//        for jc in N step NC        B panel columns   (NC = 4096)
-//          for pc in K step KC      depth             (KC = 256)
-//            pack B[pc:pc+KC, jc:jc+NC]  -> KC x NC panel, lives in L3 (4 MiB)
-//            for ic in M step MC    A block rows      (MC = 144)
-//              pack A[ic:ic+MC, pc:pc+KC] -> MC x KC block, lives in L2 (144 KiB)
-//              for jr in NC step NR       one B sliver KC x NR = 32 KiB stays in L1
-//                for ir in MC step MR     A slivers (12 KiB each) stream from L2
-//                  micro-kernel: C[ir:ir+MR, jr:jr+NR] += A sliver * B sliver
-//    KC sets the depth of the kernel's loop (long enough to amortise loading/storing the C
-//    tile) and the L1 footprint of a B sliver. MC x KC fits the per-core L2 (1 MiB) with
-//    room left for B slivers and C. Each A element packed is reused NC/NR times from L2,
-//    each B element packed is reused MC/MR times from L1 and M/MC times from L3.
-// 4. Threads (OpenMP). C is split into one rectangle per thread, by rows (each thread packs
-//    its own A rows and all of B) or by columns (its own B columns and all of A), whichever
-//    a small cost model (tile rounding + repacking) prefers; each thread then runs the
-//    serial blocked product above on its rectangle. No barriers, no shared buffers, and
-//    every C element is computed by one thread in one fixed order: bitwise deterministic.
-//    Inside an existing parallel region (attention, over batch x head) we stay serial.
-// 5. Small products (attention: 25x25x32 and the like) skip packing: a register-blocked
-//    kernel (4 rows x 32 columns, masked at the edges) reads A and B in place; only a
-//    transposed B is first copied into a small per-thread buffer.
+//    This is where the transposes are handled (4 x 4 SSE transposes when the source runs
+//    along k, masked row copies when it runs along the sliver), so one kernel serves NN,
+//    NT, TN and TT, and the kernel streams unit-stride memory, free of TLB and cache-set
+//    conflicts whatever the leading dimensions.
+// 3. Cache blocking (the loops around the kernel, gemm_serial):
+//        for jc in N step NC        B panel columns   (NC = 2048)
+//          for pc in K step kc      depth             (kc <= KC = 1024, K cut evenly)
+//            pack B[pc:pc+kc, jc:jc+NC]  -> kc x NC panel, L3 (8 MiB)
+//            for ic in M step MC    A block rows      (MC = 96)
+//              pack A[ic:ic+MC, pc:pc+kc] -> MC x kc block, L2 (384 KiB)
+//              for jr in NC step NR       B sliver kc x NR (128 KiB, L2)
+//                for ir in MC step MR     A sliver (48 KiB, L2 -> L1)
+//                  micro-kernel: C[ir:ir+MR, jr:jr+NR] (+)= A sliver * B sliver
+//    kc is the length of the kernel's k loop: C is read and written once per depth block,
+//    so long blocks amortise the C traffic (one block for K <= 1024, which covers most of
+//    the model's products). The A block is reused from L2 by all NC/NR B slivers, a B
+//    sliver by the MC/MR A slivers (L1/L2), the B panel by all M/MC A blocks (L3).
+//    Zen 4's L2 feeds L1 fast enough that slivers larger than L1 cost nothing measurable;
+//    the sizes were picked by measurement (KC 256..1024 and MC 96..240 are within ~4%).
+// 4. Threads (OpenMP). C is cut into one band per thread, by rows or by columns (a small
+//    cost model weighs tile rounding against repacking), and each thread runs the serial
+//    blocked product on its band: no barriers, no shared buffers (the cost: each thread
+//    packs all of B, or all of A; a few percent at most on the model's shapes). Every C
+//    element is computed by one thread in one fixed order, so the result is bitwise the
+//    same for any thread count. Inside an existing parallel region we stay serial.
+// 5. Small products (M*N*K <= 2^20, e.g. attention's 25x25x64 per (batch, head)) skip
+//    packing: a register-blocked kernel (up to 8 rows x 32 columns, masked at the edges)
+//    reads A and B in place; only a transposed B is first transposed into a per-thread
+//    buffer. Packing would cost as much as the product itself at these sizes.
 //
 // Portability: without __AVX512F__ the kernels are plain C++ loops (the compiler vectorises
 // them for whatever -march is given); without _OPENMP everything is serial; with
@@ -140,7 +147,8 @@ template <int R>
 inline void copy_row(const float* s, int n, float* d) {
 #ifdef __AVX512F__
     for (int j = 0; j < R; j += 16)
-        _mm512_mask_storeu_ps(d + j, tail_mask(R - j), _mm512_maskz_loadu_ps(tail_mask(n - j), s + j));
+        _mm512_mask_storeu_ps(d + j, tail_mask(R - j),
+                              _mm512_maskz_loadu_ps(tail_mask(n - j), s + j));
 #else
     int j = 0;
     for (; j < std::min(n, R); j++) d[j] = s[j];
@@ -208,8 +216,8 @@ void pack_block(const View& v, int rows, int kc, float* dst) {
 // Micro-kernel: C[0:mr, 0:nr] = alpha * (a sliver . b sliver) + beta * C, with the full
 // MR x NR product always computed (padding is zero) and only mr x nr stored.
 #ifdef __AVX512F__
-inline __m512 blend_store_value(__m512 acc, const float* c, __mmask16 m, float alpha,
-                                float beta) {
+// alpha * acc + beta * c[masked lanes]; c is not read when beta == 0 (NaN there ignored).
+inline __m512 scaled_update(__m512 acc, const float* c, __mmask16 m, float alpha, float beta) {
     __m512 v = _mm512_mul_ps(acc, _mm512_set1_ps(alpha));
     if (beta != 0.0f) v = _mm512_fmadd_ps(_mm512_maskz_loadu_ps(m, c), _mm512_set1_ps(beta), v);
     return v;
@@ -220,11 +228,13 @@ void micro_kernel(int kc, const float* __restrict a, const float* __restrict b, 
     __m512 acc[MR][2];
 #pragma GCC unroll 12
     for (int r = 0; r < MR; r++) acc[r][0] = acc[r][1] = _mm512_setzero_ps();
-    for (int r = 0; r < mr; r++) _mm_prefetch((const char*)(c + (size_t)r * ldc), _MM_HINT_T0),
-                                 _mm_prefetch((const char*)(c + (size_t)r * ldc + 16), _MM_HINT_T0);
+    for (int r = 0; r < mr; r++) {  // the C tile is needed only at the end: fetch it now
+        _mm_prefetch((const char*)(c + (size_t)r * ldc), _MM_HINT_T0);
+        _mm_prefetch((const char*)(c + (size_t)r * ldc + 16), _MM_HINT_T0);
+    }
 #pragma GCC unroll 2
     for (int k = 0; k < kc; k++) {
-        _mm_prefetch((const char*)(a + 8 * MR), _MM_HINT_T0);
+        _mm_prefetch((const char*)(a + 8 * MR), _MM_HINT_T0);  // A sliver, 8 steps ahead
         __m512 b0 = _mm512_load_ps(b), b1 = _mm512_load_ps(b + 16);
 #pragma GCC unroll 12
         for (int r = 0; r < MR; r++) {
@@ -236,10 +246,13 @@ void micro_kernel(int kc, const float* __restrict a, const float* __restrict b, 
         b += NR;
     }
     __mmask16 m0 = tail_mask(nr), m1 = tail_mask(nr - 16);  // columns to store
-    for (int r = 0; r < mr; r++) {
+    // Fully unrolled with a row test (not a loop to mr), so acc is never spilled to memory.
+#pragma GCC unroll 12
+    for (int r = 0; r < MR; r++) {
+        if (r >= mr) break;
         float* cr = c + (size_t)r * ldc;
-        _mm512_mask_storeu_ps(cr, m0, blend_store_value(acc[r][0], cr, m0, alpha, beta));
-        _mm512_mask_storeu_ps(cr + 16, m1, blend_store_value(acc[r][1], cr + 16, m1, alpha, beta));
+        _mm512_mask_storeu_ps(cr, m0, scaled_update(acc[r][0], cr, m0, alpha, beta));
+        _mm512_mask_storeu_ps(cr + 16, m1, scaled_update(acc[r][1], cr + 16, m1, alpha, beta));
     }
 }
 #else
@@ -258,7 +271,7 @@ void micro_kernel(int kc, const float* __restrict a, const float* __restrict b, 
 #endif
 
 // ---------------------------------------------------------------------------------------------
-// Blocked serial product on one rectangle of C (the loops of the header comment).
+// One product to compute: C (M x N, row stride ldc) = alpha * op(A) op(B) + beta * C.
 struct Problem {
     View a, b;          // op(A) as [M,K], op(B) as [K,N]
     int M, N, K;
@@ -339,7 +352,7 @@ void small_tile(const View& a, const float* b, long ldb, int K, int n, float alp
 #pragma GCC unroll 2
         for (int v = 0; v < NV; v++) {
             float* cr = c + (size_t)r * ldc + 16 * v;
-            _mm512_mask_storeu_ps(cr, m[v], blend_store_value(acc[r][v], cr, m[v], alpha, beta));
+            _mm512_mask_storeu_ps(cr, m[v], scaled_update(acc[r][v], cr, m[v], alpha, beta));
         }
 }
 

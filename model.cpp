@@ -313,6 +313,16 @@ static void check_batch(const Model* m, const Batch& bt) {
                         m->cfg.vocab);
 }
 
+// A stack's output: the final LayerNorm of x (pre-LN) or x itself (post-LN), into out.
+static void final_norm_forward(const Pass& ps, const LayerNormP& ln, const float* x, float* out,
+                               float* mean, float* rstd, int rows) {
+    const int d = ps.m->cfg.d_model;
+    if (ps.m->cfg.pre_ln)
+        layernorm_forward(out, mean, rstd, x, ps.P(ln.g), ps.P(ln.b), rows, d);
+    else
+        std::memcpy(out, x, (size_t)rows * d * sizeof(float));
+}
+
 // The encoder stack over the batch's source: fills acts->enc_out (B*S, d).
 static void encoder_forward(const Pass& ps) {
     Model* m = ps.m;
@@ -333,11 +343,7 @@ static void encoder_forward(const Pass& ps) {
         residual_forward(ps, ff, P.norm2, nullptr, &P.ffn, rows);
         x = ff.y;
     }
-    if (c.pre_ln)
-        layernorm_forward(a->enc_out, a->enc_mean, a->enc_rstd, x, ps.P(m->layout.enc_norm.g),
-                          ps.P(m->layout.enc_norm.b), rows, c.d_model);
-    else
-        std::memcpy(a->enc_out, x, (size_t)rows * c.d_model * sizeof(float));
+    final_norm_forward(ps, m->layout.enc_norm, x, a->enc_out, a->enc_mean, a->enc_rstd, rows);
 }
 
 // The decoder stack over <s> + target, attending to enc_out: fills acts->dec_out (B*T, d).
@@ -361,11 +367,7 @@ static void decoder_forward(const Pass& ps) {
         residual_forward(ps, blk[2], P.norm3, nullptr, &P.ffn, rows);
         x = blk[2].y;
     }
-    if (c.pre_ln)
-        layernorm_forward(a->dec_out, a->dec_mean, a->dec_rstd, x, ps.P(m->layout.dec_norm.g),
-                          ps.P(m->layout.dec_norm.b), rows, c.d_model);
-    else
-        std::memcpy(a->dec_out, x, (size_t)rows * c.d_model * sizeof(float));
+    final_norm_forward(ps, m->layout.dec_norm, x, a->dec_out, a->dec_mean, a->dec_rstd, rows);
 }
 
 float model_forward(Model* m, const Batch& bt, bool train) {

@@ -138,14 +138,22 @@ void linear_forward(float* Y, const float* X, const float* W, const float* b,
     sgemm(false, true, rows, out, in, 1.0f, X, in, W, in, 1.0f, Y, out);
 }
 
-// db (cols) += sum over rows of dY (rows, cols). Threads own column ranges: deterministic.
+// Inside a parallel region: the columns [c0, c1) of `cols` this thread owns; false if none.
+// Reductions over rows split by columns need no combining step, so they are deterministic.
+static bool owned_columns(int cols, int* c0, int* c1) {
+    const int nt = max_threads() > cols ? 1 : max_threads(), t = thread_id();
+    if (t >= nt) return false;
+    *c0 = (int)((long)cols * t / nt);
+    *c1 = (int)((long)cols * (t + 1) / nt);
+    return true;
+}
+
+// db (cols) += sum over rows of dY (rows, cols).
 static void column_sum_accumulate(float* db, const float* dY, int rows, int cols) {
 #pragma omp parallel
     {
-        int nt = max_threads() > cols ? 1 : max_threads();
-        int t = thread_id();
-        if (t < nt) {
-            int c0 = (int)((long)cols * t / nt), c1 = (int)((long)cols * (t + 1) / nt);
+        int c0, c1;
+        if (owned_columns(cols, &c0, &c1)) {
             for (int r = 0; r < rows; r++) {
                 const float* row = dY + (size_t)r * cols;
                 for (int c = c0; c < c1; c++) db[c] += row[c];
@@ -228,10 +236,8 @@ void layernorm_backward(float* dx, float dx_beta, float* dg, float* db, const fl
     // Parameter gradients: threads own column ranges, so the sums are deterministic.
 #pragma omp parallel
     {
-        int nt = max_threads() > d ? 1 : max_threads();
-        int t = thread_id();
-        if (t < nt) {
-            int c0 = (int)((long)d * t / nt), c1 = (int)((long)d * (t + 1) / nt);
+        int c0, c1;
+        if (owned_columns(d, &c0, &c1)) {
             for (int r = 0; r < rows; r++) {
                 const float* xr = x + (size_t)r * d;
                 const float* dyr = dy + (size_t)r * d;

@@ -5,7 +5,9 @@
 //   NT  Y[4100,N]  = X[4100,K] W[N,K]^T         (nn.Linear forward, W is [out,in])
 //   TN  dW[N,K]    = dY[4100,N]^T X[4100,K]     (weight gradient: M=out, N=in, K=tokens)
 // plus the attention-sized products (25x25x32 ...) called from inside an OpenMP loop over
-// (batch, head), timed per call. Each product is timed as the best of several runs, ours and OpenBLAS alternating.
+// (batch, head), timed per call. Each product is timed as the best of several runs, ours and
+// OpenBLAS alternating. With OMP_NUM_THREADS=1 times are thread CPU time (robust to other
+// processes on the machine); with more threads they are wall time, so run on a quiet machine.
 //
 // Build (our sgemm is the default build; OpenBLAS is linked only for the comparison column):
 //   g++ -std=c++17 -O3 -march=native -fopenmp -Wall -Wextra gemm.cpp test/bench_gemm.cpp
@@ -47,15 +49,14 @@ double now() {
         .count();
 }
 
-// Best wall times of two functions, run alternately (so that load from other processes on
-// the machine hits both alike): at least 3 runs each and about `budget` seconds in all.
+// Best times of two functions, run alternately (so that load from other processes on the
+// machine hits both alike): at least 2 runs each (the first doubles as warm-up: page faults,
+// packing buffers, thread start) and about `budget` seconds in all.
 void best_times(const std::function<void()>& f, const std::function<void()>& g, double budget,
                 double* tf, double* tg) {
-    f();  // warm-up (page faults, packing buffers, thread start)
-    g();
     *tf = *tg = 1e30;
     double spent = 0;
-    for (int r = 0; r < 3 || (spent < budget && r < 100); r++) {
+    for (int r = 0; r < 2 || (spent < budget && r < 100); r++) {
         double t0 = now();
         f();
         double t1 = now();
@@ -135,7 +136,7 @@ void bench_small(const Product& p, int heads, double budget) {
     double ours, blas;
     best_times([&] { run(false); }, [&] { run(true); }, budget, &ours, &blas);
     double flop = 2.0 * p.M * p.N * p.K * heads;
-    std::printf("%-3s %6d %6d %6d  %8.1f %8.1f  %6.3f  (x%d calls in omp for; %.0f vs %.0f ns/call)\n",
+    std::printf("%-3s %6d %6d %6d  %8.1f %8.1f  %6.3f  (x%d calls in omp for; %.0f vs %.0f ns)\n",
                 p.kind, p.M, p.N, p.K, flop / ours * 1e-9, flop / blas * 1e-9, blas / ours, heads,
                 ours / heads * 1e9, blas / heads * 1e9);
     std::fflush(stdout);
