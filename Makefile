@@ -30,11 +30,14 @@ OPENMP := $(shell printf 'int main(){return 0;}' | $(CXX) -fopenmp -x c++ - -o /
 NVCC := $(shell command -v nvcc 2>/dev/null)
 NVCC_VERSION := $(if $(NVCC),$(shell $(NVCC) --version 2>/dev/null | grep -o 'release [0-9.]*'))
 
+# Programs go to the repository root (./train ...); sanitizer builds keep theirs in build/asan.
 ifeq ($(SANITIZE),1)
   BUILD := build/asan
+  BIN := build/asan
   OPT := -O1 -g -march=native -fno-omit-frame-pointer -fsanitize=address,undefined -fno-sanitize-recover=undefined
 else
   BUILD := build
+  BIN := .
   OPT := -O3 -march=native
 endif
 
@@ -58,7 +61,7 @@ TESTS := test_core test_decode test_train test_gemm test_tokenizer test_data tes
 
 .PHONY: all test test-asan bench bench-decode bench-bpe bench-gemm data reference \
         reference-check info clean
-all: $(PROGRAMS)
+all: $(PROGRAMS:%=$(BIN)/%)
 
 # keep object files of tests and benchmarks between runs
 .SECONDARY:
@@ -67,7 +70,7 @@ $(BUILD)/%.o: %.cpp $(HEADERS)
 	@mkdir -p $(dir $@)
 	$(CXX) $(CXXFLAGS) -c $< -o $@
 
-$(PROGRAMS): %: $(BUILD)/cli/%.o $(LIB_OBJ)
+$(PROGRAMS:%=$(BIN)/%): $(BIN)/%: $(BUILD)/cli/%.o $(LIB_OBJ)
 	$(CXX) $(CXXFLAGS) $^ -o $@ $(LDLIBS)
 
 $(BUILD)/test_%: $(BUILD)/test/test_%.o $(LIB_OBJ)
@@ -77,8 +80,8 @@ $(BUILD)/bench_%: $(BUILD)/test/bench_%.o $(LIB_OBJ)
 	$(CXX) $(CXXFLAGS) $^ -o $@ $(LDLIBS)
 
 # The tests run from the repository root; test/run_tests.sh adds up their closing lines.
-test: $(TESTS:%=$(BUILD)/%) $(PROGRAMS)
-	@sh test/run_tests.sh $(BUILD)
+test: $(TESTS:%=$(BUILD)/%) $(PROGRAMS:%=$(BIN)/%)
+	@sh test/run_tests.sh $(BUILD) $(BIN)
 
 # The same tests under AddressSanitizer and UBSan.
 test-asan:
@@ -90,7 +93,7 @@ bench: $(BUILD)/bench_train
 bench-decode: $(BUILD)/bench_decode
 	@sh test/bench.sh decode $(BUILD)
 
-bench-bpe: bpe data
+bench-bpe: $(BIN)/bpe data
 	@bash test/bench_bpe.sh
 
 $(BUILD)/bench_gemm_blas: test/bench_gemm.cpp gemm.cpp gemm.h

@@ -1,10 +1,11 @@
 #!/bin/sh
-# test/run_tests.sh BUILD_DIR — runs every test of `make test` from the repository root, each
+# test/run_tests.sh BUILD_DIR [PROGRAM_DIR] — runs every test of `make test` from the repository root, each
 # to its end even when an earlier one fails, and adds up their closing lines
 # ("NAME: N passed, M failed"). Ends with "tests: N passed, M failed"; exits 1 on any failure
 # or on a test that crashed or printed no closing line.
 set -u
 BUILD=${1:-build}
+BIN=${2:-.}
 passed=0
 failed=0
 log=$(mktemp)
@@ -42,7 +43,7 @@ run tokenizer "$BUILD/test_tokenizer"
 run data "$BUILD/test_data"
 run bleu "$BUILD/test_bleu"
 run corpus sh test/test_corpus.sh
-run cli sh test/test_cli.sh
+run cli sh test/test_cli.sh "$BIN"
 rm -f "$log"
 echo "tests: $passed passed, $failed failed"
 [ "$failed" -eq 0 ]

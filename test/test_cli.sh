@@ -1,9 +1,11 @@
 #!/bin/sh
 # test/test_cli.sh — the programs end to end, as a user runs them: ./train on a small
 # synthetic corpus, then ./translate (order, empty lines, n-best, bad input, bad model files),
-# ./average and ./bleu. Run from the repository root after `make`. Ends with
+# ./average and ./bleu. Run from the repository root after `make`; the optional argument is
+# the folder holding the programs (default: the repository root). Ends with
 # "cli: N passed, M failed"; exits non-zero on failure.
 set -u
+B=${1:-.}
 passed=0
 failed=0
 T=$(mktemp -d)
@@ -22,7 +24,7 @@ awk 'BEGIN { srand(3); split("sun moon star sky sea land tree rock fire rain", w
     print en > "'"$T"'/corpus/train.en"; print es > "'"$T"'/corpus/train.es";
     if (i < 20) { print en > "'"$T"'/corpus/test.en"; print es > "'"$T"'/corpus/test.es" } } }'
 
-./train --config tiny --d-model 32 --d-ff 64 --vocab-size 300 --data "$T/corpus" --out "$T/run" \
+"$B"/train --config tiny --d-model 32 --d-ff 64 --vocab-size 300 --data "$T/corpus" --out "$T/run" \
     --max-steps 40 --max-tokens 400 --save-every-steps 10 --warmup 20 --log-every 1000s > "$T/train.log" 2>&1
 status=$?
 check $status "./train runs, averages and evaluates (exit $status)"
@@ -33,37 +35,37 @@ n=$(ls "$T/run"/ckpt-*.safetensors | wc -l); [ "$n" -eq 4 ]; check $? "checkpoin
 
 M="$T/run/average.safetensors"
 printf 'sun moon\n\nstar sky sea\nrock\n' > "$T/in.txt"
-./translate --model "$M" < "$T/in.txt" > "$T/out.txt" 2> "$T/err.txt"
+"$B"/translate --model "$M" < "$T/in.txt" > "$T/out.txt" 2> "$T/err.txt"
 check $? "./translate exits 0"
 [ "$(wc -l < "$T/out.txt")" -eq 4 ]; check $? "one output line per input line (4)"
 [ -z "$(sed -n 2p "$T/out.txt")" ]; check $? "an empty line gives an empty line"
-./translate --model "$M" --beam 1 < "$T/in.txt" > /dev/null; check $? "greedy (--beam 1) runs"
-./translate --model "$M" --nbest 3 < "$T/in.txt" > "$T/nbest.txt"
+"$B"/translate --model "$M" --beam 1 < "$T/in.txt" > /dev/null; check $? "greedy (--beam 1) runs"
+"$B"/translate --model "$M" --nbest 3 < "$T/in.txt" > "$T/nbest.txt"
 grep -c '|||' "$T/nbest.txt" | grep -qx 10; check $? "--nbest 3: 3 scored hypotheses per non-empty line, 1 empty entry for the empty line"
 
-printf 'sun \377 moon\n' | ./translate --model "$M" > /dev/null 2> "$T/err.txt"
+printf 'sun \377 moon\n' | "$B"/translate --model "$M" > /dev/null 2> "$T/err.txt"
 s=$?; [ $s -eq 1 ] && grep -q "line 1: invalid UTF-8" "$T/err.txt"; check $? "invalid UTF-8: error naming the line, exit 1 ($s)"
-printf 'sun \377 moon\n' | ./translate --model "$M" --replace-invalid > /dev/null; check $? "--replace-invalid translates it"
+printf 'sun \377 moon\n' | "$B"/translate --model "$M" --replace-invalid > /dev/null; check $? "--replace-invalid translates it"
 awk 'BEGIN { for (i = 0; i < 3000; i++) printf "sun "; print "" }' > "$T/long.txt"
-./translate --model "$M" < "$T/long.txt" > /dev/null 2> "$T/err.txt"
+"$B"/translate --model "$M" < "$T/long.txt" > /dev/null 2> "$T/err.txt"
 s=$?; [ $s -eq 1 ] && grep -q "more than --max-input-tokens" "$T/err.txt"; check $? "over-long line: clear error, exit 1 ($s)"
-./translate --model "$M" --split-long --max-len-b 5 < "$T/long.txt" | wc -l | grep -qx 1; check $? "--split-long translates it as one line"
+"$B"/translate --model "$M" --split-long --max-len-b 5 < "$T/long.txt" | wc -l | grep -qx 1; check $? "--split-long translates it as one line"
 
-echo sun | ./translate --model "$T/missing.safetensors" > /dev/null 2> "$T/err.txt"
+echo sun | "$B"/translate --model "$T/missing.safetensors" > /dev/null 2> "$T/err.txt"
 s=$?; [ $s -eq 1 ] && grep -q "cannot open" "$T/err.txt"; check $? "missing model: clear error, exit 1 ($s)"
 head -c 5000 "$M" > "$T/trunc.safetensors"
-echo sun | ./translate --model "$T/trunc.safetensors" > /dev/null 2> "$T/err.txt"
+echo sun | "$B"/translate --model "$T/trunc.safetensors" > /dev/null 2> "$T/err.txt"
 s=$?; [ $s -eq 1 ] && grep -q "truncated" "$T/err.txt"; check $? "truncated model: clear error, exit 1 ($s)"
 echo "not a model" > "$T/text.safetensors"
-echo sun | ./translate --model "$T/text.safetensors" > /dev/null 2> "$T/err.txt"
+echo sun | "$B"/translate --model "$T/text.safetensors" > /dev/null 2> "$T/err.txt"
 s=$?; [ $s -eq 1 ] && grep -q "not a safetensors file" "$T/err.txt"; check $? "foreign file: clear error, exit 1 ($s)"
-./translate --bogus > /dev/null 2>&1; [ $? -eq 2 ]; check $? "unknown option: exit 2"
-./translate --help | grep -q -- "--beam"; check $? "--help lists the options"
+"$B"/translate --bogus > /dev/null 2>&1; [ $? -eq 2 ]; check $? "unknown option: exit 2"
+"$B"/translate --help | grep -q -- "--beam"; check $? "--help lists the options"
 
-./average --out "$T/avg2.safetensors" "$T/run"/ckpt-*.safetensors > /dev/null; check $? "./average averages the kept checkpoints"
-./translate --model "$T/avg2.safetensors" < "$T/in.txt" > /dev/null; check $? "the averaged model translates"
-./bleu "$T/corpus/test.es" < "$T/corpus/test.es" | grep -q "BLEU = 100.00"; check $? "./bleu: a reference scored against itself is 100"
-head -n 3 "$T/corpus/test.es" | ./bleu "$T/corpus/test.es" > /dev/null 2>&1; [ $? -eq 1 ]; check $? "./bleu: mismatched line counts exit 1"
+"$B"/average --out "$T/avg2.safetensors" "$T/run"/ckpt-*.safetensors > /dev/null; check $? "./average averages the kept checkpoints"
+"$B"/translate --model "$T/avg2.safetensors" < "$T/in.txt" > /dev/null; check $? "the averaged model translates"
+"$B"/bleu "$T/corpus/test.es" < "$T/corpus/test.es" | grep -q "BLEU = 100.00"; check $? "./bleu: a reference scored against itself is 100"
+head -n 3 "$T/corpus/test.es" | "$B"/bleu "$T/corpus/test.es" > /dev/null 2>&1; [ $? -eq 1 ]; check $? "./bleu: mismatched line counts exit 1"
 
 echo "cli: $passed passed, $failed failed"
 [ "$failed" -eq 0 ]
