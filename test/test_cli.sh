@@ -67,5 +67,25 @@ s=$?; [ $s -eq 1 ] && grep -q "not a safetensors file" "$T/err.txt"; check $? "f
 "$B"/bleu "$T/corpus/test.es" < "$T/corpus/test.es" | grep -q "BLEU = 100.00"; check $? "./bleu: a reference scored against itself is 100"
 head -n 3 "$T/corpus/test.es" | "$B"/bleu "$T/corpus/test.es" > /dev/null 2>&1; [ $? -eq 1 ]; check $? "./bleu: mismatched line counts exit 1"
 
+# The checkpoint is read by Hugging Face's own safetensors library, when it is installed
+# (.ci/run installs it from PyPI).
+if python3 -c 'import safetensors.numpy' 2> /dev/null; then
+    python3 - "$M" "$T/run/ckpt-00000040.safetensors" <<'PY'
+import sys, json
+from safetensors.numpy import load_file
+from safetensors import safe_open
+avg, ckpt = load_file(sys.argv[1]), load_file(sys.argv[2])
+with safe_open(sys.argv[1], "np") as f:
+    cfg = json.loads(f.metadata()["config"])
+ok = (avg["embed.weight"].shape == (cfg["vocab"], cfg["d_model"]) and
+      avg["decoder.layers.0.cross_attn.out_proj.weight"].shape == (cfg["d_model"], cfg["n_heads"] * cfg["d_v"]) and
+      ckpt["optimizer.m"].shape == (sum(v.size for k, v in ckpt.items() if not k.startswith("optimizer.")),))
+sys.exit(0 if ok else 1)
+PY
+    check $? "Hugging Face safetensors reads the checkpoints (names, shapes, config, optimizer state)"
+else
+    echo "SKIP safetensors (PyPI) not installed: checkpoint read by the reference library not checked"
+fi
+
 echo "cli: $passed passed, $failed failed"
 [ "$failed" -eq 0 ]
