@@ -4,8 +4,10 @@
 #   make test             builds and runs every test (prints "tests: N passed, M failed")
 #   make bench            training-step speed, ours vs PyTorch on this machine
 #   make bench-decode     decoding speed, ours vs PyTorch
+#   make bench-translate  the same on the real test set with the trained model, and BLEU
 #   make bench-bpe        BPE learn/encode speed, ours vs SentencePiece
 #   make bench-gemm       matrix-product speed, ours vs OpenBLAS
+#   make bench-gemm-int8  int8 linear layer (gemm_int8.cpp) speed vs our fp32 sgemm
 #   make data             the default English->Spanish corpus (data/corpus/default)
 #   make reference        regenerate test/ref/* with the PyTorch reference (python3-torch)
 #   make reference-check  regenerate into a temporary folder and compare with test/ref/*
@@ -50,17 +52,18 @@ CXXFLAGS := $(CXXFLAGS_BASE) $(OPT) $(OPENMP) $(BLAS_FLAGS)
 LDLIBS := $(BLAS_LIBS)
 
 # The model library: every layer, the sequence, checkpoints, decoding, data, tokenizer, BLEU.
-MODEL_SRC := config.cpp model.cpp ops_cpu.cpp gemm.cpp checkpoint.cpp decode.cpp
+MODEL_SRC := config.cpp model.cpp ops_cpu.cpp gemm.cpp gemm_int8.cpp checkpoint.cpp decode.cpp
 TEXT_SRC := tokenizer.cpp data.cpp bleu.cpp trainer.cpp
 LIB_SRC := $(MODEL_SRC) $(TEXT_SRC)
 LIB_OBJ := $(LIB_SRC:%.cpp=$(BUILD)/%.o)
 HEADERS := $(wildcard *.h test/*.h)
 
 PROGRAMS := train translate average bleu bpe
-TESTS := test_core test_decode test_train test_gemm test_tokenizer test_data test_bleu
+TESTS := test_core test_decode test_train test_gemm test_gemm_int8 test_tokenizer test_data \
+         test_bleu
 
-.PHONY: all test test-asan bench bench-decode bench-bpe bench-gemm data reference \
-        reference-check info clean
+.PHONY: all test test-asan bench bench-decode bench-translate bench-bpe bench-gemm bench-gemm-int8 \
+        data reference reference-check info clean
 all: $(PROGRAMS:%=$(BIN)/%)
 
 # keep object files of tests and benchmarks between runs
@@ -93,6 +96,10 @@ bench: $(BUILD)/bench_train
 bench-decode: $(BUILD)/bench_decode
 	@sh test/bench.sh decode $(BUILD)
 
+# the real test set with a trained model (MODEL=..., default runs/default/average.safetensors)
+bench-translate: $(BUILD)/bench_decode $(BIN)/bpe $(BIN)/bleu
+	@BUILD=$(BUILD) bash test/bench_translate.sh $(MODEL)
+
 bench-bpe: $(BIN)/bpe data
 	@bash test/bench_bpe.sh
 
@@ -103,6 +110,13 @@ $(BUILD)/bench_gemm_blas: test/bench_gemm.cpp gemm.cpp gemm.h
 bench-gemm: $(BUILD)/bench_gemm_blas
 	env -u OPENBLAS_CORETYPE LD_LIBRARY_PATH=/usr/lib/x86_64-linux-gnu/openblas-openmp \
 	    OMP_NUM_THREADS=2 $(BUILD)/bench_gemm_blas
+
+# Needs only the two matrix products (not the rest of the model library).
+$(BUILD)/bench_gemm_int8: $(BUILD)/test/bench_gemm_int8.o $(BUILD)/gemm.o $(BUILD)/gemm_int8.o
+	$(CXX) $(CXXFLAGS) $^ -o $@ $(LDLIBS)
+
+bench-gemm-int8: $(BUILD)/bench_gemm_int8
+	OMP_NUM_THREADS=2 $(BUILD)/bench_gemm_int8
 
 data:
 	python3 data/make_corpus.py

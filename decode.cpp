@@ -50,14 +50,32 @@ struct Row {
     const std::vector<int>* slots;
 };
 
+// Scratch for one step over n rows, kept across steps (it only grows).
+struct StepBuffers {
+    std::vector<float> x, in, out, proj, ctx, mean, rstd;   // (n, d) ... (n)
+    void reserve(int n, const Config& c) {
+        const int d = c.d_model, qk = c.n_heads * c.d_k, vv = c.n_heads * c.d_v;
+        grow(x, (size_t)n * d);
+        grow(in, (size_t)n * d);
+        grow(out, (size_t)n * d);
+        grow(proj, (size_t)n * std::max(2 * qk + vv, c.d_ff));
+        grow(ctx, (size_t)n * vv);
+        grow(mean, n);
+        grow(rstd, n);
+    }
+    static void grow(std::vector<float>& v, size_t n) { if (v.size() < n) v.resize(n); }
+};
+
 // Everything fixed for the batch, plus the growing self-attention cache.
 struct DecoderState {
     Model* m;
     int B = 0, S = 0;
-    std::vector<int> src;                                // (B, S) for cross-attention masks
+    std::vector<int> src_len;                            // (B) source tokens (incl. </s>)
     std::vector<std::vector<float>> cross_kv;            // [layer] (B*S, h*dk + h*dv)
+    std::vector<std::vector<float>> cross_kt;            // [layer] (B, h, dk, S) keys transposed
     std::vector<std::vector<std::vector<float>>> self_kv;   // [layer][step] (rows, h*dk + h*dv)
     std::vector<float> sinusoids;                        // (len, d)
+    StepBuffers buf;
 };
 
 Batch source_batch(const std::vector<std::vector<int>>& sources) {
@@ -72,6 +90,18 @@ Batch source_batch(const std::vector<std::vector<int>>& sources) {
     return b;
 }
 
+// Keys of kv (B*S, ld; head h's key at column h*dk) as (B, H, dk, S): a query's scores over
+// all S keys are then a sum of dk vectors of length S (vectorised over the keys).
+std::vector<float> transposed_keys(const std::vector<float>& kv, int B, int S, int H, int dk, int ld) {
+    std::vector<float> kt((size_t)B * H * dk * S);
+    for (int b = 0; b < B; b++)
+        for (int j = 0; j < S; j++)
+            for (int h = 0; h < H; h++)
+                for (int c = 0; c < dk; c++)
+                    kt[(((size_t)b * H + h) * dk + c) * S + j] = kv[((size_t)b * S + j) * ld + h * dk + c];
+    return kt;
+}
+
 // Runs the encoder and the cross-attention key/value projections once for the batch.
 void init_state(DecoderState* st, Model* m, const std::vector<std::vector<int>>& sources) {
     const Config& c = m->cfg;
@@ -79,56 +109,53 @@ void init_state(DecoderState* st, Model* m, const std::vector<std::vector<int>>&
     st->m = m;
     st->B = b.B;
     st->S = b.S;
-    st->src = b.src;
+    for (const auto& src : sources) st->src_len.push_back((int)src.size());
     std::vector<float> enc_out;
     model_encode(m, b, &enc_out);
     st->cross_kv.assign(c.n_dec, {});
+    st->cross_kt.assign(c.n_dec, {});
     for (int l = 0; l < c.n_dec; l++) {
         LinearP kv = m->layout.dec[l].cross_attn.kv();
         st->cross_kv[l].resize((size_t)b.B * b.S * kv.out);
-        linear_forward(st->cross_kv[l].data(), enc_out.data(), m->param(kv.w), m->param(kv.b),
-                       b.B * b.S, c.d_model, kv.out);
+        inference_linear(m, st->cross_kv[l].data(), enc_out.data(), kv, b.B * b.S);
+        st->cross_kt[l] = transposed_keys(st->cross_kv[l], b.B, b.S, c.n_heads, c.d_k, kv.out);
     }
     st->self_kv.assign(c.n_dec, {});
 }
 
-// One query row attends over n keys: ctx (H*dv) = sum_j softmax(q.k_j / sqrt(dk)) v_j, where
-// key(j) / value(j) give head 0's pointer of key j (heads follow at h*dk / h*dv), or nullptr
-// for a masked key.
+// Dot product of two vectors of length n (vectorised; the order of the additions is the
+// compiler's SIMD order, not left to right).
+inline float dot(const float* a, const float* b, int n) {
+    float s = 0;
+#pragma omp simd reduction(+ : s)
+    for (int i = 0; i < n; i++) s += a[i] * b[i];
+    return s;
+}
+
+// One query row attends over n keys: ctx (H*dv) = sum_j softmax_j(q.k_j / sqrt(dk)) v_j per
+// head, where key(j) / val(j) give head 0's pointer of key j (heads follow at h*dk / h*dv).
+// scores: scratch of H*n floats.
 template <class KeyFn, class ValFn>
 void attend_one(float* ctx, const float* q, int n, int H, int dk, int dv, KeyFn key, ValFn val,
                 float* scores) {
     const float scale = 1.0f / std::sqrt((float)dk);
-    for (int h = 0; h < H; h++) {
-        float mx = -INFINITY;
-        for (int j = 0; j < n; j++) {
-            const float* k = key(j);
-            if (!k) { scores[j] = -INFINITY; continue; }
-            float s = 0;
-            for (int c = 0; c < dk; c++) s += q[h * dk + c] * k[h * dk + c];
-            scores[j] = s * scale;
-            mx = std::max(mx, scores[j]);
-        }
-        float sum = 0;
-        for (int j = 0; j < n; j++) {
-            scores[j] = scores[j] == -INFINITY ? 0.0f : std::exp(scores[j] - mx);
-            sum += scores[j];
-        }
-        float* out = ctx + h * dv;
-        std::fill(out, out + dv, 0.0f);
-        for (int j = 0; j < n; j++) {
-            if (scores[j] == 0.0f) continue;
-            const float* v = val(j) + h * dv;
-            const float p = scores[j] / sum;
-            for (int c = 0; c < dv; c++) out[c] += p * v[c];
+    for (int j = 0; j < n; j++) {   // scores (H, n), key-major so each key is read once
+        const float* k = key(j);
+        for (int h = 0; h < H; h++) scores[h * n + j] = dot(q + h * dk, k + h * dk, dk) * scale;
+    }
+    softmax_rows(scores, H, n);
+    std::fill(ctx, ctx + (size_t)H * dv, 0.0f);
+    for (int j = 0; j < n; j++) {   // ctx += p_j v_j, each value row read once
+        const float* v = val(j);
+        for (int h = 0; h < H; h++) {
+            const float p = scores[h * n + j];
+            float* out = ctx + h * dv;
+            const float* vh = v + h * dv;
+#pragma omp simd
+            for (int c = 0; c < dv; c++) out[c] += p * vh[c];
         }
     }
 }
-
-// Scratch for one step over n rows.
-struct StepBuffers {
-    std::vector<float> x, in, out, proj, ctx, mean, rstd;
-};
 
 // x = LN(x + F(x)) (post-LN) or x = x + F(LN(x)) (pre-LN), F writing (n, d) into buf.out.
 template <class Sublayer>
@@ -156,14 +183,14 @@ void self_attention_step(DecoderState* st, int l, const std::vector<Row>& rows, 
     const AttentionP& A = m->layout.dec[l].self_attn;
     const int n = (int)rows.size(), qk = c.n_heads * c.d_k, vv = c.n_heads * c.d_v;
     const LinearP qkv = A.qkv();
-    linear_forward(buf.proj.data(), in, m->param(qkv.w), m->param(qkv.b), n, c.d_model, qkv.out);
+    inference_linear(m, buf.proj.data(), in, qkv, n);
     std::vector<float>& slab = st->self_kv[l][t];   // (n, qk + vv)
     slab.resize((size_t)n * (qk + vv));
     for (int r = 0; r < n; r++)
         std::memcpy(&slab[(size_t)r * (qk + vv)], &buf.proj[(size_t)r * qkv.out + qk], (qk + vv) * sizeof(float));
 #pragma omp parallel
     {
-        std::vector<float> scores(t + 1);
+        std::vector<float> scores((size_t)c.n_heads * (t + 1));
 #pragma omp for schedule(static)
         for (int r = 0; r < n; r++) {
             auto entry = [&](int j) {
@@ -175,40 +202,58 @@ void self_attention_step(DecoderState* st, int l, const std::vector<Row>& rows, 
                        [&](int j) { return entry(j) + qk; }, scores.data());
         }
     }
-    linear_forward(buf.out.data(), buf.ctx.data(), m->param(A.out.w), m->param(A.out.b), n, vv, c.d_model);
+    inference_linear(m, buf.out.data(), buf.ctx.data(), A.out, n);
 }
 
-// Cross-attention of each row over its sentence's encoder keys/values (PAD keys masked).
+// Cross-attention of each row over its sentence's encoder keys/values (the source's len
+// tokens; the PAD keys after them are left out). Per row and head, vectorised over the keys
+// and over the value channels:
+//   p (len) = softmax(q K^T / sqrt(dk)) from the transposed keys,   ctx (dv) = sum_j p_j v_j.
 void cross_attention_step(DecoderState* st, int l, const std::vector<Row>& rows, const float* in,
                           StepBuffers& buf) {
     Model* m = st->m;
     const Config& c = m->cfg;
     const AttentionP& A = m->layout.dec[l].cross_attn;
-    const int n = (int)rows.size(), qk = c.n_heads * c.d_k, vv = c.n_heads * c.d_v;
-    linear_forward(buf.proj.data(), in, m->param(A.q.w), m->param(A.q.b), n, c.d_model, qk);
+    const int n = (int)rows.size(), H = c.n_heads, dk = c.d_k, dv = c.d_v;
+    const int qk = H * dk, vv = H * dv, ld = qk + vv, S = st->S;
+    inference_linear(m, buf.proj.data(), in, A.q, n);   // q (n, qk)
+    const float scale = 1.0f / std::sqrt((float)dk);
 #pragma omp parallel
     {
-        std::vector<float> scores(st->S);
+        std::vector<float> p(S);
 #pragma omp for schedule(static)
-        for (int r = 0; r < n; r++) {
-            const int s = rows[r].sentence;
-            const float* kv = &st->cross_kv[l][(size_t)s * st->S * (qk + vv)];
-            const int* toks = &st->src[(size_t)s * st->S];
-            attend_one(&buf.ctx[(size_t)r * vv], &buf.proj[(size_t)r * qk], st->S, c.n_heads, c.d_k,
-                       c.d_v,
-                       [&](int j) { return toks[j] == PAD_ID ? nullptr : kv + (size_t)j * (qk + vv); },
-                       [&](int j) { return kv + (size_t)j * (qk + vv) + qk; }, scores.data());
+        for (int rh = 0; rh < n * H; rh++) {
+            const int r = rh / H, h = rh % H, s = rows[r].sentence, len = st->src_len[s];
+            const float* q = &buf.proj[(size_t)r * qk + h * dk];
+            const float* kt = &st->cross_kt[l][((size_t)s * H + h) * dk * S];   // (dk, S)
+            std::fill(p.begin(), p.begin() + len, 0.0f);
+            for (int i = 0; i < dk; i++) {
+                const float qi = q[i] * scale;
+                const float* k = kt + (size_t)i * S;
+#pragma omp simd
+                for (int j = 0; j < len; j++) p[j] += qi * k[j];
+            }
+            softmax_rows(p.data(), 1, len);
+            float* out = &buf.ctx[(size_t)r * vv + h * dv];
+            std::fill(out, out + dv, 0.0f);
+            const float* v = &st->cross_kv[l][(size_t)s * S * ld + qk + h * dv];   // (len, ld)
+            for (int j = 0; j < len; j++) {
+                const float pj = p[j];
+                const float* vj = v + (size_t)j * ld;
+#pragma omp simd
+                for (int i = 0; i < dv; i++) out[i] += pj * vj[i];
+            }
         }
     }
-    linear_forward(buf.out.data(), buf.ctx.data(), m->param(A.out.w), m->param(A.out.b), n, vv, c.d_model);
+    inference_linear(m, buf.out.data(), buf.ctx.data(), A.out, n);
 }
 
 void ffn_step(const Model* m, int l, int n, const float* in, StepBuffers& buf) {
     const Config& c = m->cfg;
     const FeedForwardP& F = m->layout.dec[l].ffn;
-    linear_forward(buf.proj.data(), in, m->params.data() + F.fc1.w, m->params.data() + F.fc1.b, n, c.d_model, c.d_ff);
+    inference_linear(m, buf.proj.data(), in, F.fc1, n);
     relu_forward(buf.proj.data(), buf.proj.data(), (size_t)n * c.d_ff);
-    linear_forward(buf.out.data(), buf.proj.data(), m->params.data() + F.fc2.w, m->params.data() + F.fc2.b, n, c.d_ff, c.d_model);
+    inference_linear(m, buf.out.data(), buf.proj.data(), F.fc2, n);
 }
 
 // logits (n, V) for the rows' next tokens at step t (position t), using and growing the cache.
@@ -216,15 +261,8 @@ void decoder_step(DecoderState* st, const std::vector<Row>& rows, int t, std::ve
     Model* m = st->m;
     const Config& c = m->cfg;
     const int n = (int)rows.size(), d = c.d_model;
-    const int qk = c.n_heads * c.d_k, vv = c.n_heads * c.d_v;
-    StepBuffers buf;
-    buf.x.resize((size_t)n * d);
-    buf.in.resize((size_t)n * d);
-    buf.out.resize((size_t)n * d);
-    buf.proj.resize((size_t)n * std::max(2 * qk + vv, c.d_ff));
-    buf.ctx.resize((size_t)n * vv);
-    buf.mean.resize(n);
-    buf.rstd.resize(n);
+    StepBuffers& buf = st->buf;
+    buf.reserve(n, c);
     // Embedding of the input tokens at position t.
     const float* pos;
     if (c.learned_pos) {
@@ -255,7 +293,7 @@ void decoder_step(DecoderState* st, const std::vector<Row>& rows, int t, std::ve
         h = buf.in.data();
     }
     logits->resize((size_t)n * c.vocab);
-    sgemm(false, true, n, c.vocab, d, 1.0f, h, d, m->param(m->layout.embed), d, 0.0f, logits->data(), c.vocab);
+    inference_logits(m, logits->data(), h, n);
 }
 
 // Testing path: the whole decoder over <s> + prefix for every row (model_forward), last position.
@@ -280,15 +318,25 @@ void recompute_step(DecoderState* st, const std::vector<std::vector<int>>& sourc
         std::memcpy(&(*logits)[(size_t)r * V], all + ((size_t)r * b.T + t) * V, V * sizeof(float));
 }
 
-// The k best tokens of a row, best first (ties: lowest id).
+// The k best tokens of a row, best first (ties: lowest id). Blocks of 16 whose maximum cannot
+// enter the list are skipped with one vectorised test, so only a few blocks are scanned.
 std::vector<int> top_tokens(const float* z, int V, int k) {
     std::vector<int> best;
-    for (int w = 0; w < V; w++) {
-        if ((int)best.size() == k && z[w] <= z[best.back()]) continue;
-        auto pos = std::upper_bound(best.begin(), best.end(), w,
-                                    [&](int a, int b) { return z[a] > z[b]; });
-        best.insert(pos, w);
-        if ((int)best.size() > k) best.pop_back();
+    for (int w0 = 0; w0 < V; w0 += 16) {
+        const int w1 = std::min(V, w0 + 16);
+        if ((int)best.size() == k) {
+            float mx = -INFINITY;
+#pragma omp simd reduction(max : mx)
+            for (int w = w0; w < w1; w++) mx = std::max(mx, z[w]);
+            if (mx <= z[best.back()]) continue;
+        }
+        for (int w = w0; w < w1; w++) {
+            if ((int)best.size() == k && z[w] <= z[best.back()]) continue;
+            auto pos = std::upper_bound(best.begin(), best.end(), w,
+                                        [&](int a, int b) { return z[a] > z[b]; });
+            best.insert(pos, w);
+            if ((int)best.size() > k) best.pop_back();
+        }
     }
     return best;
 }
@@ -338,11 +386,22 @@ void beam_select(Sentence* s, const std::vector<float>& logits, const std::vecto
     s->done = s->alive.empty() || (!s->finished.empty() && s->finished[0].score >= bound);
 }
 
+// Index of the largest of z (n), the lowest index among equal maxima (vectorised max, then
+// a scan for its first occurrence).
+int argmax(const float* z, int n) {
+    float mx = -INFINITY;
+#pragma omp simd reduction(max : mx)
+    for (int i = 0; i < n; i++) mx = std::max(mx, z[i]);
+    for (int i = 0; i < n; i++)
+        if (z[i] == mx) return i;
+    return 0;   // all NaN
+}
+
 // One greedy step for one sentence (its single alive hypothesis is row r).
 void greedy_select(Sentence* s, const std::vector<float>& logits, const std::vector<float>& lse,
                    int r, int V, int t, float alpha) {
     const float* z = &logits[(size_t)r * V];
-    const int w = (int)(std::max_element(z, z + V) - z);   // first maximum = lowest id
+    const int w = argmax(z, V);
     Hyp& h = s->alive[0];
     h.tokens.push_back(w);
     h.logprob += z[w] - lse[r];
@@ -389,6 +448,8 @@ std::vector<std::vector<Hypothesis>> decode_batch(Model* m,
             for (size_t r = 0; r < rows.size(); r++) logits[r * V + EOS_ID] = -INFINITY;
         std::vector<float> lse(rows.size());
         logsumexp_rows(lse.data(), logits.data(), (int)rows.size(), V);
+        // Each sentence selects from its own rows only: in parallel, deterministic.
+#pragma omp parallel for schedule(dynamic, 8)
         for (size_t i = 0; i < sents.size(); i++) {
             if (first_row[i] < 0) continue;
             if (opt.beam <= 1) greedy_select(&sents[i], logits, lse, first_row[i], V, t, opt.alpha);

@@ -11,8 +11,10 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <map>
 
 #include "gemm.h"
+#include "gemm_int8.h"
 #include "transformer.h"
 
 #define MODEL_CHECK(cond, ...)                                                     \
@@ -64,7 +66,62 @@ struct Activations {
     int64_t dropout_counter = 0;     // the train forward whose masks backward must repeat
 };
 
-Model::~Model() { delete acts; }
+// ---------------------------------------------------------------------------------------------
+// Inference products: fp32, or int8 after model_quantize
+// ---------------------------------------------------------------------------------------------
+// The int8 copy of each weight matrix the sequence multiplies by, keyed by the offset of its
+// (first) weight: fused views (qkv, kv) are quantized as the one matrix they are used as.
+struct Int8Model {
+    std::map<size_t, Int8Weights> by_weight;
+    const Int8Weights& at(const LinearP& p) const {
+        auto it = by_weight.find(p.w);
+        MODEL_CHECK(it != by_weight.end() && it->second.N == p.out && it->second.K == p.in,
+                    "no int8 weights for the linear layer at offset %zu (%d x %d)", p.w, p.out, p.in);
+        return it->second;
+    }
+};
+
+Model::~Model() {
+    delete acts;
+    delete int8;
+}
+
+void model_quantize(Model* m) {
+    delete m->int8;
+    m->int8 = new Int8Model;
+    auto add = [m](const LinearP& p) {
+        int8_weights_init(&m->int8->by_weight[p.w], m->param(p.w), p.out, p.in);
+    };
+    for (const EncoderLayerP& L : m->layout.enc)
+        for (const LinearP& p : {L.self_attn.qkv(), L.self_attn.out, L.ffn.fc1, L.ffn.fc2}) add(p);
+    for (const DecoderLayerP& L : m->layout.dec)
+        for (const LinearP& p : {L.self_attn.qkv(), L.self_attn.out, L.cross_attn.q,
+                                 L.cross_attn.kv(), L.cross_attn.out, L.ffn.fc1, L.ffn.fc2})
+            add(p);
+    add(LinearP{m->layout.embed, 0, m->cfg.vocab, m->cfg.d_model});   // logits = x E^T
+}
+
+void model_dequantize(Model* m) {
+    delete m->int8;
+    m->int8 = nullptr;
+}
+
+void inference_linear(const Model* m, float* Y, const float* X, const LinearP& p, int rows) {
+    const float* W = m->params.data() + p.w;
+    const float* b = m->params.data() + p.b;
+    if (m->int8) linear_int8(Y, p.out, X, rows, m->int8->at(p), b, false);
+    else linear_forward(Y, X, W, b, rows, p.in, p.out);
+}
+
+void inference_logits(const Model* m, float* logits, const float* X, int rows) {
+    const Config& c = m->cfg;
+    const float* E = m->params.data() + m->layout.embed;
+    if (m->int8)
+        linear_int8(logits, c.vocab, X, rows, m->int8->at({m->layout.embed, 0, c.vocab, c.d_model}),
+                    nullptr, false);
+    else
+        sgemm(false, true, rows, c.vocab, c.d_model, 1.0f, X, c.d_model, E, c.d_model, 0.0f, logits, c.vocab);
+}
 
 // A bump allocator over the arena; with base == nullptr it only measures.
 struct Bump {
@@ -228,6 +285,11 @@ struct Pass {
     }
     const float* P(size_t off) const { return m->params.data() + off; }
     float* G(size_t off) const { return m->grads.data() + off; }
+    // Y (rows, p.out) = X W^T + b: fp32 when training, inference_linear (int8 if quantized) not.
+    void linear(float* Y, const float* X, const LinearP& p, int rows) const {
+        if (m->acts->train) linear_forward(Y, X, P(p.w), P(p.b), rows, p.in, p.out);
+        else inference_linear(m, Y, X, p, rows);
+    }
 };
 
 static bool in_decoder(const Pass& ps, const Block& b) {
@@ -259,29 +321,26 @@ static const int* key_tokens(const Pass& ps, const Block& b) {
 static void sublayer_forward(const Pass& ps, Block& b, const AttentionP* attn,
                              const FeedForwardP* ffn, const float* in, float* out, int rows) {
     const Config& c = ps.m->cfg;
-    const int d = c.d_model, vv = c.n_heads * c.d_v;
     if (b.kind == FFN) {
-        linear_forward(b.proj, in, ps.P(ffn->fc1.w), ps.P(ffn->fc1.b), rows, d, c.d_ff);
+        ps.linear(b.proj, in, ffn->fc1, rows);
         relu_forward(b.proj, b.proj, (size_t)rows * c.d_ff);
         if (b.h1_drop != b.proj)
             dropout_forward(b.h1_drop, b.proj, (size_t)rows * c.d_ff, ps.p_relu, ps.site_seed(b.site + 2));
-        linear_forward(out, b.h1_drop, ps.P(ffn->fc2.w), ps.P(ffn->fc2.b), rows, c.d_ff, d);
+        ps.linear(out, b.h1_drop, ffn->fc2, rows);
         return;
     }
     AttentionShape s = attention_shape(ps, b);
     const float* kv = b.proj;
     if (b.kind == SELF_ATTN) {
-        LinearP qkv = attn->qkv();
-        linear_forward(b.proj, in, ps.P(qkv.w), ps.P(qkv.b), rows, d, qkv.out);
+        ps.linear(b.proj, in, attn->qkv(), rows);
     } else {
-        LinearP kvp = attn->kv();
-        linear_forward(b.proj, in, ps.P(attn->q.w), ps.P(attn->q.b), rows, d, attn->q.out);
-        linear_forward(b.kv, ps.m->acts->enc_out, ps.P(kvp.w), ps.P(kvp.b), ps.batch->B * ps.batch->S, d, kvp.out);
+        ps.linear(b.proj, in, attn->q, rows);
+        ps.linear(b.kv, ps.m->acts->enc_out, attn->kv(), ps.batch->B * ps.batch->S);
         kv = b.kv;
     }
     attention_forward(b.ctx, b.probs, b.proj, kv, key_tokens(ps, b), s, ps.p_attn,
                       ps.site_seed(b.site + 1), ps.m->acts->scratch);
-    linear_forward(out, b.ctx, ps.P(attn->out.w), ps.P(attn->out.b), rows, vv, d);
+    ps.linear(out, b.ctx, attn->out, rows);
 }
 
 // post-LN: r = x + Dropout(F(x)); y = LN(r).   pre-LN: n = LN(x); y = x + Dropout(F(n)).
@@ -383,8 +442,11 @@ float model_forward(Model* m, const Batch& bt, bool train) {
     decoder_forward(ps);
     const int rows = bt.B * bt.T;
     // logits (B*T, V) = dec_out E^T: the pre-softmax projection shares the embedding matrix.
-    sgemm(false, true, rows, c.vocab, c.d_model, 1.0f, a->dec_out, c.d_model,
-          ps.P(m->layout.embed), c.d_model, 0.0f, a->logits, c.vocab);
+    if (train)
+        sgemm(false, true, rows, c.vocab, c.d_model, 1.0f, a->dec_out, c.d_model,
+              ps.P(m->layout.embed), c.d_model, 0.0f, a->logits, c.vocab);
+    else
+        inference_logits(m, a->logits, a->dec_out, rows);
     double sum = crossentropy_forward(a->lse, a->logits, bt.labels.data(), rows, c.vocab,
                                       c.label_smoothing);
     return bt.tgt_tokens > 0 ? (float)(sum / bt.tgt_tokens) : 0.0f;

@@ -415,6 +415,24 @@ void logsumexp_rows(float* lse, const float* x, int rows, int V) {
     }
 }
 
+// x (rows, n) -> softmax of each row, in place (serial: callers run it per thread).
+void softmax_rows(float* x, int rows, int n) {
+    for (int r = 0; r < rows; r++) {
+        float* z = x + (size_t)r * n;
+        float mx = -INFINITY, sum = 0.0f;
+#pragma omp simd reduction(max : mx)
+        for (int k = 0; k < n; k++) mx = z[k] > mx ? z[k] : mx;
+#pragma omp simd reduction(+ : sum)
+        for (int k = 0; k < n; k++) {
+            z[k] = exp_fast(z[k] - mx);
+            sum += z[k];
+        }
+        const float inv = 1.0f / sum;
+#pragma omp simd
+        for (int k = 0; k < n; k++) z[k] *= inv;
+    }
+}
+
 // logits (rows, V) -> (softmax - q) * scale in place; PAD rows -> 0.
 void crossentropy_backward(float* logits, const float* lse, const int* labels, int rows, int V,
                            float eps, float scale) {

@@ -106,7 +106,7 @@ ParamLayout make_layout(const Config& cfg);
 // ---------------------------------------------------------------------------------------------
 // The model: config, the four contiguous buffers, activations for the largest batch so far.
 struct Activations;   // model.cpp
-struct DecodeState;   // decode.cpp
+struct Int8Model;     // model.cpp: int8 copies of the weight matrices (model_quantize)
 
 struct Model {
     Config cfg;
@@ -116,6 +116,7 @@ struct Model {
     uint64_t dropout_seed = 0;    // dropout masks are a function of (seed, forward, site, index)
     int64_t train_forwards = 0;   // training forwards run (micro-batches), numbers the masks
     Activations* acts = nullptr;  // owned
+    Int8Model* int8 = nullptr;    // owned; set by model_quantize: inference runs int8 products
     Model() = default;
     Model(const Model&) = delete;
     Model& operator=(const Model&) = delete;
@@ -133,6 +134,18 @@ float model_forward(Model* m, const Batch& batch, bool train);
 // The encoder alone (no dropout): enc_out (B*S, d_model) for the batch's sources; the
 // batch's target side is not read beyond its shape (T >= 1).
 void model_encode(Model* m, const Batch& batch, std::vector<float>* enc_out);
+// Int8 inference (CTranslate2-style, opt-in: ./translate --precision int8). Quantizes every
+// weight matrix per output row (gemm_int8.h); from then on every forward that is not training
+// (model_encode, model_forward(train=false), decoding) runs its products in int8, with
+// activations quantized per row on the fly. Training forwards stay fp32. Call it again after
+// the parameters change (it rebuilds the copies).
+void model_quantize(Model* m);
+// Drops the int8 copies: inference is fp32 again.
+void model_dequantize(Model* m);
+// Y (rows, p.out) = X (rows, p.in) W^T + b at inference: int8 when quantized, else fp32.
+void inference_linear(const Model* m, float* Y, const float* X, const LinearP& p, int rows);
+// logits (rows, vocab) = X (rows, d_model) E^T at inference: int8 when quantized, else fp32.
+void inference_logits(const Model* m, float* logits, const float* X, int rows);
 // (B, T, vocab) logits of the last forward.
 const float* model_logits(const Model* m);
 // Backward of the last forward(train=true). Accumulates into grads; the loss gradient is
@@ -214,6 +227,8 @@ double crossentropy_forward(float* lse, const float* logits, const int* labels, 
                             float eps);
 // lse (rows) = log(sum_k exp(x_k)) per row of x (rows, V) (decoding's log-softmax).
 void logsumexp_rows(float* lse, const float* x, int rows, int V);
+// x (rows, n) -> softmax of each row, in place (decoding's attention; serial).
+void softmax_rows(float* x, int rows, int n);
 // In place: logits (rows, V) becomes dlogits = (softmax - q) * scale; PAD rows become 0.
 void crossentropy_backward(float* logits, const float* lse, const int* labels, int rows, int V,
                            float eps, float scale);

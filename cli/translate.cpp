@@ -108,6 +108,7 @@ struct TranslateOptions {
     int max_input_tokens = 0;   // 0: the model's limit (learned positions) or 1024
     bool replace_invalid = false;
     bool split_long = false;
+    std::string precision = "fp32";   // fp32 | int8
 };
 
 struct Translator {
@@ -188,6 +189,7 @@ static bool load(Translator* t) {
                      t->tok.vocab_size(), t->model.cfg.vocab);
         return false;
     }
+    if (t->opt.precision == "int8") model_quantize(&t->model);
     const int limit = t->model.cfg.learned_pos ? t->model.cfg.max_len - 1 : 1024;
     if (t->opt.max_input_tokens <= 0 || t->opt.max_input_tokens > limit) t->opt.max_input_tokens = limit;
     return true;
@@ -204,12 +206,18 @@ int main(int argc, char** argv) {
     opts.add("--max-len-b", &o.decode.max_len_b, "max output length = a * source length + b");
     opts.add("--nbest", &o.decode.nbest, "hypotheses per line, with scores (<= beam)");
     opts.add("--batch-tokens", &o.batch_tokens, "padded source tokens per batch");
+    opts.add("--precision", &o.precision,
+             "fp32 (exact, the reference's numerics) or int8 (quantized products, faster)", "fp32|int8");
     opts.add("--max-input-tokens", &o.max_input_tokens, "longest accepted line in tokens (0: model limit)");
     opts.add_flag("--replace-invalid", &o.replace_invalid, "replace invalid UTF-8 with U+FFFD instead of failing");
     opts.add_flag("--split-long", &o.split_long, "translate over-long lines in pieces instead of failing");
     if (!opts.parse(argc, argv)) return opts.exit_code();
     if (o.decode.beam < 1 || o.decode.nbest < 1 || o.decode.nbest > std::max(1, o.decode.beam)) {
         std::fprintf(stderr, "translate: need beam >= 1 and 1 <= nbest <= beam\n");
+        return 2;
+    }
+    if (o.precision != "fp32" && o.precision != "int8") {
+        std::fprintf(stderr, "translate: --precision must be fp32 or int8, not '%s'\n", o.precision.c_str());
         return 2;
     }
     if (!load(&t)) return 1;

@@ -25,14 +25,17 @@ if [ "$MODE" = train ]; then
             "$(value "$t" tokens_per_s)" "$ratio" "$(value "$o" matmul_gflops)" "$(value "$o" peak_rss_mb)/$(value "$t" peak_rss_mb)"
     done
 else
-    "$BUILD/bench_decode" > "$out" || exit 1
+    "$BUILD/bench_decode" --precision fp32 > "$out" || exit 1
+    "$BUILD/bench_decode" --precision int8 >> "$out" || exit 1
     t=""
     $PY -c 'import torch' 2>/dev/null && t=$($TORCH $PY test/bench_torch.py decode | grep '^torch decode')
-    printf '%-7s | %12s %12s | %9s\n' search "ours tok/s" "torch tok/s" "speed-up"
+    printf '%-7s | %-9s | %12s %12s | %9s\n' search precision "ours tok/s" "torch tok/s" "speed-up"
     for k in greedy beam4; do
-        o=$(grep "decode $k " "$out"); tt=$(echo "$t" | grep "decode $k ")
-        a=$(value "$o" tokens_per_s); b=$(value "$tt" tokens_per_s)
-        ratio=$( [ -n "$b" ] && awk "BEGIN { printf \"%.2fx\", $a / $b }" || echo "n/a")
-        printf '%-7s | %12s %12s | %9s\n' $k "$a" "${b:-n/a}" "$ratio"
+        for p in fp32 int8; do
+            o=$(grep "decode $k .*# $p," "$out"); tt=$(echo "$t" | grep "decode $k ")
+            a=$(value "$o" tokens_per_s); b=$(value "$tt" tokens_per_s)
+            ratio=$( [ -n "$b" ] && awk "BEGIN { printf \"%.2fx\", $a / $b }" || echo "n/a")
+            printf '%-7s | %-9s | %12s %12s | %9s\n' $k "ours $p" "$a" "${b:-n/a}" "$ratio"
+        done
     done
 fi

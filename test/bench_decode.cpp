@@ -1,14 +1,22 @@
 // test/bench_decode.cpp — decoding speed, the benchmark of the train/translate issue.
-// test/bench.sh runs it beside test/bench_torch.py decode (same config, same shapes).
+// test/bench.sh decode and test/bench_translate.sh run it beside test/bench_torch.py decode
+// (same config, same weights, same token ids).
 //
-//   build/bench_decode [--model FILE]
-// Without --model: the small config with random weights, 200 source sentences of 20 tokens
-// (19 + </s>) in one batch, every hypothesis forced to exactly 20 output tokens (</s> is never
-// chosen, as in bench_torch.py), greedy and beam 4. Prints:
-//   ours decode greedy|beam4 tokens_per_s=.. ms=..
+//   build/bench_decode [--model FILE] [--input IDS] [--output PREFIX] [--precision fp32|int8]
+// Without --input: 200 source sentences of 20 tokens (19 + </s>) in one batch, every
+// hypothesis forced to exactly 20 output tokens (</s> is never chosen, as in bench_torch.py),
+// greedy and beam 4, the median of --repeats runs. Without --model: the small config with
+// random weights.
+// With --input (lines of token ids, e.g. from `bpe encode`): the real thing, as ./translate
+// does it: sorted by length, batches of --batch-tokens padded source tokens, max length
+// a * len + b; one timed run; --output writes the hypotheses (ids) to PREFIX.greedy and
+// PREFIX.beam4. Prints:
+//   ours decode greedy|beam4 tokens_per_s=.. ms=.. sentences_per_s=..
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
+#include <fstream>
+#include <sstream>
 #include <string>
 #include <vector>
 
@@ -16,14 +24,63 @@
 #include "cli/options.h"
 #include "decode.h"
 
+static std::vector<std::vector<int>> synthetic_sources(int sentences, int length, int vocab) {
+    std::vector<std::vector<int>> sources(sentences);
+    uint64_t s = 1;
+    for (auto& src : sources) {
+        for (int j = 0; j + 1 < length; j++) {
+            s = s * 6364136223846793005ull + 1442695040888963407ull;
+            src.push_back(4 + (int)((s >> 33) % (vocab - 4)));
+        }
+        src.push_back(EOS_ID);
+    }
+    return sources;
+}
+
+// Lines of token ids; </s> appended when missing (an empty line stays empty).
+static bool read_sources(const std::string& path, int vocab, std::vector<std::vector<int>>* out) {
+    std::ifstream f(path);
+    if (!f) { std::fprintf(stderr, "bench_decode: cannot read %s\n", path.c_str()); return false; }
+    std::string line;
+    while (std::getline(f, line)) {
+        std::istringstream ss(line);
+        std::vector<int> ids;
+        for (int id; ss >> id;) {
+            if (id < 0 || id >= vocab) { std::fprintf(stderr, "bench_decode: %s: id %d out of range\n", path.c_str(), id); return false; }
+            ids.push_back(id);
+        }
+        if (!ids.empty() && ids.back() != EOS_ID) ids.push_back(EOS_ID);
+        out->push_back(ids);
+    }
+    return true;
+}
+
+static void write_hypotheses(const std::string& path, const std::vector<std::vector<Hypothesis>>& hyps) {
+    std::ofstream f(path);
+    for (const auto& h : hyps) {
+        std::string line;
+        for (int id : h[0].tokens)
+            if (id != EOS_ID) line += (line.empty() ? "" : " ") + std::to_string(id);
+        f << line << "\n";
+    }
+}
+
+static double milliseconds_since(std::chrono::steady_clock::time_point t0) {
+    return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+}
+
 int main(int argc, char** argv) {
-    std::string model_path;
-    int sentences = 200, length = 20, repeats = 3;
+    std::string model_path, input, output, precision = "fp32";
+    int sentences = 200, length = 20, repeats = 3, batch_tokens = 4000;
     Options o("bench_decode", "Times batched greedy and beam-4 decoding.");
     o.add("--model", &model_path, "checkpoint (default: small config, random weights)", "FILE");
-    o.add("--sentences", &sentences, "source sentences in the batch");
-    o.add("--length", &length, "source tokens (incl. </s>) and forced output tokens");
-    o.add("--repeats", &repeats, "timed runs (the median is printed)");
+    o.add("--input", &input, "lines of source token ids (default: synthetic, forced length)", "FILE");
+    o.add("--output", &output, "with --input: write hypotheses to PREFIX.greedy, PREFIX.beam4", "PREFIX");
+    o.add("--precision", &precision, "fp32 or int8 products", "fp32|int8");
+    o.add("--sentences", &sentences, "synthetic: source sentences in the batch");
+    o.add("--length", &length, "synthetic: source tokens (incl. </s>) and forced output tokens");
+    o.add("--repeats", &repeats, "synthetic: timed runs (the median is printed)");
+    o.add("--batch-tokens", &batch_tokens, "with --input: padded source tokens per batch");
     if (!o.parse(argc, argv)) return o.exit_code();
     Model m;
     std::string err;
@@ -34,29 +91,37 @@ int main(int argc, char** argv) {
         config_preset("small", &c);
         model_init(&m, c, 1);
     }
-    std::vector<std::vector<int>> sources(sentences);
-    uint64_t s = 1;
-    for (auto& src : sources) {
-        for (int j = 0; j + 1 < length; j++) {
-            s = s * 6364136223846793005ull + 1442695040888963407ull;
-            src.push_back(4 + (int)((s >> 33) % (m.cfg.vocab - 4)));
-        }
-        src.push_back(EOS_ID);
-    }
+    if (precision == "int8") model_quantize(&m);
+    else if (precision != "fp32") { std::fprintf(stderr, "bench_decode: --precision fp32|int8\n"); return 2; }
+    std::vector<std::vector<int>> sources;
+    if (input.empty()) sources = synthetic_sources(sentences, length, m.cfg.vocab);
+    else if (!read_sources(input, m.cfg.vocab, &sources)) return 1;
     for (int beam : {1, 4}) {
         DecodeOptions opt;
         opt.beam = beam;
-        opt.force_length = length;
+        const char* label = beam == 1 ? "greedy" : "beam4";
         std::vector<double> ms;
-        for (int r = 0; r < repeats; r++) {
+        std::vector<std::vector<Hypothesis>> hyps;
+        if (input.empty()) {
+            opt.force_length = length;
+            for (int r = 0; r < repeats; r++) {
+                auto t0 = std::chrono::steady_clock::now();
+                hyps = decode_batch(&m, sources, opt);
+                ms.push_back(milliseconds_since(t0));
+            }
+        } else {
             auto t0 = std::chrono::steady_clock::now();
-            decode_batch(&m, sources, opt);
-            ms.push_back(std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count());
+            hyps = decode_sorted(&m, sources, opt, batch_tokens);
+            ms.push_back(milliseconds_since(t0));
+            if (!output.empty()) write_hypotheses(output + "." + label, hyps);
         }
         std::sort(ms.begin(), ms.end());
-        double med = ms[ms.size() / 2];
-        std::printf("ours decode %s tokens_per_s=%.0f ms=%.1f\n", beam == 1 ? "greedy" : "beam4",
-                    (double)sentences * length / (med / 1000), med);
+        const double med = ms[ms.size() / 2];
+        size_t tokens = 0;
+        for (const auto& h : hyps) tokens += h[0].tokens.size();
+        std::printf("ours decode %s tokens_per_s=%.0f ms=%.1f sentences_per_s=%.1f  # %s, %zu sentences, %zu output tokens\n",
+                    label, tokens / (med / 1000), med, sources.size() / (med / 1000), precision.c_str(),
+                    sources.size(), tokens);
         std::fflush(stdout);
     }
     return 0;

@@ -23,7 +23,8 @@ decode: "small" config, random init: 200 source sentences of 20 tokens (19 + </s
         Prints: torch decode <greedy|beam4> tokens_per_s=X ms=Y
         --weights FILE.safetensors loads a checkpoint (tensors named as in DESIGN.md, config
         JSON in __metadata__["config"]); --input FILE decodes lines of token ids instead
-        (no forced length; max length a*len+b), --output FILE writes the hypotheses.
+        (no forced length; max length a*len+b), --batch N in batches of N sentences sorted
+        by length, --output F writes the hypotheses (ids) to F.greedy and F.beam4.
 """
 import argparse
 import os
@@ -182,16 +183,33 @@ def run_decode(args):
         force = DEC_LEN
     a, b = args.max_len_a, args.max_len_b
     R.greedy_fast(model, srcs[:8], a, b, force)  # warm-up
-    greedy, ms_g = timed(lambda: R.greedy_fast(model, srcs, a, b, force))
-    beam, ms_b = timed(lambda: R.beam_fast(model, srcs, args.beam, args.alpha, a, b, force))
+    greedy, ms_g = timed(lambda: in_batches(
+        lambda s: R.greedy_fast(model, s, a, b, force), srcs, args.batch))
+    beam, ms_b = timed(lambda: in_batches(
+        lambda s: R.beam_fast(model, s, args.beam, args.alpha, a, b, force), srcs, args.batch))
     for label, outs, ms in (("greedy", greedy, ms_g), (f"beam{args.beam}", beam, ms_b)):
         n_tok = sum(len(o[0]) for o in outs)
         print(f"torch decode {label} tokens_per_s={n_tok / ms * 1000:.0f} ms={ms:.1f}"
+              f" sentences_per_s={len(srcs) / ms * 1000:.1f}"
               f"  # {len(srcs)} sentences, {n_tok} output tokens", flush=True)
-    if args.output:
-        with open(args.output, "w") as f:
-            for toks, _, _ in beam:
-                f.write(" ".join(str(t) for t in toks if t != R.EOS) + "\n")
+        if args.output:
+            with open(f"{args.output}.{label}", "w") as f:
+                for o in outs:
+                    f.write(" ".join(str(t) for t in o[0] if t != R.EOS) + "\n")
+
+
+def in_batches(decoder, srcs, batch):
+    """decoder(list of sources) over srcs sorted by length in batches of `batch` sentences
+    (0: all at once), results in input order."""
+    if batch <= 0:
+        return decoder(srcs)
+    order = sorted(range(len(srcs)), key=lambda i: len(srcs[i]))
+    out = [None] * len(srcs)
+    for start in range(0, len(order), batch):
+        idx = order[start:start + batch]
+        for i, o in zip(idx, decoder([srcs[i] for i in idx])):
+            out[i] = o
+    return out
 
 
 def main():
@@ -205,7 +223,10 @@ def main():
     ap.add_argument("--threads", type=int, default=2, help="torch threads (default 2)")
     ap.add_argument("--weights", help="decode: checkpoint .safetensors (default: random small)")
     ap.add_argument("--input", help="decode: file of token-id lines (default: synthetic, forced)")
-    ap.add_argument("--output", help="decode: write beam hypotheses (token ids) here")
+    ap.add_argument("--output", help="decode: write the hypotheses (token ids) to OUTPUT.greedy "
+                    "and OUTPUT.beamK")
+    ap.add_argument("--batch", type=int, default=0,
+                    help="decode: sentences per batch, sorted by length (default 0: all at once)")
     ap.add_argument("--beam", type=int, default=4, help="decode: beam size (default 4)")
     ap.add_argument("--alpha", type=float, default=0.6, help="decode: length penalty alpha")
     ap.add_argument("--max-len-a", type=float, default=1.0, help="decode: max len = a*len + b")

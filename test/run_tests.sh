@@ -18,7 +18,7 @@ run() {  # run NAME COMMAND...: runs one suite, tees its output, adds its counts
     "$@" > "$log" 2>&1
     status=$?
     cat "$log"
-    line=$(grep -E '^[A-Za-z_]+: [0-9]+ passed, [0-9]+ failed' "$log" | tail -n 1)
+    line=$(grep -E '^[A-Za-z0-9_]+: [0-9]+ passed, [0-9]+ failed' "$log" | tail -n 1)
     if [ -z "$line" ]; then
         echo "FAIL $name: no closing line (exit status $status)"
         failed=$((failed + 1))
@@ -39,6 +39,7 @@ run core "$BUILD/test_core"
 run decode "$BUILD/test_decode"
 run train "$BUILD/test_train"
 run gemm "$BUILD/test_gemm"
+run gemm_int8 "$BUILD/test_gemm_int8"
 run tokenizer "$BUILD/test_tokenizer"
 run data "$BUILD/test_data"
 run bleu "$BUILD/test_bleu"

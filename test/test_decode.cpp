@@ -62,6 +62,48 @@ static void compare_decoding(Model* m, const std::vector<std::vector<int>>& sour
                 logprob.size(), 1e-4);
 }
 
+// Int8 inference (model_quantize) approximates fp32: on the reference case, most sentences must
+// give the reference's tokens, with log-probabilities close to fp32's (per token: the error
+// adds up along a sentence), and the int8 cache must still equal the int8 full recompute.
+// Prints what differs.
+static void int8_decoding(Model* m, const std::vector<std::vector<int>>& sources, DecodeOptions opt,
+                          const std::vector<std::vector<int>>& greedy, const std::vector<float>& greedy_lp,
+                          const std::vector<std::vector<int>>& beam, const std::vector<float>& beam_lp) {
+    std::printf("-- int8 inference (model_quantize) on the reference case\n");
+    model_quantize(m);
+    for (int k : {1, opt.beam}) {
+        opt.beam = k;
+        const auto& want = k == 1 ? greedy : beam;
+        const auto& want_lp = k == 1 ? greedy_lp : beam_lp;
+        std::vector<std::vector<Hypothesis>> got = decode_batch(m, sources, opt);
+        opt.recompute = true;
+        std::vector<std::vector<Hypothesis>> full = decode_batch(m, sources, opt);
+        opt.recompute = false;
+        int same = 0, cache_same = 0;
+        double max_lp_diff = 0, max_cache_diff = 0;
+        for (size_t i = 0; i < sources.size(); i++) {
+            const Hypothesis& h = got[i][0];
+            cache_same += h.tokens == full[i][0].tokens;
+            max_cache_diff = std::max(max_cache_diff, (double)std::fabs(h.logprob - full[i][0].logprob));
+            if (h.tokens != want[i]) {
+                std::printf("  int8 beam %d, sentence %zu: [%s] fp32 reference [%s]\n", k, i,
+                            tokens_text(h.tokens).c_str(), tokens_text(want[i]).c_str());
+                continue;
+            }
+            same++;
+            max_lp_diff = std::max(max_lp_diff, std::fabs(h.logprob - want_lp[i]) / (double)h.tokens.size());
+        }
+        const int n = (int)sources.size();
+        check(same >= n - 2 && max_lp_diff < 0.02,
+              "int8 beam %d: %d/%d sentences give the fp32 reference's tokens (>= %d), their log-probabilities "
+              "within %.4f per token (< 0.02)", k, same, n, n - 2, max_lp_diff);
+        check(cache_same == n && max_cache_diff < 1e-3,
+              "int8 beam %d: cache == full recompute for %d/%d sentences, log-probabilities within %.2e (< 1e-3)",
+              k, cache_same, n, max_cache_diff);
+    }
+    model_dequantize(m);
+}
+
 static void reference_decoding() {
     SafeTensorsFile f;
     std::string err;
@@ -114,6 +156,7 @@ static void reference_decoding() {
     std::vector<float> want_score = read_f32(f, "beam.score"), score;
     for (const auto& hs : decode_batch(&m, sources, opt)) score.push_back(hs[0].score);
     check_close("beam 4: length-normalised scores", score.data(), want_score.data(), score.size(), 1e-4);
+    int8_decoding(&m, sources, opt, greedy, read_f32(f, "greedy.logprob"), beam, read_f32(f, "beam.logprob"));
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -218,6 +261,15 @@ static void copy_task() {
         for (size_t i = 0; i < sources.size(); i++) correct += out[i][0].tokens == want[i];
         check(correct >= 95, "copy task after %d steps (final train loss %.3f), beam %d: %d/100 copied exactly (>= 95)",
               steps, loss, beam, correct);
+    }
+    model_quantize(&m);
+    for (int beam : {1, 4}) {
+        DecodeOptions opt;
+        opt.beam = beam;
+        std::vector<std::vector<Hypothesis>> out = decode_batch(&m, sources, opt);
+        int correct = 0;
+        for (size_t i = 0; i < sources.size(); i++) correct += out[i][0].tokens == want[i];
+        check(correct >= 90, "copy task, int8 inference, beam %d: %d/100 copied exactly (>= 90)", beam, correct);
     }
 }
 

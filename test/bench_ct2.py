@@ -1,0 +1,308 @@
+#!/usr/bin/env python3
+"""test/bench_ct2.py -- CTranslate2 speed/quality anchor for our decoder.
+
+Converts our checkpoint (safetensors, tensor names as in DESIGN.md "Checkpoints", config JSON
+in __metadata__["config"]) to CTranslate2 models, int8 and float32, in a temporary folder,
+then decodes lines of token ids with CTranslate2 on the CPU, greedy and beam 4, and times it.
+Needs only numpy and the ctranslate2 wheel (no torch); install it once with
+
+    python3 -m pip install ctranslate2        # CPU wheel with its own oneDNN / OpenMP
+
+and run it with the same python3:
+
+    ./bpe encode --vocab runs/default/vocab.bpe < data/corpus/default/test.en > /tmp/test.ids
+    python3 test/bench_ct2.py --input /tmp/test.ids [--weights F] [--output P] [--threads 2]
+    ./bpe decode --vocab runs/default/vocab.bpe < P.beam4.int8 | ./bleu test.es --score-only
+
+Conversion (exact same function as test/reference.py's Transformer):
+  post-LN (pre_norm=False, no final LayerNorm), LayerNorm eps 1e-5 (config layer_norm_epsilon),
+  ReLU FFN, embeddings scaled by sqrt(d_model) (scale_embeddings), one shared matrix E for the
+  source and target embeddings and the output projection (no bias); self-attention q|k|v fused
+  into linear[0], cross-attention q in linear[0] and k|v fused into linear[1]; the position
+  table is OUR interleaved sinusoid (PE(pos,2i)=sin, PE(pos,2i+1)=cos, row 0 = position 0),
+  stored explicitly, so CT2's own (concatenated, 1-based) table is never used.
+  Vocabulary: id i <-> token string "<pad>" "<unk>" "<s>" "</s>" for 0..3, str(i) otherwise.
+Decoding: source = ids + "</s>" (the spec's add_source_eos is False: CT2 does not append it),
+  decoder starts from <s>; sentences sorted by length, batches of --batch (100) sentences, each
+  batch with max_decoding_length = (longest source incl. </s>) + 50 (CT2 takes one limit per
+  call; ours is per sentence: a*len+b with a=1, b=50; the limit counts </s>); no input
+  truncation. Beam: length_penalty 0.6 -- CT2 ranks finished hypotheses by logP / |Y|^alpha
+  (|Y| counts </s> because return_end_token=True), not GNMT's ((5+|Y|)/6)^alpha (CT2 has no
+  GNMT option), and stops a sentence when beam_size hypotheses have finished (patience 1),
+  not with the tensor2tensor bound. intra_threads --threads, inter_threads 1.
+Prints: ct2 decode <greedy|beam4> <int8|float32> sentences_per_s=X tokens_per_s=Y ms=Z
+  tokens = output tokens including </s> (as test/bench_torch.py counts them); timed after a
+  warm-up of one batch. --output P writes the hypotheses (ids, without </s>) to
+  P.<greedy|beam4>.<int8|float32>.
+"""
+import argparse
+import json
+import os
+import struct
+import sys
+import tempfile
+import time
+
+import numpy as np
+
+try:
+    import ctranslate2
+    from ctranslate2.specs import common_spec, transformer_spec
+except ImportError:
+    sys.exit(f"ctranslate2 is not installed for {sys.executable}: "
+             f"{sys.executable} -m pip install ctranslate2")
+
+PAD, UNK, BOS, EOS = 0, 1, 2, 3
+SPECIALS = ["<pad>", "<unk>", "<s>", "</s>"]
+POS_ROWS = 1100          # rows of the position table (sources up to ~1000 tokens + 50)
+LN_EPS = 1e-5
+QUANTIZATIONS = ("int8", "float32")
+
+
+# ----------------------------------------------------------------------------------------------
+# Checkpoint
+
+
+def load_safetensors(path):
+    """({name: float32 ndarray}, {metadata}) of our checkpoint format."""
+    dtypes = {"F32": "<f4", "I32": "<i4", "F64": "<f8", "I64": "<i8"}
+    with open(path, "rb") as f:
+        raw = f.read()
+    if len(raw) < 8:
+        sys.exit(f"{path}: too short for a safetensors file")
+    (n,) = struct.unpack("<Q", raw[:8])
+    if n > len(raw) - 8:
+        sys.exit(f"{path}: header length {n} exceeds the file size {len(raw)}")
+    header = json.loads(raw[8:8 + n].decode("utf-8"))
+    data = memoryview(raw)[8 + n:]
+    meta = header.pop("__metadata__", {}) or {}
+    tensors = {}
+    for name, info in header.items():
+        begin, end = info["data_offsets"]
+        if end > len(data):
+            sys.exit(f"{path}: tensor {name} is truncated")
+        arr = np.frombuffer(data[begin:end], dtype=dtypes[info["dtype"]])
+        tensors[name] = arr.reshape(info["shape"]).astype(np.float32)
+    if "config" not in meta:
+        sys.exit(f"{path}: no 'config' in the safetensors metadata")
+    cfg = json.loads(meta["config"])
+    return tensors, {k: float(v) for k, v in cfg.items()}
+
+
+def sinusoid_table(n_pos, d_model):
+    """Ours (test/reference.py): PE(pos, 2i) = sin(pos / 10000^(2i/d)), PE(pos, 2i+1) = cos,
+    interleaved, computed in float64, rounded once to float32.          # (n_pos, d_model)"""
+    pos = np.arange(n_pos, dtype=np.float64)[:, None]
+    col = np.arange(d_model)
+    two_i = (col - col % 2).astype(np.float64)
+    angle = pos / np.power(10000.0, two_i / d_model)
+    return np.where(col % 2 == 0, np.sin(angle), np.cos(angle)).astype(np.float32)
+
+
+# ----------------------------------------------------------------------------------------------
+# Conversion
+
+
+def token_of(i):
+    return SPECIALS[i] if i < len(SPECIALS) else str(i)
+
+
+def id_of(tok):
+    return SPECIALS.index(tok) if tok in SPECIALS else int(tok)
+
+
+def build_spec(tensors, cfg):
+    n_enc, n_dec, h = int(cfg["n_enc"]), int(cfg["n_dec"]), int(cfg["n_heads"])
+    d, vocab = int(cfg["d_model"]), int(cfg["vocab"])
+    d_k, d_v = int(cfg.get("d_k", d // h)), int(cfg.get("d_v", d // h))
+    if int(cfg.get("pre_ln", 0)) or int(cfg.get("learned_pos", 0)):
+        sys.exit("only the post-LN, sinusoidal-position model is converted")
+    if d_k != d_v:
+        sys.exit(f"CTranslate2 needs d_k == d_v (got {d_k}, {d_v})")
+    head_dim = None if d_k * h == d else d_k
+
+    def t(name):
+        if name not in tensors:
+            sys.exit(f"checkpoint: missing tensor {name}")
+        return tensors[name]
+
+    def linear(spec, prefix):
+        spec.weight = t(prefix + ".weight")
+        if prefix + ".bias" in tensors:
+            spec.bias = tensors[prefix + ".bias"]
+
+    def fused(spec, prefixes):
+        spec.weight = np.concatenate([t(p + ".weight") for p in prefixes])
+        biases = [tensors.get(p + ".bias") for p in prefixes]
+        if any(b is not None for b in biases):
+            spec.bias = np.concatenate([b if b is not None else
+                                        np.zeros(t(p + ".weight").shape[0], np.float32)
+                                        for b, p in zip(biases, prefixes)])
+
+    def layer_norm(spec, prefix):
+        spec.gamma = t(prefix + ".weight")
+        spec.beta = t(prefix + ".bias")
+
+    def attention(spec, prefix, self_attention):
+        names = [f"{prefix}.{p}_proj" for p in ("q", "k", "v")]
+        if self_attention:
+            fused(spec.linear[0], names)           # [q; k; v]
+        else:
+            linear(spec.linear[0], names[0])       # q from the decoder
+            fused(spec.linear[1], names[1:])       # [k; v] from the encoder memory
+        linear(spec.linear[-1], prefix + ".out_proj")
+
+    def ffn(spec, prefix):
+        linear(spec.linear_0, prefix + ".fc1")
+        linear(spec.linear_1, prefix + ".fc2")
+
+    encoder = transformer_spec.TransformerEncoderSpec(
+        n_enc, h, pre_norm=False, activation=common_spec.Activation.RELU, head_dim=head_dim)
+    decoder = transformer_spec.TransformerDecoderSpec(
+        n_dec, h, pre_norm=False, activation=common_spec.Activation.RELU, head_dim=head_dim)
+    spec = transformer_spec.TransformerSpec(encoder, decoder)
+
+    E = t("embed.weight")
+    if E.shape != (vocab, d):
+        sys.exit(f"embed.weight has shape {E.shape}, config says ({vocab}, {d})")
+    pe = sinusoid_table(POS_ROWS, d)
+    encoder.embeddings[0].weight = E
+    encoder.scale_embeddings = True                  # E[tok] * sqrt(d_model)
+    encoder.position_encodings.encodings = pe
+    decoder.embeddings.weight = E
+    decoder.scale_embeddings = True
+    decoder.position_encodings.encodings = pe
+    decoder.projection.weight = E                    # tied output projection, no bias
+    for i, layer in enumerate(encoder.layer):
+        p = f"encoder.layers.{i}"
+        attention(layer.self_attention, p + ".self_attn", True)
+        layer_norm(layer.self_attention.layer_norm, p + ".norm1")   # post-LN: LN(x + attn)
+        ffn(layer.ffn, p + ".ffn")
+        layer_norm(layer.ffn.layer_norm, p + ".norm2")
+    for i, layer in enumerate(decoder.layer):
+        p = f"decoder.layers.{i}"
+        attention(layer.self_attention, p + ".self_attn", True)
+        layer_norm(layer.self_attention.layer_norm, p + ".norm1")
+        attention(layer.attention, p + ".cross_attn", False)
+        layer_norm(layer.attention.layer_norm, p + ".norm2")
+        ffn(layer.ffn, p + ".ffn")
+        layer_norm(layer.ffn.layer_norm, p + ".norm3")
+
+    spec.config.layer_norm_epsilon = LN_EPS
+    spec.config.unk_token, spec.config.bos_token, spec.config.eos_token = SPECIALS[1:4]
+    spec.config.decoder_start_token = SPECIALS[BOS]
+    spec.config.add_source_bos = False
+    spec.config.add_source_eos = False               # we pass </s> ourselves
+    tokens = [token_of(i) for i in range(vocab)]
+    spec.register_source_vocabulary(tokens)
+    spec.register_target_vocabulary(tokens)
+    return spec
+
+
+def convert(weights, out_dir, quantization):
+    tensors, cfg = load_safetensors(weights)
+    spec = build_spec(tensors, cfg)
+    spec.validate()
+    spec.optimize(quantization=quantization)
+    os.makedirs(out_dir, exist_ok=True)
+    spec.save(out_dir)
+    return cfg
+
+
+# ----------------------------------------------------------------------------------------------
+# Decoding
+
+
+def read_sources(path):
+    """Lines of token ids -> token strings ending with </s> (appended when missing)."""
+    srcs = []
+    with open(path) as f:
+        for line in f:
+            ids = [int(x) for x in line.split()]
+            if not ids or ids[-1] != EOS:
+                ids.append(EOS)
+            srcs.append([token_of(i) for i in ids])
+    return srcs
+
+
+def decode(translator, srcs, batch, beam, alpha, max_len_b):
+    """srcs sorted by length, batches of `batch`, one translate_batch call per batch (its
+    max_decoding_length from its longest source). -> hypotheses (ids incl. </s>) in input
+    order."""
+    order = sorted(range(len(srcs)), key=lambda i: len(srcs[i]))
+    out = [None] * len(srcs)
+    for start in range(0, len(order), batch):
+        idx = order[start:start + batch]
+        chunk = [srcs[i] for i in idx]
+        results = translator.translate_batch(
+            chunk, max_batch_size=batch, batch_type="examples", beam_size=beam,
+            length_penalty=alpha if beam > 1 else 0.0, return_end_token=True,
+            max_input_length=0, max_decoding_length=max(len(s) for s in chunk) + max_len_b)
+        for i, r in zip(idx, results):
+            out[i] = [id_of(tok) for tok in r.hypotheses[0]]
+    return out
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0],
+                                 formatter_class=argparse.RawDescriptionHelpFormatter,
+                                 epilog=__doc__.split("\n", 2)[2])
+    ap.add_argument("--weights", default="runs/default/average.safetensors",
+                    help="our checkpoint (default runs/default/average.safetensors)")
+    ap.add_argument("--input", required=True, help="file of token-id lines (./bpe encode)")
+    ap.add_argument("--output", help="write hypotheses (ids) to OUTPUT.<greedy|beamK>.<type>")
+    ap.add_argument("--threads", type=int, default=2, help="CT2 intra_threads (default 2)")
+    ap.add_argument("--batch", type=int, default=100, help="sentences per batch (default 100)")
+    ap.add_argument("--beam", type=int, default=4, help="beam size of the beam run (default 4)")
+    ap.add_argument("--alpha", type=float, default=0.6, help="length penalty (default 0.6)")
+    ap.add_argument("--max-len-b", type=int, default=50,
+                    help="max output length = longest source in the batch + B (default 50)")
+    ap.add_argument("--types", default=",".join(QUANTIZATIONS),
+                    help="comma-separated model types to convert and run (default int8,float32)")
+    ap.add_argument("--modes", default="greedy,beam",
+                    help="comma-separated decoders to run (default greedy,beam)")
+    ap.add_argument("--model-dir", help="keep the converted models in MODEL_DIR/<type> "
+                    "(default: a temporary folder, removed at the end)")
+    args = ap.parse_args()
+    types = [x for x in args.types.split(",") if x]
+    for q in types:
+        if q not in QUANTIZATIONS:
+            sys.exit(f"unknown type '{q}' (choose from {', '.join(QUANTIZATIONS)})")
+    beams = [{"greedy": 1, "beam": args.beam}[m] for m in args.modes.split(",") if m]
+
+    srcs = read_sources(args.input)
+    print(f"# ctranslate2 {ctranslate2.__version__}, cpu compute types "
+          f"{sorted(ctranslate2.get_supported_compute_types('cpu'))}, intra_threads "
+          f"{args.threads}, inter_threads 1, {len(srcs)} sentences, batch {args.batch}",
+          flush=True)
+    with tempfile.TemporaryDirectory(prefix="ct2-") as tmp:
+        root = args.model_dir or tmp
+        for q in types:
+            model_dir = os.path.join(root, q)
+            t0 = time.perf_counter()
+            cfg = convert(args.weights, model_dir, q)
+            print(f"# converted {args.weights} -> {q} in {time.perf_counter() - t0:.1f} s "
+                  f"(d_model {int(cfg['d_model'])}, {int(cfg['n_enc'])}+{int(cfg['n_dec'])} "
+                  f"layers, vocab {int(cfg['vocab'])})", flush=True)
+            translator = ctranslate2.Translator(model_dir, device="cpu", compute_type="default",
+                                                inter_threads=1, intra_threads=args.threads)
+            for beam in beams:
+                label = "greedy" if beam == 1 else f"beam{beam}"
+                decode(translator, srcs[:args.batch], args.batch, beam, args.alpha,
+                       args.max_len_b)  # warm-up
+                t0 = time.perf_counter()
+                outs = decode(translator, srcs, args.batch, beam, args.alpha, args.max_len_b)
+                ms = 1000.0 * (time.perf_counter() - t0)
+                n_tok = sum(len(o) for o in outs)
+                print(f"ct2 decode {label} {q} sentences_per_s={len(srcs) / ms * 1000:.1f} "
+                      f"tokens_per_s={n_tok / ms * 1000:.0f} ms={ms:.1f}"
+                      f"  # {len(srcs)} sentences, {n_tok} output tokens", flush=True)
+                if args.output:
+                    with open(f"{args.output}.{label}.{q}", "w") as f:
+                        for o in outs:
+                            f.write(" ".join(str(x) for x in o if x != EOS) + "\n")
+            del translator
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,136 @@
+// test/bench_gemm_int8.cpp — speed of linear_int8 (gemm_int8.h) against the fp32 sgemm.
+//
+// Shapes are the decoder's linear layers: M = batch x beam tokens, (K, N) = (d_model, 3 d)
+// (the self-attention QKV), (d, d) (output projections), (d, d_ff) and (d_ff, d) (the
+// feed-forward pair), (d, vocab) (the logits). Both compute y[M, N] = x[M, K] W^T:
+//     fp32   sgemm(false, true, M, N, K, 1, x, K, W, K, 0, y, N)
+//     int8   linear_int8(y, N, x, M, Wq, nullptr, false)   (quantizing x is included)
+// Each product is run alternately (so that load from other processes hits both alike), the
+// reported time is the median of the runs; GOP/s counts 2 M N K operations. With
+// OMP_NUM_THREADS=1 times are the thread's CPU time (robust to other processes on the
+// machine); with more threads they are wall time, so run on a quiet machine (a descheduled
+// thread stalls the whole product).
+//
+// Run: make bench-gemm-int8, or [OMP_NUM_THREADS=1] build/bench_gemm_int8 [seconds=0.1] [all]
+// (seconds per shape; "all" adds small-M decoding steps and larger layers).
+#include "../gemm.h"
+#include "../gemm_int8.h"
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <ctime>
+#include <functional>
+#include <random>
+#include <vector>
+#ifdef _OPENMP
+#include <omp.h>
+#endif
+
+namespace {
+
+// With one thread the clock is the thread's CPU time, with several the wall time.
+bool g_cpu_clock = false;
+
+double now() {
+    if (g_cpu_clock) {
+        timespec ts;
+        clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+        return ts.tv_sec + 1e-9 * ts.tv_nsec;
+    }
+    return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch())
+        .count();
+}
+
+double median(std::vector<double> v) {
+    std::sort(v.begin(), v.end());
+    size_t n = v.size();
+    return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+}
+
+// Median times of f and g run alternately: at least 5 runs each after one warm-up run
+// (page faults, buffers, thread start), about `budget` seconds in all.
+void median_times(const std::function<void()>& f, const std::function<void()>& g,
+                  double budget, double* tf, double* tg) {
+    f();
+    g();
+    std::vector<double> a, b;
+    double spent = 0;
+    for (int r = 0; r < 5 || (spent < budget && r < 1000); r++) {
+        double t0 = now();
+        f();
+        double t1 = now();
+        g();
+        double t2 = now();
+        a.push_back(t1 - t0);
+        b.push_back(t2 - t1);
+        spent += t2 - t0;
+    }
+    *tf = median(a);
+    *tg = median(b);
+}
+
+void fill(std::vector<float>& v, uint32_t seed, float amp) {
+    std::mt19937 rng(seed);
+    std::uniform_real_distribution<float> u(-amp, amp);
+    for (auto& x : v) x = u(rng);
+}
+
+// Times one shape and prints a table row.
+void bench_shape(int M, int K, int N, double budget) {
+    std::vector<float> x((size_t)M * K), W((size_t)N * K), y32((size_t)M * N), y8((size_t)M * N);
+    fill(x, 1, 1.0f);
+    fill(W, 2, 1.0f / std::sqrt((float)K));
+    Int8Weights wq;
+    int8_weights_init(&wq, W.data(), N, K);
+    double t32, t8;
+    median_times(
+        [&] { sgemm(false, true, M, N, K, 1.0f, x.data(), K, W.data(), K, 0.0f, y32.data(), N); },
+        [&] { linear_int8(y8.data(), N, x.data(), M, wq, nullptr, false); }, budget, &t32, &t8);
+    double max_err = 0, max_ref = 0;  // sanity: int8 close to fp32
+    for (size_t i = 0; i < y32.size(); i++) {
+        max_err = std::max(max_err, (double)std::fabs(y8[i] - y32[i]));
+        max_ref = std::max(max_ref, (double)std::fabs(y32[i]));
+    }
+    double op = 2.0 * M * N * K;
+    std::printf("%5d %5d %6d  %9.4f %7.1f  %9.4f %7.1f  %6.2fx  %.1e%s\n", M, K, N, t32 * 1e3,
+                op / t32 * 1e-9, t8 * 1e3, op / t8 * 1e-9, t32 / t8, max_err / max_ref,
+                max_err <= 2e-2 * max_ref ? "" : "  MISMATCH");
+    std::fflush(stdout);
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+    double budget = argc > 1 ? std::atof(argv[1]) : 0.1;
+    bool all = argc > 2 && std::strcmp(argv[2], "all") == 0;
+    int threads = 1;
+#ifdef _OPENMP
+    threads = omp_get_max_threads();
+#endif
+#if defined(__AVX512VNNI__) && defined(__AVX512BW__)
+    const char* path = "AVX-512 VNNI";
+#else
+    const char* path = "portable C++";
+#endif
+    g_cpu_clock = threads == 1;
+    std::printf("threads=%d (%s), int8 kernel: %s; median ms, GOP/s = 2MNK / time\n", threads,
+                g_cpu_clock ? "thread CPU time" : "wall time", path);
+    std::printf("%5s %5s %6s  %9s %7s  %9s %7s  %7s  %s\n", "M", "K", "N", "fp32 ms", "GOP/s",
+                "int8 ms", "GOP/s", "speedup", "rel.err");
+    const int KN[][2] = {{256, 768}, {256, 256}, {256, 1024}, {1024, 256}, {256, 8000}};
+    const int Ms[] = {100, 200, 400, 800};
+    for (int M : Ms)
+        for (auto& s : KN) bench_shape(M, s[0], s[1], budget);
+    if (all) {
+        const int small[] = {1, 5, 20};
+        for (int M : small)
+            for (auto& s : KN) bench_shape(M, s[0], s[1], budget);
+        const int big[][2] = {{512, 1536}, {512, 2048}, {2048, 512}, {512, 37000}};
+        for (auto& s : big) bench_shape(400, s[0], s[1], budget);
+    }
+    return 0;
+}
