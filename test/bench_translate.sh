@@ -54,14 +54,7 @@ for k in greedy beam4; do
             *) line=$(grep "decode $k " "$tmp/$side.txt"); name="ours ${side#ours-}" ;;
         esac
         s=$(value "$line" sentences_per_s)
-        CT2=${CT2_PYTHON:-python3}
-if $CT2 -c 'import ctranslate2' 2>/dev/null; then
-    $CT2 test/bench_ct2.py --input "$tmp/src.ids" --weights "$MODEL" --output "$tmp/ct2" | grep '^ct2 decode' > "$tmp/ct2.txt"
-else
-    echo "# CTranslate2 skipped: $CT2 cannot import ctranslate2 ($CT2 -m pip install ctranslate2)"
-    : > "$tmp/ct2.txt"
-fi
-printf '%-7s | %-22s | %12s %10s | %8.2fx | %6s\n' $k "$name" "$s" "$(value "$line" tokens_per_s)" \
+        printf '%-7s | %-22s | %12s %10s | %8.2fx | %6s\n' $k "$name" "$s" "$(value "$line" tokens_per_s)" \
             "$(awk "BEGIN { print $s / $base }")" "$(bleu "$tmp/$side.$k")"
     done
     if cmp -s "$tmp/torch.$k" "$tmp/ours-fp32.$k"; then same="identical"; else
