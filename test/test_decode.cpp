@@ -253,22 +253,22 @@ static void copy_task() {
         s.push_back(EOS_ID);
         sources.push_back(s);
     }
-    for (int beam : {1, 4}) {
+    auto copied = [&](int beam) {   // sentences decoded exactly as their source
         DecodeOptions opt;
         opt.beam = beam;
         std::vector<std::vector<Hypothesis>> out = decode_batch(&m, sources, opt);
         int correct = 0;
         for (size_t i = 0; i < sources.size(); i++) correct += out[i][0].tokens == want[i];
+        return correct;
+    };
+    for (int beam : {1, 4}) {
+        const int correct = copied(beam);
         check(correct >= 95, "copy task after %d steps (final train loss %.3f), beam %d: %d/100 copied exactly (>= 95)",
               steps, loss, beam, correct);
     }
     model_quantize(&m);
     for (int beam : {1, 4}) {
-        DecodeOptions opt;
-        opt.beam = beam;
-        std::vector<std::vector<Hypothesis>> out = decode_batch(&m, sources, opt);
-        int correct = 0;
-        for (size_t i = 0; i < sources.size(); i++) correct += out[i][0].tokens == want[i];
+        const int correct = copied(beam);
         check(correct >= 90, "copy task, int8 inference, beam %d: %d/100 copied exactly (>= 90)", beam, correct);
     }
 }
