@@ -106,21 +106,31 @@ void model_dequantize(Model* m) {
     m->int8 = nullptr;
 }
 
-void inference_linear(const Model* m, float* Y, const float* X, const LinearP& p, int rows) {
-    const float* W = m->params.data() + p.w;
+// Y (rows, p.out) = X W^T + b, and logits (rows, V) = X E^T: the int8 product when int8 is
+// asked for (the model must be quantized), else fp32. Training and inference share these.
+static void linear_product(const Model* m, float* Y, const float* X, const LinearP& p, int rows,
+                           bool int8) {
     const float* b = m->params.data() + p.b;
-    if (m->int8) linear_int8(Y, p.out, X, rows, m->int8->at(p), b, false);
-    else linear_forward(Y, X, W, b, rows, p.in, p.out);
+    if (int8) linear_int8(Y, p.out, X, rows, m->int8->at(p), b, false);
+    else linear_forward(Y, X, m->params.data() + p.w, b, rows, p.in, p.out);
+}
+
+static void logits_product(const Model* m, float* logits, const float* X, int rows, bool int8) {
+    const Config& c = m->cfg;
+    const LinearP E{m->layout.embed, 0, c.vocab, c.d_model};   // no bias
+    if (int8)
+        linear_int8(logits, c.vocab, X, rows, m->int8->at(E), nullptr, false);
+    else
+        sgemm(false, true, rows, c.vocab, c.d_model, 1.0f, X, c.d_model, m->params.data() + E.w,
+              c.d_model, 0.0f, logits, c.vocab);
+}
+
+void inference_linear(const Model* m, float* Y, const float* X, const LinearP& p, int rows) {
+    linear_product(m, Y, X, p, rows, m->int8 != nullptr);
 }
 
 void inference_logits(const Model* m, float* logits, const float* X, int rows) {
-    const Config& c = m->cfg;
-    const float* E = m->params.data() + m->layout.embed;
-    if (m->int8)
-        linear_int8(logits, c.vocab, X, rows, m->int8->at({m->layout.embed, 0, c.vocab, c.d_model}),
-                    nullptr, false);
-    else
-        sgemm(false, true, rows, c.vocab, c.d_model, 1.0f, X, c.d_model, E, c.d_model, 0.0f, logits, c.vocab);
+    logits_product(m, logits, X, rows, m->int8 != nullptr);
 }
 
 // A bump allocator over the arena; with base == nullptr it only measures.
@@ -285,10 +295,10 @@ struct Pass {
     }
     const float* P(size_t off) const { return m->params.data() + off; }
     float* G(size_t off) const { return m->grads.data() + off; }
-    // Y (rows, p.out) = X W^T + b: fp32 when training, inference_linear (int8 if quantized) not.
+    // Products in int8 when the model is quantized and this is not a training pass.
+    bool int8() const { return m->int8 && !m->acts->train; }
     void linear(float* Y, const float* X, const LinearP& p, int rows) const {
-        if (m->acts->train) linear_forward(Y, X, P(p.w), P(p.b), rows, p.in, p.out);
-        else inference_linear(m, Y, X, p, rows);
+        linear_product(m, Y, X, p, rows, int8());
     }
 };
 
@@ -442,11 +452,7 @@ float model_forward(Model* m, const Batch& bt, bool train) {
     decoder_forward(ps);
     const int rows = bt.B * bt.T;
     // logits (B*T, V) = dec_out E^T: the pre-softmax projection shares the embedding matrix.
-    if (train)
-        sgemm(false, true, rows, c.vocab, c.d_model, 1.0f, a->dec_out, c.d_model,
-              ps.P(m->layout.embed), c.d_model, 0.0f, a->logits, c.vocab);
-    else
-        inference_logits(m, a->logits, a->dec_out, rows);
+    logits_product(m, a->logits, a->dec_out, rows, ps.int8());
     double sum = crossentropy_forward(a->lse, a->logits, bt.labels.data(), rows, c.vocab,
                                       c.label_smoothing);
     return bt.tgt_tokens > 0 ? (float)(sum / bt.tgt_tokens) : 0.0f;

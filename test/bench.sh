@@ -5,10 +5,7 @@
 set -u
 MODE=$1
 BUILD=${2:-build}
-PY=${PYTHON:-/usr/bin/python3}
-TORCH="env -u OPENBLAS_CORETYPE LD_LIBRARY_PATH=/usr/lib/x86_64-linux-gnu/openblas-openmp"
-[ -f /usr/lib/x86_64-linux-gnu/libtcmalloc_minimal.so.4 ] &&
-    TORCH="$TORCH LD_PRELOAD=/usr/lib/x86_64-linux-gnu/libtcmalloc_minimal.so.4"
+. test/torch_env.sh   # PY, TORCH
 out=$(mktemp)
 trap 'rm -f "$out"' EXIT
 value() { echo "$1" | tr ' ' '\n' | sed -n "s/^$2=//p"; }

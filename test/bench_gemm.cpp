@@ -16,6 +16,7 @@
 //   env -u OPENBLAS_CORETYPE LD_LIBRARY_PATH=/usr/lib/x86_64-linux-gnu/openblas-openmp
 //       OMP_NUM_THREADS=2 ./bench_gemm [seconds_per_product=0.15] [filter: NN|NT|TN|small]
 #include "../gemm.h"
+#include "bench_timing.h"
 
 #include <cblas.h>
 
@@ -35,37 +36,14 @@
 
 namespace {
 
-// With one thread the clock is the thread's CPU time, so that other processes competing for
-// the core do not distort the numbers; with several threads it has to be wall time.
-bool g_cpu_clock = false;
-
-double now() {
-    if (g_cpu_clock) {
-        timespec ts;
-        clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
-        return ts.tv_sec + 1e-9 * ts.tv_nsec;
-    }
-    return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch())
-        .count();
-}
-
-// Best times of two functions, run alternately (so that load from other processes on the
-// machine hits both alike): at least 2 runs each (the first doubles as warm-up: page faults,
-// packing buffers, thread start) and about `budget` seconds in all.
+// Best times of two functions, run alternately: at least 2 runs each (the first doubles as
+// warm-up: page faults, packing buffers, thread start) and about `budget` seconds in all.
 void best_times(const std::function<void()>& f, const std::function<void()>& g, double budget,
                 double* tf, double* tg) {
-    *tf = *tg = 1e30;
-    double spent = 0;
-    for (int r = 0; r < 2 || (spent < budget && r < 100); r++) {
-        double t0 = now();
-        f();
-        double t1 = now();
-        g();
-        double t2 = now();
-        *tf = std::min(*tf, t1 - t0);
-        *tg = std::min(*tg, t2 - t1);
-        spent += t2 - t0;
-    }
+    std::vector<double> a, b;
+    alternate_runs(f, g, 2, 100, budget, &a, &b);
+    *tf = *std::min_element(a.begin(), a.end());
+    *tg = *std::min_element(b.begin(), b.end());
 }
 
 struct Product {
@@ -74,19 +52,13 @@ struct Product {
     int M, N, K;
 };
 
-void fill(std::vector<float>& v, uint32_t seed) {
-    std::mt19937 rng(seed);
-    std::uniform_real_distribution<float> u(-1.0f, 1.0f);
-    for (auto& x : v) x = u(rng);
-}
-
 // Times one product with both libraries and prints a table row.
 void bench_product(const Product& p, double budget) {
     int lda = p.ta ? p.M : p.K, ldb = p.tb ? p.K : p.N, ldc = p.N;
     std::vector<float> A((size_t)p.M * p.K), B((size_t)p.K * p.N), C((size_t)p.M * p.N),
         C2((size_t)p.M * p.N);
-    fill(A, 1);
-    fill(B, 2);
+    fill_uniform(A, 1);
+    fill_uniform(B, 2);
     double ours, blas;
     best_times(
         [&] { sgemm(p.ta, p.tb, p.M, p.N, p.K, 1.0f, A.data(), lda, B.data(), ldb, 0.0f,
@@ -117,8 +89,8 @@ void bench_small(const Product& p, int heads, double budget) {
     size_t a_rows = p.ta ? p.K : p.M, b_rows = p.tb ? p.N : p.K;
     std::vector<float> A(a_rows * row * heads), B(b_rows * row * heads),
         C((size_t)p.M * ldc * heads);
-    fill(A, 3);
-    fill(B, 4);
+    fill_uniform(A, 3);
+    fill_uniform(B, 4);
     auto run = [&](bool use_blas) {
 #pragma omp parallel for schedule(static)
         for (int h = 0; h < heads; h++) {
@@ -151,9 +123,9 @@ int main(int argc, char** argv) {
 #ifdef _OPENMP
     threads = omp_get_max_threads();
 #endif
-    g_cpu_clock = threads == 1;
+    bench_cpu_clock() = threads == 1;
     std::printf("threads=%d (%s)  OpenBLAS: %s (core %s)\n", threads,
-                g_cpu_clock ? "thread CPU time" : "wall time", openblas_get_config(),
+                bench_cpu_clock() ? "thread CPU time" : "wall time", openblas_get_config(),
                 openblas_get_corename());
     std::printf("%-3s %6s %6s %6s  %8s %8s  %6s\n", "op", "M", "N", "K", "ours", "openblas",
                 "ratio");

@@ -15,6 +15,7 @@
 // (seconds per shape; "all" adds small-M decoding steps and larger layers).
 #include "../gemm.h"
 #include "../gemm_int8.h"
+#include "bench_timing.h"
 
 #include <algorithm>
 #include <chrono>
@@ -32,25 +33,6 @@
 
 namespace {
 
-// With one thread the clock is the thread's CPU time, with several the wall time.
-bool g_cpu_clock = false;
-
-double now() {
-    if (g_cpu_clock) {
-        timespec ts;
-        clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
-        return ts.tv_sec + 1e-9 * ts.tv_nsec;
-    }
-    return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch())
-        .count();
-}
-
-double median(std::vector<double> v) {
-    std::sort(v.begin(), v.end());
-    size_t n = v.size();
-    return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
-}
-
 // Median times of f and g run alternately: at least 5 runs each after one warm-up run
 // (page faults, buffers, thread start), about `budget` seconds in all.
 void median_times(const std::function<void()>& f, const std::function<void()>& g,
@@ -58,32 +40,16 @@ void median_times(const std::function<void()>& f, const std::function<void()>& g
     f();
     g();
     std::vector<double> a, b;
-    double spent = 0;
-    for (int r = 0; r < 5 || (spent < budget && r < 1000); r++) {
-        double t0 = now();
-        f();
-        double t1 = now();
-        g();
-        double t2 = now();
-        a.push_back(t1 - t0);
-        b.push_back(t2 - t1);
-        spent += t2 - t0;
-    }
+    alternate_runs(f, g, 5, 1000, budget, &a, &b);
     *tf = median(a);
     *tg = median(b);
-}
-
-void fill(std::vector<float>& v, uint32_t seed, float amp) {
-    std::mt19937 rng(seed);
-    std::uniform_real_distribution<float> u(-amp, amp);
-    for (auto& x : v) x = u(rng);
 }
 
 // Times one shape and prints a table row.
 void bench_shape(int M, int K, int N, double budget) {
     std::vector<float> x((size_t)M * K), W((size_t)N * K), y32((size_t)M * N), y8((size_t)M * N);
-    fill(x, 1, 1.0f);
-    fill(W, 2, 1.0f / std::sqrt((float)K));
+    fill_uniform(x, 1, 1.0f);
+    fill_uniform(W, 2, 1.0f / std::sqrt((float)K));
     Int8Weights wq;
     int8_weights_init(&wq, W.data(), N, K);
     double t32, t8;
@@ -116,9 +82,9 @@ int main(int argc, char** argv) {
 #else
     const char* path = "portable C++";
 #endif
-    g_cpu_clock = threads == 1;
+    bench_cpu_clock() = threads == 1;
     std::printf("threads=%d (%s), int8 kernel: %s; median ms, GOP/s = 2MNK / time\n", threads,
-                g_cpu_clock ? "thread CPU time" : "wall time", path);
+                bench_cpu_clock() ? "thread CPU time" : "wall time", path);
     std::printf("%5s %5s %6s  %9s %7s  %9s %7s  %7s  %s\n", "M", "K", "N", "fp32 ms", "GOP/s",
                 "int8 ms", "GOP/s", "speedup", "rel.err");
     const int KN[][2] = {{256, 768}, {256, 256}, {256, 1024}, {1024, 256}, {256, 8000}};

@@ -15,10 +15,7 @@ MODEL=${1:-runs/default/average.safetensors}
 VOCAB=${VOCAB:-$(dirname "$MODEL")/vocab.bpe}
 DATA=${DATA:-data/corpus/default}
 BUILD=${BUILD:-build}
-PY=${PYTHON:-/usr/bin/python3}
-TORCH="env -u OPENBLAS_CORETYPE LD_LIBRARY_PATH=/usr/lib/x86_64-linux-gnu/openblas-openmp"
-[ -f /usr/lib/x86_64-linux-gnu/libtcmalloc_minimal.so.4 ] &&
-    TORCH="$TORCH LD_PRELOAD=/usr/lib/x86_64-linux-gnu/libtcmalloc_minimal.so.4"
+. test/torch_env.sh   # PY, TORCH
 for f in "$MODEL" "$VOCAB" "$DATA/test.en" "$DATA/test.es"; do
     [ -f "$f" ] || { echo "bench_translate: $f not found (train first: make && ./train)" >&2; exit 1; }
 done
