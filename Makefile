@@ -15,7 +15,7 @@
 #   make clean
 #
 # Variables: SANITIZE=1 (AddressSanitizer + UBSan, build in build/asan), BLAS=openblas
-# (matrix products through OpenBLAS's cblas_sgemm instead of our own gemm.cpp),
+# (matrix products through OpenBLAS's cblas_sgemm instead of our own cpu/gemm.cpp),
 # CXX, PYTHON (the interpreter with torch: Debian's /usr/bin/python3).
 
 CXX ?= g++
@@ -52,11 +52,13 @@ CXXFLAGS := $(CXXFLAGS_BASE) $(OPT) $(OPENMP) $(BLAS_FLAGS)
 LDLIBS := $(BLAS_LIBS)
 
 # The model library: every layer, the sequence, checkpoints, decoding, data, tokenizer, BLEU.
-MODEL_SRC := config.cpp model.cpp ops_cpu.cpp gemm.cpp gemm_int8.cpp checkpoint.cpp decode.cpp
-TEXT_SRC := tokenizer.cpp data.cpp bleu.cpp trainer.cpp
+MODEL_SRC := transformer.cpp model/config.cpp model/model.cpp model/checkpoint.cpp cpu/gemm.cpp \
+             cpu/gemm_int8.cpp
+TEXT_SRC := tokenizer.cpp toolkit/decode.cpp toolkit/parallel_data.cpp toolkit/bleu_score.cpp \
+            toolkit/trainer.cpp
 LIB_SRC := $(MODEL_SRC) $(TEXT_SRC)
 LIB_OBJ := $(LIB_SRC:%.cpp=$(BUILD)/%.o)
-HEADERS := $(wildcard *.h test/*.h)
+HEADERS := $(wildcard *.h */*.h)
 
 PROGRAMS := train translate average bleu bpe
 TESTS := test_core test_decode test_train test_gemm test_gemm_int8 test_tokenizer test_data \
@@ -79,7 +81,7 @@ $(PROGRAMS:%=$(BIN)/%): $(BIN)/%: $(BUILD)/cli/%.o $(LIB_OBJ)
 $(BUILD)/test_%: $(BUILD)/test/test_%.o $(LIB_OBJ)
 	$(CXX) $(CXXFLAGS) $^ -o $@ $(LDLIBS)
 
-$(BUILD)/bench_%: $(BUILD)/test/bench_%.o $(LIB_OBJ)
+$(BUILD)/bench_%: $(BUILD)/bench/bench_%.o $(LIB_OBJ)
 	$(CXX) $(CXXFLAGS) $^ -o $@ $(LDLIBS)
 
 # The tests run from the repository root; test/run_tests.sh adds up their closing lines.
@@ -91,28 +93,28 @@ test-asan:
 	$(MAKE) SANITIZE=1 test
 
 bench: $(BUILD)/bench_train
-	@sh test/bench.sh train $(BUILD)
+	@sh bench/bench.sh train $(BUILD)
 
 bench-decode: $(BUILD)/bench_decode
-	@sh test/bench.sh decode $(BUILD)
+	@sh bench/bench.sh decode $(BUILD)
 
 # the real test set with a trained model (MODEL=..., default runs/default/average.safetensors)
 bench-translate: $(BUILD)/bench_decode $(BIN)/bpe $(BIN)/bleu
-	@BUILD=$(BUILD) bash test/bench_translate.sh $(MODEL)
+	@BUILD=$(BUILD) bash bench/bench_translate.sh $(MODEL)
 
 bench-bpe: $(BIN)/bpe data
-	@bash test/bench_bpe.sh
+	@bash bench/bench_bpe.sh
 
-$(BUILD)/bench_gemm_blas: test/bench_gemm.cpp gemm.cpp gemm.h
+$(BUILD)/bench_gemm_blas: bench/bench_gemm.cpp cpu/gemm.cpp cpu/gemm.h
 	@mkdir -p $(BUILD)
-	$(CXX) $(CXXFLAGS) test/bench_gemm.cpp gemm.cpp -o $@ -lopenblas
+	$(CXX) $(CXXFLAGS) bench/bench_gemm.cpp cpu/gemm.cpp -o $@ -lopenblas
 
 bench-gemm: $(BUILD)/bench_gemm_blas
 	env -u OPENBLAS_CORETYPE LD_LIBRARY_PATH=/usr/lib/x86_64-linux-gnu/openblas-openmp \
 	    OMP_NUM_THREADS=2 $(BUILD)/bench_gemm_blas
 
 # Needs only the two matrix products (not the rest of the model library).
-$(BUILD)/bench_gemm_int8: $(BUILD)/test/bench_gemm_int8.o $(BUILD)/gemm.o $(BUILD)/gemm_int8.o
+$(BUILD)/bench_gemm_int8: $(BUILD)/bench/bench_gemm_int8.o $(BUILD)/cpu/gemm.o $(BUILD)/cpu/gemm_int8.o
 	$(CXX) $(CXXFLAGS) $^ -o $@ $(LDLIBS)
 
 bench-gemm-int8: $(BUILD)/bench_gemm_int8
@@ -132,7 +134,7 @@ info:
 	@echo "flags:    $(CXXFLAGS)"
 	@echo "OpenMP:   $(if $(OPENMP),yes ($(OPENMP)),no: serial build)"
 	@echo "nvcc:     $(if $(NVCC),$(NVCC) ($(NVCC_VERSION)); CUDA backend not built yet (CPU-only build),not found: CPU-only build)"
-	@echo "BLAS:     $(if $(BLAS_FLAGS),OpenBLAS (cblas_sgemm),own gemm.cpp)"
+	@echo "BLAS:     $(if $(BLAS_FLAGS),OpenBLAS (cblas_sgemm),own cpu/gemm.cpp)"
 
 clean:
 	rm -rf build $(PROGRAMS)

@@ -7,8 +7,8 @@
 #include <string>
 #include <vector>
 
-#include "options.h"
-#include "trainer.h"
+#include "cli/options.h"
+#include "toolkit/trainer.h"
 
 int main(int argc, char** argv) {
     std::string out;

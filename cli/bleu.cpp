@@ -7,7 +7,7 @@
 // sacreBLEU's CLI, lines are rstripped and an empty reference is an error. Unlike it, stdin
 // is read like a file: a tab stays in the line (sacreBLEU would read several systems) and
 // a lone '\r' does not end one (sacreBLEU reads stdin with universal newlines).
-#include "bleu.h"
+#include "toolkit/bleu_score.h"
 
 #include <cstdio>
 #include <cstdlib>

@@ -10,8 +10,8 @@
 #include <cstdlib>
 #include <string>
 
-#include "options.h"
-#include "trainer.h"
+#include "cli/options.h"
+#include "toolkit/trainer.h"
 
 // "90s", "8m", "2h", "1.5h" or plain seconds; false on anything else.
 static bool parse_duration(const std::string& s, double* out) {

@@ -16,9 +16,9 @@
 #include <string>
 #include <vector>
 
-#include "checkpoint.h"
-#include "decode.h"
-#include "options.h"
+#include "model/checkpoint.h"
+#include "toolkit/decode.h"
+#include "cli/options.h"
 #include "tokenizer.h"
 
 // Reads stdin line by line and says whether another line is ready without blocking.

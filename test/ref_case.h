@@ -4,9 +4,9 @@
 #include <string>
 #include <vector>
 
-#include "check.h"
-#include "checkpoint.h"
-#include "json.h"
+#include "test/check.h"
+#include "model/checkpoint.h"
+#include "toolkit/json.h"
 #include "transformer.h"
 
 struct RefCase {

@@ -2,7 +2,7 @@
 // cases in ../shared/bleu (or $BLEU_CASES_DIR): every case of expected.json (counts, totals
 // and lengths exactly; score and BP within 1e-9) and every line of tok13a.tsv.
 // When the shared folder is missing those cases are reported as skipped, not counted.
-#include "bleu.h"
+#include "toolkit/bleu_score.h"
 #include "test/check.h"
 
 #include <chrono>

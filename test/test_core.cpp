@@ -12,9 +12,9 @@
 #include <unistd.h>
 #include <vector>
 
-#include "check.h"
-#include "checkpoint.h"
-#include "ref_case.h"
+#include "test/check.h"
+#include "model/checkpoint.h"
+#include "test/ref_case.h"
 #include "transformer.h"
 
 // fp32 tolerances, relative to the reference tensor's largest magnitude.

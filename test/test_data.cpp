@@ -16,7 +16,7 @@
 #include <string>
 #include <vector>
 
-#include "data.h"
+#include "toolkit/parallel_data.h"
 #include "test/check.h"
 
 namespace fs = std::filesystem;

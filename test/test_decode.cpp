@@ -10,9 +10,9 @@
 #include <string>
 #include <vector>
 
-#include "check.h"
-#include "decode.h"
-#include "ref_case.h"
+#include "test/check.h"
+#include "toolkit/decode.h"
+#include "test/ref_case.h"
 
 static std::string g_ref_dir = "test/ref";
 

@@ -5,8 +5,8 @@
 // (beta = 0 with NaN already in C), leading dimensions larger than the minimum (the padding
 // of C must stay untouched), the small-matrix path (attention-like strided views), random
 // shapes, calls from inside an OpenMP parallel region, and bitwise determinism.
-#include "../gemm.h"
-#include "check.h"
+#include "cpu/gemm.h"
+#include "test/check.h"
 
 #include <cmath>
 #include <cstdint>

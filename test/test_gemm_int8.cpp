@@ -13,8 +13,8 @@
 //    double): max |error| / max |y| below 2e-2, printed.
 // 3. Determinism: bitwise the same y with 1 and 2 OpenMP threads (both ways of splitting the
 //    output), and for calls made from inside an OpenMP parallel region.
-#include "../gemm_int8.h"
-#include "check.h"
+#include "cpu/gemm_int8.h"
+#include "test/check.h"
 
 #include <algorithm>
 #include <cmath>

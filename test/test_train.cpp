@@ -15,9 +15,9 @@
 #include <string>
 #include <vector>
 
-#include "check.h"
-#include "checkpoint.h"
-#include "trainer.h"
+#include "test/check.h"
+#include "model/checkpoint.h"
+#include "toolkit/trainer.h"
 
 namespace fs = std::filesystem;
 static std::string g_tmp;

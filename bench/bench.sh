@@ -1,11 +1,11 @@
 #!/bin/sh
-# test/bench.sh train|decode BUILD_DIR — ours against the PyTorch reference, same machine,
+# bench/bench.sh train|decode BUILD_DIR — ours against the PyTorch reference, same machine,
 # same run: prints each side's figures and the speed ratio (PyTorch time / our time).
 # PyTorch runs at its best here: 2 threads, OpenMP OpenBLAS, tcmalloc, OPENBLAS_CORETYPE unset.
 set -u
 MODE=$1
 BUILD=${2:-build}
-. test/torch_env.sh   # PY, TORCH
+. bench/torch_env.sh   # PY, TORCH
 out=$(mktemp)
 trap 'rm -f "$out"' EXIT
 value() { echo "$1" | tr ' ' '\n' | sed -n "s/^$2=//p"; }
@@ -15,7 +15,7 @@ if [ "$MODE" = train ]; then
     printf '%-6s | %12s %12s | %12s %12s | %9s | %7s | %15s\n' config "ours ms" "torch ms" "ours tok/s" "torch tok/s" "speed-up" GFLOP/s "peak MB ours/pt"
     for c in tiny small base; do
         o=$("$BUILD/bench_train" --config $c) || exit 1
-        if $PY -c 'import torch' 2>/dev/null; then t=$($TORCH $PY test/bench_torch.py train --configs $c | grep '^torch train'); else t=""; fi
+        if $PY -c 'import torch' 2>/dev/null; then t=$($TORCH $PY bench/bench_torch.py train --configs $c | grep '^torch train'); else t=""; fi
         oms=$(value "$o" ms_per_step); tms=$(value "$t" ms_per_step)
         ratio=$( [ -n "$tms" ] && awk "BEGIN { printf \"%.2fx\", $tms / $oms }" || echo "n/a")
         printf '%-6s | %12s %12s | %12s %12s | %9s | %7s | %15s\n' $c "$oms" "${tms:-n/a}" "$(value "$o" tokens_per_s)" \
@@ -25,7 +25,7 @@ else
     "$BUILD/bench_decode" --precision fp32 > "$out" || exit 1
     "$BUILD/bench_decode" --precision int8 >> "$out" || exit 1
     t=""
-    $PY -c 'import torch' 2>/dev/null && t=$($TORCH $PY test/bench_torch.py decode | grep '^torch decode')
+    $PY -c 'import torch' 2>/dev/null && t=$($TORCH $PY bench/bench_torch.py decode | grep '^torch decode')
     printf '%-7s | %-9s | %12s %12s | %9s\n' search precision "ours tok/s" "torch tok/s" "speed-up"
     for k in greedy beam4; do
         for p in fp32 int8; do

@@ -31,7 +31,7 @@ Decoding: source = ids + "</s>" (the spec's add_source_eos is False: CT2 does no
   GNMT option), and stops a sentence when beam_size hypotheses have finished (patience 1),
   not with the tensor2tensor bound. intra_threads --threads, inter_threads 1.
 Prints: ct2 decode <greedy|beam4> <int8|float32> sentences_per_s=X tokens_per_s=Y ms=Z
-  tokens = output tokens including </s> (as test/bench_torch.py counts them); timed after a
+  tokens = output tokens including </s> (as bench/bench_torch.py counts them); timed after a
   warm-up of one batch. --output P writes the hypotheses (ids, without </s>) to
   P.<greedy|beam4>.<int8|float32>.
 """

@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
-# test/bench_bpe.sh — times our BPE (./bpe) against SentencePiece on the same text.
+# bench/bench_bpe.sh — times our BPE (./bpe) against SentencePiece on the same text.
 #
 # Usage (from the repository root, after building ./bpe):
-#   test/bench_bpe.sh [EN_FILE ES_FILE]      default: data/corpus/default/train.{en,es}
-#   VOCAB_SIZE=37000 test/bench_bpe.sh       another vocabulary size (default 8000)
+#   bench/bench_bpe.sh [EN_FILE ES_FILE]      default: data/corpus/default/train.{en,es}
+#   VOCAB_SIZE=37000 bench/bench_bpe.sh       another vocabulary size (default 8000)
 # Compares `bpe learn` with `spm_train --model_type=bpe --character_coverage=1.0` and
 # `bpe encode` with `spm_encode` (Debian package sentencepiece), prints seconds and ratios,
 # checks that decode(encode(text)) reproduces the text, and exits 1 if ours is slower.

@@ -1,5 +1,5 @@
-// test/bench_decode.cpp — decoding speed, the benchmark of the train/translate issue.
-// test/bench.sh decode and test/bench_translate.sh run it beside test/bench_torch.py decode
+// bench/bench_decode.cpp — decoding speed, the benchmark of the train/translate issue.
+// bench/bench.sh decode and bench/bench_translate.sh run it beside bench/bench_torch.py decode
 // (same config, same weights, same token ids).
 //
 //   build/bench_decode [--model FILE] [--input IDS] [--output PREFIX] [--precision fp32|int8]
@@ -20,9 +20,9 @@
 #include <string>
 #include <vector>
 
-#include "checkpoint.h"
+#include "model/checkpoint.h"
 #include "cli/options.h"
-#include "decode.h"
+#include "toolkit/decode.h"
 
 static std::vector<std::vector<int>> synthetic_sources(int sentences, int length, int vocab) {
     std::vector<std::vector<int>> sources(sentences);

@@ -1,6 +1,6 @@
-// test/bench_train.cpp — speed of one full training step (forward, backward, Adam) on a fixed
-// synthetic batch, the benchmark of the core issue. test/bench.sh runs it beside
-// test/bench_torch.py (the PyTorch reference, same configs, same batch shape) and prints the
+// bench/bench_train.cpp — speed of one full training step (forward, backward, Adam) on a fixed
+// synthetic batch, the benchmark of the core issue. bench/bench.sh runs it beside
+// bench/bench_torch.py (the PyTorch reference, same configs, same batch shape) and prints the
 // ratio.
 //
 //   build/bench_train --config tiny|small|base [--steps N]

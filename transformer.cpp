@@ -13,7 +13,7 @@
 #include <cstring>
 #include <vector>
 
-#include "gemm.h"
+#include "cpu/gemm.h"
 #include "transformer.h"
 
 #ifdef _OPENMP

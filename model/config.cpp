@@ -4,7 +4,7 @@
 #include <cstdio>
 #include <functional>
 
-#include "json.h"
+#include "toolkit/json.h"
 #include "transformer.h"
 
 // ---------------------------------------------------------------------------------------------

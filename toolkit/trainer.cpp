@@ -1,6 +1,6 @@
 // trainer.cpp — the training run (see trainer.h): set-up, the loop, checkpoints, resume,
 // averaging, final BLEU. The model and data code it drives are in model.cpp and data.cpp.
-#include "trainer.h"
+#include "toolkit/trainer.h"
 
 #include <algorithm>
 #include <atomic>
@@ -12,10 +12,10 @@
 #include <filesystem>
 #include <stdexcept>
 
-#include "bleu.h"
-#include "checkpoint.h"
-#include "data.h"
-#include "decode.h"
+#include "toolkit/bleu_score.h"
+#include "model/checkpoint.h"
+#include "toolkit/parallel_data.h"
+#include "toolkit/decode.h"
 #include "tokenizer.h"
 
 namespace fs = std::filesystem;

@@ -1,5 +1,5 @@
 #!/usr/bin/python3
-"""test/bench_torch.py -- PyTorch speed anchor for the C++/CUDA Transformer.
+"""bench/bench_torch.py -- PyTorch speed anchor for the C++/CUDA Transformer.
 
 Uses the model and the fast batched decoders of test/reference.py (same numerics as the
 C++). Measured with the machine's best PyTorch settings: 2 threads, the OpenMP build of
@@ -8,8 +8,8 @@ OpenBLAS and tcmalloc. Run it exactly so (the BLAS and allocator it loaded are p
     env -u OPENBLAS_CORETYPE \\
         LD_LIBRARY_PATH=/usr/lib/x86_64-linux-gnu/openblas-openmp \\
         LD_PRELOAD=/usr/lib/x86_64-linux-gnu/libtcmalloc_minimal.so.4 \\
-        /usr/bin/python3 test/bench_torch.py train [--configs tiny,small,base] [--steps N]
-    (same prefix) /usr/bin/python3 test/bench_torch.py decode [--weights F] [--input F]
+        /usr/bin/python3 bench/bench_torch.py train [--configs tiny,small,base] [--steps N]
+    (same prefix) /usr/bin/python3 bench/bench_torch.py decode [--weights F] [--input F]
 
 train:  one full training step (forward, backward, Adam) on a fixed synthetic batch of
         sentence pairs of exactly 25 source and 25 target tokens (164 pairs = 4,100 + 4,100
@@ -37,7 +37,7 @@ import time
 import torch
 
 sys.dont_write_bytecode = True  # no test/__pycache__ from importing reference.py
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "test"))
 import reference as R  # noqa: E402
 
 # name: (layers, d_model, d_ff, heads, vocab, sentence pairs, timed steps)

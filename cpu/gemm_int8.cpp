@@ -50,7 +50,7 @@
 // one barrier, and compute their slivers. Each y element is computed by one thread with exact
 // integer sums, so the result cannot depend on the split. Products of at most 2^18
 // multiply-adds (and calls inside a parallel region) run serially.
-#include "gemm_int8.h"
+#include "cpu/gemm_int8.h"
 
 #include <algorithm>
 #include <cmath>

@@ -51,7 +51,7 @@
 // Portability: without __AVX512F__ the kernels are plain C++ loops (the compiler vectorises
 // them for whatever -march is given); without _OPENMP everything is serial; with
 // -DUSE_OPENBLAS sgemm() simply forwards to cblas_sgemm.
-#include "gemm.h"
+#include "cpu/gemm.h"
 
 #ifdef USE_OPENBLAS
 #include <cblas.h>

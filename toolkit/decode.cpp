@@ -10,13 +10,13 @@
 // The self-attention cache of layer l and step j is a slab (rows at step j, h*dk + h*dv).
 // A hypothesis keeps `slots`: the row its ancestor occupied at each earlier step, so a beam
 // that survives under another parent reads the right entries without any copy.
-#include "decode.h"
+#include "toolkit/decode.h"
 
 #include <algorithm>
 #include <cmath>
 #include <cstring>
 
-#include "gemm.h"
+#include "cpu/gemm.h"
 #include "tokenizer.h"
 
 int max_output_length(int source_length, const DecodeOptions& opt) {

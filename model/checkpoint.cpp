@@ -2,13 +2,13 @@
 // See checkpoint.h for the format. Every way a file can be wrong (missing, truncated, not
 // safetensors, another program's file, wrong dtype or shape, another config) is refused with
 // a message that names the file and the problem.
-#include "checkpoint.h"
+#include "model/checkpoint.h"
 
 #include <algorithm>
 #include <cstring>
 #include <unistd.h>
 
-#include "json.h"
+#include "toolkit/json.h"
 
 const char* const CHECKPOINT_FORMAT = "aiayn-transformer/1";
 

@@ -1,4 +1,4 @@
-# test/torch_env.sh — sourced by the benchmark scripts (test/bench.sh, test/bench_translate.sh):
+# bench/torch_env.sh — sourced by the benchmark scripts (bench/bench.sh, bench/bench_translate.sh):
 # sets TORCH, the command prefix that runs PyTorch at its best on this machine (OpenMP build of
 # OpenBLAS, OPENBLAS_CORETYPE unset, tcmalloc when installed), and PY, the interpreter with
 # Debian's python3-torch.

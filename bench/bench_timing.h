@@ -1,4 +1,4 @@
-// test/bench_timing.h — the clock, the alternating timer and the random fill shared by the
+// bench/bench_timing.h — the clock, the alternating timer and the random fill shared by the
 // matrix-product benchmarks (bench_gemm.cpp, bench_gemm_int8.cpp).
 #pragma once
 #include <algorithm>

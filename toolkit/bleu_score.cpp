@@ -11,7 +11,7 @@
 // Text is processed as UTF-8 bytes. Every 13a rule tests ASCII bytes only, and in valid
 // UTF-8 no byte of a multi-byte character is ASCII, so working on bytes gives the same
 // result as Python working on code points. Invalid UTF-8 passes through unchanged.
-#include "bleu.h"
+#include "toolkit/bleu_score.h"
 
 #include <cmath>
 #include <cstdio>

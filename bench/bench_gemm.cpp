@@ -1,4 +1,4 @@
-// test/bench_gemm.cpp — GFLOP/s of our sgemm (gemm.cpp) next to OpenBLAS's cblas_sgemm.
+// bench/bench_gemm.cpp — GFLOP/s of our sgemm (gemm.cpp) next to OpenBLAS's cblas_sgemm.
 //
 // Shapes are the model's (d_model 128..512, d_ff up to 2048, vocab 8000/37000, 4100 tokens):
 //   NN  Y[4100,N]  = X[4100,K] W[K,N]           (also dX = dY W in backward)
@@ -10,13 +10,13 @@
 // processes on the machine); with more threads they are wall time, so run on a quiet machine.
 //
 // Build (our sgemm is the default build; OpenBLAS is linked only for the comparison column):
-//   g++ -std=c++17 -O3 -march=native -fopenmp -Wall -Wextra gemm.cpp test/bench_gemm.cpp
+//   g++ -std=c++17 -O3 -march=native -fopenmp -Wall -Wextra gemm.cpp bench/bench_gemm.cpp
 //       -o bench_gemm -lopenblas
 // Run (OpenBLAS at its best: its OpenMP build, 2 threads, core type auto-detected):
 //   env -u OPENBLAS_CORETYPE LD_LIBRARY_PATH=/usr/lib/x86_64-linux-gnu/openblas-openmp
 //       OMP_NUM_THREADS=2 ./bench_gemm [seconds_per_product=0.15] [filter: NN|NT|TN|small]
-#include "../gemm.h"
-#include "bench_timing.h"
+#include "cpu/gemm.h"
+#include "bench/bench_timing.h"
 
 #include <cblas.h>
 

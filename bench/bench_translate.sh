@@ -1,13 +1,13 @@
 #!/bin/bash
-# test/bench_translate.sh [MODEL] — decoding speed and BLEU on the real test set: ours (fp32 and
+# bench/bench_translate.sh [MODEL] — decoding speed and BLEU on the real test set: ours (fp32 and
 # int8) against test/reference.py's batched, cached PyTorch decoder, same weights, same token
 # ids, same machine, greedy and beam 4. `make bench-translate` runs it on the model that
 # `make && ./train` leaves in runs/default/.
 #   MODEL   checkpoint (default runs/default/average.safetensors); its vocab.bpe beside it
 #   DATA    corpus folder with test.en / test.es (default data/corpus/default)
 # Ours: build/bench_decode --input (as ./translate: sorted by length, batches of 4,000 padded
-# source tokens). PyTorch: test/bench_torch.py decode --input --batch 100 (sorted, 100
-# sentences a batch), 2 threads, OpenMP OpenBLAS, tcmalloc (as test/bench.sh). CTranslate2
+# source tokens). PyTorch: bench/bench_torch.py decode --input --batch 100 (sorted, 100
+# sentences a batch), 2 threads, OpenMP OpenBLAS, tcmalloc (as bench/bench.sh). CTranslate2
 # (int8 and float32, test/bench_ct2.py, 2 threads, batches of 100) when `python3` can import
 # ctranslate2 (python3 -m pip install ctranslate2). The speed-up column is against PyTorch.
 set -eu
@@ -15,7 +15,7 @@ MODEL=${1:-runs/default/average.safetensors}
 VOCAB=${VOCAB:-$(dirname "$MODEL")/vocab.bpe}
 DATA=${DATA:-data/corpus/default}
 BUILD=${BUILD:-build}
-. test/torch_env.sh   # PY, TORCH
+. bench/torch_env.sh   # PY, TORCH
 for f in "$MODEL" "$VOCAB" "$DATA/test.en" "$DATA/test.es"; do
     [ -f "$f" ] || { echo "bench_translate: $f not found (train first: make && ./train)" >&2; exit 1; }
 done
@@ -30,7 +30,7 @@ echo "# $MODEL, $(wc -l < "$tmp/src.ids") test sentences"
 for p in fp32 int8; do
     "$BUILD/bench_decode" --model "$MODEL" --input "$tmp/src.ids" --precision $p --output "$tmp/ours-$p" > "$tmp/ours-$p.txt"
 done
-$TORCH $PY test/bench_torch.py decode --weights "$MODEL" --input "$tmp/src.ids" --batch 100 \
+$TORCH $PY bench/bench_torch.py decode --weights "$MODEL" --input "$tmp/src.ids" --batch 100 \
     --output "$tmp/torch" | grep '^torch decode' > "$tmp/torch.txt"
 CT2=${CT2_PYTHON:-python3}
 if $CT2 -c 'import ctranslate2' 2>/dev/null; then

@@ -13,8 +13,8 @@
 #include <cstring>
 #include <map>
 
-#include "gemm.h"
-#include "gemm_int8.h"
+#include "cpu/gemm.h"
+#include "cpu/gemm_int8.h"
 #include "transformer.h"
 
 #define MODEL_CHECK(cond, ...)                                                     \

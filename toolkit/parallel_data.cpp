@@ -5,7 +5,7 @@
 //
 // Build: g++ -std=c++17 -O3 -march=native -fopenmp -I. -c data.cpp
 // Test:  test/test_data.cpp (make test)
-#include "data.h"
+#include "toolkit/parallel_data.h"
 
 #include <algorithm>
 #include <chrono>

@@ -13,9 +13,9 @@
 //
 // Run: make bench-gemm-int8, or [OMP_NUM_THREADS=1] build/bench_gemm_int8 [seconds=0.1] [all]
 // (seconds per shape; "all" adds small-M decoding steps and larger layers).
-#include "../gemm.h"
-#include "../gemm_int8.h"
-#include "bench_timing.h"
+#include "cpu/gemm.h"
+#include "cpu/gemm_int8.h"
+#include "bench/bench_timing.h"
 
 #include <algorithm>
 #include <chrono>
