@@ -1,19 +1,26 @@
-// ops_cpu.cpp — every layer of the Transformer on the CPU: forward and backward side by side.
+// transformer.cpp — the CPU backend: every op of transformer.h's Backend, forward and backward
+// side by side, in plain C++17 loops with OpenMP across rows (or across (sentence, head) pairs
+// in attention) and the project's own GEMM (cpu/gemm.cpp) for every matrix product.
+// transformer.cu is the same list for the GPU: same names, same argument order, same order.
 //
-// This is the reference backend: plain C++17 loops, OpenMP across rows (or across
-// (sentence, head) pairs in attention), and the project's own GEMM (gemm.cpp) for every
-// matrix product. The CUDA kernels in transformer.cu carry the same names and arguments.
-// Backward functions ACCUMULATE into parameter gradients (dW, db, dg, dE) and, unless a
-// beta argument says otherwise, overwrite activation gradients.
+// The ops are written on float (namespace cpu); class CpuBackend at the end maps the
+// interface onto them (floatX is float here) and adds int8 products (cpu/gemm_int8.h).
+// Backward functions ACCUMULATE into parameter gradients (dW, db, dg, dE) and, unless a beta
+// argument says otherwise, overwrite activation gradients.
 //
-// Order: dropout, embedding + positional encoding, linear, ReLU, LayerNorm, attention,
-// label-smoothed cross-entropy, Adam.
+// Order: §3.4/§3.5 embedding + positional encoding, linear layers, §3.3 ReLU, §5.4 dropout and
+// the residual connection, LayerNorm, §3.2 attention, §3.2.3 attention over the decoding
+// cache, the loss and decoding's top-k, §5.3 Adam.
 #include <algorithm>
 #include <cmath>
+#include <cstdio>
+#include <cstdlib>
 #include <cstring>
+#include <map>
 #include <vector>
 
 #include "cpu/gemm.h"
+#include "cpu/gemm_int8.h"
 #include "transformer.h"
 
 #ifdef _OPENMP
@@ -24,6 +31,8 @@ static int thread_id() { return omp_get_thread_num(); }
 static int max_threads() { return 1; }
 static int thread_id() { return 0; }
 #endif
+
+namespace cpu {
 
 // exp(x), vectorisable (no branches, no libm call, so GCC turns loops of it into AVX-512):
 // Cephes' expf polynomial on x - n ln 2, times 2^n built from the exponent bits. Relative
@@ -47,26 +56,16 @@ static inline float exp_fast(float x) {
 }
 
 // ============================================================================================
-// Dropout: a counter-based generator (splitmix64 of seed and index), no state to carry.
+// §3.4 Embeddings, §3.5 Positional Encoding: E[token] * sqrt(d_model) + PE, then dropout.
 // ============================================================================================
-static inline uint64_t splitmix64(uint64_t x) {
-    x += 0x9E3779B97F4A7C15ull;
-    x = (x ^ (x >> 30)) * 0xBF58476D1CE4E5B9ull;
-    x = (x ^ (x >> 27)) * 0x94D049BB133111EBull;
-    return x ^ (x >> 31);
+// pe (L, d) = sinusoid(pos, c, d).
+void positional_table(float* pe, int L, int d) {
+#pragma omp parallel for schedule(static)
+    for (int pos = 0; pos < L; pos++)
+        for (int c = 0; c < d; c++) pe[(size_t)pos * d + c] = sinusoid(pos, c, d);
 }
 
-uint64_t dropout_site_seed(uint64_t seed, int64_t step, uint32_t site) {
-    return splitmix64(splitmix64(seed) ^ splitmix64(((uint64_t)step << 20) ^ site));
-}
-
-// Keep with probability 1 - p: compares 24 random bits with p * 2^24.
-bool dropout_keep(uint64_t site_seed, size_t i, float p) {
-    uint32_t r = (uint32_t)(splitmix64(site_seed + i * 0xD1B54A32D192ED03ull) >> 40);
-    return r >= (uint32_t)(p * 16777216.0f);
-}
-
-// y (n) = x * keep / (1 - p).
+// y (n) = x * keep / (1 - p) (§5.4); in place allowed.
 void dropout_forward(float* y, const float* x, size_t n, float p, uint64_t site_seed) {
     if (p <= 0.0f) {
         if (y != x) std::memcpy(y, x, n * sizeof(float));
@@ -77,46 +76,29 @@ void dropout_forward(float* y, const float* x, size_t n, float p, uint64_t site_
     for (size_t i = 0; i < n; i++) y[i] = dropout_keep(site_seed, i, p) ? x[i] * scale : 0.0f;
 }
 
-// dx (n) = dy * keep / (1 - p), the forward's mask recomputed.
-void dropout_backward(float* dx, const float* dy, size_t n, float p, uint64_t site_seed) {
-    dropout_forward(dx, dy, n, p, site_seed);
-}
-
-// ============================================================================================
-// Embedding * sqrt(d_model) + positional encoding, then dropout.
-// ============================================================================================
-void sinusoid_table(float* pe, int L, int d) {
-    for (int pos = 0; pos < L; pos++)
-        for (int i = 0; i + 1 < d + 1; i += 2) {
-            double angle = pos / std::pow(10000.0, (double)i / d);
-            pe[(size_t)pos * d + i] = (float)std::sin(angle);
-            if (i + 1 < d) pe[(size_t)pos * d + i + 1] = (float)std::cos(angle);
-        }
-}
-
-// x (B, L, d) = dropout(E[tokens] * sqrt(d) + pos_table[position]); pos_table (L, d).
-void embedding_forward(float* x, const int* tokens, const float* E, const float* pos_table,
+// x (B, L, d) = dropout(E[tokens] * sqrt(d) + pe[pos0 + l]); tokens (B, L), E (V, d).
+void embedding_forward(float* x, const int* tokens, const float* E, const float* pe, int pos0,
                        int B, int L, int d, float p, uint64_t site_seed) {
     const float emb_scale = std::sqrt((float)d);
 #pragma omp parallel for schedule(static)
     for (int r = 0; r < B * L; r++) {
         const float* e = E + (size_t)tokens[r] * d;   // (d)
-        const float* pe = pos_table + (size_t)(r % L) * d;
+        const float* pr = pe + (size_t)(pos0 + r % L) * d;
         float* out = x + (size_t)r * d;
-        for (int c = 0; c < d; c++) out[c] = e[c] * emb_scale + pe[c];
+        for (int c = 0; c < d; c++) out[c] = e[c] * emb_scale + pr[c];
     }
     dropout_forward(x, x, (size_t)B * L * d, p, site_seed);
 }
 
-// dE[tokens] += sqrt(d) * dropout'(dx); dpos[position] += dropout'(dx) (learned PE only).
+// dE[tokens] += sqrt(d) * dropout'(dx); dpe[position] += dropout'(dx) (learned PE only).
 // Serial over rows: rows that share a token add into the same row of dE.
-void embedding_backward(float* dE, float* dpos, const float* dx, const int* tokens,
-                        int B, int L, int d, float p, uint64_t site_seed) {
+void embedding_backward(float* dE, float* dpe, const float* dx, const int* tokens, int B, int L,
+                        int d, float p, uint64_t site_seed) {
     const float emb_scale = std::sqrt((float)d);
     const float keep_scale = p > 0 ? 1.0f / (1.0f - p) : 1.0f;
     for (int r = 0; r < B * L; r++) {
         float* de = dE + (size_t)tokens[r] * d;
-        float* dp = dpos ? dpos + (size_t)(r % L) * d : nullptr;
+        float* dp = dpe ? dpe + (size_t)(r % L) * d : nullptr;
         const float* g = dx + (size_t)r * d;
         for (int c = 0; c < d; c++) {
             size_t i = (size_t)r * d + c;
@@ -128,11 +110,15 @@ void embedding_backward(float* dE, float* dpos, const float* dx, const int* toke
 }
 
 // ============================================================================================
-// Linear: Y = X W^T + b with W [out, in], as nn.Linear.
+// Linear layers: Y = X W^T + b with W [out, in], as nn.Linear.
 // ============================================================================================
-// Y (rows, out) = X (rows, in) W^T + b.
-void linear_forward(float* Y, const float* X, const float* W, const float* b,
-                    int rows, int in, int out) {
+// Y (rows, out) = X (rows, in) W^T + b (b may be nullptr).
+void linear_forward(float* Y, const float* X, const float* W, const float* b, int rows, int in,
+                    int out) {
+    if (!b) {
+        sgemm(false, true, rows, out, in, 1.0f, X, in, W, in, 0.0f, Y, out);
+        return;
+    }
 #pragma omp parallel for schedule(static)
     for (int r = 0; r < rows; r++) std::memcpy(Y + (size_t)r * out, b, out * sizeof(float));
     sgemm(false, true, rows, out, in, 1.0f, X, in, W, in, 1.0f, Y, out);
@@ -167,11 +153,11 @@ void linear_backward(float* dX, float dX_beta, float* dW, float* db, const float
                      const float* X, const float* W, int rows, int in, int out) {
     if (dX) sgemm(false, false, rows, in, out, 1.0f, dY, out, W, in, dX_beta, dX, in);
     sgemm(true, false, out, in, rows, 1.0f, dY, out, X, in, 1.0f, dW, in);
-    column_sum_accumulate(db, dY, rows, out);
+    if (db) column_sum_accumulate(db, dY, rows, out);
 }
 
 // ============================================================================================
-// ReLU
+// §3.3 Position-wise Feed-Forward Networks: the ReLU between the two linear layers.
 // ============================================================================================
 void relu_forward(float* y, const float* x, size_t n) {
 #pragma omp parallel for simd schedule(static)
@@ -185,8 +171,27 @@ void relu_backward(float* dx, const float* dy, const float* y, size_t n) {
 }
 
 // ============================================================================================
-// LayerNorm over the last dimension, eps 1e-5, biased variance (nn.LayerNorm).
+// §5.4 Residual Dropout and §3.1's residual connection, LayerNorm over the last dimension.
 // ============================================================================================
+// dx (n) = dy * keep / (1 - p), the forward's mask recomputed.
+void dropout_backward(float* dx, const float* dy, size_t n, float p, uint64_t site_seed) {
+    dropout_forward(dx, dy, n, p, site_seed);
+}
+
+// y (n) = x + dropout(f); y may be f.
+void residual_forward(float* y, const float* f, const float* x, size_t n, float p,
+                      uint64_t site_seed) {
+    if (p <= 0.0f) {
+#pragma omp parallel for simd schedule(static)
+        for (size_t i = 0; i < n; i++) y[i] = f[i] + x[i];
+        return;
+    }
+    const float scale = 1.0f / (1.0f - p);
+#pragma omp parallel for schedule(static)
+    for (size_t i = 0; i < n; i++)
+        y[i] = (dropout_keep(site_seed, i, p) ? f[i] * scale : 0.0f) + x[i];
+}
+
 static const float LN_EPS = 1e-5f;
 
 // y (rows, d) = (x - mean) * rstd * g + b; mean, rstd (rows) saved for backward.
@@ -251,9 +256,11 @@ void layernorm_backward(float* dx, float dx_beta, float* dg, float* db, const fl
 }
 
 // ============================================================================================
-// Multi-head scaled dot-product attention. One (sentence, head) pair per task; the products
-// are small GEMMs on strided views of the projection outputs (no copies, no transposes).
+// §3.2.1 Scaled Dot-Product Attention, §3.2.2 Multi-Head Attention. One (sentence, head) pair
+// per task; the products are small GEMMs on strided views of the projection outputs (no
+// copies, no transposes).
 // ============================================================================================
+// Floats of scratch attention_forward/backward need: two (Lq, Lk) tiles per thread.
 size_t attention_scratch_floats(int Lq, int Lk) {
     return (size_t)max_threads() * 2 * Lq * Lk;
 }
@@ -373,8 +380,135 @@ void attention_backward(float* dq, float* dkv, const float* dctx, const float* p
 }
 
 // ============================================================================================
-// Label-smoothed cross-entropy (PyTorch's CrossEntropyLoss(label_smoothing=eps,
-// ignore_index=PAD)): per row, loss = lse - (1 - eps) z_y - (eps / V) sum_k z_k.
+// §3.2.3 The decoder one position at a time: one query per row over cached keys and values.
+// ============================================================================================
+// Dot product of two vectors of length n (vectorised; the order of the additions is the
+// compiler's SIMD order, not left to right).
+static inline float dot(const float* a, const float* b, int n) {
+    float s = 0;
+#pragma omp simd reduction(+ : s)
+    for (int i = 0; i < n; i++) s += a[i] * b[i];
+    return s;
+}
+
+// x (rows, n) -> softmax of each row, in place (serial: the callers run it per thread).
+static void softmax_rows(float* x, int rows, int n) {
+    for (int r = 0; r < rows; r++) {
+        float* z = x + (size_t)r * n;
+        float mx = -INFINITY, sum = 0.0f;
+#pragma omp simd reduction(max : mx)
+        for (int k = 0; k < n; k++) mx = z[k] > mx ? z[k] : mx;
+#pragma omp simd reduction(+ : sum)
+        for (int k = 0; k < n; k++) {
+            z[k] = exp_fast(z[k] - mx);
+            sum += z[k];
+        }
+        const float inv = 1.0f / sum;
+#pragma omp simd
+        for (int k = 0; k < n; k++) z[k] *= inv;
+    }
+}
+
+// ctx (n, H*dv): row r's query over the keys/values of steps 0..t, found through slots
+// (see Backend::attention_step_self). Key-major scores, so that each cached row is read once.
+void attention_step_self(float* ctx, const float* q, const float* cache, int R,
+                         const int* slots, int ld_slots, int t, const StepShape& s) {
+    const int H = s.H, dk = s.dk, dv = s.dv, ld = H * dk + H * dv, len = t + 1;
+    const float scale = 1.0f / std::sqrt((float)dk);
+#pragma omp parallel
+    {
+        std::vector<float> scores((size_t)H * len);   // (H, len)
+#pragma omp for schedule(static)
+        for (int r = 0; r < s.n; r++) {
+            auto entry = [&](int j) {   // key of step j; its value follows at column H*dk
+                const int row = j < t ? slots[(size_t)r * ld_slots + j] : r;
+                return cache + ((size_t)j * R + row) * ld;
+            };
+            const float* qr = q + (size_t)r * s.q_stride;
+            for (int j = 0; j < len; j++) {
+                const float* k = entry(j);
+                for (int h = 0; h < H; h++) scores[h * len + j] = dot(qr + h * dk, k + h * dk, dk) * scale;
+            }
+            softmax_rows(scores.data(), H, len);
+            float* out = ctx + (size_t)r * H * dv;
+            std::fill(out, out + (size_t)H * dv, 0.0f);
+            for (int j = 0; j < len; j++) {   // ctx += p_j v_j, each value row read once
+                const float* v = entry(j) + H * dk;
+                for (int h = 0; h < H; h++) {
+                    const float p = scores[h * len + j];
+                    float* o = out + h * dv;
+                    const float* vh = v + h * dv;
+#pragma omp simd
+                    for (int c = 0; c < dv; c++) o[c] += p * vh[c];
+                }
+            }
+        }
+    }
+}
+
+// slots_dst row r = slots_src row parent[r] (columns < t - 1), column t - 1 = parent[r].
+void cache_reorder(int* slots_dst, const int* slots_src, const int* parent, int n, int t,
+                   int ld) {
+#pragma omp parallel for schedule(static)
+    for (int r = 0; r < n; r++) {
+        const int* from = slots_src + (size_t)parent[r] * ld;
+        int* to = slots_dst + (size_t)r * ld;
+        std::copy(from, from + (t - 1), to);
+        to[t - 1] = parent[r];
+    }
+}
+
+// kt (B, H, dk, S) = the keys of kv (B*S, ld) transposed, so that a query's scores over all S
+// keys are a sum of dk vectors of length S (vectorised over the keys).
+void attention_keys_transpose(float* kt, const float* kv, int B, int S, int H, int dk, int ld) {
+#pragma omp parallel for collapse(2) schedule(static)
+    for (int b = 0; b < B; b++)
+        for (int h = 0; h < H; h++)
+            for (int j = 0; j < S; j++)
+                for (int c = 0; c < dk; c++)
+                    kt[(((size_t)b * H + h) * dk + c) * S + j] = kv[((size_t)b * S + j) * ld + h * dk + c];
+}
+
+// ctx (n, H*dv): row r attends over the first len[b] keys of its sentence b = sentence[r],
+// per head, vectorised over the keys and over the value channels:
+//   p (len) = softmax(q K^T / sqrt(dk)) from the transposed keys,   ctx (dv) = sum_j p_j v_j.
+void attention_step_cross(float* ctx, const float* q, const float* kt, const float* kv, int ld,
+                          const int* len, const int* sentence, int S, const StepShape& s) {
+    const int H = s.H, dk = s.dk, dv = s.dv;
+    const float scale = 1.0f / std::sqrt((float)dk);
+#pragma omp parallel
+    {
+        std::vector<float> p(S);
+#pragma omp for schedule(static)
+        for (int rh = 0; rh < s.n * H; rh++) {
+            const int r = rh / H, h = rh % H, b = sentence[r], n = len[b];
+            const float* qh = q + (size_t)r * s.q_stride + h * dk;
+            const float* k = kt + ((size_t)b * H + h) * dk * S;   // (dk, S)
+            std::fill(p.begin(), p.begin() + n, 0.0f);
+            for (int i = 0; i < dk; i++) {
+                const float qi = qh[i] * scale;
+                const float* ki = k + (size_t)i * S;
+#pragma omp simd
+                for (int j = 0; j < n; j++) p[j] += qi * ki[j];
+            }
+            softmax_rows(p.data(), 1, n);
+            float* out = ctx + (size_t)r * H * dv + h * dv;
+            std::fill(out, out + dv, 0.0f);
+            const float* v = kv + (size_t)b * S * ld + H * dk + h * dv;   // (n, ld)
+            for (int j = 0; j < n; j++) {
+                const float pj = p[j];
+                const float* vj = v + (size_t)j * ld;
+#pragma omp simd
+                for (int c = 0; c < dv; c++) out[c] += pj * vj[c];
+            }
+        }
+    }
+}
+
+// ============================================================================================
+// §5.4 Label Smoothing: cross-entropy against q(y) = 1 - eps + eps/V, q(k) = eps/V, as
+// PyTorch's CrossEntropyLoss(label_smoothing=eps, ignore_index=PAD): per row,
+// loss = lse - (1 - eps) z_y - (eps / V) sum_k z_k.  Decoding's log-softmax + top-k.
 // ============================================================================================
 double crossentropy_forward(float* lse, const float* logits, const int* labels, int rows, int V,
                             float eps) {
@@ -401,38 +535,6 @@ double crossentropy_forward(float* lse, const float* logits, const int* labels, 
     return total;
 }
 
-// lse (rows) = log(sum_k exp(x_k)) of each row of x (rows, V): the log-softmax normaliser.
-void logsumexp_rows(float* lse, const float* x, int rows, int V) {
-#pragma omp parallel for schedule(static)
-    for (int r = 0; r < rows; r++) {
-        const float* z = x + (size_t)r * V;
-        float mx = -INFINITY, sum = 0.0f;
-#pragma omp simd reduction(max : mx)
-        for (int k = 0; k < V; k++) mx = z[k] > mx ? z[k] : mx;
-#pragma omp simd reduction(+ : sum)
-        for (int k = 0; k < V; k++) sum += exp_fast(z[k] - mx);
-        lse[r] = mx + std::log(sum);
-    }
-}
-
-// x (rows, n) -> softmax of each row, in place (serial: callers run it per thread).
-void softmax_rows(float* x, int rows, int n) {
-    for (int r = 0; r < rows; r++) {
-        float* z = x + (size_t)r * n;
-        float mx = -INFINITY, sum = 0.0f;
-#pragma omp simd reduction(max : mx)
-        for (int k = 0; k < n; k++) mx = z[k] > mx ? z[k] : mx;
-#pragma omp simd reduction(+ : sum)
-        for (int k = 0; k < n; k++) {
-            z[k] = exp_fast(z[k] - mx);
-            sum += z[k];
-        }
-        const float inv = 1.0f / sum;
-#pragma omp simd
-        for (int k = 0; k < n; k++) z[k] *= inv;
-    }
-}
-
 // logits (rows, V) -> (softmax - q) * scale in place; PAD rows -> 0.
 void crossentropy_backward(float* logits, const float* lse, const int* labels, int rows, int V,
                            float eps, float scale) {
@@ -448,10 +550,90 @@ void crossentropy_backward(float* logits, const float* lse, const int* labels, i
     }
 }
 
+// log(sum_k exp(z_k)) of z (V).
+static float logsumexp(const float* z, int V) {
+    float mx = -INFINITY, sum = 0.0f;
+#pragma omp simd reduction(max : mx)
+    for (int k = 0; k < V; k++) mx = z[k] > mx ? z[k] : mx;
+#pragma omp simd reduction(+ : sum)
+    for (int k = 0; k < V; k++) sum += exp_fast(z[k] - mx);
+    return mx + std::log(sum);
+}
+
+// The k best entries of z (V) into best[0..k), best first (ties: lowest id); returns how many
+// (k, or V when V < k). Blocks of 16 whose maximum cannot enter the list are skipped with one
+// vectorised test, so only a few blocks are scanned.
+static int top_k(const float* z, int V, int k, int* best) {
+    int n = 0;
+    for (int w0 = 0; w0 < V; w0 += 16) {
+        const int w1 = std::min(V, w0 + 16);
+        if (n == k) {
+            float mx = -INFINITY;
+#pragma omp simd reduction(max : mx)
+            for (int w = w0; w < w1; w++) mx = std::max(mx, z[w]);
+            if (mx <= z[best[n - 1]]) continue;
+        }
+        for (int w = w0; w < w1; w++) {
+            if (n == k && z[w] <= z[best[n - 1]]) continue;
+            int pos = (int)(std::upper_bound(best, best + n, w, [&](int a, int b) { return z[a] > z[b]; }) - best);
+            if (n < k) n++;
+            for (int i = n - 1; i > pos; i--) best[i] = best[i - 1];
+            best[pos] = w;
+        }
+    }
+    return n;
+}
+
+// tokens, logp (rows, k): each row's k best tokens and their z - logsumexp(z), best first;
+// `banned` counts as -inf. Rows of logits have stride ld.
+void logsoftmax_topk(int* tokens, float* logp, const float* logits, int rows, int V, int ld,
+                     int k, int banned) {
+#pragma omp parallel
+    {
+        std::vector<float> row(banned >= 0 ? V : 0);
+#pragma omp for schedule(static)
+        for (int r = 0; r < rows; r++) {
+            const float* z = logits + (size_t)r * ld;
+            if (banned >= 0) {
+                std::copy(z, z + V, row.begin());
+                row[banned] = -INFINITY;
+                z = row.data();
+            }
+            const float lse = logsumexp(z, V);
+            int* best = tokens + (size_t)r * k;
+            const int found = top_k(z, V, k, best);
+            for (int i = 0; i < k; i++)   // fewer than k tokens (V < k): token -1, -inf
+                logp[(size_t)r * k + i] = i < found ? z[best[i]] - lse : -INFINITY;
+            for (int i = found; i < k; i++) best[i] = -1;
+        }
+    }
+}
+
 // ============================================================================================
-// Adam, PyTorch's formulation: m = b1 m + (1-b1) g; v = b2 v + (1-b2) g^2;
-// p -= lr / (1 - b1^t) * m / (sqrt(v) / sqrt(1 - b2^t) + eps).
+// §5.3 Optimizer: Adam, PyTorch's formulation: m = b1 m + (1-b1) g; v = b2 v + (1-b2) g^2;
+// p -= lr / (1 - b1^t) * m / (sqrt(v) / sqrt(1 - b2^t) + eps). Gradient norm for clipping.
 // ============================================================================================
+// sqrt(sum g^2): 64 fixed chunks summed in double, so the result is the same for any threads.
+double global_norm(const float* g, size_t n) {
+    const size_t chunks = 64;
+    double part[chunks];
+#pragma omp parallel for schedule(static)
+    for (size_t c = 0; c < chunks; c++) {
+        size_t i0 = n * c / chunks, i1 = n * (c + 1) / chunks;
+        double s = 0;
+        for (size_t i = i0; i < i1; i++) s += (double)g[i] * g[i];
+        part[c] = s;
+    }
+    double total = 0;
+    for (double p : part) total += p;
+    return std::sqrt(total);
+}
+
+void scale(float* x, size_t n, float s) {
+#pragma omp parallel for simd schedule(static)
+    for (size_t i = 0; i < n; i++) x[i] *= s;
+}
+
 void adam_step(float* p, const float* g, float* m, float* v, size_t n, float lr, float beta1,
                float beta2, float eps, int64_t step) {
     const float step_size = (float)(lr / (1.0 - std::pow((double)beta1, (double)step)));
@@ -462,4 +644,223 @@ void adam_step(float* p, const float* g, float* m, float* v, size_t n, float lr,
         v[i] = beta2 * v[i] + (1.0f - beta2) * g[i] * g[i];
         p[i] -= step_size * m[i] / (std::sqrt(v[i]) / bc2_sqrt + eps);
     }
+}
+
+}  // namespace cpu
+
+// =============================================================================================
+// CpuBackend: the interface on the ops above. floatX is float; memory is host memory.
+// =============================================================================================
+const char* precision_name(Precision p) {
+    return p == Precision::BF16 ? "bf16" : p == Precision::INT8 ? "int8" : "fp32";
+}
+
+bool Backend::quantize_weights(const float*, int, int, std::string* error) {
+    *error = std::string("int8 products are a CPU option; this backend runs ") +
+             precision_name(precision());
+    return false;
+}
+
+namespace {
+
+float* F(floatX* p) { return reinterpret_cast<float*>(p); }
+const float* F(const floatX* p) { return reinterpret_cast<const float*>(p); }
+
+class CpuBackend final : public Backend {
+public:
+    Device device() const override { return Device::CPU; }
+    Precision precision() const override { return int8_.empty() ? Precision::FP32 : Precision::INT8; }
+    std::string describe() const override {
+        return "CPU, " + std::to_string(max_threads()) + " OpenMP thread" +
+               (max_threads() > 1 ? "s, " : ", ") + precision_name(precision());
+    }
+    void* alloc(size_t bytes) override {
+        if (bytes == 0) return nullptr;
+        void* p = std::aligned_alloc(64, (bytes + 63) / 64 * 64);
+        if (!p) {
+            std::fprintf(stderr, "error: out of memory allocating %.1f MB on the CPU\n", bytes / 1e6);
+            std::exit(1);
+        }
+        return p;
+    }
+    void release(void* p) override { std::free(p); }
+    void upload(void* dst, const void* src, size_t bytes) override { copy(dst, src, bytes); }
+    void download(void* dst, const void* src, size_t bytes) override { copy(dst, src, bytes); }
+    void copy(void* dst, const void* src, size_t bytes) override {
+        if (bytes && dst != src) std::memcpy(dst, src, bytes);
+    }
+    void fill_zero(void* dst, size_t bytes) override {
+        if (bytes) std::memset(dst, 0, bytes);
+    }
+    void copy_rows(floatX* dst, int ld_dst, const floatX* src, int ld_src, int rows,
+                   int cols) override {
+        for (int r = 0; r < rows; r++)
+            std::memcpy(F(dst) + (size_t)r * ld_dst, F(src) + (size_t)r * ld_src, cols * sizeof(float));
+    }
+    void convert_weights(floatX* w, const float* p, size_t n) override {
+        copy(w, p, n * sizeof(float));
+    }
+
+    void positional_table(floatX* pe, int L, int d) override { cpu::positional_table(F(pe), L, d); }
+    void embedding_forward(floatX* x, const int* tokens, const floatX* E, const floatX* pe,
+                           int pos0, int B, int L, int d, float p, uint64_t seed) override {
+        cpu::embedding_forward(F(x), tokens, F(E), F(pe), pos0, B, L, d, p, seed);
+    }
+    void embedding_backward(float* dE, float* dpe, const floatX* dx, const int* tokens, int B,
+                            int L, int d, float p, uint64_t seed) override {
+        cpu::embedding_backward(dE, dpe, F(dx), tokens, B, L, d, p, seed);
+    }
+
+    void linear_forward(floatX* Y, const floatX* X, const floatX* W, const floatX* b, int rows,
+                        int in, int out) override {
+        if (!int8_.empty()) return linear_int8(F(Y), out, F(X), rows, int8_at(F(W), out, in), F(b), false);
+        cpu::linear_forward(F(Y), F(X), F(W), F(b), rows, in, out);
+    }
+    void linear_backward(floatX* dX, float dX_beta, float* dW, float* db, const floatX* dY,
+                         const floatX* X, const floatX* W, int rows, int in, int out) override {
+        cpu::linear_backward(F(dX), dX_beta, dW, db, F(dY), F(X), F(W), rows, in, out);
+    }
+
+    void relu_forward(floatX* y, const floatX* x, size_t n) override { cpu::relu_forward(F(y), F(x), n); }
+    void relu_backward(floatX* dx, const floatX* dy, const floatX* y, size_t n) override {
+        cpu::relu_backward(F(dx), F(dy), F(y), n);
+    }
+
+    void dropout_forward(floatX* y, const floatX* x, size_t n, float p, uint64_t seed) override {
+        cpu::dropout_forward(F(y), F(x), n, p, seed);
+    }
+    void dropout_backward(floatX* dx, const floatX* dy, size_t n, float p, uint64_t seed) override {
+        cpu::dropout_backward(F(dx), F(dy), n, p, seed);
+    }
+    void residual_forward(floatX* y, const floatX* f, const floatX* x, size_t n, float p,
+                          uint64_t seed) override {
+        cpu::residual_forward(F(y), F(f), F(x), n, p, seed);
+    }
+    void layernorm_forward(floatX* y, float* mean, float* rstd, const floatX* x, const floatX* g,
+                           const floatX* b, int rows, int d) override {
+        cpu::layernorm_forward(F(y), mean, rstd, F(x), F(g), F(b), rows, d);
+    }
+    void layernorm_backward(floatX* dx, float dx_beta, float* dg, float* db, const floatX* dy,
+                            const floatX* x, const float* mean, const float* rstd,
+                            const floatX* g, int rows, int d) override {
+        cpu::layernorm_backward(F(dx), dx_beta, dg, db, F(dy), F(x), mean, rstd, F(g), rows, d);
+    }
+
+    void attention_forward(floatX* ctx, float* probs, const floatX* q, const floatX* kv,
+                           const int* key_tokens, const AttentionShape& s, float p_attn,
+                           uint64_t seed) override {
+        cpu::attention_forward(F(ctx), probs, F(q), F(kv), key_tokens, s, p_attn, seed,
+                               scratch(s.Lq, s.Lk));
+    }
+    void attention_backward(floatX* dq, floatX* dkv, const floatX* dctx, const float* probs,
+                            const floatX* q, const floatX* kv, const AttentionShape& s,
+                            float p_attn, uint64_t seed) override {
+        cpu::attention_backward(F(dq), F(dkv), F(dctx), probs, F(q), F(kv), s, p_attn, seed,
+                                scratch(s.Lq, s.Lk));
+    }
+
+    void attention_step_self(floatX* ctx, const floatX* q, const floatX* cache, int R,
+                             const int* slots, int ld_slots, int t, const StepShape& s) override {
+        cpu::attention_step_self(F(ctx), F(q), F(cache), R, slots, ld_slots, t, s);
+    }
+    void cache_reorder(int* slots_dst, const int* slots_src, const int* parent, int n, int t,
+                       int ld) override {
+        cpu::cache_reorder(slots_dst, slots_src, parent, n, t, ld);
+    }
+    void attention_keys_transpose(floatX* kt, const floatX* kv, int B, int S, int H, int dk,
+                                  int ld) override {
+        cpu::attention_keys_transpose(F(kt), F(kv), B, S, H, dk, ld);
+    }
+    void attention_step_cross(floatX* ctx, const floatX* q, const floatX* kt, const floatX* kv,
+                              int ld, const int* len, const int* sentence, int S,
+                              const StepShape& s) override {
+        cpu::attention_step_cross(F(ctx), F(q), F(kt), F(kv), ld, len, sentence, S, s);
+    }
+
+    double crossentropy_forward(float* lse, const floatX* logits, const int* labels, int rows,
+                                int V, float eps) override {
+        return cpu::crossentropy_forward(lse, F(logits), labels, rows, V, eps);
+    }
+    void crossentropy_backward(floatX* logits, const float* lse, const int* labels, int rows,
+                               int V, float eps, float scale) override {
+        cpu::crossentropy_backward(F(logits), lse, labels, rows, V, eps, scale);
+    }
+    void logsoftmax_topk(int* tokens, float* logp, const floatX* logits, int rows, int V, int ld,
+                         int k, int banned) override {
+        cpu::logsoftmax_topk(tokens, logp, F(logits), rows, V, ld, k, banned);
+    }
+
+    double global_norm(const float* g, size_t n) override { return cpu::global_norm(g, n); }
+    void scale(float* x, size_t n, float s) override { cpu::scale(x, n, s); }
+    void adam_step(float* p, const float* g, float* m, float* v, floatX* w, size_t n, float lr,
+                   float beta1, float beta2, float eps, int64_t step) override {
+        cpu::adam_step(p, g, m, v, n, lr, beta1, beta2, eps, step);
+        if (w && F(w) != p) copy(w, p, n * sizeof(float));
+    }
+
+    bool quantize_weights(const float* W, int N, int K, std::string*) override {
+        int8_weights_init(&int8_[W], W, N, K);
+        return true;
+    }
+    void drop_quantized_weights() override { int8_.clear(); }
+
+private:
+    std::vector<float> scratch_;                  // attention's per-thread tiles
+    std::map<const float*, Int8Weights> int8_;    // quantized weight matrices, by address
+
+    float* scratch(int Lq, int Lk) {
+        const size_t n = cpu::attention_scratch_floats(Lq, Lk);
+        if (scratch_.size() < n) scratch_.resize(n);
+        return scratch_.data();
+    }
+    const Int8Weights& int8_at(const float* W, int N, int K) const {
+        auto it = int8_.find(W);
+        if (it == int8_.end() || it->second.N != N || it->second.K != K) {
+            std::fprintf(stderr, "error (%s:%d): no int8 weights for the %d x %d matrix at %p "
+                         "(model_quantize covers every product)\n", __FILE__, __LINE__, N, K,
+                         (const void*)W);
+            std::exit(1);
+        }
+        return it->second;
+    }
+};
+
+}  // namespace
+
+std::unique_ptr<Backend> make_cpu_backend() { return std::make_unique<CpuBackend>(); }
+
+#ifndef USE_CUDA
+bool cuda_built() { return false; }
+
+std::unique_ptr<Backend> make_cuda_backend(Precision, std::string* error) {
+    *error = "this build has no CUDA backend (nvcc was not found when it was built)";
+    return nullptr;
+}
+#endif
+
+std::unique_ptr<Backend> make_backend(const std::string& device, const std::string& precision,
+                                      std::string* error, std::string* note) {
+    if (device != "auto" && device != "cpu" && device != "cuda") {
+        *error = "--device must be auto, cpu or cuda, not '" + device + "'";
+        return nullptr;
+    }
+    if (precision != "" && precision != "fp32" && precision != "bf16" && precision != "int8") {
+        *error = "--precision must be fp32, bf16 (GPU) or int8 (CPU), not '" + precision + "'";
+        return nullptr;
+    }
+    if (device != "cpu" && precision != "int8") {
+        std::string why;
+        auto gpu = make_cuda_backend(precision == "fp32" ? Precision::FP32 : Precision::BF16, &why);
+        if (gpu) return gpu;
+        if (device == "cuda") {
+            *error = why;
+            return nullptr;
+        }
+        if (note) *note = "no GPU (" + why + "): running on the CPU";
+    }
+    if (precision == "bf16") {
+        *error = "--precision bf16 needs the GPU; the CPU runs fp32 (or int8 for translation)";
+        return nullptr;
+    }
+    return make_cpu_backend();   // int8: the caller quantizes once the weights are loaded
 }

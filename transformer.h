@@ -1,20 +1,21 @@
-// transformer.h — the model of "Attention Is All You Need" (Vaswani et al., 2017):
-// configuration, the padded batch, the parameter layout, the layer ops and the model API.
+// transformer.h — the model of "Attention Is All You Need" (Vaswani et al., 2017): the
+// configuration, the padded batch, the parameter layout, the op interface that every backend
+// implements (the CPU in transformer.cpp, the GPU in transformer.cu), and the model API.
 //
 // Reading order for a newcomer: Config -> ParamLayout (names and shapes of every tensor, one
-// contiguous buffer) -> the layer ops (ops_cpu.cpp, forward/backward pairs) -> Model
-// (model.cpp: the encoder/decoder sequence, loss, backward, Adam) -> checkpoint.cpp.
-// Shapes are written (B, L, C): B sentences, L positions, C channels.
+// contiguous buffer) -> Backend (the ops, grouped by section of the paper: the complete
+// contract of a device) -> Model and its functions (model/model.cpp: the encoder, the decoder
+// for training and for decoding, the loss, backward and Adam, written once on the ops) ->
+// model/checkpoint.cpp. numerics.h holds what both backends compute bit for bit.
+// Shapes are written (B, L, C): B sentences, L positions, C channels; rows = B * L.
 #pragma once
 #include <cstddef>
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <vector>
 
-// ---------------------------------------------------------------------------------------------
-// Special token ids (DESIGN.md): source = tokens + </s>; decoder input = <s> + tokens;
-// labels = tokens + </s>.
-enum SpecialToken { PAD_ID = 0, UNK_ID = 1, BOS_ID = 2, EOS_ID = 3 };
+#include "numerics.h"   // special token ids, dropout generator, sinusoids
 
 // A padded batch of sentence pairs: the model's input. Row-major, padding id 0.
 // Masks are derived from the padding inside the model (key padding: src == PAD_ID).
@@ -103,51 +104,248 @@ struct ParamLayout {
 };
 ParamLayout make_layout(const Config& cfg);
 
-// ---------------------------------------------------------------------------------------------
-// The model: config, the four contiguous buffers, activations for the largest batch so far.
-struct Activations;   // model.cpp
-struct Int8Model;     // model.cpp: int8 copies of the weight matrices (model_quantize)
+
+// =============================================================================================
+// The op interface: everything the model sequence asks of a device
+// =============================================================================================
+// The model sequence (model/model.cpp) never touches an element of a tensor: it plans memory,
+// then calls these ops, in this order, on pointers into memory the backend gave it. A backend
+// is the device, its precision and the ops; CpuBackend (transformer.cpp) and CudaBackend
+// (transformer.cu) implement the same list, in the same order, with the same shape comments.
+//
+// Memory kinds: parameters, their gradients and Adam's state are float (fp32 master copies);
+// activations and the weights as the products read them are floatX; token ids are int; all
+// of them live on the device (host memory for the CPU). Backward ops ACCUMULATE into
+// parameter gradients and, unless a beta argument says otherwise, overwrite activation
+// gradients. Every op may assume its pointers do not alias unless its comment allows it.
+
+// floatX: the element of activations and of the weights the products read. float on the CPU
+// and in the GPU's fp32 mode, bfloat16 in its bf16 mode (llm.c's name). Opaque on purpose:
+// the model sequence only passes floatX pointers along; the backends read the elements.
+struct floatX;
+
+enum class Device { CPU, CUDA };
+// fp32: the reference numerics. bf16 (GPU): bf16 weight copy and activations, fp32 master
+// weights, gradients, Adam state, LayerNorm statistics, softmax and loss. int8 (CPU,
+// inference): weight matrices quantized per output row, activations per row on the fly.
+enum class Precision { FP32, BF16, INT8 };
+const char* precision_name(Precision p);   // "fp32", "bf16", "int8"
+
+// Multi-head attention over B sentences (training and full-prefix passes).
+// q: (B, Lq, *) with head h's query at column q_col + h*dk, row stride q_stride; k and v:
+// (B, Lk, *) at columns k_col + h*dk and v_col + h*dv, row stride kv_stride.
+// key_tokens (B, Lk) masks PAD keys; causal also masks keys j > i.
+struct AttentionShape {
+    int B, Lq, Lk, H, dk, dv;
+    int q_stride, q_col, kv_stride, k_col, v_col;
+    bool causal;
+};
+
+// Decoding: one query row per hypothesis. q (n, *) with head h's query at column h*dk, row
+// stride q_stride; ctx (n, H*dv).
+struct StepShape { int n, H, dk, dv, q_stride; };
+
+class Backend {
+public:
+    virtual ~Backend() = default;
+
+    // ---- The device and its memory ----------------------------------------------------------
+    virtual Device device() const = 0;
+    virtual Precision precision() const = 0;
+    virtual std::string describe() const = 0;   // e.g. "CPU, 2 OpenMP threads, fp32"
+    size_t floatx_size() const { return precision() == Precision::BF16 ? 2 : 4; }
+    // Device memory, uninitialised, 64-byte aligned; nullptr for 0 bytes. Out of memory ends
+    // the program with a message naming the size.
+    virtual void* alloc(size_t bytes) = 0;
+    virtual void release(void* p) = 0;
+    virtual void upload(void* dst, const void* host_src, size_t bytes) = 0;
+    virtual void download(void* host_dst, const void* src, size_t bytes) = 0;
+    virtual void copy(void* dst, const void* src, size_t bytes) = 0;
+    virtual void fill_zero(void* dst, size_t bytes) = 0;
+    // dst (rows, cols) with row stride ld_dst = src (rows, cols) with row stride ld_src.
+    virtual void copy_rows(floatX* dst, int ld_dst, const floatX* src, int ld_src, int rows,
+                           int cols) = 0;
+    // w (n) = p (n) in floatX: the products' copy of the weights (bf16; never called in fp32,
+    // where the weights are the parameters themselves).
+    virtual void convert_weights(floatX* w, const float* p, size_t n) = 0;
+
+    // ---- §3.4 Embeddings, §3.5 Positional Encoding ------------------------------------------
+    // pe (L, d) = sinusoid(pos, c, d) (numerics.h).
+    virtual void positional_table(floatX* pe, int L, int d) = 0;
+    // x (B, L, d) = dropout(E[tokens] * sqrt(d) + pe[pos0 + l]); tokens (B, L), E (V, d).
+    virtual void embedding_forward(floatX* x, const int* tokens, const floatX* E,
+                                   const floatX* pe, int pos0, int B, int L, int d, float p,
+                                   uint64_t site_seed) = 0;
+    // dE[tokens] += sqrt(d) * dropout'(dx); dpe[l] += dropout'(dx) when dpe (learned PE).
+    virtual void embedding_backward(float* dE, float* dpe, const floatX* dx, const int* tokens,
+                                    int B, int L, int d, float p, uint64_t site_seed) = 0;
+
+    // ---- Linear layers: every projection of §3.2.2 and §3.3, and the logits of §3.4 -------
+    // Y (rows, out) = X (rows, in) W^T + b; W (out, in) as nn.Linear; b may be nullptr.
+    virtual void linear_forward(floatX* Y, const floatX* X, const floatX* W, const floatX* b,
+                                int rows, int in, int out) = 0;
+    // dX (rows, in) = dY W + dX_beta * dX (dX may be nullptr); dW (out, in) += dY^T X;
+    // db (out) += sum over rows of dY (db may be nullptr).
+    virtual void linear_backward(floatX* dX, float dX_beta, float* dW, float* db,
+                                 const floatX* dY, const floatX* X, const floatX* W, int rows,
+                                 int in, int out) = 0;
+
+    // ---- §3.3 Position-wise Feed-Forward Networks: the ReLU ----------------------------------
+    // y (n) = max(0, x); in place allowed.
+    virtual void relu_forward(floatX* y, const floatX* x, size_t n) = 0;
+    // dx (n) = dy where y > 0, else 0; in place (dx == dy) allowed.
+    virtual void relu_backward(floatX* dx, const floatX* dy, const floatX* y, size_t n) = 0;
+
+    // ---- §5.4 Residual Dropout, and the residual connections + LayerNorm of §3.1 ------------
+    // y (n) = dropout(x): x * keep / (1 - p); in place allowed. backward: the same mask.
+    virtual void dropout_forward(floatX* y, const floatX* x, size_t n, float p,
+                                 uint64_t site_seed) = 0;
+    virtual void dropout_backward(floatX* dx, const floatX* dy, size_t n, float p,
+                                  uint64_t site_seed) = 0;
+    // y (n) = x + dropout(f): a sub-layer's output joins its residual stream; y may be f.
+    virtual void residual_forward(floatX* y, const floatX* f, const floatX* x, size_t n,
+                                  float p, uint64_t site_seed) = 0;
+    // y (rows, d) = (x - mean) * rstd * g + b, rstd = 1 / sqrt(var + 1e-5) (biased variance);
+    // mean, rstd (rows) saved for backward.
+    virtual void layernorm_forward(floatX* y, float* mean, float* rstd, const floatX* x,
+                                   const floatX* g, const floatX* b, int rows, int d) = 0;
+    // dx (rows, d) = LN'(dy) + dx_beta * dx; dg, db (d) accumulate.
+    virtual void layernorm_backward(floatX* dx, float dx_beta, float* dg, float* db,
+                                    const floatX* dy, const floatX* x, const float* mean,
+                                    const float* rstd, const floatX* g, int rows, int d) = 0;
+
+    // ---- §3.2.1 Scaled Dot-Product Attention, §3.2.2 Multi-Head Attention --------------------
+    // ctx (B, Lq, H*dv) = dropout(softmax(mask(Q K^T / sqrt(dk)))) V per sentence and head;
+    // probs (B, H, Lq, Lk) saves the softmax (masked entries 0).
+    virtual void attention_forward(floatX* ctx, float* probs, const floatX* q, const floatX* kv,
+                                   const int* key_tokens, const AttentionShape& s, float p_attn,
+                                   uint64_t site_seed) = 0;
+    // dq, dkv written (not accumulated) at the columns q, kv were read from; dq and dkv may
+    // be the same buffer (self-attention reads q, k, v from one projection).
+    virtual void attention_backward(floatX* dq, floatX* dkv, const floatX* dctx,
+                                    const float* probs, const floatX* q, const floatX* kv,
+                                    const AttentionShape& s, float p_attn,
+                                    uint64_t site_seed) = 0;
+
+    // ---- §3.2.3 The decoder one position at a time: attention over cached keys/values -------
+    // The self-attention cache of a layer is a slab per step j: (R, H*dk + H*dv), keys then
+    // values, one row per hypothesis decoded at step j. slots (R, ld_slots): row r's ancestor
+    // at step j < t sat in row slots[r * ld_slots + j] of slab j; at step t it is row r.
+    // ctx (n, H*dv) = softmax(q k_j / sqrt(dk)) over j = 0..t, summed with the v_j.
+    virtual void attention_step_self(floatX* ctx, const floatX* q, const floatX* cache, int R,
+                                     const int* slots, int ld_slots, int t,
+                                     const StepShape& s) = 0;
+    // slots_dst (n, ld) row r = slots_src row parent[r] for columns < t - 1, and column t - 1
+    // = parent[r]: hypotheses that change parent take their ancestors' cache rows.
+    virtual void cache_reorder(int* slots_dst, const int* slots_src, const int* parent, int n,
+                               int t, int ld) = 0;
+    // Cross-attention keys of kv (B*S, ld; head h's key at column h*dk) transposed once per
+    // batch: kt (B, H, dk, S).
+    virtual void attention_keys_transpose(floatX* kt, const floatX* kv, int B, int S, int H,
+                                          int dk, int ld) = 0;
+    // Row r attends over its sentence b = sentence[r]: keys kt[b] (H, dk, S), values at
+    // column H*dk of kv (B*S, ld) rows b*S .. b*S + len[b] - 1 (the PAD keys after are left out).
+    virtual void attention_step_cross(floatX* ctx, const floatX* q, const floatX* kt,
+                                      const floatX* kv, int ld, const int* len,
+                                      const int* sentence, int S, const StepShape& s) = 0;
+
+    // ---- §3.4 The pre-softmax projection's loss: §5.4 Label Smoothing ------------------------
+    // Cross-entropy with label smoothing eps, PyTorch's convention: q(y) = 1 - eps + eps/V,
+    // q(k) = eps/V; PAD labels ignored. logits (rows, V); lse (rows) saved. Returns the SUM of
+    // the rows' losses to the host.
+    virtual double crossentropy_forward(float* lse, const floatX* logits, const int* labels,
+                                        int rows, int V, float eps) = 0;
+    // In place: logits (rows, V) become dlogits = (softmax - q) * scale; PAD rows become 0.
+    virtual void crossentropy_backward(floatX* logits, const float* lse, const int* labels,
+                                       int rows, int V, float eps, float scale) = 0;
+    // Decoding: per row of logits (rows, V; row stride ld), the k best tokens (rows, k) and
+    // their log-probabilities z - logsumexp(z), best first, ties to the lowest id (token -1,
+    // log-probability -inf past V). The token `banned` (or -1 for none) counts as -inf, in the
+    // sum too.
+    virtual void logsoftmax_topk(int* tokens, float* logp, const floatX* logits, int rows,
+                                 int V, int ld, int k, int banned) = 0;
+
+    // ---- §5.3 Optimizer -----------------------------------------------------------------------
+    // sqrt(sum of g^2) over g (n), in double, in an order that does not depend on threads.
+    virtual double global_norm(const float* g, size_t n) = 0;
+    // x (n) *= s.
+    virtual void scale(float* x, size_t n, float s) = 0;
+    // Adam (PyTorch's formulation) over p, g, m, v (n); w (n), the products' bf16 copy, is
+    // rewritten from p when not nullptr.
+    virtual void adam_step(float* p, const float* g, float* m, float* v, floatX* w, size_t n,
+                           float lr, float beta1, float beta2, float eps, int64_t step) = 0;
+
+    // ---- Int8 inference (CPU): products by quantized weights ---------------------------------
+    // Quantizes W (N, K) (CPU: cpu/gemm_int8.h); from then on linear_forward(…, W, …) runs in
+    // int8 and precision() is INT8. Other backends refuse (false + *error).
+    virtual bool quantize_weights(const float* W, int N, int K, std::string* error);
+    // Drops every quantized matrix: fp32 again.
+    virtual void drop_quantized_weights() {}
+};
+
+// The CPU backend (transformer.cpp): fp32 (int8 after quantize_weights).
+std::unique_ptr<Backend> make_cpu_backend();
+// The CUDA backend (transformer.cu), fp32 or bf16; nullptr + *error when this build has no
+// CUDA or no GPU is present.
+std::unique_ptr<Backend> make_cuda_backend(Precision precision, std::string* error);
+// The backend for a --device ("auto": the GPU when one is present, "cpu", "cuda") and a
+// --precision ("" = the device's default: fp32 on the CPU, bf16 on the GPU; "int8" = the CPU,
+// quantized by model_quantize once the weights are loaded). nullptr + *error when it cannot
+// be had; *note (optional) says why "auto" fell back to the CPU.
+std::unique_ptr<Backend> make_backend(const std::string& device, const std::string& precision,
+                                      std::string* error, std::string* note = nullptr);
+// Whether this build includes the CUDA backend.
+bool cuda_built();
+
+// =============================================================================================
+// The model
+// =============================================================================================
+struct Activations;   // model/model.cpp: the arena and what lives in it
 
 struct Model {
     Config cfg;
     ParamLayout layout;
-    std::vector<float> params, grads, adam_m, adam_v;   // each layout.total floats
+    std::unique_ptr<Backend> backend;   // where the buffers live and the ops run
+    // One allocation each, layout.total floats, on the backend's device. The training state
+    // (grads, adam_m, adam_v) is allocated only for training (model_init, checkpoint_load with
+    // training = true); ./translate holds params alone.
+    float* params = nullptr;
+    float* grads = nullptr;
+    float* adam_m = nullptr;
+    float* adam_v = nullptr;
+    // The weights as the products read them: the parameters themselves (fp32), or their bf16
+    // copy (one more allocation, rewritten by Adam).
+    floatX* weights = nullptr;
     int64_t step = 0;             // Adam steps taken
     uint64_t dropout_seed = 0;    // dropout masks are a function of (seed, forward, site, index)
     int64_t train_forwards = 0;   // training forwards run (micro-batches), numbers the masks
     Activations* acts = nullptr;  // owned
-    Int8Model* int8 = nullptr;    // owned; set by model_quantize: inference runs int8 products
     Model() = default;
     Model(const Model&) = delete;
     Model& operator=(const Model&) = delete;
     ~Model();
-    float* param(size_t offset) { return params.data() + offset; }
 };
 
-// Allocates the buffers for cfg and initialises parameters (Xavier-uniform matrices, zero
-// biases, LayerNorm g=1 b=0, E ~ N(0, d_model^-0.5)); deterministic in seed.
+// Allocates the buffers for cfg on m->backend (a CPU backend when none is set): the
+// parameters, plus gradients and Adam state when `training`. Contents undefined.
+void model_allocate(Model* m, const Config& cfg, bool training);
+// model_allocate(training) and the initial parameters (Xavier-uniform matrices, zero biases,
+// LayerNorm g=1 b=0, E ~ N(0, d_model^-0.5)); deterministic in seed, the same on every device.
 void model_init(Model* m, const Config& cfg, uint64_t seed);
-// Forward pass over a batch: fills the logits and returns the mean label-smoothed
-// cross-entropy over non-pad labels. train=true applies dropout (masks from dropout_seed and
-// train_forwards) and keeps what backward needs.
+// Copies host parameters (layout.total floats) in, or out; model_set_params refreshes the
+// products' copy of the weights too. Adam state likewise (training models).
+void model_set_params(Model* m, const float* host);
+void model_get_params(const Model* m, float* host);
+void model_set_adam(Model* m, const float* host_m, const float* host_v);
+void model_get_adam(const Model* m, float* host_m, float* host_v);
+void model_get_grads(const Model* m, float* host);
+
+// Forward pass over a batch: the logits and the mean label-smoothed cross-entropy over
+// non-pad labels. train=true applies dropout (masks from dropout_seed and train_forwards)
+// and keeps what backward needs.
 float model_forward(Model* m, const Batch& batch, bool train);
-// The encoder alone (no dropout): enc_out (B*S, d_model) for the batch's sources; the
-// batch's target side is not read beyond its shape (T >= 1).
-void model_encode(Model* m, const Batch& batch, std::vector<float>* enc_out);
-// Int8 inference (CTranslate2-style, opt-in: ./translate --precision int8). Quantizes every
-// weight matrix per output row (gemm_int8.h); from then on every forward that is not training
-// (model_encode, model_forward(train=false), decoding) runs its products in int8, with
-// activations quantized per row on the fly. Training forwards stay fp32. Call it again after
-// the parameters change (it rebuilds the copies).
-void model_quantize(Model* m);
-// Drops the int8 copies: inference is fp32 again.
-void model_dequantize(Model* m);
-// Y (rows, p.out) = X (rows, p.in) W^T + b at inference: int8 when quantized, else fp32.
-void inference_linear(const Model* m, float* Y, const float* X, const LinearP& p, int rows);
-// logits (rows, vocab) = X (rows, d_model) E^T at inference: int8 when quantized, else fp32.
-void inference_logits(const Model* m, float* logits, const float* X, int rows);
-// (B, T, vocab) logits of the last forward.
-const float* model_logits(const Model* m);
+// (B*T, vocab) logits of the last forward, copied to the host.
+void model_logits(const Model* m, std::vector<float>* logits);
 // Backward of the last forward(train=true). Accumulates into grads; the loss gradient is
 // scaled by 1/grad_denominator (default: the batch's non-pad labels; gradient accumulation
 // passes the total over the micro-batches).
@@ -161,78 +359,32 @@ double grad_norm(const Model* m);
 // clip_norm > 0 first rescales the gradient to that global norm when it is larger.
 void adam_update(Model* m, double lr, double clip_norm = 0);
 
-// ---------------------------------------------------------------------------------------------
-// Layer ops (ops_cpu.cpp; the CUDA kernels in transformer.cu carry the same names).
-// All tensors are row-major float; "rows" = B*L positions.
+// Int8 inference (CPU, opt-in: ./translate --precision int8): quantizes every weight matrix
+// the products read (gemm_int8.h), so that every forward that is not training runs its
+// products in int8. Training forwards are refused while quantized. Call it again after the
+// parameters change. False + *error on a backend without int8.
+bool model_quantize(Model* m, std::string* error);
+// Drops the int8 copies: inference is fp32 again.
+void model_dequantize(Model* m);
 
-// Dropout masks are drawn from a counter-based generator: keep(seed, site, i) depends only on
-// its arguments, so backward recomputes the forward mask and a step is reproducible.
-uint64_t dropout_site_seed(uint64_t seed, int64_t step, uint32_t site);
-bool dropout_keep(uint64_t site_seed, size_t i, float p);
-
-// x (rows, d) = E[tokens] * sqrt(d) + PE(position), then dropout. pos_table (L, d).
-void embedding_forward(float* x, const int* tokens, const float* E, const float* pos_table,
-                       int B, int L, int d, float p, uint64_t site_seed);
-// dE[tokens] += sqrt(d) * dx_kept; dpos[position] += dx_kept when dpos != nullptr.
-void embedding_backward(float* dE, float* dpos, const float* dx, const int* tokens,
-                        int B, int L, int d, float p, uint64_t site_seed);
-// Sinusoidal table (L, d): PE(pos, 2i) = sin(pos / 10000^(2i/d)), PE(pos, 2i+1) = cos(...).
-void sinusoid_table(float* pe, int L, int d);
-
-// y (n) = dropout(x) with scale 1/(1-p); in place allowed. backward: the same mask.
-void dropout_forward(float* y, const float* x, size_t n, float p, uint64_t site_seed);
-void dropout_backward(float* dx, const float* dy, size_t n, float p, uint64_t site_seed);
-
-// Y (rows, out) = X (rows, in) W^T + b.
-void linear_forward(float* Y, const float* X, const float* W, const float* b,
-                    int rows, int in, int out);
-// dX (rows, in) = dY W (beta: 0 overwrite, 1 accumulate); dW += dY^T X; db += sum_rows dY.
-void linear_backward(float* dX, float dX_beta, float* dW, float* db, const float* dY,
-                     const float* X, const float* W, int rows, int in, int out);
-
-// y = max(0, x), and its backward dx = dy * (y > 0); in place allowed.
-void relu_forward(float* y, const float* x, size_t n);
-void relu_backward(float* dx, const float* dy, const float* y, size_t n);
-
-// y (rows, d) = (x - mean) / sqrt(var + 1e-5) * g + b; saves mean, rstd (rows).
-void layernorm_forward(float* y, float* mean, float* rstd, const float* x, const float* g,
-                       const float* b, int rows, int d);
-// dx (+)= LN backward (dx_beta 0 or 1); dg, db accumulate.
-void layernorm_backward(float* dx, float dx_beta, float* dg, float* db, const float* dy,
-                        const float* x, const float* mean, const float* rstd, const float* g,
-                        int rows, int d);
-
-// Multi-head scaled dot-product attention for B sentences.
-// q: (B, Lq, *) with head h's query at column q_col + h*dk, row stride q_stride; likewise k and v
-// (B, Lk, *) at k_col / v_col with stride kv_stride. key_tokens (B, Lk) masks PAD keys;
-// causal masks keys j > i. probs (B, H, Lq, Lk) saves the softmax; ctx (B, Lq, H*dv).
-struct AttentionShape {
-    int B, Lq, Lk, H, dk, dv;
-    int q_stride, q_col, kv_stride, k_col, v_col;
-    bool causal;
+// ---- Decoding (§3.2.3's auto-regression): the encoder once, then one position at a time ----
+// The search (toolkit/decode.cpp) drives these; it sees the top candidates of each
+// hypothesis, never logits. A row is one hypothesis decoded at the current step.
+struct DecodeRows {
+    std::vector<int> token;      // (n) the token each row feeds in: <s> at step 0, else its last
+    std::vector<int> parent;     // (n) the row its hypothesis held at step t - 1 (t > 0)
+    std::vector<int> sentence;   // (n) the sentence (index into the batch's sources)
+    // full-recompute mode only: each row's tokens so far (without <s>)
+    std::vector<const std::vector<int>*> prefix;
 };
-void attention_forward(float* ctx, float* probs, const float* q, const float* kv,
-                       const int* key_tokens, const AttentionShape& s, float p_attn,
-                       uint64_t site_seed, float* scratch);
-// dq, dkv are written (not accumulated) at the same columns as q, kv.
-void attention_backward(float* dq, float* dkv, const float* dctx, const float* probs,
-                        const float* q, const float* kv, const AttentionShape& s, float p_attn,
-                        uint64_t site_seed, float* scratch);
-// Floats of scratch memory attention_forward/backward need.
-size_t attention_scratch_floats(int Lq, int Lk);
-
-// Label-smoothed cross-entropy, PyTorch convention: q(y) = 1 - eps + eps/V, q(k) = eps/V,
-// PAD labels ignored. logits (rows, V). Returns the SUM over non-pad rows; lse (rows) saved.
-double crossentropy_forward(float* lse, const float* logits, const int* labels, int rows, int V,
-                            float eps);
-// lse (rows) = log(sum_k exp(x_k)) per row of x (rows, V) (decoding's log-softmax).
-void logsumexp_rows(float* lse, const float* x, int rows, int V);
-// x (rows, n) -> softmax of each row, in place (decoding's attention; serial).
-void softmax_rows(float* x, int rows, int n);
-// In place: logits (rows, V) becomes dlogits = (softmax - q) * scale; PAD rows become 0.
-void crossentropy_backward(float* logits, const float* lse, const int* labels, int rows, int V,
-                           float eps, float scale);
-
-// Adam over n floats (PyTorch's formulation).
-void adam_step(float* p, const float* g, float* m, float* v, size_t n, float lr, float beta1,
-               float beta2, float eps, int64_t step);
+// Starts a batch: runs the encoder over sources (each ending with </s>) and every decoder
+// layer's cross-attention keys/values, and sizes the cache for rows_per_sentence hypotheses
+// of at most max_steps positions. recompute = true (testing) instead runs the whole decoder
+// over <s> + prefix at every step, without a cache.
+void model_decode_begin(Model* m, const std::vector<std::vector<int>>& sources,
+                        int rows_per_sentence, int max_steps, bool recompute = false);
+// The decoder at position t (t = 0, 1, ... in order) for every row, then log-softmax + top-k:
+// top_tokens, top_logp (n, k), best first, ties to the lowest id; `banned` (or -1) is never
+// chosen.
+void model_decode_step(Model* m, int t, const DecodeRows& rows, int k, int banned,
+                       std::vector<int>* top_tokens, std::vector<float>* top_logp);

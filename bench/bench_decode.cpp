@@ -85,14 +85,14 @@ int main(int argc, char** argv) {
     Model m;
     std::string err;
     if (!model_path.empty()) {
-        if (!checkpoint_load(&m, model_path, nullptr, &err)) { std::fprintf(stderr, "%s\n", err.c_str()); return 1; }
+        if (!checkpoint_load(&m, model_path, nullptr, &err, false)) { std::fprintf(stderr, "%s\n", err.c_str()); return 1; }
     } else {
         Config c;
         config_preset("small", &c);
         model_init(&m, c, 1);
     }
-    if (precision == "int8") model_quantize(&m);
-    else if (precision != "fp32") { std::fprintf(stderr, "bench_decode: --precision fp32|int8\n"); return 2; }
+    if (precision == "int8" && !model_quantize(&m, &err)) { std::fprintf(stderr, "%s\n", err.c_str()); return 1; }
+    if (precision != "int8" && precision != "fp32") { std::fprintf(stderr, "bench_decode: --precision fp32|int8\n"); return 2; }
     std::vector<std::vector<int>> sources;
     if (input.empty()) sources = synthetic_sources(sentences, length, m.cfg.vocab);
     else if (!read_sources(input, m.cfg.vocab, &sources)) return 1;

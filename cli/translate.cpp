@@ -174,7 +174,7 @@ struct Translator {
 static bool load(Translator* t) {
     Metadata meta;
     std::string err;
-    if (!checkpoint_load(&t->model, t->opt.model, &meta, &err)) {
+    if (!checkpoint_load(&t->model, t->opt.model, &meta, &err, false)) {
         std::fprintf(stderr, "translate: %s\n", err.c_str());
         if (t->opt.model == TranslateOptions().model)
             std::fprintf(stderr, "translate: (train a model first: make && ./train; or pass --model FILE)\n");
@@ -189,7 +189,10 @@ static bool load(Translator* t) {
                      t->tok.vocab_size(), t->model.cfg.vocab);
         return false;
     }
-    if (t->opt.precision == "int8") model_quantize(&t->model);
+    if (t->opt.precision == "int8" && !model_quantize(&t->model, &err)) {
+        std::fprintf(stderr, "translate: %s\n", err.c_str());
+        return false;
+    }
     const int limit = t->model.cfg.learned_pos ? t->model.cfg.max_len - 1 : 1024;
     if (t->opt.max_input_tokens <= 0 || t->opt.max_input_tokens > limit) t->opt.max_input_tokens = limit;
     return true;

@@ -211,14 +211,28 @@ static std::vector<int64_t> shape64(const std::vector<int>& s) {
     return std::vector<int64_t>(s.begin(), s.end());
 }
 
+// The host copy of a device buffer: the buffer itself on the CPU, else downloaded into *staging.
+static const float* host_floats(const Model& m, const float* device, std::vector<float>* staging) {
+    if (m.backend->device() == Device::CPU) return device;
+    staging->resize(m.layout.total);
+    m.backend->download(staging->data(), device, m.layout.total * sizeof(float));
+    return staging->data();
+}
+
 bool checkpoint_save(const Model& m, const std::string& path, const Metadata& extra,
                      bool with_optimizer, std::string* error) {
+    if (with_optimizer && !m.adam_m) {
+        *error = path + ": the model holds no Adam state to save";
+        return false;
+    }
+    std::vector<float> staging_p, staging_m, staging_v;
+    const float* params = host_floats(m, m.params, &staging_p);
     std::vector<TensorOut> out;
     for (const TensorInfo& t : m.layout.tensors)
-        out.push_back({t.name, "F32", shape64(t.shape), m.params.data() + t.offset});
+        out.push_back({t.name, "F32", shape64(t.shape), params + t.offset});
     if (with_optimizer) {
-        out.push_back({"optimizer.m", "F32", {(int64_t)m.layout.total}, m.adam_m.data()});
-        out.push_back({"optimizer.v", "F32", {(int64_t)m.layout.total}, m.adam_v.data()});
+        out.push_back({"optimizer.m", "F32", {(int64_t)m.layout.total}, host_floats(m, m.adam_m, &staging_m)});
+        out.push_back({"optimizer.v", "F32", {(int64_t)m.layout.total}, host_floats(m, m.adam_v, &staging_v)});
     }
     Metadata meta = extra;
     meta["format"] = CHECKPOINT_FORMAT;
@@ -251,7 +265,27 @@ static bool parse_u64(const Metadata& meta, const char* key, uint64_t* out) {
     return end && *end == '\0' && !it->second.empty();
 }
 
-bool checkpoint_load(Model* m, const std::string& path, Metadata* meta, std::string* error) {
+// Reads the parameters (and, for training, Adam's state) into the model's buffers: straight
+// into them on the CPU, through a host copy elsewhere.
+static bool read_model_buffers(SafeTensorsFile& file, Model* m, bool training, std::string* error) {
+    const bool host = m->backend->device() == Device::CPU;
+    std::vector<float> staging(host ? 0 : m->layout.total);
+    float* dst = host ? m->params : staging.data();
+    if (!read_parameters(file, m->layout, "", dst, error)) return false;
+    model_set_params(m, dst);
+    if (!training || (!file.find("optimizer.m") && !file.find("optimizer.v"))) return true;
+    std::vector<float> mv(host ? 0 : 2 * m->layout.total);
+    float* dm = host ? m->adam_m : mv.data();
+    float* dv = host ? m->adam_v : mv.data() + m->layout.total;
+    if (!file.read("optimizer.m", "F32", dm, m->layout.total, error) ||
+        !file.read("optimizer.v", "F32", dv, m->layout.total, error))
+        return false;
+    model_set_adam(m, dm, dv);
+    return true;
+}
+
+bool checkpoint_load(Model* m, const std::string& path, Metadata* meta, std::string* error,
+                     bool training) {
     SafeTensorsFile file;
     if (!file.open(path, error)) return false;
     auto fail = [&](const std::string& why) { *error = path + ": " + why; return false; };
@@ -264,20 +298,16 @@ bool checkpoint_load(Model* m, const std::string& path, Metadata* meta, std::str
     Config cfg;
     std::string err;
     if (!config_from_json(file.metadata["config"], &cfg, &err)) return fail(err);
-    if (m->layout.total == 0) {
-        model_init(m, cfg, 0);
+    if (!m->params) {
+        model_allocate(m, cfg, training);
     } else {
         std::string diff = config_difference(m->cfg, cfg);
         if (!diff.empty()) return fail("config differs from the model's: " + diff);
+        training = training && m->adam_m;
     }
     uint64_t step = 0, forwards = 0, seed = 0;
     if (!parse_u64(file.metadata, "step", &step)) return fail("metadata has no valid \"step\"");
-    if (!read_parameters(file, m->layout, "", m->params.data(), error)) return false;
-    if (file.find("optimizer.m") || file.find("optimizer.v")) {
-        if (!file.read("optimizer.m", "F32", m->adam_m.data(), m->layout.total, error) ||
-            !file.read("optimizer.v", "F32", m->adam_v.data(), m->layout.total, error))
-            return false;
-    }
+    if (!read_model_buffers(file, m, training, error)) return false;
     m->step = (int64_t)step;
     if (parse_u64(file.metadata, "train_forwards", &forwards)) m->train_forwards = (int64_t)forwards;
     if (parse_u64(file.metadata, "dropout_seed", &seed)) m->dropout_seed = seed;

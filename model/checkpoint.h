@@ -63,10 +63,14 @@ extern const char* const CHECKPOINT_FORMAT;   // __metadata__["format"]
 // metadata (e.g. "tokenizer", training position).
 bool checkpoint_save(const Model& m, const std::string& path, const Metadata& extra,
                      bool with_optimizer, std::string* error);
-// Loads a checkpoint. An uninitialised model (no parameters yet) takes the file's config; an
-// initialised one must have the same config, or the load is refused naming the difference.
-// Adam state is loaded when present. meta (optional) receives the file's __metadata__.
-bool checkpoint_load(Model* m, const std::string& path, Metadata* meta, std::string* error);
+// Loads a checkpoint into the model's buffers (on its backend's device; a CPU backend when
+// none is set). An unallocated model takes the file's config and allocates the parameters,
+// plus gradients and Adam state when `training` (./translate passes false: parameters only);
+// an allocated one must have the same config, or the load is refused naming the difference.
+// Adam state is loaded when present and the model trains. meta (optional) receives the
+// file's __metadata__.
+bool checkpoint_load(Model* m, const std::string& path, Metadata* meta, std::string* error,
+                     bool training = true);
 // Reads the tensors named prefix + <DESIGN.md name> into a buffer of layout's shape.
 bool read_parameters(SafeTensorsFile& file, const ParamLayout& layout, const std::string& prefix,
                      float* buffer, std::string* error);

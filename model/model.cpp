@@ -1,20 +1,20 @@
-// model.cpp — the Transformer's sequence, written once: embeddings, the encoder stack, the
-// decoder stack, the tied pre-softmax projection, the label-smoothed loss, the backward pass
-// through all of it in reverse, and Adam over the contiguous buffers.
+// model.cpp — the Transformer's sequence, written once on the op interface (transformer.h):
+// embeddings, the encoder stack, the decoder stack (for training over the whole target, and
+// for decoding one position at a time over a cache), the tied pre-softmax projection, the
+// label-smoothed loss, the backward pass through all of it in reverse, and Adam.
 //
-// Each sub-layer sits in a residual block (residual_forward / residual_backward):
+// Each sub-layer sits in a residual block (block_forward / block_backward):
 //   post-LN (paper): y = LN(x + Dropout(F(x)))      pre-LN: y = x + Dropout(F(LN(x)))
 // with F one of: self-attention, encoder-decoder (cross) attention, position-wise FFN.
-// Activations live in one arena, planned from the batch shape; it grows only when a batch
-// is larger than any before.
+// The code here never reads an element of a tensor: memory comes from the backend (four
+// parameter-sized buffers and one arena, planned from the batch shape), and everything
+// between two ops is an op, so the same sequence runs on the CPU and on the GPU.
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
-#include <map>
 
-#include "cpu/gemm.h"
-#include "cpu/gemm_int8.h"
 #include "transformer.h"
 
 #define MODEL_CHECK(cond, ...)                                                     \
@@ -28,224 +28,296 @@
     } while (0)
 
 // ---------------------------------------------------------------------------------------------
-// Activations
+// Activations: what lives in the arena
 // ---------------------------------------------------------------------------------------------
 enum BlockKind { SELF_ATTN, CROSS_ATTN, FFN };
 
-// What one residual block keeps for backward. rows = B * L of its stream.
+// One residual block: what its forward writes and its backward reads. rows = B * L.
 struct Block {
     BlockKind kind;
+    bool decoder;         // in the decoder stack: causal self-attention over the target
+    int layer;            // decoder layer (decoding: its cache)
     uint32_t site;        // dropout site id of this block
-    const float* x;       // (rows, d) block input: the previous block's y (not owned)
-    float* n;             // pre-LN: LN(x) (rows, d), the sub-layer's input
-    float* r;             // post-LN: x + Dropout(F(x)) (rows, d), the LayerNorm's input
+    const floatX* x;      // (rows, d) block input: the previous block's y (not owned)
+    floatX* n;            // pre-LN: LN(x) (rows, d), the sub-layer's input
+    floatX* r;            // post-LN: x + Dropout(F(x)) (rows, d), the LayerNorm's input
     float* mean;          // (rows)
     float* rstd;          // (rows)
-    float* y;             // (rows, d) block output
-    float* proj;          // SELF: qkv (rows, 2*h*dk + h*dv); CROSS: q (rows, h*dk); FFN: ReLU(h1) (rows, d_ff)
-    float* kv;            // CROSS: encoder keys/values (B*S, h*dk + h*dv)
-    float* probs;         // attention: (B, H, Lq, Lk)
-    float* ctx;           // attention: (rows, h*dv)
-    float* h1_drop;       // FFN: Dropout(ReLU(h1)) (rows, d_ff), == proj when p_relu_drop = 0
+    floatX* y;            // (rows, d) block output
+    floatX* proj;         // SELF: qkv (rows, 2*h*dk + h*dv); CROSS: q (rows, h*dk); FFN: ReLU(h1) (rows, d_ff)
+    floatX* kv;           // CROSS (training): encoder keys/values (B*S, h*dk + h*dv)
+    float* probs;         // attention (training): (B, H, Lq, Lk)
+    floatX* ctx;          // attention: (rows, h*dv)
+    floatX* h1_drop;      // FFN: Dropout(ReLU(h1)) (rows, d_ff), == proj when p_relu_drop = 0
+};
+
+// Decoding a batch: the encoder's keys/values for every decoder layer, the self-attention
+// cache, and the buffers of one step over at most R rows (hypotheses).
+struct DecodeState {
+    bool recompute = false;
+    std::vector<std::vector<int>> sources;   // recompute mode: the batch, on the host
+    int B = 0, S = 0, R = 0, max_steps = 0, kmax = 0;
+    int* src_len = nullptr;                  // (B) source tokens incl. </s>
+    std::vector<floatX*> cross_kv;           // [layer] (B*S, h*dk + h*dv)
+    std::vector<floatX*> cross_kt;           // [layer] (B, h, dk, S) keys transposed
+    std::vector<floatX*> cache;              // [layer] (max_steps, R, h*dk + h*dv)
+    int* slots[2] = {nullptr, nullptr};      // (R, max_steps) ancestors' rows; [cur] is live
+    int cur = 0;
+    int* rows = nullptr;                     // (3R) a step's token, parent, sentence arrays
+    std::vector<Block> blocks;               // 3 per decoder layer, R rows of one position
+    floatX *x = nullptr, *out = nullptr, *logits = nullptr;   // (R, d), (R, d), (R, V)
+    float *mean = nullptr, *rstd = nullptr;                   // (R)
+    int* top = nullptr;                      // (R * kmax) tokens, then as many log-probs
 };
 
 struct Activations {
-    std::vector<float> arena;
+    void* arena = nullptr;            // ONE allocation: activations and the decoding cache
+    size_t arena_bytes = 0;
+    floatX* pos_table = nullptr;      // (pos_len, d) sinusoids: a constant table, grown on demand
+    int pos_len = 0;
     int B = 0, S = 0, T = 0;
-    std::vector<float> sinusoids;   // (pe_len, d) table, grown on demand
-    int pe_len = 0;
-    std::vector<Block> enc, dec;    // 2 blocks per encoder layer, 3 per decoder layer
-    float *src_x, *tgt_x;           // (B*S, d), (B*T, d) embedding outputs
-    float *enc_out, *enc_mean, *enc_rstd;   // (B*S, d) encoder output (pre-LN: final LN)
-    float *dec_out, *dec_mean, *dec_rstd;   // (B*T, d) decoder output
-    float *logits, *lse;            // (B*T, V), (B*T)
-    // backward temporaries
-    float *d_a, *d_b, *d_tmp, *d_tmp2;   // (max_rows, d)
-    float *d_proj, *d_ctx, *d_kv, *d_enc_out, *scratch;
     bool train = false;
-    int64_t dropout_counter = 0;     // the train forward whose masks backward must repeat
+    int64_t dropout_counter = 0;      // the train forward whose masks backward must repeat
+    int *src, *tgt_in, *labels;       // (B, S), (B, T), (B, T) token ids on the device
+    std::vector<Block> enc, dec;      // 2 blocks per encoder layer, 3 per decoder layer
+    floatX *src_x, *tgt_x;            // (B*S, d), (B*T, d) embedding outputs
+    floatX* enc_out;                  // (B*S, d) encoder output (pre-LN: final LN)
+    float *enc_mean, *enc_rstd;
+    floatX* dec_out;                  // (B*T, d) decoder output
+    float *dec_mean, *dec_rstd;
+    floatX* logits;                   // (B*T, V)
+    float* lse;                       // (B*T)
+    // backward temporaries
+    floatX *d_a, *d_b, *d_tmp, *d_tmp2;   // (max_rows, d)
+    floatX *d_proj, *d_ctx, *d_kv, *d_enc_out;
+    int* top;                         // full-recompute decoding: top-k tokens, then log-probs
+    DecodeState ds;
 };
-
-// ---------------------------------------------------------------------------------------------
-// Inference products: fp32, or int8 after model_quantize
-// ---------------------------------------------------------------------------------------------
-// The int8 copy of each weight matrix the sequence multiplies by, keyed by the offset of its
-// (first) weight: fused views (qkv, kv) are quantized as the one matrix they are used as.
-struct Int8Model {
-    std::map<size_t, Int8Weights> by_weight;
-    const Int8Weights& at(const LinearP& p) const {
-        auto it = by_weight.find(p.w);
-        MODEL_CHECK(it != by_weight.end() && it->second.N == p.out && it->second.K == p.in,
-                    "no int8 weights for the linear layer at offset %zu (%d x %d)", p.w, p.out, p.in);
-        return it->second;
-    }
-};
-
-Model::~Model() {
-    delete acts;
-    delete int8;
-}
-
-void model_quantize(Model* m) {
-    delete m->int8;
-    m->int8 = new Int8Model;
-    auto add = [m](const LinearP& p) {
-        int8_weights_init(&m->int8->by_weight[p.w], m->param(p.w), p.out, p.in);
-    };
-    for (const EncoderLayerP& L : m->layout.enc)
-        for (const LinearP& p : {L.self_attn.qkv(), L.self_attn.out, L.ffn.fc1, L.ffn.fc2}) add(p);
-    for (const DecoderLayerP& L : m->layout.dec)
-        for (const LinearP& p : {L.self_attn.qkv(), L.self_attn.out, L.cross_attn.q,
-                                 L.cross_attn.kv(), L.cross_attn.out, L.ffn.fc1, L.ffn.fc2})
-            add(p);
-    add(LinearP{m->layout.embed, 0, m->cfg.vocab, m->cfg.d_model});   // logits = x E^T
-}
-
-void model_dequantize(Model* m) {
-    delete m->int8;
-    m->int8 = nullptr;
-}
-
-// Y (rows, p.out) = X W^T + b, and logits (rows, V) = X E^T: the int8 product when int8 is
-// asked for (the model must be quantized), else fp32. Training and inference share these.
-static void linear_product(const Model* m, float* Y, const float* X, const LinearP& p, int rows,
-                           bool int8) {
-    const float* b = m->params.data() + p.b;
-    if (int8) linear_int8(Y, p.out, X, rows, m->int8->at(p), b, false);
-    else linear_forward(Y, X, m->params.data() + p.w, b, rows, p.in, p.out);
-}
-
-static void logits_product(const Model* m, float* logits, const float* X, int rows, bool int8) {
-    const Config& c = m->cfg;
-    const LinearP E{m->layout.embed, 0, c.vocab, c.d_model};   // no bias
-    if (int8)
-        linear_int8(logits, c.vocab, X, rows, m->int8->at(E), nullptr, false);
-    else
-        sgemm(false, true, rows, c.vocab, c.d_model, 1.0f, X, c.d_model, m->params.data() + E.w,
-              c.d_model, 0.0f, logits, c.vocab);
-}
-
-void inference_linear(const Model* m, float* Y, const float* X, const LinearP& p, int rows) {
-    linear_product(m, Y, X, p, rows, m->int8 != nullptr);
-}
-
-void inference_logits(const Model* m, float* logits, const float* X, int rows) {
-    logits_product(m, logits, X, rows, m->int8 != nullptr);
-}
 
 // A bump allocator over the arena; with base == nullptr it only measures.
-struct Bump {
-    float* base;
+struct Plan {
+    char* base;
+    size_t fx;          // bytes of a floatX
     size_t used = 0;
-    float* take(size_t n) {
-        float* p = base ? base + used : nullptr;
-        used += (n + 15) & ~(size_t)15;   // 64-byte aligned slices
+    void* take(size_t bytes) {
+        void* p = base ? base + used : nullptr;
+        used += (bytes + 63) & ~(size_t)63;   // 64-byte aligned slices
         return p;
     }
+    floatX* fX(size_t n) { return (floatX*)take(n * fx); }
+    float* f32(size_t n) { return (float*)take(n * sizeof(float)); }
+    int* i32(size_t n) { return (int*)take(n * sizeof(int)); }
 };
 
 static uint32_t site_id(int stack, int layer, int block) {
     return (uint32_t)(((stack * 256 + layer) * 4 + block) * 4);   // + 0 residual, 1 attn, 2 relu
 }
 
-static Block plan_block(Bump& mem, const Config& c, BlockKind kind, uint32_t site, int B, int Lq,
-                        int Lk) {
+// What a block's forward writes besides its output y. keep = false (inference): what only
+// backward reads (attention probabilities, cross-attention keys) is not kept either.
+static void plan_block(Plan& mem, const Config& c, Block* b, int B, int Lq, int Lk, bool keep) {
     const size_t rows = (size_t)B * Lq, d = c.d_model;
     const size_t qk = (size_t)c.n_heads * c.d_k, vv = (size_t)c.n_heads * c.d_v;
-    Block b{};
-    b.kind = kind;
-    b.site = site;
-    b.n = c.pre_ln ? mem.take(rows * d) : nullptr;
-    b.r = c.pre_ln ? nullptr : mem.take(rows * d);
-    b.mean = mem.take(rows);
-    b.rstd = mem.take(rows);
-    b.y = mem.take(rows * d);
-    if (kind == FFN) {
-        b.proj = mem.take(rows * c.d_ff);
-        b.h1_drop = c.p_relu_drop > 0 ? mem.take(rows * c.d_ff) : b.proj;
-        return b;
+    b->n = c.pre_ln ? mem.fX(rows * d) : nullptr;
+    b->r = c.pre_ln ? nullptr : mem.fX(rows * d);
+    b->mean = mem.f32(rows);
+    b->rstd = mem.f32(rows);
+    if (b->kind == FFN) {
+        b->proj = mem.fX(rows * c.d_ff);
+        b->h1_drop = c.p_relu_drop > 0 && keep ? mem.fX(rows * c.d_ff) : b->proj;
+        return;
     }
-    b.proj = mem.take(rows * (kind == SELF_ATTN ? 2 * qk + vv : qk));
-    if (kind == CROSS_ATTN) b.kv = mem.take((size_t)B * Lk * (qk + vv));
-    b.probs = mem.take((size_t)B * c.n_heads * Lq * Lk);
-    b.ctx = mem.take(rows * vv);
-    return b;
+    b->proj = mem.fX(rows * (b->kind == SELF_ATTN ? 2 * qk + vv : qk));
+    if (b->kind == CROSS_ATTN && Lk > 0) b->kv = mem.fX((size_t)B * Lk * (qk + vv));
+    if (Lk > 0) b->probs = mem.f32((size_t)B * c.n_heads * Lq * Lk);
+    b->ctx = mem.fX(rows * vv);
 }
 
-// Lays out every activation for a (B, S, T) batch; returns the floats needed.
-static size_t plan_activations(Activations* a, const Config& c, int B, int S, int T, float* base) {
-    Bump mem{base};
+// A stack's blocks (kinds in `pattern`, repeated per layer) for B sentences of Lq positions,
+// self-attending over Lq keys (Lk_self) and cross-attending over S keys (Lk_cross; 0 when
+// decoding, which reads the cache instead). keep (training): every block its own buffers.
+// Otherwise every block shares one set of temporaries, their outputs alternating.
+static void plan_stack(Plan& mem, const Config& c, std::vector<Block>& blocks, int stack,
+                       int layers, const std::vector<BlockKind>& pattern, int B, int Lq,
+                       int Lk_self, int Lk_cross, bool keep) {
+    const size_t rows_d = (size_t)B * Lq * c.d_model;
+    blocks.assign(layers * pattern.size(), Block{});
+    floatX* shared_y[2] = {keep ? nullptr : mem.fX(rows_d), keep ? nullptr : mem.fX(rows_d)};
+    const Plan temps = mem;
+    size_t used = mem.used;
+    for (size_t i = 0; i < blocks.size(); i++) {
+        Block& b = blocks[i];
+        b.kind = pattern[i % pattern.size()];
+        b.decoder = stack == 1;
+        b.layer = (int)(i / pattern.size());
+        b.site = site_id(stack, b.layer, (int)(i % pattern.size()));
+        if (keep) {
+            plan_block(mem, c, &b, B, Lq, b.kind == CROSS_ATTN ? Lk_cross : Lk_self, true);
+            b.y = mem.fX(rows_d);
+            continue;
+        }
+        Plan t = temps;
+        plan_block(t, c, &b, B, Lq, b.kind == CROSS_ATTN ? Lk_cross : Lk_self, false);
+        b.y = shared_y[i % 2];
+        used = std::max(used, t.used);
+    }
+    if (!keep) mem.used = used;
+}
+
+static const std::vector<BlockKind> ENCODER_LAYER = {SELF_ATTN, FFN};
+static const std::vector<BlockKind> DECODER_LAYER = {SELF_ATTN, CROSS_ATTN, FFN};
+
+// The encoder over (B, S): tokens, embedding, blocks, output.
+static void plan_encoder(Activations* a, Plan& mem, const Config& c, int B, int S, bool keep) {
+    const size_t rs = (size_t)B * S;
+    a->src_x = mem.fX(rs * c.d_model);
+    plan_stack(mem, c, a->enc, 0, c.n_enc, ENCODER_LAYER, B, S, S, S, keep);
+    a->enc_out = mem.fX(rs * c.d_model);
+    a->enc_mean = mem.f32(rs);
+    a->enc_rstd = mem.f32(rs);
+}
+
+// Everything model_forward (and backward, when train) needs for a (B, S, T) batch; top_k
+// entries are reserved for full-recompute decoding.
+static size_t plan_forward(Activations* a, const Config& c, int B, int S, int T, bool train,
+                           size_t top_k, Plan mem) {
     const size_t d = c.d_model, rs = (size_t)B * S, rt = (size_t)B * T;
-    const size_t max_rows = rs > rt ? rs : rt;
+    const size_t max_rows = std::max(rs, rt);
     const size_t qk = (size_t)c.n_heads * c.d_k, vv = (size_t)c.n_heads * c.d_v;
-    a->src_x = mem.take(rs * d);
-    a->tgt_x = mem.take(rt * d);
-    a->enc.clear();
-    a->dec.clear();
-    for (int l = 0; l < c.n_enc; l++) {
-        a->enc.push_back(plan_block(mem, c, SELF_ATTN, site_id(0, l, 0), B, S, S));
-        a->enc.push_back(plan_block(mem, c, FFN, site_id(0, l, 1), B, S, S));
-    }
-    for (int l = 0; l < c.n_dec; l++) {
-        a->dec.push_back(plan_block(mem, c, SELF_ATTN, site_id(1, l, 0), B, T, T));
-        a->dec.push_back(plan_block(mem, c, CROSS_ATTN, site_id(1, l, 1), B, T, S));
-        a->dec.push_back(plan_block(mem, c, FFN, site_id(1, l, 2), B, T, T));
-    }
-    a->enc_out = mem.take(rs * d);
-    a->enc_mean = mem.take(rs);
-    a->enc_rstd = mem.take(rs);
-    a->dec_out = mem.take(rt * d);
-    a->dec_mean = mem.take(rt);
-    a->dec_rstd = mem.take(rt);
-    a->logits = mem.take(rt * c.vocab);
-    a->lse = mem.take(rt);
-    a->d_a = mem.take(max_rows * d);
-    a->d_b = mem.take(max_rows * d);
-    a->d_tmp = mem.take(max_rows * d);
-    a->d_tmp2 = mem.take(max_rows * d);
-    size_t proj_w = 2 * qk + vv > (size_t)c.d_ff ? 2 * qk + vv : (size_t)c.d_ff;
-    a->d_proj = mem.take(max_rows * proj_w);
-    a->d_ctx = mem.take(max_rows * vv);
-    a->d_kv = mem.take(rs * (qk + vv));
-    a->d_enc_out = mem.take(rs * d);
-    int L = S > T ? S : T;
-    a->scratch = mem.take(attention_scratch_floats(L, L));
+    a->src = mem.i32(rs);
+    a->tgt_in = mem.i32(rt);
+    a->labels = mem.i32(rt);
+    plan_encoder(a, mem, c, B, S, train);
+    a->tgt_x = mem.fX(rt * d);
+    plan_stack(mem, c, a->dec, 1, c.n_dec, DECODER_LAYER, B, T, T, S, train);
+    a->dec_out = mem.fX(rt * d);
+    a->dec_mean = mem.f32(rt);
+    a->dec_rstd = mem.f32(rt);
+    a->logits = mem.fX(rt * c.vocab);
+    a->lse = mem.f32(rt);
+    a->top = top_k ? mem.i32(2 * top_k) : nullptr;
+    if (!train) return mem.used;
+    a->d_a = mem.fX(max_rows * d);
+    a->d_b = mem.fX(max_rows * d);
+    a->d_tmp = mem.fX(max_rows * d);
+    a->d_tmp2 = mem.fX(max_rows * d);
+    a->d_proj = mem.fX(max_rows * std::max(2 * qk + vv, (size_t)c.d_ff));
+    a->d_ctx = mem.fX(max_rows * vv);
+    a->d_kv = mem.fX(rs * (qk + vv));
+    a->d_enc_out = mem.fX(rs * d);
     return mem.used;
 }
 
-static void prepare_activations(Model* m, int B, int S, int T) {
-    if (!m->acts) m->acts = new Activations();
+// Decoding a batch: the cross-attention keys/values (kept), then either the encoder pass
+// (begin) or the cache and one step's buffers, in the same memory.
+static size_t plan_decoding(Activations* a, const Config& c, Plan mem) {
+    DecodeState& ds = a->ds;
+    const size_t qk = (size_t)c.n_heads * c.d_k, vv = (size_t)c.n_heads * c.d_v;
+    const size_t rs = (size_t)ds.B * ds.S, R = ds.R;
+    a->src = mem.i32(rs);
+    ds.src_len = mem.i32(ds.B);
+    ds.cross_kv.assign(c.n_dec, nullptr);
+    ds.cross_kt.assign(c.n_dec, nullptr);
+    ds.cache.assign(c.n_dec, nullptr);
+    for (int l = 0; l < c.n_dec; l++) {
+        ds.cross_kv[l] = mem.fX(rs * (qk + vv));
+        ds.cross_kt[l] = mem.fX(rs * qk);
+    }
+    Plan begin = mem;   // the encoder pass, dead once the keys/values above are computed
+    plan_encoder(a, begin, c, ds.B, ds.S, false);
+    for (int l = 0; l < c.n_dec; l++) ds.cache[l] = mem.fX((size_t)ds.max_steps * R * (qk + vv));
+    ds.slots[0] = mem.i32(R * ds.max_steps);
+    ds.slots[1] = mem.i32(R * ds.max_steps);
+    ds.rows = mem.i32(3 * R);
+    plan_stack(mem, c, ds.blocks, 1, c.n_dec, DECODER_LAYER, (int)R, 1, 0, 0, false);
+    ds.x = mem.fX(R * c.d_model);
+    ds.out = mem.fX(R * c.d_model);
+    ds.mean = mem.f32(R);
+    ds.rstd = mem.f32(R);
+    ds.logits = mem.fX(R * c.vocab);
+    ds.top = mem.i32(2 * R * ds.kmax);
+    return std::max(mem.used, begin.used);
+}
+
+// Makes the arena at least `bytes` large (it grows, never shrinks).
+static void reserve_arena(Model* m, size_t bytes) {
     Activations* a = m->acts;
-    size_t need = plan_activations(a, m->cfg, B, S, T, nullptr);
-    if (need > a->arena.size()) a->arena.assign(need, 0.0f);   // grows, never shrinks
-    plan_activations(a, m->cfg, B, S, T, a->arena.data());
-    a->B = B, a->S = S, a->T = T;
+    if (bytes <= a->arena_bytes) return;
+    m->backend->release(a->arena);
+    a->arena = m->backend->alloc(bytes);
+    a->arena_bytes = bytes;
+}
+
+template <class PlanFn>
+static void plan_arena(Model* m, PlanFn plan) {
+    Plan measure{nullptr, m->backend->floatx_size()};
+    reserve_arena(m, plan(measure));
+    plan(Plan{(char*)m->acts->arena, m->backend->floatx_size()});
 }
 
 // Position table (L, d): the learned parameters, or sinusoids computed up to L.
-static const float* position_table(Model* m, int L) {
-    if (m->cfg.learned_pos) return m->param(m->layout.pos_embed);
+static const floatX* position_table(Model* m, int L) {
     Activations* a = m->acts;
-    if (a->pe_len < L) {
-        a->sinusoids.resize((size_t)L * m->cfg.d_model);
-        sinusoid_table(a->sinusoids.data(), L, m->cfg.d_model);
-        a->pe_len = L;
+    const size_t fx = m->backend->floatx_size();
+    if (m->cfg.learned_pos) return (const floatX*)((const char*)m->weights + m->layout.pos_embed * fx);
+    if (a->pos_len < L) {
+        const int len = std::max(L, 2 * a->pos_len);
+        m->backend->release(a->pos_table);
+        a->pos_table = (floatX*)m->backend->alloc((size_t)len * m->cfg.d_model * fx);
+        m->backend->positional_table(a->pos_table, len, m->cfg.d_model);
+        a->pos_len = len;
     }
-    return a->sinusoids.data();
+    return a->pos_table;
 }
 
 // ---------------------------------------------------------------------------------------------
-// Initialisation
+// Buffers and initialisation
 // ---------------------------------------------------------------------------------------------
+static void release_buffers(Model* m) {
+    if (!m->backend) return;
+    Backend& ops = *m->backend;
+    if (m->weights && (void*)m->weights != (void*)m->params) ops.release(m->weights);
+    for (float* p : {m->params, m->grads, m->adam_m, m->adam_v}) ops.release(p);
+    m->params = m->grads = m->adam_m = m->adam_v = nullptr;
+    m->weights = nullptr;
+    if (m->acts) {
+        ops.release(m->acts->arena);
+        ops.release(m->acts->pos_table);
+    }
+    delete m->acts;
+    m->acts = nullptr;
+}
+
+Model::~Model() { release_buffers(this); }
+
+void model_allocate(Model* m, const Config& cfg, bool training) {
+    std::string err = config_error(cfg);
+    MODEL_CHECK(err.empty(), "bad config: %s", err.c_str());
+    if (!m->backend) m->backend = make_cpu_backend();
+    release_buffers(m);
+    m->cfg = cfg;
+    m->layout = make_layout(cfg);
+    Backend& ops = *m->backend;
+    const size_t bytes = m->layout.total * sizeof(float);
+    m->params = (float*)ops.alloc(bytes);
+    m->weights = ops.floatx_size() == sizeof(float)
+                     ? (floatX*)m->params
+                     : (floatX*)ops.alloc(m->layout.total * ops.floatx_size());
+    if (training) {
+        for (float** p : {&m->grads, &m->adam_m, &m->adam_v}) {
+            *p = (float*)ops.alloc(bytes);
+            ops.fill_zero(*p, bytes);
+        }
+    }
+    m->acts = new Activations();
+    m->step = 0;
+    m->train_forwards = 0;
+}
+
+// splitmix64 draws: uniform in (0, 1) and standard normal (Box-Muller).
 struct InitRng {
     uint64_t s;
-    uint64_t next() {
-        uint64_t z = (s += 0x9E3779B97F4A7C15ull);
-        z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-        z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-        return z ^ (z >> 31);
-    }
-    double uniform() { return ((next() >> 11) + 0.5) * (1.0 / 9007199254740992.0); }   // (0, 1)
+    double uniform() { return ((splitmix64_next(&s) >> 11) + 0.5) * (1.0 / 9007199254740992.0); }
     double normal() { return std::sqrt(-2.0 * std::log(uniform())) * std::cos(6.283185307179586 * uniform()); }
 };
 
@@ -253,34 +325,79 @@ static bool ends_with(const std::string& s, const std::string& suffix) {
     return s.size() >= suffix.size() && s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
 }
 
-void model_init(Model* m, const Config& cfg, uint64_t seed) {
-    std::string err = config_error(cfg);
-    MODEL_CHECK(err.empty(), "bad config: %s", err.c_str());
-    m->cfg = cfg;
-    m->layout = make_layout(cfg);
-    const size_t n = m->layout.total;
-    m->params.assign(n, 0.0f);
-    m->grads.assign(n, 0.0f);
-    m->adam_m.assign(n, 0.0f);
-    m->adam_v.assign(n, 0.0f);
-    m->step = 0;
-    m->train_forwards = 0;
-    m->dropout_seed = seed;
+// The initial parameters into p (layout.total floats, host).
+static void init_parameters(const ParamLayout& layout, const Config& cfg, uint64_t seed, float* p) {
     InitRng rng{seed};
-    for (const TensorInfo& t : m->layout.tensors) {
-        float* p = m->param(t.offset);
+    for (const TensorInfo& t : layout.tensors) {
+        float* v = p + t.offset;
         if (t.name == "embed.weight" || t.name == "pos_embed.weight") {
             const double std_dev = 1.0 / std::sqrt((double)cfg.d_model);
-            for (size_t i = 0; i < t.numel; i++) p[i] = (float)(rng.normal() * std_dev);
+            for (size_t i = 0; i < t.numel; i++) v[i] = (float)(rng.normal() * std_dev);
         } else if (t.shape.size() == 2) {   // Xavier-uniform: U(-a, a), a = sqrt(6 / (in + out))
             const double a = std::sqrt(6.0 / (t.shape[0] + t.shape[1]));
-            for (size_t i = 0; i < t.numel; i++) p[i] = (float)((2.0 * rng.uniform() - 1.0) * a);
+            for (size_t i = 0; i < t.numel; i++) v[i] = (float)((2.0 * rng.uniform() - 1.0) * a);
         } else {
             bool norm_gain = ends_with(t.name, ".weight");   // LayerNorm g = 1; biases 0
-            for (size_t i = 0; i < t.numel; i++) p[i] = norm_gain ? 1.0f : 0.0f;
+            for (size_t i = 0; i < t.numel; i++) v[i] = norm_gain ? 1.0f : 0.0f;
         }
     }
 }
+
+void model_init(Model* m, const Config& cfg, uint64_t seed) {
+    model_allocate(m, cfg, true);
+    m->dropout_seed = seed;
+    std::vector<float> host(m->layout.total);
+    init_parameters(m->layout, cfg, seed, host.data());
+    model_set_params(m, host.data());
+}
+
+void model_set_params(Model* m, const float* host) {
+    Backend& ops = *m->backend;
+    ops.upload(m->params, host, m->layout.total * sizeof(float));
+    if ((void*)m->weights != (void*)m->params) ops.convert_weights(m->weights, m->params, m->layout.total);
+}
+
+void model_get_params(const Model* m, float* host) {
+    m->backend->download(host, m->params, m->layout.total * sizeof(float));
+}
+
+void model_set_adam(Model* m, const float* host_m, const float* host_v) {
+    MODEL_CHECK(m->adam_m, "the model holds no Adam state (loaded for inference)");
+    m->backend->upload(m->adam_m, host_m, m->layout.total * sizeof(float));
+    m->backend->upload(m->adam_v, host_v, m->layout.total * sizeof(float));
+}
+
+void model_get_adam(const Model* m, float* host_m, float* host_v) {
+    MODEL_CHECK(m->adam_m, "the model holds no Adam state (loaded for inference)");
+    m->backend->download(host_m, m->adam_m, m->layout.total * sizeof(float));
+    m->backend->download(host_v, m->adam_v, m->layout.total * sizeof(float));
+}
+
+void model_get_grads(const Model* m, float* host) {
+    MODEL_CHECK(m->grads, "the model holds no gradients (loaded for inference)");
+    m->backend->download(host, m->grads, m->layout.total * sizeof(float));
+}
+
+// ---------------------------------------------------------------------------------------------
+// Int8 inference
+// ---------------------------------------------------------------------------------------------
+bool model_quantize(Model* m, std::string* error) {
+    model_dequantize(m);
+    std::vector<LinearP> products;
+    for (const EncoderLayerP& L : m->layout.enc)
+        for (const LinearP& p : {L.self_attn.qkv(), L.self_attn.out, L.ffn.fc1, L.ffn.fc2})
+            products.push_back(p);
+    for (const DecoderLayerP& L : m->layout.dec)
+        for (const LinearP& p : {L.self_attn.qkv(), L.self_attn.out, L.cross_attn.q,
+                                 L.cross_attn.kv(), L.cross_attn.out, L.ffn.fc1, L.ffn.fc2})
+            products.push_back(p);
+    products.push_back(LinearP{m->layout.embed, 0, m->cfg.vocab, m->cfg.d_model});   // x E^T
+    for (const LinearP& p : products)
+        if (!m->backend->quantize_weights(m->params + p.w, p.out, p.in, error)) return false;
+    return true;
+}
+
+void model_dequantize(Model* m) { m->backend->drop_quantized_weights(); }
 
 // ---------------------------------------------------------------------------------------------
 // Forward
@@ -288,23 +405,30 @@ void model_init(Model* m, const Config& cfg, uint64_t seed) {
 // Everything a block's forward or backward needs besides the block itself.
 struct Pass {
     Model* m;
-    const Batch* batch;
+    Backend& ops;
+    Activations* a;
+    int B, S, T;                    // the batch (decoding: B rows of one position, T = 1)
     float p_drop, p_attn, p_relu;   // 0 at inference
+    bool decoding = false;          // one position over the cache (model_decode_step)
+    int t = 0;                      // decoding: the position
     uint64_t site_seed(uint32_t site) const {
-        return dropout_site_seed(m->dropout_seed, m->acts->dropout_counter, site);
+        return dropout_site_seed(m->dropout_seed, a->dropout_counter, site);
     }
-    const float* P(size_t off) const { return m->params.data() + off; }
-    float* G(size_t off) const { return m->grads.data() + off; }
-    // Products in int8 when the model is quantized and this is not a training pass.
-    bool int8() const { return m->int8 && !m->acts->train; }
-    void linear(float* Y, const float* X, const LinearP& p, int rows) const {
-        linear_product(m, Y, X, p, rows, int8());
+    floatX* at(const floatX* p, size_t n) const {   // p + n elements
+        return (floatX*)((const char*)p + n * ops.floatx_size());
+    }
+    const floatX* W(size_t off) const { return at(m->weights, off); }
+    float* G(size_t off) const { return m->grads + off; }
+    // Y (rows, p.out) = X (rows, p.in) W^T + b.
+    void linear(floatX* Y, const floatX* X, const LinearP& p, int rows) const {
+        ops.linear_forward(Y, X, W(p.w), W(p.b), rows, p.in, p.out);
     }
 };
 
-static bool in_decoder(const Pass& ps, const Block& b) {
-    const std::vector<Block>& dec = ps.m->acts->dec;
-    return !dec.empty() && &b >= &dec.front() && &b <= &dec.back();
+static Pass make_pass(Model* m, int B, int S, int T, bool train) {
+    const Config& c = m->cfg;
+    return Pass{m, *m->backend, m->acts, B, S, T, train ? c.p_drop : 0.0f,
+                train ? c.p_attn_drop : 0.0f, train ? c.p_relu_drop : 0.0f};
 }
 
 // Shape of a block's attention: self-attention reads q, k, v from one qkv row (causal in the
@@ -312,60 +436,158 @@ static bool in_decoder(const Pass& ps, const Block& b) {
 static AttentionShape attention_shape(const Pass& ps, const Block& b) {
     const Config& c = ps.m->cfg;
     const int qk = c.n_heads * c.d_k, vv = c.n_heads * c.d_v;
-    const Batch& bt = *ps.batch;
     if (b.kind == CROSS_ATTN)
-        return {bt.B, bt.T, bt.S, c.n_heads, c.d_k, c.d_v, qk, 0, qk + vv, 0, qk, false};
-    const bool dec = in_decoder(ps, b);
-    const int L = dec ? bt.T : bt.S;
-    return {bt.B, L, L, c.n_heads, c.d_k, c.d_v, 2 * qk + vv, 0, 2 * qk + vv, qk, 2 * qk, dec};
+        return {ps.B, ps.T, ps.S, c.n_heads, c.d_k, c.d_v, qk, 0, qk + vv, 0, qk, false};
+    const int L = b.decoder ? ps.T : ps.S;
+    return {ps.B, L, L, c.n_heads, c.d_k, c.d_v, 2 * qk + vv, 0, 2 * qk + vv, qk, 2 * qk, b.decoder};
 }
 
 // Key tokens that mask attention: the sentence's own tokens for self-attention, the source
 // for cross-attention.
 static const int* key_tokens(const Pass& ps, const Block& b) {
-    if (b.kind == CROSS_ATTN || !in_decoder(ps, b)) return ps.batch->src.data();
-    return ps.batch->tgt_in.data();
+    return b.kind == SELF_ATTN && b.decoder ? ps.a->tgt_in : ps.a->src;
 }
 
-// F(in) -> out (rows, d) for the block's sub-layer.
-static void sublayer_forward(const Pass& ps, Block& b, const AttentionP* attn,
-                             const FeedForwardP* ffn, const float* in, float* out, int rows) {
-    const Config& c = ps.m->cfg;
-    if (b.kind == FFN) {
-        ps.linear(b.proj, in, ffn->fc1, rows);
-        relu_forward(b.proj, b.proj, (size_t)rows * c.d_ff);
-        if (b.h1_drop != b.proj)
-            dropout_forward(b.h1_drop, b.proj, (size_t)rows * c.d_ff, ps.p_relu, ps.site_seed(b.site + 2));
-        ps.linear(out, b.h1_drop, ffn->fc2, rows);
-        return;
-    }
+// §3.2.2 Multi-Head Attention over the whole sequence, and §3.2.3's masking: the query
+// attends to the keys the masks allow. ctx (rows, h*dv) from in (rows, d).
+static void attention_sublayer(const Pass& ps, Block& b, const AttentionP* attn,
+                               const floatX* in, int rows) {
     AttentionShape s = attention_shape(ps, b);
-    const float* kv = b.proj;
+    const floatX* kv = b.proj;
     if (b.kind == SELF_ATTN) {
         ps.linear(b.proj, in, attn->qkv(), rows);
     } else {
         ps.linear(b.proj, in, attn->q, rows);
-        ps.linear(b.kv, ps.m->acts->enc_out, attn->kv(), ps.batch->B * ps.batch->S);
+        ps.linear(b.kv, ps.a->enc_out, attn->kv(), ps.B * ps.S);
         kv = b.kv;
     }
-    attention_forward(b.ctx, b.probs, b.proj, kv, key_tokens(ps, b), s, ps.p_attn,
-                      ps.site_seed(b.site + 1), ps.m->acts->scratch);
+    ps.ops.attention_forward(b.ctx, b.probs, b.proj, kv, key_tokens(ps, b), s, ps.p_attn,
+                             ps.site_seed(b.site + 1));
+}
+
+// The same attention for one new position per row (decoding): self-attention appends the
+// rows' keys/values to the cache and attends over steps 0..t; cross-attention reads the keys
+// and values computed once for the batch (model_decode_begin).
+static void attention_step_sublayer(const Pass& ps, Block& b, const AttentionP* attn,
+                                    const floatX* in, int rows) {
+    const Config& c = ps.m->cfg;
+    DecodeState& ds = ps.a->ds;
+    const int qk = c.n_heads * c.d_k, vv = c.n_heads * c.d_v;
+    if (b.kind == SELF_ATTN) {
+        const StepShape s{rows, c.n_heads, c.d_k, c.d_v, 2 * qk + vv};
+        ps.linear(b.proj, in, attn->qkv(), rows);
+        floatX* slab = ps.at(ds.cache[b.layer], (size_t)ps.t * ds.R * (qk + vv));
+        ps.ops.copy_rows(slab, qk + vv, ps.at(b.proj, qk), 2 * qk + vv, rows, qk + vv);
+        ps.ops.attention_step_self(b.ctx, b.proj, ds.cache[b.layer], ds.R, ds.slots[ds.cur],
+                                   ds.max_steps, ps.t, s);
+        return;
+    }
+    const StepShape s{rows, c.n_heads, c.d_k, c.d_v, qk};
+    const int* sentence = ds.rows + 2 * rows;
+    ps.linear(b.proj, in, attn->q, rows);
+    ps.ops.attention_step_cross(b.ctx, b.proj, ds.cross_kt[b.layer], ds.cross_kv[b.layer],
+                                qk + vv, ds.src_len, sentence, ds.S, s);
+}
+
+// F(in) -> out (rows, d) for the block's sub-layer.
+static void sublayer_forward(const Pass& ps, Block& b, const AttentionP* attn,
+                             const FeedForwardP* ffn, const floatX* in, floatX* out, int rows) {
+    const Config& c = ps.m->cfg;
+    if (b.kind == FFN) {   // §3.3: max(0, x W1 + b1) W2 + b2
+        ps.linear(b.proj, in, ffn->fc1, rows);
+        ps.ops.relu_forward(b.proj, b.proj, (size_t)rows * c.d_ff);
+        if (b.h1_drop != b.proj)
+            ps.ops.dropout_forward(b.h1_drop, b.proj, (size_t)rows * c.d_ff, ps.p_relu,
+                                   ps.site_seed(b.site + 2));
+        ps.linear(out, b.h1_drop, ffn->fc2, rows);
+        return;
+    }
+    if (ps.decoding) attention_step_sublayer(ps, b, attn, in, rows);
+    else attention_sublayer(ps, b, attn, in, rows);
     ps.linear(out, b.ctx, attn->out, rows);
 }
 
+// §3.1 residual connection around the sub-layer, §5.4 dropout on its output, LayerNorm:
 // post-LN: r = x + Dropout(F(x)); y = LN(r).   pre-LN: n = LN(x); y = x + Dropout(F(n)).
-static void residual_forward(const Pass& ps, Block& b, const LayerNormP& ln,
-                             const AttentionP* attn, const FeedForwardP* ffn, int rows) {
+static void block_forward(const Pass& ps, Block& b, const LayerNormP& ln,
+                          const AttentionP* attn, const FeedForwardP* ffn, int rows) {
     const int d = ps.m->cfg.d_model;
     const size_t n = (size_t)rows * d;
     const bool pre = ps.m->cfg.pre_ln;
-    if (pre) layernorm_forward(b.n, b.mean, b.rstd, b.x, ps.P(ln.g), ps.P(ln.b), rows, d);
-    float* out = pre ? b.y : b.r;
+    if (pre) ps.ops.layernorm_forward(b.n, b.mean, b.rstd, b.x, ps.W(ln.g), ps.W(ln.b), rows, d);
+    floatX* out = pre ? b.y : b.r;
     sublayer_forward(ps, b, attn, ffn, pre ? b.n : b.x, out, rows);
-    dropout_forward(out, out, n, ps.p_drop, ps.site_seed(b.site));
-#pragma omp parallel for simd schedule(static)
-    for (size_t i = 0; i < n; i++) out[i] += b.x[i];
-    if (!pre) layernorm_forward(b.y, b.mean, b.rstd, b.r, ps.P(ln.g), ps.P(ln.b), rows, d);
+    ps.ops.residual_forward(out, out, b.x, n, ps.p_drop, ps.site_seed(b.site));
+    if (!pre) ps.ops.layernorm_forward(b.y, b.mean, b.rstd, b.r, ps.W(ln.g), ps.W(ln.b), rows, d);
+}
+
+// §3.1 Encoder layer: self-attention, then the FFN, each in its residual block.
+static void encoder_layer_forward(const Pass& ps, int l, Block* blk, const floatX* x, int rows) {
+    const EncoderLayerP& P = ps.m->layout.enc[l];
+    blk[0].x = x;
+    block_forward(ps, blk[0], P.norm1, &P.self_attn, nullptr, rows);
+    blk[1].x = blk[0].y;
+    block_forward(ps, blk[1], P.norm2, nullptr, &P.ffn, rows);
+}
+
+// §3.1 Decoder layer: masked self-attention, encoder-decoder attention, the FFN. The same
+// sequence trains over the whole target and decodes one position over the cache.
+static void decoder_layer_forward(const Pass& ps, int l, Block* blk, const floatX* x, int rows) {
+    const DecoderLayerP& P = ps.m->layout.dec[l];
+    blk[0].x = x;
+    block_forward(ps, blk[0], P.norm1, &P.self_attn, nullptr, rows);
+    blk[1].x = blk[0].y;
+    block_forward(ps, blk[1], P.norm2, &P.cross_attn, nullptr, rows);
+    blk[2].x = blk[1].y;
+    block_forward(ps, blk[2], P.norm3, nullptr, &P.ffn, rows);
+}
+
+// A stack's output: the final LayerNorm of x (pre-LN) or x itself (post-LN), into out.
+static void final_norm_forward(const Pass& ps, const LayerNormP& ln, const floatX* x,
+                               floatX* out, float* mean, float* rstd, int rows) {
+    const int d = ps.m->cfg.d_model;
+    if (ps.m->cfg.pre_ln)
+        ps.ops.layernorm_forward(out, mean, rstd, x, ps.W(ln.g), ps.W(ln.b), rows, d);
+    else
+        ps.ops.copy(out, x, (size_t)rows * d * ps.ops.floatx_size());
+}
+
+// The encoder stack over the batch's source: fills a->enc_out (B*S, d).
+static void encoder_forward(const Pass& ps) {
+    Model* m = ps.m;
+    Activations* a = ps.a;
+    const Config& c = m->cfg;
+    const int rows = ps.B * ps.S;
+    ps.ops.embedding_forward(a->src_x, a->src, ps.W(m->layout.embed), position_table(m, ps.S), 0,
+                             ps.B, ps.S, c.d_model, ps.p_drop, ps.site_seed(site_id(0, 255, 3)));
+    const floatX* x = a->src_x;
+    for (int l = 0; l < c.n_enc; l++) {
+        encoder_layer_forward(ps, l, &a->enc[2 * l], x, rows);
+        x = a->enc[2 * l + 1].y;
+    }
+    final_norm_forward(ps, m->layout.enc_norm, x, a->enc_out, a->enc_mean, a->enc_rstd, rows);
+}
+
+// The decoder stack over <s> + target, attending to enc_out: fills a->dec_out (B*T, d).
+static void decoder_forward(const Pass& ps) {
+    Model* m = ps.m;
+    Activations* a = ps.a;
+    const Config& c = m->cfg;
+    const int rows = ps.B * ps.T;
+    ps.ops.embedding_forward(a->tgt_x, a->tgt_in, ps.W(m->layout.embed), position_table(m, ps.T), 0,
+                             ps.B, ps.T, c.d_model, ps.p_drop, ps.site_seed(site_id(1, 255, 3)));
+    const floatX* x = a->tgt_x;
+    for (int l = 0; l < c.n_dec; l++) {
+        decoder_layer_forward(ps, l, &a->dec[3 * l], x, rows);
+        x = a->dec[3 * l + 2].y;
+    }
+    final_norm_forward(ps, m->layout.dec_norm, x, a->dec_out, a->dec_mean, a->dec_rstd, rows);
+}
+
+// §3.4 The pre-softmax projection shares the embedding matrix: logits (rows, V) = h E^T.
+static void logits_forward(const Pass& ps, floatX* logits, const floatX* h, int rows) {
+    const Config& c = ps.m->cfg;
+    ps.ops.linear_forward(logits, h, ps.W(ps.m->layout.embed), nullptr, rows, c.d_model, c.vocab);
 }
 
 static void check_batch(const Model* m, const Batch& bt) {
@@ -382,92 +604,171 @@ static void check_batch(const Model* m, const Batch& bt) {
                         m->cfg.vocab);
 }
 
-// A stack's output: the final LayerNorm of x (pre-LN) or x itself (post-LN), into out.
-static void final_norm_forward(const Pass& ps, const LayerNormP& ln, const float* x, float* out,
-                               float* mean, float* rstd, int rows) {
-    const int d = ps.m->cfg.d_model;
-    if (ps.m->cfg.pre_ln)
-        layernorm_forward(out, mean, rstd, x, ps.P(ln.g), ps.P(ln.b), rows, d);
-    else
-        std::memcpy(out, x, (size_t)rows * d * sizeof(float));
-}
-
-// The encoder stack over the batch's source: fills acts->enc_out (B*S, d).
-static void encoder_forward(const Pass& ps) {
-    Model* m = ps.m;
-    Activations* a = m->acts;
-    const Config& c = m->cfg;
-    const Batch& bt = *ps.batch;
-    const int rows = bt.B * bt.S;
-    embedding_forward(a->src_x, bt.src.data(), ps.P(m->layout.embed), position_table(m, bt.S),
-                      bt.B, bt.S, c.d_model, ps.p_drop, ps.site_seed(site_id(0, 255, 3)));
-    const float* x = a->src_x;
-    for (int l = 0; l < c.n_enc; l++) {
-        const EncoderLayerP& P = m->layout.enc[l];
-        Block& att = a->enc[2 * l];
-        Block& ff = a->enc[2 * l + 1];
-        att.x = x;
-        residual_forward(ps, att, P.norm1, &P.self_attn, nullptr, rows);
-        ff.x = att.y;
-        residual_forward(ps, ff, P.norm2, nullptr, &P.ffn, rows);
-        x = ff.y;
-    }
-    final_norm_forward(ps, m->layout.enc_norm, x, a->enc_out, a->enc_mean, a->enc_rstd, rows);
-}
-
-// The decoder stack over <s> + target, attending to enc_out: fills acts->dec_out (B*T, d).
-static void decoder_forward(const Pass& ps) {
-    Model* m = ps.m;
-    Activations* a = m->acts;
-    const Config& c = m->cfg;
-    const Batch& bt = *ps.batch;
-    const int rows = bt.B * bt.T;
-    embedding_forward(a->tgt_x, bt.tgt_in.data(), ps.P(m->layout.embed), position_table(m, bt.T),
-                      bt.B, bt.T, c.d_model, ps.p_drop, ps.site_seed(site_id(1, 255, 3)));
-    const float* x = a->tgt_x;
-    for (int l = 0; l < c.n_dec; l++) {
-        const DecoderLayerP& P = m->layout.dec[l];
-        Block* blk = &a->dec[3 * l];
-        blk[0].x = x;
-        residual_forward(ps, blk[0], P.norm1, &P.self_attn, nullptr, rows);
-        blk[1].x = blk[0].y;
-        residual_forward(ps, blk[1], P.norm2, &P.cross_attn, nullptr, rows);
-        blk[2].x = blk[1].y;
-        residual_forward(ps, blk[2], P.norm3, nullptr, &P.ffn, rows);
-        x = blk[2].y;
-    }
-    final_norm_forward(ps, m->layout.dec_norm, x, a->dec_out, a->dec_mean, a->dec_rstd, rows);
-}
-
-float model_forward(Model* m, const Batch& bt, bool train) {
+// Encoder, decoder, logits and loss over a batch (model_forward; top_k > 0 also reserves
+// full-recompute decoding's top-k results).
+static float forward(Model* m, const Batch& bt, bool train, size_t top_k) {
     check_batch(m, bt);
-    prepare_activations(m, bt.B, bt.S, bt.T);
+    MODEL_CHECK(!train || m->backend->precision() != Precision::INT8,
+                "training forward on an int8-quantized model (model_dequantize first)");
+    MODEL_CHECK(!train || m->grads, "training forward on a model loaded for inference");
     Activations* a = m->acts;
-    const Config& c = m->cfg;
+    plan_arena(m, [&](Plan p) { return plan_forward(a, m->cfg, bt.B, bt.S, bt.T, train, top_k, p); });
+    Backend& ops = *m->backend;
+    ops.upload(a->src, bt.src.data(), bt.src.size() * sizeof(int));
+    ops.upload(a->tgt_in, bt.tgt_in.data(), bt.tgt_in.size() * sizeof(int));
+    ops.upload(a->labels, bt.labels.data(), bt.labels.size() * sizeof(int));
+    a->B = bt.B, a->S = bt.S, a->T = bt.T;
     a->train = train;
     if (train) a->dropout_counter = m->train_forwards++;
-    Pass ps{m, &bt, train ? c.p_drop : 0.0f, train ? c.p_attn_drop : 0.0f,
-            train ? c.p_relu_drop : 0.0f};
+    Pass ps = make_pass(m, bt.B, bt.S, bt.T, train);
     encoder_forward(ps);
     decoder_forward(ps);
     const int rows = bt.B * bt.T;
-    // logits (B*T, V) = dec_out E^T: the pre-softmax projection shares the embedding matrix.
-    logits_product(m, a->logits, a->dec_out, rows, ps.int8());
-    double sum = crossentropy_forward(a->lse, a->logits, bt.labels.data(), rows, c.vocab,
-                                      c.label_smoothing);
+    logits_forward(ps, a->logits, a->dec_out, rows);
+    double sum = ops.crossentropy_forward(a->lse, a->logits, a->labels, rows, m->cfg.vocab,
+                                          m->cfg.label_smoothing);
     return bt.tgt_tokens > 0 ? (float)(sum / bt.tgt_tokens) : 0.0f;
 }
 
-const float* model_logits(const Model* m) { return m->acts ? m->acts->logits : nullptr; }
+float model_forward(Model* m, const Batch& bt, bool train) { return forward(m, bt, train, 0); }
 
-void model_encode(Model* m, const Batch& bt, std::vector<float>* enc_out) {
-    check_batch(m, bt);
-    prepare_activations(m, bt.B, bt.S, bt.T);
-    m->acts->train = false;
-    Pass ps{m, &bt, 0.0f, 0.0f, 0.0f};
+// n floatX from the device into host floats.
+static void download_floatx(const Backend& ops_in, std::vector<float>* out, const floatX* src, size_t n) {
+    Backend& ops = const_cast<Backend&>(ops_in);
+    out->resize(n);
+    if (ops.floatx_size() == sizeof(float)) {
+        ops.download(out->data(), src, n * sizeof(float));
+        return;
+    }
+    std::vector<uint16_t> bf(n);   // bfloat16: the upper half of a float
+    ops.download(bf.data(), src, n * sizeof(uint16_t));
+    for (size_t i = 0; i < n; i++) {
+        uint32_t bits = (uint32_t)bf[i] << 16;
+        std::memcpy(&(*out)[i], &bits, sizeof(float));
+    }
+}
+
+void model_logits(const Model* m, std::vector<float>* logits) {
+    const Activations* a = m->acts;
+    MODEL_CHECK(a && a->logits, "model_logits needs a forward first");
+    download_floatx(*m->backend, logits, a->logits, (size_t)a->B * a->T * m->cfg.vocab);
+}
+
+// ---------------------------------------------------------------------------------------------
+// Decoding
+// ---------------------------------------------------------------------------------------------
+void model_decode_begin(Model* m, const std::vector<std::vector<int>>& sources,
+                        int rows_per_sentence, int max_steps, bool recompute) {
+    MODEL_CHECK(!sources.empty() && rows_per_sentence >= 1 && max_steps >= 1,
+                "decoding needs sentences, rows and steps (%zu, %d, %d)", sources.size(),
+                rows_per_sentence, max_steps);
+    const Config& c = m->cfg;
+    DecodeState& ds = m->acts->ds;
+    ds.recompute = recompute;
+    ds.B = (int)sources.size();
+    ds.S = 0;
+    for (const auto& s : sources) ds.S = std::max(ds.S, (int)s.size());
+    ds.R = ds.B * rows_per_sentence;
+    ds.max_steps = max_steps;
+    ds.kmax = 2 * rows_per_sentence;
+    ds.cur = 0;
+    MODEL_CHECK(!c.learned_pos || (ds.S <= c.max_len && max_steps <= c.max_len),
+                "decoding beyond the learned position table (%d > %d)", std::max(ds.S, max_steps),
+                c.max_len);
+    std::vector<int> src((size_t)ds.B * ds.S, PAD_ID), len(ds.B);
+    for (int b = 0; b < ds.B; b++) {
+        MODEL_CHECK(!sources[b].empty(), "decoding an empty source (sentence %d)", b);
+        for (int t : sources[b]) MODEL_CHECK(t >= 0 && t < c.vocab, "token id %d outside the vocabulary (%d)", t, c.vocab);
+        std::copy(sources[b].begin(), sources[b].end(), src.begin() + (size_t)b * ds.S);
+        len[b] = (int)sources[b].size();
+    }
+    if (recompute) {
+        ds.sources = sources;
+        return;
+    }
+    Activations* a = m->acts;
+    plan_arena(m, [&](Plan p) { return plan_decoding(a, c, p); });
+    Backend& ops = *m->backend;
+    ops.upload(a->src, src.data(), src.size() * sizeof(int));
+    ops.upload(ds.src_len, len.data(), len.size() * sizeof(int));
+    a->train = false;
+    a->B = ds.B, a->S = ds.S, a->T = 1;
+    position_table(m, std::max(ds.S, max_steps));
+    Pass ps = make_pass(m, ds.B, ds.S, 1, false);
     encoder_forward(ps);
-    const float* out = m->acts->enc_out;
-    enc_out->assign(out, out + (size_t)bt.B * bt.S * m->cfg.d_model);
+    for (int l = 0; l < c.n_dec; l++) {   // the cross-attention keys/values, once per sentence
+        const LinearP kv = m->layout.dec[l].cross_attn.kv();
+        ps.linear(ds.cross_kv[l], a->enc_out, kv, ds.B * ds.S);
+        ops.attention_keys_transpose(ds.cross_kt[l], ds.cross_kv[l], ds.B, ds.S, c.n_heads, c.d_k, kv.out);
+    }
+}
+
+// Full-recompute mode (testing): the whole decoder over <s> + prefix of every row, the top-k
+// of its last position.
+static void decode_step_recompute(Model* m, int t, const DecodeRows& rows, int k, int banned, int* top) {
+    const DecodeState& ds = m->acts->ds;
+    const int n = (int)rows.token.size(), V = m->cfg.vocab;
+    Batch b;
+    b.B = n;
+    for (int r = 0; r < n; r++) b.S = std::max(b.S, (int)ds.sources[rows.sentence[r]].size());
+    b.T = t + 1;
+    b.src.assign((size_t)n * b.S, PAD_ID);
+    b.tgt_in.assign((size_t)n * b.T, PAD_ID);
+    b.labels.assign((size_t)n * b.T, PAD_ID);
+    for (int r = 0; r < n; r++) {
+        const std::vector<int>& s = ds.sources[rows.sentence[r]];
+        std::copy(s.begin(), s.end(), b.src.begin() + (size_t)r * b.S);
+        b.tgt_in[(size_t)r * b.T] = BOS_ID;
+        for (int j = 0; j < t; j++) b.tgt_in[(size_t)r * b.T + j + 1] = (*rows.prefix[r])[j];
+    }
+    forward(m, b, false, (size_t)n * k);
+    Activations* a = m->acts;
+    floatX* last = (floatX*)((char*)a->logits + (size_t)t * V * m->backend->floatx_size());
+    m->backend->logsoftmax_topk(a->top, (float*)(a->top + (size_t)n * k), last, n, V, b.T * V, k, banned);
+    m->backend->download(top, a->top, 2 * (size_t)n * k * sizeof(int));
+}
+
+void model_decode_step(Model* m, int t, const DecodeRows& rows, int k, int banned,
+                       std::vector<int>* top_tokens, std::vector<float>* top_logp) {
+    Activations* a = m->acts;
+    DecodeState& ds = a->ds;
+    const Config& c = m->cfg;
+    const int n = (int)rows.token.size();
+    MODEL_CHECK(n >= 1 && n <= ds.R && k >= 1 && k <= ds.kmax && t >= 0 && t < ds.max_steps,
+                "decode step out of bounds (rows %d of %d, k %d of %d, step %d of %d)", n, ds.R,
+                k, ds.kmax, t, ds.max_steps);
+    std::vector<int> top(2 * (size_t)n * k);   // tokens, then the log-probabilities' bits
+    if (ds.recompute) {
+        decode_step_recompute(m, t, rows, k, banned, top.data());
+    } else {
+        Backend& ops = *m->backend;
+        std::vector<int> in(rows.token);   // one transfer: tokens, parents, sentences
+        in.insert(in.end(), rows.parent.begin(), rows.parent.end());
+        in.insert(in.end(), rows.sentence.begin(), rows.sentence.end());
+        ops.upload(ds.rows, in.data(), in.size() * sizeof(int));
+        if (t > 0) {   // hypotheses that changed parent take their ancestors' cache rows
+            ops.cache_reorder(ds.slots[1 - ds.cur], ds.slots[ds.cur], ds.rows + n, n, t, ds.max_steps);
+            ds.cur = 1 - ds.cur;
+        }
+        Pass ps = make_pass(m, n, ds.S, 1, false);
+        ps.decoding = true;
+        ps.t = t;
+        ops.embedding_forward(ds.x, ds.rows, ps.W(m->layout.embed), position_table(m, t + 1), t,
+                              n, 1, c.d_model, 0.0f, 0);
+        const floatX* x = ds.x;
+        for (int l = 0; l < c.n_dec; l++) {
+            decoder_layer_forward(ps, l, &ds.blocks[3 * l], x, n);
+            x = ds.blocks[3 * l + 2].y;
+        }
+        final_norm_forward(ps, m->layout.dec_norm, x, ds.out, ds.mean, ds.rstd, n);
+        logits_forward(ps, ds.logits, ds.out, n);
+        ops.logsoftmax_topk(ds.top, (float*)(ds.top + (size_t)n * k), ds.logits, n, c.vocab,
+                            c.vocab, k, banned);
+        ops.download(top.data(), ds.top, top.size() * sizeof(int));
+    }
+    top_tokens->assign(top.begin(), top.begin() + (size_t)n * k);
+    top_logp->resize((size_t)n * k);
+    std::memcpy(top_logp->data(), top.data() + (size_t)n * k, (size_t)n * k * sizeof(float));
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -476,122 +777,122 @@ void model_encode(Model* m, const Batch& bt, std::vector<float>* enc_out) {
 // Given dF (rows, d), the gradient of the sub-layer's output: accumulates parameter gradients
 // and writes d_in = dF/d(in) (d_in_beta 0) or adds it (d_in_beta 1).
 static void sublayer_backward(const Pass& ps, Block& b, const AttentionP* attn,
-                              const FeedForwardP* ffn, const float* in, const float* dF,
-                              float* d_in, float d_in_beta, int rows) {
-    Activations* a = ps.m->acts;
+                              const FeedForwardP* ffn, const floatX* in, const floatX* dF,
+                              floatX* d_in, float d_in_beta, int rows) {
+    Activations* a = ps.a;
+    Backend& ops = ps.ops;
     const Config& c = ps.m->cfg;
     const int d = c.d_model, vv = c.n_heads * c.d_v;
     if (b.kind == FFN) {
         const size_t nh = (size_t)rows * c.d_ff;
-        linear_backward(a->d_proj, 0.0f, ps.G(ffn->fc2.w), ps.G(ffn->fc2.b), dF, b.h1_drop,
-                        ps.P(ffn->fc2.w), rows, c.d_ff, d);
+        ops.linear_backward(a->d_proj, 0.0f, ps.G(ffn->fc2.w), ps.G(ffn->fc2.b), dF, b.h1_drop,
+                            ps.W(ffn->fc2.w), rows, c.d_ff, d);
         if (b.h1_drop != b.proj)
-            dropout_backward(a->d_proj, a->d_proj, nh, ps.p_relu, ps.site_seed(b.site + 2));
-        relu_backward(a->d_proj, a->d_proj, b.proj, nh);
-        linear_backward(d_in, d_in_beta, ps.G(ffn->fc1.w), ps.G(ffn->fc1.b), a->d_proj, in,
-                        ps.P(ffn->fc1.w), rows, d, c.d_ff);
+            ops.dropout_backward(a->d_proj, a->d_proj, nh, ps.p_relu, ps.site_seed(b.site + 2));
+        ops.relu_backward(a->d_proj, a->d_proj, b.proj, nh);
+        ops.linear_backward(d_in, d_in_beta, ps.G(ffn->fc1.w), ps.G(ffn->fc1.b), a->d_proj, in,
+                            ps.W(ffn->fc1.w), rows, d, c.d_ff);
         return;
     }
     AttentionShape s = attention_shape(ps, b);
-    linear_backward(a->d_ctx, 0.0f, ps.G(attn->out.w), ps.G(attn->out.b), dF, b.ctx,
-                    ps.P(attn->out.w), rows, vv, d);
+    ops.linear_backward(a->d_ctx, 0.0f, ps.G(attn->out.w), ps.G(attn->out.b), dF, b.ctx,
+                        ps.W(attn->out.w), rows, vv, d);
     if (b.kind == SELF_ATTN) {
         LinearP qkv = attn->qkv();
-        attention_backward(a->d_proj, a->d_proj, a->d_ctx, b.probs, b.proj, b.proj, s, ps.p_attn,
-                           ps.site_seed(b.site + 1), a->scratch);
-        linear_backward(d_in, d_in_beta, ps.G(qkv.w), ps.G(qkv.b), a->d_proj, in, ps.P(qkv.w),
-                        rows, d, qkv.out);
+        ops.attention_backward(a->d_proj, a->d_proj, a->d_ctx, b.probs, b.proj, b.proj, s,
+                               ps.p_attn, ps.site_seed(b.site + 1));
+        ops.linear_backward(d_in, d_in_beta, ps.G(qkv.w), ps.G(qkv.b), a->d_proj, in,
+                            ps.W(qkv.w), rows, d, qkv.out);
         return;
     }
     LinearP kvp = attn->kv();
-    const int rows_s = ps.batch->B * ps.batch->S;
-    attention_backward(a->d_proj, a->d_kv, a->d_ctx, b.probs, b.proj, b.kv, s, ps.p_attn,
-                       ps.site_seed(b.site + 1), a->scratch);
-    linear_backward(d_in, d_in_beta, ps.G(attn->q.w), ps.G(attn->q.b), a->d_proj, in,
-                    ps.P(attn->q.w), rows, d, attn->q.out);
-    linear_backward(a->d_enc_out, 1.0f, ps.G(kvp.w), ps.G(kvp.b), a->d_kv, a->enc_out,
-                    ps.P(kvp.w), rows_s, d, kvp.out);
+    const int rows_s = ps.B * ps.S;
+    ops.attention_backward(a->d_proj, a->d_kv, a->d_ctx, b.probs, b.proj, b.kv, s, ps.p_attn,
+                           ps.site_seed(b.site + 1));
+    ops.linear_backward(d_in, d_in_beta, ps.G(attn->q.w), ps.G(attn->q.b), a->d_proj, in,
+                        ps.W(attn->q.w), rows, d, attn->q.out);
+    ops.linear_backward(a->d_enc_out, 1.0f, ps.G(kvp.w), ps.G(kvp.b), a->d_kv, a->enc_out,
+                        ps.W(kvp.w), rows_s, d, kvp.out);
 }
 
 // dy (rows, d) -> dx (rows, d), the gradient of the block's input.
-static void residual_backward(const Pass& ps, Block& b, const LayerNormP& ln,
-                              const AttentionP* attn, const FeedForwardP* ffn, const float* dy,
-                              float* dx, int rows) {
-    Activations* a = ps.m->acts;
+static void block_backward(const Pass& ps, Block& b, const LayerNormP& ln,
+                           const AttentionP* attn, const FeedForwardP* ffn, const floatX* dy,
+                           floatX* dx, int rows) {
+    Activations* a = ps.a;
+    Backend& ops = ps.ops;
     const int d = ps.m->cfg.d_model;
     const size_t n = (size_t)rows * d;
-    float* dF = a->d_tmp;
+    floatX* dF = a->d_tmp;
     if (!ps.m->cfg.pre_ln) {   // y = LN(r), r = x + Dropout(F(x))
-        layernorm_backward(dF, 0.0f, ps.G(ln.g), ps.G(ln.b), dy, b.r, b.mean, b.rstd, ps.P(ln.g), rows, d);
-        std::memcpy(dx, dF, n * sizeof(float));
-        dropout_backward(dF, dF, n, ps.p_drop, ps.site_seed(b.site));
+        ops.layernorm_backward(dF, 0.0f, ps.G(ln.g), ps.G(ln.b), dy, b.r, b.mean, b.rstd, ps.W(ln.g), rows, d);
+        ops.copy(dx, dF, n * ops.floatx_size());
+        ops.dropout_backward(dF, dF, n, ps.p_drop, ps.site_seed(b.site));
         sublayer_backward(ps, b, attn, ffn, b.x, dF, dx, 1.0f, rows);
         return;
     }
     // y = x + Dropout(F(n)), n = LN(x)
-    std::memcpy(dx, dy, n * sizeof(float));
-    dropout_backward(dF, dy, n, ps.p_drop, ps.site_seed(b.site));
+    ops.copy(dx, dy, n * ops.floatx_size());
+    ops.dropout_backward(dF, dy, n, ps.p_drop, ps.site_seed(b.site));
     sublayer_backward(ps, b, attn, ffn, b.n, dF, a->d_tmp2, 0.0f, rows);
-    layernorm_backward(dx, 1.0f, ps.G(ln.g), ps.G(ln.b), a->d_tmp2, b.x, b.mean, b.rstd, ps.P(ln.g), rows, d);
+    ops.layernorm_backward(dx, 1.0f, ps.G(ln.g), ps.G(ln.b), a->d_tmp2, b.x, b.mean, b.rstd, ps.W(ln.g), rows, d);
 }
 
 // Through the final LayerNorm (pre-LN) or a copy (post-LN): d_out -> d_last (rows, d).
-static void final_norm_backward(const Pass& ps, const LayerNormP& ln, const float* d_out,
-                                const float* last_x, const float* mean, const float* rstd,
-                                float* d_last, int rows) {
+static void final_norm_backward(const Pass& ps, const LayerNormP& ln, const floatX* d_out,
+                                const floatX* last_x, const float* mean, const float* rstd,
+                                floatX* d_last, int rows) {
     const int d = ps.m->cfg.d_model;
     if (ps.m->cfg.pre_ln)
-        layernorm_backward(d_last, 0.0f, ps.G(ln.g), ps.G(ln.b), d_out, last_x, mean, rstd, ps.P(ln.g), rows, d);
+        ps.ops.layernorm_backward(d_last, 0.0f, ps.G(ln.g), ps.G(ln.b), d_out, last_x, mean, rstd, ps.W(ln.g), rows, d);
     else
-        std::memcpy(d_last, d_out, (size_t)rows * d * sizeof(float));
+        ps.ops.copy(d_last, d_out, (size_t)rows * d * ps.ops.floatx_size());
 }
 
-// d_dec_out in acts->d_a -> gradients of the decoder and of enc_out (acts->d_enc_out).
+// d_dec_out in a->d_a -> gradients of the decoder and of enc_out (a->d_enc_out).
 static void decoder_backward(const Pass& ps) {
     Model* m = ps.m;
-    Activations* a = m->acts;
+    Activations* a = ps.a;
     const Config& c = m->cfg;
-    const Batch& bt = *ps.batch;
-    const int rows = bt.B * bt.T;
-    float* dy = a->d_b;
+    const int rows = ps.B * ps.T;
+    floatX* dy = a->d_b;
     final_norm_backward(ps, m->layout.dec_norm, a->d_a, a->dec.back().y, a->dec_mean, a->dec_rstd, dy, rows);
-    float* dx = a->d_a;
-    std::memset(a->d_enc_out, 0, (size_t)bt.B * bt.S * c.d_model * sizeof(float));
+    floatX* dx = a->d_a;
+    ps.ops.fill_zero(a->d_enc_out, (size_t)ps.B * ps.S * c.d_model * ps.ops.floatx_size());
     for (int l = c.n_dec - 1; l >= 0; l--) {
         const DecoderLayerP& P = m->layout.dec[l];
         Block* blk = &a->dec[3 * l];
-        residual_backward(ps, blk[2], P.norm3, nullptr, &P.ffn, dy, dx, rows);
+        block_backward(ps, blk[2], P.norm3, nullptr, &P.ffn, dy, dx, rows);
         std::swap(dx, dy);
-        residual_backward(ps, blk[1], P.norm2, &P.cross_attn, nullptr, dy, dx, rows);
+        block_backward(ps, blk[1], P.norm2, &P.cross_attn, nullptr, dy, dx, rows);
         std::swap(dx, dy);
-        residual_backward(ps, blk[0], P.norm1, &P.self_attn, nullptr, dy, dx, rows);
+        block_backward(ps, blk[0], P.norm1, &P.self_attn, nullptr, dy, dx, rows);
         std::swap(dx, dy);
     }
-    embedding_backward(ps.G(m->layout.embed), c.learned_pos ? ps.G(m->layout.pos_embed) : nullptr,
-                       dy, bt.tgt_in.data(), bt.B, bt.T, c.d_model, ps.p_drop,
-                       ps.site_seed(site_id(1, 255, 3)));
+    ps.ops.embedding_backward(ps.G(m->layout.embed), c.learned_pos ? ps.G(m->layout.pos_embed) : nullptr,
+                              dy, a->tgt_in, ps.B, ps.T, c.d_model, ps.p_drop,
+                              ps.site_seed(site_id(1, 255, 3)));
 }
 
-// acts->d_enc_out -> gradients of the encoder.
+// a->d_enc_out -> gradients of the encoder.
 static void encoder_backward(const Pass& ps) {
     Model* m = ps.m;
-    Activations* a = m->acts;
+    Activations* a = ps.a;
     const Config& c = m->cfg;
-    const Batch& bt = *ps.batch;
-    const int rows = bt.B * bt.S;
-    float* dy = a->d_b;
+    const int rows = ps.B * ps.S;
+    floatX* dy = a->d_b;
     final_norm_backward(ps, m->layout.enc_norm, a->d_enc_out, a->enc.back().y, a->enc_mean, a->enc_rstd, dy, rows);
-    float* dx = a->d_a;
+    floatX* dx = a->d_a;
     for (int l = c.n_enc - 1; l >= 0; l--) {
         const EncoderLayerP& P = m->layout.enc[l];
-        residual_backward(ps, a->enc[2 * l + 1], P.norm2, nullptr, &P.ffn, dy, dx, rows);
+        block_backward(ps, a->enc[2 * l + 1], P.norm2, nullptr, &P.ffn, dy, dx, rows);
         std::swap(dx, dy);
-        residual_backward(ps, a->enc[2 * l], P.norm1, &P.self_attn, nullptr, dy, dx, rows);
+        block_backward(ps, a->enc[2 * l], P.norm1, &P.self_attn, nullptr, dy, dx, rows);
         std::swap(dx, dy);
     }
-    embedding_backward(ps.G(m->layout.embed), c.learned_pos ? ps.G(m->layout.pos_embed) : nullptr,
-                       dy, bt.src.data(), bt.B, bt.S, c.d_model, ps.p_drop,
-                       ps.site_seed(site_id(0, 255, 3)));
+    ps.ops.embedding_backward(ps.G(m->layout.embed), c.learned_pos ? ps.G(m->layout.pos_embed) : nullptr,
+                              dy, a->src, ps.B, ps.S, c.d_model, ps.p_drop,
+                              ps.site_seed(site_id(0, 255, 3)));
 }
 
 void model_backward(Model* m, const Batch& bt, double grad_denominator) {
@@ -600,24 +901,24 @@ void model_backward(Model* m, const Batch& bt, double grad_denominator) {
                 "model_backward needs the same batch's forward with train=true first");
     const Config& c = m->cfg;
     const double denom = grad_denominator > 0 ? grad_denominator : bt.tgt_tokens;
-    Pass ps{m, &bt, c.p_drop, c.p_attn_drop, c.p_relu_drop};
+    Pass ps = make_pass(m, bt.B, bt.S, bt.T, true);
     const int rows = bt.B * bt.T;
-    crossentropy_backward(a->logits, a->lse, bt.labels.data(), rows, c.vocab, c.label_smoothing,
-                          denom > 0 ? (float)(1.0 / denom) : 0.0f);
+    ps.ops.crossentropy_backward(a->logits, a->lse, a->labels, rows, c.vocab, c.label_smoothing,
+                                 denom > 0 ? (float)(1.0 / denom) : 0.0f);
     // logits = dec_out E^T:  d_dec_out = dlogits E;  dE += dlogits^T dec_out.
-    sgemm(false, false, rows, c.d_model, c.vocab, 1.0f, a->logits, c.vocab, ps.P(m->layout.embed),
-          c.d_model, 0.0f, a->d_a, c.d_model);
-    sgemm(true, false, c.vocab, c.d_model, rows, 1.0f, a->logits, c.vocab, a->dec_out, c.d_model,
-          1.0f, ps.G(m->layout.embed), c.d_model);
+    ps.ops.linear_backward(a->d_a, 0.0f, ps.G(m->layout.embed), nullptr, a->logits, a->dec_out,
+                           ps.W(m->layout.embed), rows, c.d_model, c.vocab);
     decoder_backward(ps);
     encoder_backward(ps);
     a->train = false;   // the logits were overwritten by their gradient
 }
 
-void model_zero_grad(Model* m) { std::memset(m->grads.data(), 0, m->grads.size() * sizeof(float)); }
+void model_zero_grad(Model* m) {
+    m->backend->fill_zero(m->grads, m->layout.total * sizeof(float));
+}
 
 // ---------------------------------------------------------------------------------------------
-// Optimiser
+// §5.3 Optimizer
 // ---------------------------------------------------------------------------------------------
 double learning_rate(const Config& cfg, int64_t step, double lr_scale, int warmup) {
     double s = step < 1 ? 1.0 : (double)step;
@@ -625,32 +926,17 @@ double learning_rate(const Config& cfg, int64_t step, double lr_scale, int warmu
            std::min(1.0 / std::sqrt(s), s * std::pow((double)warmup, -1.5));
 }
 
-double grad_norm(const Model* m) {
-    const size_t n = m->grads.size();
-    const float* g = m->grads.data();
-    const size_t chunks = 64;
-    std::vector<double> part(chunks, 0.0);   // fixed chunks: the same sum for any thread count
-#pragma omp parallel for schedule(static)
-    for (size_t c = 0; c < chunks; c++) {
-        size_t i0 = n * c / chunks, i1 = n * (c + 1) / chunks;
-        double s = 0;
-        for (size_t i = i0; i < i1; i++) s += (double)g[i] * g[i];
-        part[c] = s;
-    }
-    double total = 0;
-    for (double p : part) total += p;
-    return std::sqrt(total);
-}
+double grad_norm(const Model* m) { return m->backend->global_norm(m->grads, m->layout.total); }
 
 void adam_update(Model* m, double lr, double clip_norm) {
+    Backend& ops = *m->backend;
+    const size_t n = m->layout.total;
     if (clip_norm > 0) {
         double norm = grad_norm(m);
-        if (norm > clip_norm) {
-            float s = (float)(clip_norm / norm);
-            for (float& g : m->grads) g *= s;
-        }
+        if (norm > clip_norm) ops.scale(m->grads, n, (float)(clip_norm / norm));
     }
     m->step++;
-    adam_step(m->params.data(), m->grads.data(), m->adam_m.data(), m->adam_v.data(),
-              m->params.size(), (float)lr, 0.9f, 0.98f, 1e-9f, m->step);
+    floatX* copy = (void*)m->weights == (void*)m->params ? nullptr : m->weights;
+    ops.adam_step(m->params, m->grads, m->adam_m, m->adam_v, copy, n, (float)lr, 0.9f, 0.98f,
+                  1e-9f, m->step);
 }

@@ -373,7 +373,7 @@ static void test_sampler_options(const ParallelData& d) {
 
 static void test_random() {
     uint64_t st = 0;
-    uint64_t first = splitmix64(&st);
+    uint64_t first = splitmix64_next(&st);
     check(first == 0xE220A8397B1DCDAFull, "splitmix64(0) = %016llx (reference e220a8397b1dcdaf)",
           (unsigned long long)first);
     st = 5;

@@ -70,7 +70,8 @@ static void int8_decoding(Model* m, const std::vector<std::vector<int>>& sources
                           const std::vector<std::vector<int>>& greedy, const std::vector<float>& greedy_lp,
                           const std::vector<std::vector<int>>& beam, const std::vector<float>& beam_lp) {
     std::printf("-- int8 inference (model_quantize) on the reference case\n");
-    model_quantize(m);
+    std::string err;
+    check(model_quantize(m, &err), "model_quantize (%s)", err.c_str());
     for (int k : {1, opt.beam}) {
         opt.beam = k;
         const auto& want = k == 1 ? greedy : beam;
@@ -112,7 +113,9 @@ static void reference_decoding() {
     if (!check(parse_case_config(f.metadata["config"], &rc), "decode reference: config")) return;
     Model m;
     model_init(&m, rc.cfg, 1);
-    if (!check(read_parameters(f, m.layout, "param.", m.params.data(), &err), "decode reference: parameters (%s)", err.c_str())) return;
+    std::vector<float> params(m.layout.total);
+    if (!check(read_parameters(f, m.layout, "param.", params.data(), &err), "decode reference: parameters (%s)", err.c_str())) return;
+    model_set_params(&m, params.data());
     int rows = 0, cols = 0, gr = 0, gc = 0, br = 0, bc = 0;
     std::vector<int> src_flat = read_i32(f, "dec.src", &rows, &cols);
     std::vector<int> greedy_flat = read_i32(f, "greedy.tokens", &gr, &gc);
@@ -266,7 +269,8 @@ static void copy_task() {
         check(correct >= 95, "copy task after %d steps (final train loss %.3f), beam %d: %d/100 copied exactly (>= 95)",
               steps, loss, beam, correct);
     }
-    model_quantize(&m);
+    std::string err;
+    check(model_quantize(&m, &err), "model_quantize (%s)", err.c_str());
     for (int beam : {1, 4}) {
         const int correct = copied(beam);
         check(correct >= 90, "copy task, int8 inference, beam %d: %d/100 copied exactly (>= 90)", beam, correct);

@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "test/check.h"
+#include "test/model_buffers.h"
 #include "model/checkpoint.h"
 #include "toolkit/trainer.h"
 
@@ -69,9 +70,6 @@ static bool load(const std::string& path, Model* m) {
     return ok;
 }
 
-static bool same_bits(const std::vector<float>& a, const std::vector<float>& b) {
-    return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * sizeof(float)) == 0;
-}
 
 static void resume_is_exact() {
     const std::string a = g_tmp + "/straight", b = g_tmp + "/resumed";
@@ -85,12 +83,12 @@ static void resume_is_exact() {
         check(false, "step-30 checkpoints exist");
         return;
     }
-    check(same_bits(ma.params, mb.params) && same_bits(ma.adam_m, mb.adam_m) && same_bits(ma.adam_v, mb.adam_v),
+    check(same_bits(host_params(ma), host_params(mb)) && same_bits(host_adam(ma), host_adam(mb)),
           "15 steps + resume + 15 steps == 30 steps: parameters and Adam state bitwise equal (%zu floats)",
-          ma.params.size());
+          ma.layout.total);
     Model m15;
     load(b + "/ckpt-00000015.safetensors", &m15);
-    check(!same_bits(m15.params, mb.params), "the resumed run did train (step 15 != step 30)");
+    check(!same_bits(host_params(m15), host_params(mb)), "the resumed run did train (step 15 != step 30)");
     TrainOptions again = small_run(b, 40);
     check(run_training(again) != 0, "refuses to start over in a folder holding checkpoints without --resume");
 }
@@ -118,7 +116,7 @@ static void kill_during_write() {
         kill(pid, SIGKILL);
         waitpid(pid, nullptr, 0);
         Model back;
-        intact += checkpoint_load(&back, path, nullptr, &err) && same_bits(back.params, m.params);
+        intact += checkpoint_load(&back, path, nullptr, &err) && same_bits(host_params(back), host_params(m));
     }
     int partial = 0;   // half-written temporary files: evidence that kills landed mid-write
     for (const auto& e : fs::directory_iterator(g_tmp))
@@ -145,10 +143,11 @@ static void averaging() {
     check(average_checkpoints(paths, out, &err), "average 3 checkpoints (%s)", err.c_str());
     Model avg;
     if (load(out, &avg)) {
-        std::vector<float> want(avg.params.size());
+        std::vector<float> p0 = host_params(ms[0]), p1 = host_params(ms[1]), p2 = host_params(ms[2]);
+        std::vector<float> want(avg.layout.total);
         for (size_t j = 0; j < want.size(); j++)
-            want[j] = (float)(((double)ms[0].params[j] + ms[1].params[j] + ms[2].params[j]) / 3.0);
-        check(same_bits(avg.params, want), "average equals the element-wise mean (bitwise, %zu floats)", want.size());
+            want[j] = (float)(((double)p0[j] + p1[j] + p2[j]) / 3.0);
+        check(same_bits(host_params(avg), want), "average equals the element-wise mean (bitwise, %zu floats)", want.size());
     }
     Model other;
     Config c2 = c;

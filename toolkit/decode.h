@@ -10,9 +10,11 @@
 //   tensor2tensor's early stop: a sentence is done when its best finished score is at least
 //   the best alive raw log-probability / lp(max length), or when nothing is alive.
 // - Maximum output length: floor(a * source length (incl. </s>) + b), at least 1.
-// - Incremental: decoder self-attention keys/values are cached per step and never copied
-//   (each hypothesis reads its ancestors' entries through an index table); cross-attention
-//   keys/values are computed once per sentence.
+// - Incremental (model_decode_begin / model_decode_step in transformer.h): decoder
+//   self-attention keys/values are cached per step (a hypothesis that changes parent takes
+//   its ancestors' entries through the model's cache_reorder op); cross-attention
+//   keys/values are computed once per sentence. The search sees each hypothesis' top
+//   candidates, never logits.
 #pragma once
 #include <string>
 #include <vector>

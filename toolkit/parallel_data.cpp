@@ -21,18 +21,11 @@ namespace fs = std::filesystem;
 
 // ============================================================ deterministic random numbers
 
-uint64_t splitmix64(uint64_t* state) {
-    uint64_t z = (*state += 0x9E3779B97F4A7C15ull);
-    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-    return z ^ (z >> 31);
-}
-
 uint64_t random_below(uint64_t* state, uint64_t n) {
     // Reject the lowest (2^64 mod n) values so that every residue is equally likely.
     uint64_t threshold = (0 - n) % n;
     for (;;) {
-        uint64_t r = splitmix64(state);
+        uint64_t r = splitmix64_next(state);
         if (r >= threshold) return r % n;
     }
 }
@@ -513,7 +506,7 @@ static std::vector<SortItem> sortable_pairs(const std::vector<SentencePair>& pai
         int S = (int)pairs[i].src.size() + 1, T = (int)pairs[i].tgt.size() + 1;
         if (S > opt.max_len || T > opt.max_len) { (*skipped)++; continue; }
         uint64_t st = opt.seed ^ (0xD1B54A32D192ED03ull * (i + 1));
-        items.push_back({length_bucket(S), T, S, splitmix64(&st), (uint32_t)i});
+        items.push_back({length_bucket(S), T, S, splitmix64_next(&st), (uint32_t)i});
     }
     return items;
 }
@@ -564,7 +557,7 @@ std::vector<uint32_t> BatchSampler::epoch_order(int64_t epoch) const {
     for (size_t i = 0; i < order.size(); i++) order[i] = (uint32_t)i;
     if (!opt_.shuffle) return order;
     uint64_t st = opt_.seed;
-    st = splitmix64(&st) ^ (0xA0761D6478BD642Full * (uint64_t)(epoch + 1));
+    st = splitmix64_next(&st) ^ (0xA0761D6478BD642Full * (uint64_t)(epoch + 1));
     for (size_t i = order.size(); i > 1; i--)   // Fisher-Yates
         std::swap(order[i - 1], order[random_below(&st, i)]);
     return order;
@@ -572,7 +565,7 @@ std::vector<uint32_t> BatchSampler::epoch_order(int64_t epoch) const {
 
 uint64_t BatchSampler::fingerprint() const {
     uint64_t h = opt_.seed ^ (opt_.shuffle ? 0x5bd1e995ull : 0);
-    auto mix = [&h](uint64_t v) { h ^= v; h = splitmix64(&h); };
+    auto mix = [&h](uint64_t v) { h ^= v; h = splitmix64_next(&h); };
     for (const auto& b : batches_) {
         mix(b.size());
         for (uint32_t i : b) mix(i);

@@ -160,7 +160,6 @@ private:
 
 // ---- deterministic random numbers (same sequence on every platform) ----------------------
 
-// splitmix64 (Steele, Lea, Flood 2014): advances *state and returns the next 64 bits.
-uint64_t splitmix64(uint64_t* state);
+// (splitmix64_next, numerics.h: advances *state and returns the next 64 bits.)
 // Uniform integer in [0, n), n > 0, by rejection (no modulo bias).
 uint64_t random_below(uint64_t* state, uint64_t n);

@@ -382,9 +382,9 @@ bool average_checkpoints(const std::vector<std::string>& inputs, const std::stri
     std::vector<double> sum;
     for (size_t i = 0; i < inputs.size(); i++) {
         Model m;
-        if (!checkpoint_load(&m, inputs[i], &meta, error)) return false;
+        if (!checkpoint_load(&m, inputs[i], &meta, error, false)) return false;
         if (i == 0) {
-            model_init(&avg, m.cfg, 0);
+            model_allocate(&avg, m.cfg, false);
             first_meta = meta;
             sum.assign(m.layout.total, 0.0);
         } else {
@@ -458,7 +458,7 @@ static bool final_evaluation(Run& r) {
     if (!r.opt.final_eval) return true;
     Model avg;
     std::string err;
-    if (!checkpoint_load(&avg, model_path, nullptr, &err)) return fail(err);
+    if (!checkpoint_load(&avg, model_path, nullptr, &err, false)) return fail(err);
     std::printf("BLEU, sacreBLEU convention (signature %s):\n", bleu_signature().c_str());
     Scores dev_avg, test_avg;
     if (r.have_dev) {
