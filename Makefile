@@ -26,11 +26,17 @@ CXXFLAGS_BASE := -std=c++17 -I. $(WARN)
 # OpenMP: used when the compiler accepts -fopenmp (checked by compiling a test program).
 OPENMP := $(shell printf 'int main(){return 0;}' | $(CXX) -fopenmp -x c++ - -o /dev/null 2>/dev/null && echo -fopenmp)
 
-# CUDA: nvcc on PATH (checked by running it). The CUDA backend (transformer.cu) is the
-# CUDA issue's work; until it lands, a found nvcc is reported by `make info` and the build
-# stays CPU-only, needing no nvcc.
+# CUDA: nvcc on PATH (checked by running it) builds the CUDA backend (transformer.cu, linked
+# with cuBLASLt) into every program; the CPU backend is always there, and a build without nvcc
+# (or with CUDA=0, or a sanitizer build) is CPU-only. CUDA_ARCH picks the GPU code: sm_90
+# (H100/H200) machine code plus PTX that newer GPUs compile at start.
 NVCC := $(shell command -v nvcc 2>/dev/null)
 NVCC_VERSION := $(if $(NVCC),$(shell $(NVCC) --version 2>/dev/null | grep -o 'release [0-9.]*'))
+CUDA_ARCH ?= -gencode arch=compute_90,code=sm_90 -gencode arch=compute_90,code=compute_90
+CUDA ?= $(if $(NVCC),1,0)
+ifeq ($(SANITIZE),1)
+  CUDA := 0
+endif
 
 # Programs go to the repository root (./train ...); sanitizer builds keep theirs in build/asan.
 ifeq ($(SANITIZE),1)
@@ -51,13 +57,21 @@ endif
 CXXFLAGS := $(CXXFLAGS_BASE) $(OPT) $(OPENMP) $(BLAS_FLAGS)
 LDLIBS := $(BLAS_LIBS)
 
+ifeq ($(CUDA),1)
+  CUDA_HOME := $(patsubst %/bin/,%,$(dir $(realpath $(NVCC))))
+  CUDA_OBJ := $(BUILD)/transformer_cu.o
+  CXXFLAGS += -DUSE_CUDA
+  LDLIBS += -L$(CUDA_HOME)/lib64 -Wl,-rpath,$(CUDA_HOME)/lib64 -lcublasLt -lcudart
+  NVCCFLAGS := -std=c++17 -O3 -I. $(CUDA_ARCH) -Xcompiler -fopenmp -DUSE_CUDA
+endif
+
 # The model library: every layer, the sequence, checkpoints, decoding, data, tokenizer, BLEU.
 MODEL_SRC := transformer.cpp model/config.cpp model/model.cpp model/checkpoint.cpp cpu/gemm.cpp \
              cpu/gemm_int8.cpp
 TEXT_SRC := tokenizer.cpp toolkit/decode.cpp toolkit/parallel_data.cpp toolkit/bleu_score.cpp \
             toolkit/trainer.cpp
 LIB_SRC := $(MODEL_SRC) $(TEXT_SRC)
-LIB_OBJ := $(LIB_SRC:%.cpp=$(BUILD)/%.o)
+LIB_OBJ := $(LIB_SRC:%.cpp=$(BUILD)/%.o) $(CUDA_OBJ)
 HEADERS := $(wildcard *.h */*.h)
 
 PROGRAMS := train translate average bleu bpe
@@ -71,9 +85,20 @@ all: $(PROGRAMS:%=$(BIN)/%)
 # keep object files of tests and benchmarks between runs
 .SECONDARY:
 
-$(BUILD)/%.o: %.cpp $(HEADERS)
+# Objects are rebuilt when the flags change (e.g. CUDA=0 after a CUDA build): a stamp per set.
+FLAGS_STAMP := $(BUILD)/.flags-$(shell echo '$(CXX) $(CXXFLAGS) $(NVCCFLAGS)' | md5sum | cut -c1-12)
+$(FLAGS_STAMP):
+	@mkdir -p $(BUILD)
+	@rm -f $(BUILD)/.flags-*
+	@touch $@
+
+$(BUILD)/%.o: %.cpp $(HEADERS) $(FLAGS_STAMP)
 	@mkdir -p $(dir $@)
 	$(CXX) $(CXXFLAGS) -c $< -o $@
+
+$(BUILD)/transformer_cu.o: transformer.cu transformer.h numerics.h $(FLAGS_STAMP)
+	@mkdir -p $(dir $@)
+	$(NVCC) $(NVCCFLAGS) -c $< -o $@
 
 $(PROGRAMS:%=$(BIN)/%): $(BIN)/%: $(BUILD)/cli/%.o $(LIB_OBJ)
 	$(CXX) $(CXXFLAGS) $^ -o $@ $(LDLIBS)
@@ -133,7 +158,8 @@ info:
 	@echo "compiler: $(CXX) ($$($(CXX) -dumpfullversion))"
 	@echo "flags:    $(CXXFLAGS)"
 	@echo "OpenMP:   $(if $(OPENMP),yes ($(OPENMP)),no: serial build)"
-	@echo "nvcc:     $(if $(NVCC),$(NVCC) ($(NVCC_VERSION)); CUDA backend not built yet (CPU-only build),not found: CPU-only build)"
+	@echo "nvcc:     $(if $(NVCC),$(NVCC) ($(NVCC_VERSION)),not found)"
+	@echo "CUDA:     $(if $(filter 1,$(CUDA)),the CUDA backend is built in ($(CUDA_ARCH); cuBLASLt from $(CUDA_HOME)),CPU-only build)"
 	@echo "BLAS:     $(if $(BLAS_FLAGS),OpenBLAS (cblas_sgemm),own cpu/gemm.cpp)"
 
 clean:

@@ -1,0 +1,1072 @@
+// transformer.cu — the CUDA backend: every op of transformer.h's Backend as CUDA kernels and
+// their launchers, in the order and with the names of the CPU ops in transformer.cpp.
+//
+// One translation unit, as llm.c's train_gpt2.cu: the kernels are short, and next to each
+// other a reader sees one op's forward and backward and the CPU loop they replace. Built by
+// the Makefile when nvcc is found (for sm_90 plus PTX; CUDA_ARCH= overrides), linked with
+// cuBLASLt for the matrix products and CUB (part of the CUDA Toolkit) for one sort.
+//
+// Precision: each launcher is a template over the element type T of activations and of the
+// weights the products read (floatX): float in fp32 mode (TF32 off, checked against the CPU
+// with tight tolerances) or __nv_bfloat16 in bf16 mode. In both, parameters, gradients, Adam
+// state, LayerNorm statistics, softmax, log-sum-exp and the loss are fp32.
+// Determinism: no floating-point atomics. Every reduction over rows (bias, LayerNorm gain and
+// embedding gradients, the loss, the gradient norm) runs in a fixed order, so a run and its
+// resume are bitwise equal on one GPU. cuBLASLt is asked for algorithms without in-place
+// split-K reductions for the same reason.
+#include <cublasLt.h>
+#include <cuda_bf16.h>
+#include <cuda_runtime.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <map>
+#include <tuple>
+#include <vector>
+
+#include <cub/cub.cuh>
+
+#include "transformer.h"
+
+// ---------------------------------------------------------------------------------------------
+// Errors: the call, file and line, and for out-of-memory the option to lower.
+// ---------------------------------------------------------------------------------------------
+static void cuda_check(cudaError_t e, const char* call, const char* file, int line) {
+    if (e == cudaSuccess) return;
+    std::fprintf(stderr, "CUDA error (%s:%d): %s: %s\n", file, line, call, cudaGetErrorString(e));
+    if (e == cudaErrorMemoryAllocation)
+        std::fprintf(stderr, "  out of GPU memory: lower --max-tokens (training) or --batch-tokens "
+                             "(translation)\n");
+    std::exit(1);
+}
+static void cublas_check(cublasStatus_t s, const char* call, const char* file, int line) {
+    if (s == CUBLAS_STATUS_SUCCESS) return;
+    std::fprintf(stderr, "cuBLAS error (%s:%d): %s: %s\n", file, line, call, cublasLtGetStatusString(s));
+    std::exit(1);
+}
+#define CUDA_CHECK(call) cuda_check((call), #call, __FILE__, __LINE__)
+#define CUBLAS_CHECK(call) cublas_check((call), #call, __FILE__, __LINE__)
+#define LAUNCH_CHECK() cuda_check(cudaGetLastError(), "kernel launch", __FILE__, __LINE__)
+
+namespace cuda {
+
+typedef __nv_bfloat16 bf16;
+
+__device__ __forceinline__ float to_float(float x) { return x; }
+__device__ __forceinline__ float to_float(bf16 x) { return __bfloat162float(x); }
+template <class T> __device__ __forceinline__ T from_float(float x);
+template <> __device__ __forceinline__ float from_float<float>(float x) { return x; }
+template <> __device__ __forceinline__ bf16 from_float<bf16>(float x) { return __float2bfloat16(x); }
+
+constexpr int THREADS = 256;       // threads of an elementwise block
+constexpr int WARPS = 8;           // warps of a row-per-warp block
+constexpr int REDUCE_BLOCKS = 512; // fixed: the order of the gradient-norm sum never changes
+
+static unsigned grid_for(size_t n) {
+    return (unsigned)std::min<size_t>((n + THREADS - 1) / THREADS, 1u << 20);
+}
+static unsigned warp_grid(size_t rows) { return (unsigned)((rows + WARPS - 1) / WARPS); }
+
+// Sum / max over the 32 lanes of a warp, every lane receiving the result (a fixed order).
+__device__ __forceinline__ float warp_sum(float v) {
+    for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
+    return v;
+}
+__device__ __forceinline__ double warp_sum(double v) {
+    for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
+    return v;
+}
+__device__ __forceinline__ float warp_max(float v) {
+    for (int o = 16; o > 0; o >>= 1) v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, o));
+    return v;
+}
+// Over a block of blockDim.x (a multiple of 32, at most 1024) threads; every thread gets it.
+template <class V, class Op>
+__device__ V block_reduce(V v, Op op, V* shared /* 32 */) {
+    const int lane = threadIdx.x % 32, warp = threadIdx.x / 32, warps = blockDim.x / 32;
+    for (int o = 16; o > 0; o >>= 1) v = op(v, __shfl_xor_sync(0xffffffffu, v, o));
+    __syncthreads();
+    if (lane == 0) shared[warp] = v;
+    __syncthreads();
+    V r = shared[0];
+    for (int w = 1; w < warps; w++) r = op(r, shared[w]);
+    return r;
+}
+struct Add { template <class V> __device__ V operator()(V a, V b) const { return a + b; } };
+struct Max { __device__ float operator()(float a, float b) const { return fmaxf(a, b); } };
+
+// Warp index and lane of a row-per-warp kernel.
+__device__ __forceinline__ size_t global_warp() { return (size_t)blockIdx.x * WARPS + threadIdx.x / 32; }
+__device__ __forceinline__ int lane_id() { return threadIdx.x % 32; }
+
+// =============================================================================================
+// The device and its memory
+// =============================================================================================
+template <class T>
+__global__ void convert_weights_kernel(T* w, const float* p, size_t n) {
+    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n; i += (size_t)gridDim.x * blockDim.x)
+        w[i] = from_float<T>(p[i]);
+}
+
+// =============================================================================================
+// §3.4 Embeddings, §3.5 Positional Encoding
+// =============================================================================================
+// pe (L, d) = sinusoid(pos, c, d) (numerics.h, the CPU's formula).
+template <class T>
+__global__ void positional_table_kernel(T* pe, int L, int d) {
+    const size_t n = (size_t)L * d;
+    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n; i += (size_t)gridDim.x * blockDim.x)
+        pe[i] = from_float<T>(sinusoid((int)(i / d), (int)(i % d), d));
+}
+
+// x (B, L, d) = dropout(E[tokens] * sqrt(d) + pe[pos0 + l]).
+template <class T>
+__global__ void embedding_forward_kernel(T* x, const int* tokens, const T* E, const T* pe, int pos0,
+                                         int B, int L, int d, float p, uint64_t seed) {
+    const size_t n = (size_t)B * L * d;
+    const float emb_scale = sqrtf((float)d), keep_scale = 1.0f / (1.0f - p);
+    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n; i += (size_t)gridDim.x * blockDim.x) {
+        const size_t r = i / d;
+        const int c = (int)(i % d);
+        float v = __fadd_rn(__fmul_rn(to_float(E[(size_t)tokens[r] * d + c]), emb_scale),
+                            to_float(pe[(size_t)(pos0 + r % L) * d + c]));
+        if (p > 0.0f) v = dropout_keep(seed, i, p) ? __fmul_rn(v, keep_scale) : 0.0f;
+        x[i] = from_float<T>(v);
+    }
+}
+
+__global__ void iota_kernel(int* v, int n) {
+    for (int i = blockIdx.x * blockDim.x + threadIdx.x; i < n; i += gridDim.x * blockDim.x) v[i] = i;
+}
+
+// dE[token] += sqrt(d) * dropout'(dx) for the rows of one token, in row order (rows sorted by
+// token, stably): one block per sorted position that starts a token's run. Deterministic, and
+// the same additions in the same order as the CPU's loop.
+template <class T>
+__global__ void embedding_backward_kernel(float* dE, const T* dx, const int* sorted_tokens,
+                                          const int* sorted_rows, int n_rows, int d, float p,
+                                          uint64_t seed) {
+    const int i = blockIdx.x;
+    if (i >= n_rows || (i > 0 && sorted_tokens[i] == sorted_tokens[i - 1])) return;
+    const int token = sorted_tokens[i];
+    const float emb_scale = sqrtf((float)d), keep_scale = p > 0 ? 1.0f / (1.0f - p) : 1.0f;
+    for (int c = threadIdx.x; c < d; c += blockDim.x) {
+        float acc = dE[(size_t)token * d + c];
+        for (int j = i; j < n_rows && sorted_tokens[j] == token; j++) {
+            const size_t e = (size_t)sorted_rows[j] * d + c;
+            const float g = (p <= 0 || dropout_keep(seed, e, p)) ? __fmul_rn(to_float(dx[e]), keep_scale) : 0.0f;
+            acc = __fadd_rn(acc, __fmul_rn(g, emb_scale));
+        }
+        dE[(size_t)token * d + c] = acc;
+    }
+}
+
+// dpe[l] += dropout'(dx[b, l]) over b in order (learned positions).
+template <class T>
+__global__ void position_backward_kernel(float* dpe, const T* dx, int B, int L, int d, float p,
+                                         uint64_t seed) {
+    const size_t n = (size_t)L * d;
+    const float keep_scale = p > 0 ? 1.0f / (1.0f - p) : 1.0f;
+    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n; i += (size_t)gridDim.x * blockDim.x) {
+        float acc = dpe[i];
+        for (int b = 0; b < B; b++) {
+            const size_t e = (size_t)b * n + i;
+            acc = __fadd_rn(acc, (p <= 0 || dropout_keep(seed, e, p)) ? __fmul_rn(to_float(dx[e]), keep_scale) : 0.0f);
+        }
+        dpe[i] = acc;
+    }
+}
+
+// =============================================================================================
+// Linear layers: bias gradients (the products themselves are cuBLASLt's, in CudaBackend)
+// =============================================================================================
+// Deterministic column sums of (rows, cols) terms: partial[chunk][c] over CHUNK_ROWS rows each
+// (a block: 32 columns x 8 row lanes, combined in a fixed order), then the chunks in order.
+constexpr int CHUNK_ROWS = 256;
+
+template <class Term>
+__global__ void column_partials_kernel(float* partial, Term term, int rows, int cols) {
+    __shared__ float s[8][33];
+    const int c = blockIdx.x * 32 + threadIdx.x, chunk = blockIdx.y;
+    const int r0 = chunk * CHUNK_ROWS, r1 = min(rows, r0 + CHUNK_ROWS);
+    float acc = 0.0f;
+    if (c < cols)
+        for (int r = r0 + threadIdx.y; r < r1; r += 8) acc += term(r, c);
+    s[threadIdx.y][threadIdx.x] = acc;
+    __syncthreads();
+    if (threadIdx.y == 0 && c < cols) {
+        float t = s[0][threadIdx.x];
+        for (int k = 1; k < 8; k++) t += s[k][threadIdx.x];
+        partial[(size_t)chunk * cols + c] = t;
+    }
+}
+
+__global__ void column_finish_kernel(float* out, const float* partial, int chunks, int cols) {
+    const int c = blockIdx.x * blockDim.x + threadIdx.x;
+    if (c >= cols) return;
+    float t = 0.0f;
+    for (int k = 0; k < chunks; k++) t += partial[(size_t)k * cols + c];
+    out[c] += t;
+}
+
+template <class T>
+struct RowTerm {   // dY[r, c]: bias gradients, LayerNorm's db
+    const T* y;
+    __device__ float operator()(int r, int c) const { return to_float(y[(size_t)r * cols + c]); }
+    int cols;
+};
+
+// =============================================================================================
+// §3.3 Position-wise Feed-Forward Networks: the ReLU
+// =============================================================================================
+template <class T>
+__global__ void relu_forward_kernel(T* y, const T* x, size_t n) {
+    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n; i += (size_t)gridDim.x * blockDim.x) {
+        const float v = to_float(x[i]);
+        y[i] = from_float<T>(v > 0.0f ? v : 0.0f);
+    }
+}
+
+template <class T>
+__global__ void relu_backward_kernel(T* dx, const T* dy, const T* y, size_t n) {
+    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n; i += (size_t)gridDim.x * blockDim.x)
+        dx[i] = to_float(y[i]) > 0.0f ? dy[i] : from_float<T>(0.0f);
+}
+
+// =============================================================================================
+// §5.4 Residual Dropout, §3.1's residual connection, LayerNorm
+// =============================================================================================
+template <class T>
+__global__ void dropout_forward_kernel(T* y, const T* x, size_t n, float p, uint64_t seed) {
+    const float scale = 1.0f / (1.0f - p);
+    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n; i += (size_t)gridDim.x * blockDim.x)
+        y[i] = from_float<T>(dropout_keep(seed, i, p) ? __fmul_rn(to_float(x[i]), scale) : 0.0f);
+}
+
+// y = x + dropout(f); y may be f.
+template <class T>
+__global__ void residual_forward_kernel(T* y, const T* f, const T* x, size_t n, float p, uint64_t seed) {
+    const float scale = p > 0 ? 1.0f / (1.0f - p) : 1.0f;
+    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n; i += (size_t)gridDim.x * blockDim.x) {
+        const float fi = p <= 0 ? to_float(f[i]) : dropout_keep(seed, i, p) ? __fmul_rn(to_float(f[i]), scale) : 0.0f;
+        y[i] = from_float<T>(__fadd_rn(fi, to_float(x[i])));
+    }
+}
+
+constexpr float LN_EPS = 1e-5f;
+
+// One warp per row: mean, then the biased variance, in fp32; y in T.
+template <class T>
+__global__ void layernorm_forward_kernel(T* y, float* mean, float* rstd, const T* x, const T* g,
+                                         const T* b, int rows, int d) {
+    const size_t r = global_warp();
+    if (r >= (size_t)rows) return;
+    const int lane = lane_id();
+    const T* xr = x + r * d;
+    float sum = 0.0f;
+    for (int c = lane; c < d; c += 32) sum += to_float(xr[c]);
+    const float mu = warp_sum(sum) / d;
+    float sq = 0.0f;
+    for (int c = lane; c < d; c += 32) {
+        const float v = to_float(xr[c]) - mu;
+        sq += v * v;
+    }
+    const float rs = 1.0f / sqrtf(warp_sum(sq) / d + LN_EPS);
+    T* yr = y + r * d;
+    for (int c = lane; c < d; c += 32)
+        yr[c] = from_float<T>((to_float(xr[c]) - mu) * rs * to_float(g[c]) + to_float(b[c]));
+    if (lane == 0) {
+        mean[r] = mu;
+        rstd[r] = rs;
+    }
+}
+
+// dx = rstd * (dxhat - mean(dxhat) - xhat * mean(dxhat * xhat)) (+ dx), one warp per row.
+template <class T>
+__global__ void layernorm_backward_dx_kernel(T* dx, float dx_beta, const T* dy, const T* x,
+                                             const float* mean, const float* rstd, const T* g,
+                                             int rows, int d) {
+    const size_t r = global_warp();
+    if (r >= (size_t)rows) return;
+    const int lane = lane_id();
+    const T* xr = x + r * d;
+    const T* dyr = dy + r * d;
+    const float mu = mean[r], rs = rstd[r];
+    float s1 = 0.0f, s2 = 0.0f;
+    for (int c = lane; c < d; c += 32) {
+        const float dxhat = to_float(dyr[c]) * to_float(g[c]);
+        s1 += dxhat;
+        s2 += dxhat * (to_float(xr[c]) - mu) * rs;
+    }
+    const float m1 = warp_sum(s1) / d, m2 = warp_sum(s2) / d;
+    T* dxr = dx + r * d;
+    for (int c = lane; c < d; c += 32) {
+        const float xhat = (to_float(xr[c]) - mu) * rs;
+        const float v = rs * (to_float(dyr[c]) * to_float(g[c]) - m1 - xhat * m2);
+        dxr[c] = from_float<T>(dx_beta == 0.0f ? v : to_float(dxr[c]) + v);
+    }
+}
+
+template <class T>
+struct GainTerm {   // dy * xhat: LayerNorm's dg
+    const T* dy;
+    const T* x;
+    const float* mean;
+    const float* rstd;
+    int cols;
+    __device__ float operator()(int r, int c) const {
+        const size_t i = (size_t)r * cols + c;
+        return to_float(dy[i]) * (to_float(x[i]) - mean[r]) * rstd[r];
+    }
+};
+
+// =============================================================================================
+// §3.2.1 Scaled Dot-Product Attention, §3.2.2 Multi-Head Attention: one warp per query row
+// (sentence, head, position). Scores go to probs, the softmax is taken in place, then the
+// context; lanes run over channels for the products (coalesced) and over keys for the softmax.
+// =============================================================================================
+template <class T>
+__global__ void attention_forward_kernel(T* ctx, float* probs, const T* q, const T* kv,
+                                         const int* key_tokens, AttentionShape s, float p_attn,
+                                         uint64_t seed) {
+    const size_t w = global_warp();
+    if (w >= (size_t)s.B * s.H * s.Lq) return;
+    const int lane = lane_id(), i = (int)(w % s.Lq), h = (int)(w / s.Lq % s.H), b = (int)(w / s.Lq / s.H);
+    const float scale = 1.0f / sqrtf((float)s.dk);
+    const size_t probs_off = ((size_t)b * s.H + h) * s.Lq * s.Lk;
+    float* P = probs + probs_off + (size_t)i * s.Lk;
+    const T* qi = q + ((size_t)b * s.Lq + i) * s.q_stride + s.q_col + h * s.dk;
+    const T* keys = kv + (size_t)b * s.Lk * s.kv_stride + s.k_col + h * s.dk;
+    const T* vals = kv + (size_t)b * s.Lk * s.kv_stride + s.v_col + h * s.dv;
+    const int* kt = key_tokens + (size_t)b * s.Lk;
+    float mx = -INFINITY;
+    for (int j = 0; j < s.Lk; j++) {
+        const bool allowed = kt[j] != PAD_ID && !(s.causal && j > i);
+        float part = 0.0f;
+        for (int c = lane; c < s.dk; c += 32) part += to_float(qi[c]) * to_float(keys[(size_t)j * s.kv_stride + c]);
+        const float score = warp_sum(part) * scale;
+        if (allowed) mx = fmaxf(mx, score);
+        if (lane == 0) P[j] = allowed ? score : -INFINITY;
+    }
+    __syncwarp();
+    float sum = 0.0f;
+    for (int j = lane; j < s.Lk; j += 32) {
+        const float e = P[j] == -INFINITY ? 0.0f : expf(P[j] - mx);
+        P[j] = e;
+        sum += e;
+    }
+    sum = warp_sum(sum);
+    const float inv = sum > 0.0f ? 1.0f / sum : 0.0f;
+    for (int j = lane; j < s.Lk; j += 32) P[j] *= inv;
+    __syncwarp();
+    T* out = ctx + ((size_t)b * s.Lq + i) * s.H * s.dv + h * s.dv;
+    for (int c = lane; c < s.dv; c += 32) {
+        float acc = 0.0f;
+        for (int j = 0; j < s.Lk; j++) {
+            float pj = P[j];
+            if (p_attn > 0.0f) pj = dropout_keep(seed, probs_off + (size_t)i * s.Lk + j, p_attn) ? pj / (1.0f - p_attn) : 0.0f;
+            acc += pj * to_float(vals[(size_t)j * s.kv_stride + c]);
+        }
+        out[c] = from_float<T>(acc);
+    }
+}
+
+// Backward, per query row: dPd = dctx V^T, dP = dropout'(dPd), dS = P (dP - rowsum(P dP)) /
+// sqrt(dk) into dS (B, H, Lq, Lk), and dQ = dS K.
+template <class T>
+__global__ void attention_backward_query_kernel(T* dq, float* dS, const T* dctx, const float* probs,
+                                                const T* kv, AttentionShape s, float p_attn,
+                                                uint64_t seed) {
+    const size_t w = global_warp();
+    if (w >= (size_t)s.B * s.H * s.Lq) return;
+    const int lane = lane_id(), i = (int)(w % s.Lq), h = (int)(w / s.Lq % s.H), b = (int)(w / s.Lq / s.H);
+    const float scale = 1.0f / sqrtf((float)s.dk);
+    const size_t probs_off = ((size_t)b * s.H + h) * s.Lq * s.Lk;
+    const float* P = probs + probs_off + (size_t)i * s.Lk;
+    float* D = dS + probs_off + (size_t)i * s.Lk;
+    const T* dci = dctx + ((size_t)b * s.Lq + i) * s.H * s.dv + h * s.dv;
+    const T* keys = kv + (size_t)b * s.Lk * s.kv_stride + s.k_col + h * s.dk;
+    const T* vals = kv + (size_t)b * s.Lk * s.kv_stride + s.v_col + h * s.dv;
+    for (int j = 0; j < s.Lk; j++) {
+        float part = 0.0f;
+        for (int c = lane; c < s.dv; c += 32) part += to_float(dci[c]) * to_float(vals[(size_t)j * s.kv_stride + c]);
+        float dp = warp_sum(part);
+        if (p_attn > 0.0f) dp = dropout_keep(seed, probs_off + (size_t)i * s.Lk + j, p_attn) ? dp / (1.0f - p_attn) : 0.0f;
+        if (lane == 0) D[j] = dp;
+    }
+    __syncwarp();
+    float dot = 0.0f;
+    for (int j = lane; j < s.Lk; j += 32) dot += P[j] * D[j];
+    dot = warp_sum(dot);
+    for (int j = lane; j < s.Lk; j += 32) D[j] = P[j] * (D[j] - dot) * scale;
+    __syncwarp();
+    T* dqi = dq + ((size_t)b * s.Lq + i) * s.q_stride + s.q_col + h * s.dk;
+    for (int c = lane; c < s.dk; c += 32) {
+        float acc = 0.0f;
+        for (int j = 0; j < s.Lk; j++) acc += D[j] * to_float(keys[(size_t)j * s.kv_stride + c]);
+        dqi[c] = from_float<T>(acc);
+    }
+}
+
+// Backward, per key row j: dK = dS^T Q and dV = Pd^T dctx, summed over the queries in order.
+template <class T>
+__global__ void attention_backward_key_kernel(T* dkv, const float* dS, const float* probs, const T* q,
+                                              const T* dctx, AttentionShape s, float p_attn,
+                                              uint64_t seed) {
+    const size_t w = global_warp();
+    if (w >= (size_t)s.B * s.H * s.Lk) return;
+    const int lane = lane_id(), j = (int)(w % s.Lk), h = (int)(w / s.Lk % s.H), b = (int)(w / s.Lk / s.H);
+    const size_t probs_off = ((size_t)b * s.H + h) * s.Lq * s.Lk;
+    T* dk = dkv + ((size_t)b * s.Lk + j) * s.kv_stride + s.k_col + h * s.dk;
+    T* dv = dkv + ((size_t)b * s.Lk + j) * s.kv_stride + s.v_col + h * s.dv;
+    for (int c = lane; c < s.dk; c += 32) {
+        float acc = 0.0f;
+        for (int i = 0; i < s.Lq; i++)
+            acc += dS[probs_off + (size_t)i * s.Lk + j] * to_float(q[((size_t)b * s.Lq + i) * s.q_stride + s.q_col + h * s.dk + c]);
+        dk[c] = from_float<T>(acc);
+    }
+    for (int c = lane; c < s.dv; c += 32) {
+        float acc = 0.0f;
+        for (int i = 0; i < s.Lq; i++) {
+            const size_t e = probs_off + (size_t)i * s.Lk + j;
+            float pd = probs[e];
+            if (p_attn > 0.0f) pd = dropout_keep(seed, e, p_attn) ? pd / (1.0f - p_attn) : 0.0f;
+            acc += pd * to_float(dctx[((size_t)b * s.Lq + i) * s.H * s.dv + h * s.dv + c]);
+        }
+        dv[c] = from_float<T>(acc);
+    }
+}
+
+// =============================================================================================
+// §3.2.3 The decoder one position at a time: a query of length one per (row, head), one warp
+// each, its scores in shared memory (no score matrix goes through device memory).
+// =============================================================================================
+// Softmax over sc[0..n) in shared memory by one warp, in place.
+__device__ void warp_softmax(float* sc, int n) {
+    const int lane = lane_id();
+    float mx = -INFINITY;
+    for (int j = lane; j < n; j += 32) mx = fmaxf(mx, sc[j]);
+    mx = warp_max(mx);
+    float sum = 0.0f;
+    for (int j = lane; j < n; j += 32) {
+        sc[j] = expf(sc[j] - mx);
+        sum += sc[j];
+    }
+    const float inv = 1.0f / warp_sum(sum);
+    for (int j = lane; j < n; j += 32) sc[j] *= inv;
+    __syncwarp();
+}
+
+template <class T>
+__global__ void attention_step_self_kernel(T* ctx, const T* q, const T* cache, int R, const int* slots,
+                                           int ld_slots, int t, StepShape s) {
+    extern __shared__ float step_scores[];
+    const size_t w = global_warp();
+    const int lane = lane_id(), len = t + 1;
+    float* sc = step_scores + (size_t)(threadIdx.x / 32) * len;
+    if (w >= (size_t)s.n * s.H) return;
+    const int r = (int)(w / s.H), h = (int)(w % s.H), ld = s.H * s.dk + s.H * s.dv;
+    const float scale = 1.0f / sqrtf((float)s.dk);
+    const T* qr = q + (size_t)r * s.q_stride + h * s.dk;
+    for (int j = 0; j < len; j++) {
+        const int row = j < t ? slots[(size_t)r * ld_slots + j] : r;
+        const T* k = cache + ((size_t)j * R + row) * ld + h * s.dk;
+        float part = 0.0f;
+        for (int c = lane; c < s.dk; c += 32) part += to_float(qr[c]) * to_float(k[c]);
+        part = warp_sum(part);
+        if (lane == 0) sc[j] = part * scale;
+    }
+    __syncwarp();
+    warp_softmax(sc, len);
+    T* out = ctx + (size_t)r * s.H * s.dv + h * s.dv;
+    for (int c = lane; c < s.dv; c += 32) {
+        float acc = 0.0f;
+        for (int j = 0; j < len; j++) {
+            const int row = j < t ? slots[(size_t)r * ld_slots + j] : r;
+            acc += sc[j] * to_float(cache[((size_t)j * R + row) * ld + s.H * s.dk + h * s.dv + c]);
+        }
+        out[c] = from_float<T>(acc);
+    }
+}
+
+// slots_dst row r = slots_src row parent[r] (columns < t - 1), column t - 1 = parent[r].
+__global__ void cache_reorder_kernel(int* dst, const int* src, const int* parent, int n, int t, int ld) {
+    const size_t total = (size_t)n * t;
+    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < total; i += (size_t)gridDim.x * blockDim.x) {
+        const int r = (int)(i / t), j = (int)(i % t);
+        dst[(size_t)r * ld + j] = j < t - 1 ? src[(size_t)parent[r] * ld + j] : parent[r];
+    }
+}
+
+// kt (B, H, dk, S) = the keys of kv (B*S, ld) transposed.
+template <class T>
+__global__ void attention_keys_transpose_kernel(T* kt, const T* kv, int B, int S, int H, int dk, int ld) {
+    const size_t n = (size_t)B * H * dk * S;
+    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n; i += (size_t)gridDim.x * blockDim.x) {
+        const int j = (int)(i % S), c = (int)(i / S % dk), h = (int)(i / S / dk % H), b = (int)(i / S / dk / H);
+        kt[i] = kv[((size_t)b * S + j) * ld + h * dk + c];
+    }
+}
+
+// Row r over its sentence's first len keys: lanes over the keys (the transposed keys make
+// their reads coalesced), then lanes over the value channels.
+template <class T>
+__global__ void attention_step_cross_kernel(T* ctx, const T* q, const T* kt, const T* kv, int ld,
+                                            const int* len, const int* sentence, int S, StepShape s) {
+    extern __shared__ float step_scores[];
+    const size_t w = global_warp();
+    const int lane = lane_id();
+    float* sc = step_scores + (size_t)(threadIdx.x / 32) * S;
+    if (w >= (size_t)s.n * s.H) return;
+    const int r = (int)(w / s.H), h = (int)(w % s.H), b = sentence[r], n = len[b];
+    const float scale = 1.0f / sqrtf((float)s.dk);
+    const T* qh = q + (size_t)r * s.q_stride + h * s.dk;
+    const T* k = kt + ((size_t)b * s.H + h) * s.dk * S;
+    for (int j = lane; j < n; j += 32) {
+        float acc = 0.0f;
+        for (int c = 0; c < s.dk; c++) acc += (to_float(qh[c]) * scale) * to_float(k[(size_t)c * S + j]);
+        sc[j] = acc;
+    }
+    __syncwarp();
+    warp_softmax(sc, n);
+    const T* v = kv + (size_t)b * S * ld + s.H * s.dk + h * s.dv;
+    T* out = ctx + (size_t)r * s.H * s.dv + h * s.dv;
+    for (int c = lane; c < s.dv; c += 32) {
+        float acc = 0.0f;
+        for (int j = 0; j < n; j++) acc += sc[j] * to_float(v[(size_t)j * ld + c]);
+        out[c] = from_float<T>(acc);
+    }
+}
+
+// =============================================================================================
+// §3.4's logits and §5.4 Label Smoothing: one block per row
+// =============================================================================================
+template <class T>
+__global__ void crossentropy_forward_kernel(float* lse, double* row_loss, const T* logits,
+                                            const int* labels, int V, float eps) {
+    __shared__ float sf[32];
+    __shared__ double sd[32];
+    const int r = blockIdx.x;
+    if (labels[r] == PAD_ID) {
+        if (threadIdx.x == 0) lse[r] = 0.0f, row_loss[r] = 0.0;
+        return;
+    }
+    const T* z = logits + (size_t)r * V;
+    float mx = -INFINITY;
+    for (int k = threadIdx.x; k < V; k += blockDim.x) mx = fmaxf(mx, to_float(z[k]));
+    mx = block_reduce(mx, Max(), sf);
+    float sum = 0.0f;
+    double sum_z = 0.0;
+    for (int k = threadIdx.x; k < V; k += blockDim.x) {
+        sum += expf(to_float(z[k]) - mx);
+        sum_z += to_float(z[k]);
+    }
+    sum = block_reduce(sum, Add(), sf);
+    sum_z = block_reduce(sum_z, Add(), sd);
+    if (threadIdx.x == 0) {
+        const double l = (double)mx + log((double)sum);
+        lse[r] = (float)l;
+        row_loss[r] = l - (1.0 - eps) * to_float(z[labels[r]]) - (double)eps / V * sum_z;
+    }
+}
+
+// out[0] = sum of v (n) in a fixed order: one block.
+__global__ void sum_kernel(double* out, const double* v, int n) {
+    __shared__ double sd[32];
+    double acc = 0.0;
+    for (int i = threadIdx.x; i < n; i += blockDim.x) acc += v[i];
+    acc = block_reduce(acc, Add(), sd);
+    if (threadIdx.x == 0) out[0] = acc;
+}
+
+template <class T>
+__global__ void crossentropy_backward_kernel(T* logits, const float* lse, const int* labels, int V,
+                                             float eps, float scale) {
+    const int r = blockIdx.x, y = labels[r];
+    T* z = logits + (size_t)r * V;
+    const float off = eps / V, l = lse[r];
+    for (int k = threadIdx.x; k < V; k += blockDim.x) {
+        float g = 0.0f;
+        if (y != PAD_ID) {
+            g = (expf(to_float(z[k]) - l) - off) * scale;
+            if (k == y) g -= (1.0f - eps) * scale;
+        }
+        z[k] = from_float<T>(g);
+    }
+}
+
+// The k best of a row, one block per row: log-sum-exp, then k rounds of a block argmax over
+// the entries not yet taken (ties to the lowest id).
+template <class T>
+__global__ void logsoftmax_topk_kernel(int* tokens, float* logp, const T* logits, int V, int ld, int k,
+                                       int banned) {
+    __shared__ float sf[32];
+    __shared__ int taken[64];
+    __shared__ float best_v[32];
+    __shared__ int best_i[32];
+    const int r = blockIdx.x, lane = lane_id(), warp = threadIdx.x / 32, warps = blockDim.x / 32;
+    const T* z = logits + (size_t)r * ld;
+    auto value = [&](int i) { return i == banned ? -INFINITY : to_float(z[i]); };
+    float mx = -INFINITY;
+    for (int i = threadIdx.x; i < V; i += blockDim.x) mx = fmaxf(mx, value(i));
+    mx = block_reduce(mx, Max(), sf);
+    float sum = 0.0f;
+    for (int i = threadIdx.x; i < V; i += blockDim.x) sum += expf(value(i) - mx);
+    sum = block_reduce(sum, Add(), sf);
+    const float lse = mx + logf(sum);
+    for (int round = 0; round < k; round++) {
+        float bv = -INFINITY;
+        int bi = -1;
+        for (int i = threadIdx.x; i < V; i += blockDim.x) {
+            bool used = false;
+            for (int u = 0; u < round; u++) used |= taken[u] == i;
+            const float v = value(i);
+            if (!used && (bi < 0 || v > bv)) bv = v, bi = i;   // i ascending: ties keep the lowest
+        }
+        for (int o = 16; o > 0; o >>= 1) {
+            const float ov = __shfl_xor_sync(0xffffffffu, bv, o);
+            const int oi = __shfl_xor_sync(0xffffffffu, bi, o);
+            if (oi >= 0 && (bi < 0 || ov > bv || (ov == bv && oi < bi))) bv = ov, bi = oi;
+        }
+        if (lane == 0) best_v[warp] = bv, best_i[warp] = bi;
+        __syncthreads();
+        if (threadIdx.x == 0) {
+            for (int w = 1; w < warps; w++)
+                if (best_i[w] >= 0 && (bi < 0 || best_v[w] > bv || (best_v[w] == bv && best_i[w] < bi)))
+                    bv = best_v[w], bi = best_i[w];
+            taken[round] = bi;
+            tokens[(size_t)r * k + round] = bi;
+            logp[(size_t)r * k + round] = bi < 0 ? -INFINITY : bv - lse;
+        }
+        __syncthreads();
+    }
+}
+
+// =============================================================================================
+// §5.3 Optimizer
+// =============================================================================================
+// partial[block] = sum of g^2 over a fixed stride pattern, in double.
+__global__ void sum_squares_kernel(double* partial, const float* g, size_t n) {
+    __shared__ double sd[32];
+    double acc = 0.0;
+    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n; i += (size_t)gridDim.x * blockDim.x)
+        acc += (double)g[i] * g[i];
+    acc = block_reduce(acc, Add(), sd);
+    if (threadIdx.x == 0) partial[blockIdx.x] = acc;
+}
+
+__global__ void scale_kernel(float* x, size_t n, float s) {
+    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n; i += (size_t)gridDim.x * blockDim.x)
+        x[i] *= s;
+}
+
+// Adam (PyTorch's formulation); the products' copy w rewritten in the same pass.
+template <class T>
+__global__ void adam_kernel(float* p, const float* g, float* m, float* v, T* w, size_t n, float lr_t,
+                            float beta1, float beta2, float eps, float bc2_sqrt) {
+    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n; i += (size_t)gridDim.x * blockDim.x) {
+        const float gi = g[i];
+        const float mi = beta1 * m[i] + (1.0f - beta1) * gi;
+        const float vi = beta2 * v[i] + (1.0f - beta2) * gi * gi;
+        const float pi = p[i] - lr_t * mi / (sqrtf(vi) / bc2_sqrt + eps);
+        m[i] = mi;
+        v[i] = vi;
+        p[i] = pi;
+        if (w) w[i] = from_float<T>(pi);
+    }
+}
+
+}  // namespace cuda
+
+// =============================================================================================
+// CudaBackend: the interface on the kernels above; matrix products by cuBLASLt.
+// =============================================================================================
+namespace {
+
+using cuda::bf16;
+
+// The largest power of two (<= 256) dividing an address: cuBLASLt's alignment hint.
+uint32_t alignment_of(const void* p) {
+    uint32_t a = 256;
+    while (a > 1 && ((uintptr_t)p % a)) a >>= 1;
+    return a;
+}
+
+class CudaBackend final : public Backend {
+public:
+    CudaBackend(Precision precision, const cudaDeviceProp& prop) : precision_(precision), prop_(prop) {
+        CUBLAS_CHECK(cublasLtCreate(&lt_));
+        workspace_bytes_ = 32u << 20;
+        CUDA_CHECK(cudaMalloc(&workspace_, workspace_bytes_));
+    }
+    ~CudaBackend() override {
+        for (void* p : scratch_) cudaFree(p);
+        cudaFree(workspace_);
+        cublasLtDestroy(lt_);
+    }
+
+    Device device() const override { return Device::CUDA; }
+    Precision precision() const override { return precision_; }
+    std::string describe() const override {
+        char buf[256];
+        std::snprintf(buf, sizeof buf, "%s (sm_%d%d, %d SMs, %.0f GB), %s", prop_.name, prop_.major,
+                      prop_.minor, prop_.multiProcessorCount, prop_.totalGlobalMem / 1e9,
+                      precision_name(precision_));
+        return buf;
+    }
+    void* alloc(size_t bytes) override {
+        if (bytes == 0) return nullptr;
+        void* p = nullptr;
+        cudaError_t e = cudaMalloc(&p, bytes);
+        if (e != cudaSuccess) {
+            std::fprintf(stderr, "CUDA: cannot allocate %.1f MB of GPU memory (%s)\n", bytes / 1e6,
+                         cudaGetErrorString(e));
+            cuda_check(e, "cudaMalloc", __FILE__, __LINE__);
+        }
+        return p;
+    }
+    void release(void* p) override {
+        if (p) CUDA_CHECK(cudaFree(p));
+    }
+    void upload(void* dst, const void* src, size_t bytes) override {
+        if (bytes) CUDA_CHECK(cudaMemcpy(dst, src, bytes, cudaMemcpyHostToDevice));
+    }
+    void download(void* dst, const void* src, size_t bytes) override {
+        if (bytes) CUDA_CHECK(cudaMemcpy(dst, src, bytes, cudaMemcpyDeviceToHost));
+    }
+    void copy(void* dst, const void* src, size_t bytes) override {
+        if (bytes && dst != src) CUDA_CHECK(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToDevice));
+    }
+    void fill_zero(void* dst, size_t bytes) override {
+        if (bytes) CUDA_CHECK(cudaMemsetAsync(dst, 0, bytes));
+    }
+    void copy_rows(floatX* dst, int ld_dst, const floatX* src, int ld_src, int rows, int cols) override {
+        const size_t fx = floatx_size();
+        if (rows > 0 && cols > 0)
+            CUDA_CHECK(cudaMemcpy2DAsync(dst, ld_dst * fx, src, ld_src * fx, cols * fx, rows,
+                                         cudaMemcpyDeviceToDevice));
+    }
+    void convert_weights(floatX* w, const float* p, size_t n) override {
+        if (bf()) run(cuda::convert_weights_kernel<bf16>, grid(n), (bf16*)w, p, n);
+        else copy(w, p, n * sizeof(float));
+    }
+
+    void positional_table(floatX* pe, int L, int d) override {
+        const size_t n = (size_t)L * d;
+        if (bf()) run(cuda::positional_table_kernel<bf16>, grid(n), (bf16*)pe, L, d);
+        else run(cuda::positional_table_kernel<float>, grid(n), (float*)pe, L, d);
+    }
+    void embedding_forward(floatX* x, const int* tokens, const floatX* E, const floatX* pe, int pos0,
+                           int B, int L, int d, float p, uint64_t seed) override {
+        const size_t n = (size_t)B * L * d;
+        if (bf()) run(cuda::embedding_forward_kernel<bf16>, grid(n), (bf16*)x, tokens, (const bf16*)E, (const bf16*)pe, pos0, B, L, d, p, seed);
+        else run(cuda::embedding_forward_kernel<float>, grid(n), (float*)x, tokens, (const float*)E, (const float*)pe, pos0, B, L, d, p, seed);
+    }
+    // Rows sorted by token (CUB's stable radix sort), then one block per token in row order.
+    void embedding_backward(float* dE, float* dpe, const floatX* dx, const int* tokens, int B, int L,
+                            int d, float p, uint64_t seed) override {
+        const int n = B * L;
+        int* rows_in = (int*)scratch(0, 3 * (size_t)n * sizeof(int));
+        int* rows_out = rows_in + n;
+        int* keys_out = rows_in + 2 * (size_t)n;
+        size_t temp_bytes = 0;
+        CUDA_CHECK(cub::DeviceRadixSort::SortPairs(nullptr, temp_bytes, tokens, keys_out, rows_in, rows_out, n));
+        void* temp = scratch(1, temp_bytes);
+        run(cuda::iota_kernel, grid(n), rows_in, n);
+        CUDA_CHECK(cub::DeviceRadixSort::SortPairs(temp, temp_bytes, tokens, keys_out, rows_in, rows_out, n));
+        const dim3 blocks(n), threads(std::min(256, ((d + 31) / 32) * 32));
+        if (bf()) launch(cuda::embedding_backward_kernel<bf16>, blocks, threads, 0, dE, (const bf16*)dx, keys_out, rows_out, n, d, p, seed);
+        else launch(cuda::embedding_backward_kernel<float>, blocks, threads, 0, dE, (const float*)dx, keys_out, rows_out, n, d, p, seed);
+        if (!dpe) return;
+        const size_t m = (size_t)L * d;
+        if (bf()) run(cuda::position_backward_kernel<bf16>, grid(m), dpe, (const bf16*)dx, B, L, d, p, seed);
+        else run(cuda::position_backward_kernel<float>, grid(m), dpe, (const float*)dx, B, L, d, p, seed);
+    }
+
+    // Row-major Y (rows, out) = X W^T is column-major Y^T (out, rows) = op(W) X^T with op = T.
+    void linear_forward(floatX* Y, const floatX* X, const floatX* W, const floatX* b, int rows, int in,
+                        int out) override {
+        matmul(true, false, out, rows, in, W, in, X, in, Y, out, act_type(), 0.0f, b);
+    }
+    // dX^T (in, rows) = W^T-view (in, out) dY^T; dW^T (in, out) += X^T-view (in, rows) dY;
+    // db = column sums of dY.
+    void linear_backward(floatX* dX, float dX_beta, float* dW, float* db, const floatX* dY,
+                         const floatX* X, const floatX* W, int rows, int in, int out) override {
+        if (dX) matmul(false, false, in, rows, out, W, in, dY, out, dX, in, act_type(), dX_beta, nullptr);
+        matmul(false, true, in, out, rows, X, in, dY, out, dW, in, CUDA_R_32F, 1.0f, nullptr);
+        if (!db) return;
+        if (bf()) column_sum(db, cuda::RowTerm<bf16>{(const bf16*)dY, out}, rows, out);
+        else column_sum(db, cuda::RowTerm<float>{(const float*)dY, out}, rows, out);
+    }
+
+    void relu_forward(floatX* y, const floatX* x, size_t n) override {
+        if (bf()) run(cuda::relu_forward_kernel<bf16>, grid(n), (bf16*)y, (const bf16*)x, n);
+        else run(cuda::relu_forward_kernel<float>, grid(n), (float*)y, (const float*)x, n);
+    }
+    void relu_backward(floatX* dx, const floatX* dy, const floatX* y, size_t n) override {
+        if (bf()) run(cuda::relu_backward_kernel<bf16>, grid(n), (bf16*)dx, (const bf16*)dy, (const bf16*)y, n);
+        else run(cuda::relu_backward_kernel<float>, grid(n), (float*)dx, (const float*)dy, (const float*)y, n);
+    }
+
+    void dropout_forward(floatX* y, const floatX* x, size_t n, float p, uint64_t seed) override {
+        if (p <= 0.0f) return copy(y, x, n * floatx_size());
+        if (bf()) run(cuda::dropout_forward_kernel<bf16>, grid(n), (bf16*)y, (const bf16*)x, n, p, seed);
+        else run(cuda::dropout_forward_kernel<float>, grid(n), (float*)y, (const float*)x, n, p, seed);
+    }
+    void dropout_backward(floatX* dx, const floatX* dy, size_t n, float p, uint64_t seed) override {
+        dropout_forward(dx, dy, n, p, seed);
+    }
+    void residual_forward(floatX* y, const floatX* f, const floatX* x, size_t n, float p,
+                          uint64_t seed) override {
+        if (bf()) run(cuda::residual_forward_kernel<bf16>, grid(n), (bf16*)y, (const bf16*)f, (const bf16*)x, n, p, seed);
+        else run(cuda::residual_forward_kernel<float>, grid(n), (float*)y, (const float*)f, (const float*)x, n, p, seed);
+    }
+    void layernorm_forward(floatX* y, float* mean, float* rstd, const floatX* x, const floatX* g,
+                           const floatX* b, int rows, int d) override {
+        const dim3 blocks(cuda::warp_grid(rows)), threads(32 * cuda::WARPS);
+        if (bf()) launch(cuda::layernorm_forward_kernel<bf16>, blocks, threads, 0, (bf16*)y, mean, rstd, (const bf16*)x, (const bf16*)g, (const bf16*)b, rows, d);
+        else launch(cuda::layernorm_forward_kernel<float>, blocks, threads, 0, (float*)y, mean, rstd, (const float*)x, (const float*)g, (const float*)b, rows, d);
+    }
+    void layernorm_backward(floatX* dx, float dx_beta, float* dg, float* db, const floatX* dy,
+                            const floatX* x, const float* mean, const float* rstd, const floatX* g,
+                            int rows, int d) override {
+        const dim3 blocks(cuda::warp_grid(rows)), threads(32 * cuda::WARPS);
+        if (bf()) {
+            launch(cuda::layernorm_backward_dx_kernel<bf16>, blocks, threads, 0, (bf16*)dx, dx_beta, (const bf16*)dy, (const bf16*)x, mean, rstd, (const bf16*)g, rows, d);
+            column_sum(dg, cuda::GainTerm<bf16>{(const bf16*)dy, (const bf16*)x, mean, rstd, d}, rows, d);
+            column_sum(db, cuda::RowTerm<bf16>{(const bf16*)dy, d}, rows, d);
+        } else {
+            launch(cuda::layernorm_backward_dx_kernel<float>, blocks, threads, 0, (float*)dx, dx_beta, (const float*)dy, (const float*)x, mean, rstd, (const float*)g, rows, d);
+            column_sum(dg, cuda::GainTerm<float>{(const float*)dy, (const float*)x, mean, rstd, d}, rows, d);
+            column_sum(db, cuda::RowTerm<float>{(const float*)dy, d}, rows, d);
+        }
+    }
+
+    void attention_forward(floatX* ctx, float* probs, const floatX* q, const floatX* kv,
+                           const int* key_tokens, const AttentionShape& s, float p_attn,
+                           uint64_t seed) override {
+        const dim3 blocks(cuda::warp_grid((size_t)s.B * s.H * s.Lq)), threads(32 * cuda::WARPS);
+        if (bf()) launch(cuda::attention_forward_kernel<bf16>, blocks, threads, 0, (bf16*)ctx, probs, (const bf16*)q, (const bf16*)kv, key_tokens, s, p_attn, seed);
+        else launch(cuda::attention_forward_kernel<float>, blocks, threads, 0, (float*)ctx, probs, (const float*)q, (const float*)kv, key_tokens, s, p_attn, seed);
+    }
+    void attention_backward(floatX* dq, floatX* dkv, const floatX* dctx, const float* probs,
+                            const floatX* q, const floatX* kv, const AttentionShape& s, float p_attn,
+                            uint64_t seed) override {
+        float* dS = (float*)scratch(0, (size_t)s.B * s.H * s.Lq * s.Lk * sizeof(float));
+        const dim3 qblocks(cuda::warp_grid((size_t)s.B * s.H * s.Lq)), kblocks(cuda::warp_grid((size_t)s.B * s.H * s.Lk));
+        const dim3 threads(32 * cuda::WARPS);
+        if (bf()) {
+            launch(cuda::attention_backward_query_kernel<bf16>, qblocks, threads, 0, (bf16*)dq, dS, (const bf16*)dctx, probs, (const bf16*)kv, s, p_attn, seed);
+            launch(cuda::attention_backward_key_kernel<bf16>, kblocks, threads, 0, (bf16*)dkv, dS, probs, (const bf16*)q, (const bf16*)dctx, s, p_attn, seed);
+        } else {
+            launch(cuda::attention_backward_query_kernel<float>, qblocks, threads, 0, (float*)dq, dS, (const float*)dctx, probs, (const float*)kv, s, p_attn, seed);
+            launch(cuda::attention_backward_key_kernel<float>, kblocks, threads, 0, (float*)dkv, dS, probs, (const float*)q, (const float*)dctx, s, p_attn, seed);
+        }
+    }
+
+    void attention_step_self(floatX* ctx, const floatX* q, const floatX* cache, int R, const int* slots,
+                             int ld_slots, int t, const StepShape& s) override {
+        const int warps = step_warps(t + 1);
+        const dim3 blocks((unsigned)(((size_t)s.n * s.H + warps - 1) / warps)), threads(32 * warps);
+        const size_t smem = (size_t)warps * (t + 1) * sizeof(float);
+        if (bf()) launch(cuda::attention_step_self_kernel<bf16>, blocks, threads, smem, (bf16*)ctx, (const bf16*)q, (const bf16*)cache, R, slots, ld_slots, t, s);
+        else launch(cuda::attention_step_self_kernel<float>, blocks, threads, smem, (float*)ctx, (const float*)q, (const float*)cache, R, slots, ld_slots, t, s);
+    }
+    void cache_reorder(int* slots_dst, const int* slots_src, const int* parent, int n, int t, int ld) override {
+        run(cuda::cache_reorder_kernel, grid((size_t)n * t), slots_dst, slots_src, parent, n, t, ld);
+    }
+    void attention_keys_transpose(floatX* kt, const floatX* kv, int B, int S, int H, int dk, int ld) override {
+        const size_t n = (size_t)B * H * dk * S;
+        if (bf()) run(cuda::attention_keys_transpose_kernel<bf16>, grid(n), (bf16*)kt, (const bf16*)kv, B, S, H, dk, ld);
+        else run(cuda::attention_keys_transpose_kernel<float>, grid(n), (float*)kt, (const float*)kv, B, S, H, dk, ld);
+    }
+    void attention_step_cross(floatX* ctx, const floatX* q, const floatX* kt, const floatX* kv, int ld,
+                              const int* len, const int* sentence, int S, const StepShape& s) override {
+        const int warps = step_warps(S);
+        const dim3 blocks((unsigned)(((size_t)s.n * s.H + warps - 1) / warps)), threads(32 * warps);
+        const size_t smem = (size_t)warps * S * sizeof(float);
+        if (bf()) launch(cuda::attention_step_cross_kernel<bf16>, blocks, threads, smem, (bf16*)ctx, (const bf16*)q, (const bf16*)kt, (const bf16*)kv, ld, len, sentence, S, s);
+        else launch(cuda::attention_step_cross_kernel<float>, blocks, threads, smem, (float*)ctx, (const float*)q, (const float*)kt, (const float*)kv, ld, len, sentence, S, s);
+    }
+
+    double crossentropy_forward(float* lse, const floatX* logits, const int* labels, int rows, int V,
+                                float eps) override {
+        double* row_loss = (double*)scratch(0, ((size_t)rows + 1) * sizeof(double));
+        if (bf()) launch(cuda::crossentropy_forward_kernel<bf16>, dim3(rows), dim3(cuda::THREADS), 0, lse, row_loss, (const bf16*)logits, labels, V, eps);
+        else launch(cuda::crossentropy_forward_kernel<float>, dim3(rows), dim3(cuda::THREADS), 0, lse, row_loss, (const float*)logits, labels, V, eps);
+        launch(cuda::sum_kernel, dim3(1), dim3(1024), 0, row_loss + rows, (const double*)row_loss, rows);
+        double total = 0;
+        download(&total, row_loss + rows, sizeof(double));
+        return total;
+    }
+    void crossentropy_backward(floatX* logits, const float* lse, const int* labels, int rows, int V,
+                               float eps, float scale) override {
+        if (bf()) launch(cuda::crossentropy_backward_kernel<bf16>, dim3(rows), dim3(cuda::THREADS), 0, (bf16*)logits, lse, labels, V, eps, scale);
+        else launch(cuda::crossentropy_backward_kernel<float>, dim3(rows), dim3(cuda::THREADS), 0, (float*)logits, lse, labels, V, eps, scale);
+    }
+    void logsoftmax_topk(int* tokens, float* logp, const floatX* logits, int rows, int V, int ld, int k,
+                         int banned) override {
+        if (k > 64) {
+            std::fprintf(stderr, "error: the GPU top-k takes at most 64 candidates (asked %d)\n", k);
+            std::exit(1);
+        }
+        if (bf()) launch(cuda::logsoftmax_topk_kernel<bf16>, dim3(rows), dim3(cuda::THREADS), 0, tokens, logp, (const bf16*)logits, V, ld, k, banned);
+        else launch(cuda::logsoftmax_topk_kernel<float>, dim3(rows), dim3(cuda::THREADS), 0, tokens, logp, (const float*)logits, V, ld, k, banned);
+    }
+
+    double global_norm(const float* g, size_t n) override {
+        double* partial = (double*)scratch(0, (cuda::REDUCE_BLOCKS + 1) * sizeof(double));
+        launch(cuda::sum_squares_kernel, dim3(cuda::REDUCE_BLOCKS), dim3(cuda::THREADS), 0, partial, g, n);
+        launch(cuda::sum_kernel, dim3(1), dim3(1024), 0, partial + cuda::REDUCE_BLOCKS, (const double*)partial, cuda::REDUCE_BLOCKS);
+        double total = 0;
+        download(&total, partial + cuda::REDUCE_BLOCKS, sizeof(double));
+        return std::sqrt(total);
+    }
+    void scale(float* x, size_t n, float s) override { run(cuda::scale_kernel, grid(n), x, n, s); }
+    void adam_step(float* p, const float* g, float* m, float* v, floatX* w, size_t n, float lr,
+                   float beta1, float beta2, float eps, int64_t step) override {
+        const float lr_t = (float)(lr / (1.0 - std::pow((double)beta1, (double)step)));
+        const float bc2_sqrt = (float)std::sqrt(1.0 - std::pow((double)beta2, (double)step));
+        if (bf()) run(cuda::adam_kernel<bf16>, grid(n), p, g, m, v, (bf16*)w, n, lr_t, beta1, beta2, eps, bc2_sqrt);
+        else run(cuda::adam_kernel<float>, grid(n), p, g, m, v, (float*)w, n, lr_t, beta1, beta2, eps, bc2_sqrt);
+    }
+
+private:
+    Precision precision_;
+    cudaDeviceProp prop_;
+    cublasLtHandle_t lt_ = nullptr;
+    void* workspace_ = nullptr;
+    size_t workspace_bytes_ = 0;
+    std::vector<void*> scratch_;            // the backend's own temporaries, by slot, grown
+    std::vector<size_t> scratch_bytes_;
+    std::map<std::tuple<int, int, int, int, int, int, int, int, int, int, int, int, uint32_t>,
+             cublasLtMatmulHeuristicResult_t> algos_;   // the algorithm chosen per product shape
+
+    bool bf() const { return precision_ == Precision::BF16; }
+    cudaDataType act_type() const { return bf() ? CUDA_R_16BF : CUDA_R_32F; }
+    static dim3 grid(size_t n) { return dim3(cuda::grid_for(n)); }
+
+    // kernel<<<blocks, THREADS>>>(args...), checked.
+    template <class... KArgs, class... Args>
+    void run(void (*kernel)(KArgs...), dim3 blocks, Args... args) {
+        launch(kernel, blocks, dim3(cuda::THREADS), 0, args...);
+    }
+    template <class... KArgs, class... Args>
+    void launch(void (*kernel)(KArgs...), dim3 blocks, dim3 threads, size_t smem, Args... args) {
+        if (blocks.x == 0) return;
+        kernel<<<blocks, threads, smem>>>(args...);
+        LAUNCH_CHECK();
+    }
+
+    // Warps per block for one-query attention over n keys: their scores fit 48 KB of shared memory.
+    static int step_warps(int n) {
+        return std::max(1, std::min(cuda::WARPS, (int)(48 * 1024 / (sizeof(float) * std::max(1, n)))));
+    }
+
+    void* scratch(int slot, size_t bytes) {
+        if ((int)scratch_.size() <= slot) {
+            scratch_.resize(slot + 1, nullptr);
+            scratch_bytes_.resize(slot + 1, 0);
+        }
+        if (scratch_bytes_[slot] < bytes) {
+            release(scratch_[slot]);
+            scratch_[slot] = alloc(bytes);
+            scratch_bytes_[slot] = bytes;
+        }
+        return scratch_[slot];
+    }
+
+    // out (cols) += sum over rows of term(r, c), deterministically.
+    template <class Term>
+    void column_sum(float* out, Term term, int rows, int cols) {
+        const int chunks = (rows + cuda::CHUNK_ROWS - 1) / cuda::CHUNK_ROWS;
+        float* partial = (float*)scratch(2, (size_t)chunks * cols * sizeof(float));
+        launch(cuda::column_partials_kernel<Term>, dim3((cols + 31) / 32, chunks), dim3(32, 8), 0, partial, term, rows, cols);
+        launch(cuda::column_finish_kernel, dim3((cols + 255) / 256), dim3(256), 0, out, (const float*)partial, chunks, cols);
+    }
+
+    // Column-major C (m, n; ldc) = op(A) op(B) + beta C (+ bias (m) per column), A and B of the
+    // activation type, C of c_type, accumulated in fp32 (TF32 off in fp32 mode).
+    void matmul(bool ta, bool tb, int m, int n, int k, const void* A, int lda, const void* B, int ldb,
+                void* C, int ldc, cudaDataType c_type, float beta, const void* bias) {
+        if (m == 0 || n == 0) return;
+        const cudaDataType ab = act_type();
+        cublasLtMatmulDesc_t op;
+        CUBLAS_CHECK(cublasLtMatmulDescCreate(&op, CUBLAS_COMPUTE_32F, CUDA_R_32F));
+        const cublasOperation_t opa = ta ? CUBLAS_OP_T : CUBLAS_OP_N, opb = tb ? CUBLAS_OP_T : CUBLAS_OP_N;
+        CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(op, CUBLASLT_MATMUL_DESC_TRANSA, &opa, sizeof opa));
+        CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(op, CUBLASLT_MATMUL_DESC_TRANSB, &opb, sizeof opb));
+        if (bias) {
+            const cublasLtEpilogue_t epi = CUBLASLT_EPILOGUE_BIAS;
+            CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(op, CUBLASLT_MATMUL_DESC_EPILOGUE, &epi, sizeof epi));
+            CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(op, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias, sizeof bias));
+            CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(op, CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE, &ab, sizeof ab));
+        }
+        cublasLtMatrixLayout_t la, lb, lc;
+        CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&la, ab, ta ? k : m, ta ? m : k, lda));
+        CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&lb, ab, tb ? n : k, tb ? k : n, ldb));
+        CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&lc, c_type, m, n, ldc));
+        const uint32_t align_a = alignment_of(A), align_b = alignment_of(B), align_c = alignment_of(C);
+        const uint32_t align_bias = bias ? alignment_of(bias) : 256;
+        auto key = std::make_tuple((int)ta, (int)tb, m, n, k, lda, ldb, ldc, (int)c_type, (int)ab,
+                                   bias ? 1 : 0, (int)std::min({align_a, align_b, align_c, align_bias}), (uint32_t)(beta != 0));
+        auto it = algos_.find(key);
+        if (it == algos_.end()) {
+            cublasLtMatmulPreference_t pref;
+            CUBLAS_CHECK(cublasLtMatmulPreferenceCreate(&pref));
+            CUBLAS_CHECK(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &workspace_bytes_, sizeof workspace_bytes_));
+            const uint32_t no_inplace = CUBLASLT_REDUCTION_SCHEME_MASK & ~CUBLASLT_REDUCTION_SCHEME_INPLACE;
+            CUBLAS_CHECK(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_REDUCTION_SCHEME_MASK, &no_inplace, sizeof no_inplace));
+            CUBLAS_CHECK(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, &align_a, sizeof align_a));
+            CUBLAS_CHECK(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES, &align_b, sizeof align_b));
+            CUBLAS_CHECK(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, &align_c, sizeof align_c));
+            CUBLAS_CHECK(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES, &align_c, sizeof align_c));
+            cublasLtMatmulHeuristicResult_t result;
+            int found = 0;
+            CUBLAS_CHECK(cublasLtMatmulAlgoGetHeuristic(lt_, op, la, lb, lc, lc, pref, 1, &result, &found));
+            cublasLtMatmulPreferenceDestroy(pref);
+            if (found == 0) {
+                std::fprintf(stderr, "cuBLASLt: no algorithm for a %d x %d x %d product (%s)\n", m, n, k,
+                             precision_name(precision_));
+                std::exit(1);
+            }
+            it = algos_.emplace(key, result).first;
+        }
+        const float alpha = 1.0f;
+        CUBLAS_CHECK(cublasLtMatmul(lt_, op, &alpha, A, la, B, lb, &beta, C, lc, C, lc, &it->second.algo,
+                                    workspace_, workspace_bytes_, 0));
+        cublasLtMatrixLayoutDestroy(la);
+        cublasLtMatrixLayoutDestroy(lb);
+        cublasLtMatrixLayoutDestroy(lc);
+        cublasLtMatmulDescDestroy(op);
+    }
+};
+
+}  // namespace
+
+bool cuda_built() { return true; }
+
+std::unique_ptr<Backend> make_cuda_backend(Precision precision, std::string* error) {
+    int count = 0;
+    cudaError_t e = cudaGetDeviceCount(&count);
+    if (e != cudaSuccess || count == 0) {
+        *error = std::string("no CUDA device: ") + (e != cudaSuccess ? cudaGetErrorString(e) : "none found");
+        cudaGetLastError();   // clear the sticky error
+        return nullptr;
+    }
+    if (precision != Precision::FP32 && precision != Precision::BF16) {
+        *error = std::string("the GPU runs fp32 or bf16, not ") + precision_name(precision);
+        return nullptr;
+    }
+    cudaDeviceProp prop;
+    CUDA_CHECK(cudaSetDevice(0));
+    CUDA_CHECK(cudaGetDeviceProperties(&prop, 0));
+    if (prop.major < 8) {
+        *error = std::string(prop.name) + " is compute capability " + std::to_string(prop.major) + "." +
+                 std::to_string(prop.minor) + "; this backend needs 8.0 or newer (bf16)";
+        return nullptr;
+    }
+    return std::make_unique<CudaBackend>(precision, prop);
+}
