@@ -57,25 +57,24 @@ endif
 CXXFLAGS := $(CXXFLAGS_BASE) $(OPT) $(OPENMP) $(BLAS_FLAGS)
 LDLIBS := $(BLAS_LIBS)
 
+LDLIBS += -ldl
 ifeq ($(CUDA),1)
   CUDA_HOME := $(patsubst %/bin/,%,$(dir $(realpath $(NVCC))))
-  CUDA_OBJ := $(BUILD)/transformer_cu.o
-  CXXFLAGS += -DUSE_CUDA
-  LDLIBS += -L$(CUDA_HOME)/lib64 -Wl,-rpath,$(CUDA_HOME)/lib64 -lcublasLt -lcudart
-  NVCCFLAGS := -std=c++17 -O3 -I. $(CUDA_ARCH) -Xcompiler -fopenmp -DUSE_CUDA
+  CUDA_LIB := $(BUILD)/libtransformer_cuda.so
+  NVCCFLAGS := -std=c++17 -O3 -I. $(CUDA_ARCH) -Xcompiler -fPIC
 endif
 
 # The model library: every layer, the sequence, checkpoints, decoding, data, tokenizer, BLEU.
-MODEL_SRC := transformer.cpp model/config.cpp model/model.cpp model/checkpoint.cpp cpu/gemm.cpp \
-             cpu/gemm_int8.cpp
+MODEL_SRC := transformer.cpp model/backend.cpp model/config.cpp model/model.cpp model/checkpoint.cpp \
+             cpu/gemm.cpp cpu/gemm_int8.cpp
 TEXT_SRC := tokenizer.cpp toolkit/decode.cpp toolkit/parallel_data.cpp toolkit/bleu_score.cpp \
             toolkit/trainer.cpp
 LIB_SRC := $(MODEL_SRC) $(TEXT_SRC)
-LIB_OBJ := $(LIB_SRC:%.cpp=$(BUILD)/%.o) $(CUDA_OBJ)
+LIB_OBJ := $(LIB_SRC:%.cpp=$(BUILD)/%.o)
 HEADERS := $(wildcard *.h */*.h)
 
 PROGRAMS := train translate average bleu bpe
-TESTS := test_core test_decode test_train test_gemm test_gemm_int8 test_tokenizer test_data \
+TESTS := test_core test_decode test_train test_gemm test_gemm_int8 test_tokenizer test_data test_cuda \
          test_bleu
 
 .PHONY: all test test-asan bench bench-decode bench-translate bench-bpe bench-gemm bench-gemm-int8 \
@@ -96,18 +95,20 @@ $(BUILD)/%.o: %.cpp $(HEADERS) $(FLAGS_STAMP)
 	@mkdir -p $(dir $@)
 	$(CXX) $(CXXFLAGS) -c $< -o $@
 
-$(BUILD)/transformer_cu.o: transformer.cu transformer.h numerics.h $(FLAGS_STAMP)
+# The CUDA backend: a shared library the programs load only on a machine with a GPU
+# (model/backend.cpp), so that a CPU run never maps cuBLASLt.
+$(BUILD)/libtransformer_cuda.so: transformer.cu transformer.h numerics.h $(FLAGS_STAMP)
 	@mkdir -p $(dir $@)
-	$(NVCC) $(NVCCFLAGS) -c $< -o $@
+	$(NVCC) $(NVCCFLAGS) -shared $< -o $@ -L$(CUDA_HOME)/lib64 -Xlinker -rpath=$(CUDA_HOME)/lib64 -lcublasLt
 
-$(PROGRAMS:%=$(BIN)/%): $(BIN)/%: $(BUILD)/cli/%.o $(LIB_OBJ)
-	$(CXX) $(CXXFLAGS) $^ -o $@ $(LDLIBS)
+$(PROGRAMS:%=$(BIN)/%): $(BIN)/%: $(BUILD)/cli/%.o $(LIB_OBJ) | $(CUDA_LIB)
+	$(CXX) $(CXXFLAGS) $(filter %.o,$^) -o $@ $(LDLIBS)
 
-$(BUILD)/test_%: $(BUILD)/test/test_%.o $(LIB_OBJ)
-	$(CXX) $(CXXFLAGS) $^ -o $@ $(LDLIBS)
+$(BUILD)/test_%: $(BUILD)/test/test_%.o $(LIB_OBJ) | $(CUDA_LIB)
+	$(CXX) $(CXXFLAGS) $(filter %.o,$^) -o $@ $(LDLIBS)
 
-$(BUILD)/bench_%: $(BUILD)/bench/bench_%.o $(LIB_OBJ)
-	$(CXX) $(CXXFLAGS) $^ -o $@ $(LDLIBS)
+$(BUILD)/bench_%: $(BUILD)/bench/bench_%.o $(LIB_OBJ) | $(CUDA_LIB)
+	$(CXX) $(CXXFLAGS) $(filter %.o,$^) -o $@ $(LDLIBS)
 
 # The tests run from the repository root; test/run_tests.sh adds up their closing lines.
 test: $(TESTS:%=$(BUILD)/%) $(PROGRAMS:%=$(BIN)/%)
@@ -159,7 +160,7 @@ info:
 	@echo "flags:    $(CXXFLAGS)"
 	@echo "OpenMP:   $(if $(OPENMP),yes ($(OPENMP)),no: serial build)"
 	@echo "nvcc:     $(if $(NVCC),$(NVCC) ($(NVCC_VERSION)),not found)"
-	@echo "CUDA:     $(if $(filter 1,$(CUDA)),the CUDA backend is built in ($(CUDA_ARCH); cuBLASLt from $(CUDA_HOME)),CPU-only build)"
+	@echo "CUDA:     $(if $(filter 1,$(CUDA)),$(CUDA_LIB) ($(CUDA_ARCH); cuBLASLt from $(CUDA_HOME)); loaded when a GPU is present,CPU-only build)"
 	@echo "BLAS:     $(if $(BLAS_FLAGS),OpenBLAS (cblas_sgemm),own cpu/gemm.cpp)"
 
 clean:

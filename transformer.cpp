@@ -651,16 +651,6 @@ void adam_step(float* p, const float* g, float* m, float* v, size_t n, float lr,
 // =============================================================================================
 // CpuBackend: the interface on the ops above. floatX is float; memory is host memory.
 // =============================================================================================
-const char* precision_name(Precision p) {
-    return p == Precision::BF16 ? "bf16" : p == Precision::INT8 ? "int8" : "fp32";
-}
-
-bool Backend::quantize_weights(const float*, int, int, std::string* error) {
-    *error = std::string("int8 products are a CPU option; this backend runs ") +
-             precision_name(precision());
-    return false;
-}
-
 namespace {
 
 float* F(floatX* p) { return reinterpret_cast<float*>(p); }
@@ -828,39 +818,3 @@ private:
 }  // namespace
 
 std::unique_ptr<Backend> make_cpu_backend() { return std::make_unique<CpuBackend>(); }
-
-#ifndef USE_CUDA
-bool cuda_built() { return false; }
-
-std::unique_ptr<Backend> make_cuda_backend(Precision, std::string* error) {
-    *error = "this build has no CUDA backend (nvcc was not found when it was built)";
-    return nullptr;
-}
-#endif
-
-std::unique_ptr<Backend> make_backend(const std::string& device, const std::string& precision,
-                                      std::string* error, std::string* note) {
-    if (device != "auto" && device != "cpu" && device != "cuda") {
-        *error = "--device must be auto, cpu or cuda, not '" + device + "'";
-        return nullptr;
-    }
-    if (precision != "" && precision != "fp32" && precision != "bf16" && precision != "int8") {
-        *error = "--precision must be fp32, bf16 (GPU) or int8 (CPU), not '" + precision + "'";
-        return nullptr;
-    }
-    if (device != "cpu" && precision != "int8") {
-        std::string why;
-        auto gpu = make_cuda_backend(precision == "fp32" ? Precision::FP32 : Precision::BF16, &why);
-        if (gpu) return gpu;
-        if (device == "cuda") {
-            *error = why;
-            return nullptr;
-        }
-        if (note) *note = "no GPU (" + why + "): running on the CPU";
-    }
-    if (precision == "bf16") {
-        *error = "--precision bf16 needs the GPU; the CPU runs fp32 (or int8 for translation)";
-        return nullptr;
-    }
-    return make_cpu_backend();   // int8: the caller quantizes once the weights are loaded
-}

@@ -699,11 +699,11 @@ public:
     CudaBackend(Precision precision, const cudaDeviceProp& prop) : precision_(precision), prop_(prop) {
         CUBLAS_CHECK(cublasLtCreate(&lt_));
         workspace_bytes_ = 32u << 20;
-        CUDA_CHECK(cudaMalloc(&workspace_, workspace_bytes_));
+        workspace_ = alloc(workspace_bytes_);
     }
     ~CudaBackend() override {
-        for (void* p : scratch_) cudaFree(p);
-        cudaFree(workspace_);
+        for (void* p : scratch_) release(p);
+        release(workspace_);
         cublasLtDestroy(lt_);
     }
 
@@ -725,11 +725,19 @@ public:
                          cudaGetErrorString(e));
             cuda_check(e, "cudaMalloc", __FILE__, __LINE__);
         }
+        sizes_[p] = bytes;
+        in_use_ += bytes;
+        peak_ = std::max(peak_, in_use_);
         return p;
     }
     void release(void* p) override {
-        if (p) CUDA_CHECK(cudaFree(p));
+        if (!p) return;
+        CUDA_CHECK(cudaFree(p));
+        auto it = sizes_.find(p);
+        if (it != sizes_.end()) in_use_ -= it->second, sizes_.erase(it);
     }
+    void synchronize() override { CUDA_CHECK(cudaDeviceSynchronize()); }
+    size_t peak_memory() const override { return peak_; }
     void upload(void* dst, const void* src, size_t bytes) override {
         if (bytes) CUDA_CHECK(cudaMemcpy(dst, src, bytes, cudaMemcpyHostToDevice));
     }
@@ -939,6 +947,8 @@ private:
     cublasLtHandle_t lt_ = nullptr;
     void* workspace_ = nullptr;
     size_t workspace_bytes_ = 0;
+    std::map<void*, size_t> sizes_;         // live allocations, for the peak
+    size_t in_use_ = 0, peak_ = 0;
     std::vector<void*> scratch_;            // the backend's own temporaries, by slot, grown
     std::vector<size_t> scratch_bytes_;
     std::map<std::tuple<int, int, int, int, int, int, int, int, int, int, int, int, uint32_t>,
@@ -1046,9 +1056,10 @@ private:
 
 }  // namespace
 
-bool cuda_built() { return true; }
-
-std::unique_ptr<Backend> make_cuda_backend(Precision precision, std::string* error) {
+// The library's entry point, loaded by model/backend.cpp (dlopen): a CUDA backend for GPU 0 in
+// fp32 or bf16 (Precision as an int), or nullptr + *error.
+extern "C" Backend* transformer_cuda_backend(int precision_value, std::string* error) {
+    const Precision precision = (Precision)precision_value;
     int count = 0;
     cudaError_t e = cudaGetDeviceCount(&count);
     if (e != cudaSuccess || count == 0) {
@@ -1068,5 +1079,5 @@ std::unique_ptr<Backend> make_cuda_backend(Precision precision, std::string* err
                  std::to_string(prop.minor) + "; this backend needs 8.0 or newer (bf16)";
         return nullptr;
     }
-    return std::make_unique<CudaBackend>(precision, prop);
+    return new CudaBackend(precision, prop);
 }

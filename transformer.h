@@ -129,7 +129,9 @@ enum class Device { CPU, CUDA };
 // weights, gradients, Adam state, LayerNorm statistics, softmax and loss. int8 (CPU,
 // inference): weight matrices quantized per output row, activations per row on the fly.
 enum class Precision { FP32, BF16, INT8 };
-const char* precision_name(Precision p);   // "fp32", "bf16", "int8"
+inline const char* precision_name(Precision p) {   // "fp32", "bf16", "int8"
+    return p == Precision::BF16 ? "bf16" : p == Precision::INT8 ? "int8" : "fp32";
+}
 
 // Multi-head attention over B sentences (training and full-prefix passes).
 // q: (B, Lq, *) with head h's query at column q_col + h*dk, row stride q_stride; k and v:
@@ -158,6 +160,11 @@ public:
     // the program with a message naming the size.
     virtual void* alloc(size_t bytes) = 0;
     virtual void release(void* p) = 0;
+    // Waits until the work queued on the device is done (timing; a no-op on the CPU).
+    virtual void synchronize() {}
+    // The most memory this backend held at once, in bytes (0 on the CPU, where the process's
+    // peak RSS says it).
+    virtual size_t peak_memory() const { return 0; }
     virtual void upload(void* dst, const void* host_src, size_t bytes) = 0;
     virtual void download(void* host_dst, const void* src, size_t bytes) = 0;
     virtual void copy(void* dst, const void* src, size_t bytes) = 0;
@@ -278,15 +285,20 @@ public:
     // ---- Int8 inference (CPU): products by quantized weights ---------------------------------
     // Quantizes W (N, K) (CPU: cpu/gemm_int8.h); from then on linear_forward(…, W, …) runs in
     // int8 and precision() is INT8. Other backends refuse (false + *error).
-    virtual bool quantize_weights(const float* W, int N, int K, std::string* error);
+    virtual bool quantize_weights(const float* /*W*/, int /*N*/, int /*K*/, std::string* error) {
+        *error = std::string("int8 products are a CPU option; this backend runs ") +
+                 precision_name(precision());
+        return false;
+    }
     // Drops every quantized matrix: fp32 again.
     virtual void drop_quantized_weights() {}
 };
 
 // The CPU backend (transformer.cpp): fp32 (int8 after quantize_weights).
 std::unique_ptr<Backend> make_cpu_backend();
-// The CUDA backend (transformer.cu), fp32 or bf16; nullptr + *error when this build has no
-// CUDA or no GPU is present.
+// The CUDA backend (transformer.cu), fp32 or bf16 (model/backend.cpp loads it: it is a shared
+// library, build/libtransformer_cuda.so, so that CPU runs never load the CUDA libraries);
+// nullptr + *error when this build has no CUDA backend or no GPU is present.
 std::unique_ptr<Backend> make_cuda_backend(Precision precision, std::string* error);
 // The backend for a --device ("auto": the GPU when one is present, "cpu", "cuda") and a
 // --precision ("" = the device's default: fp32 on the CPU, bf16 on the GPU; "int8" = the CPU,
@@ -294,7 +306,7 @@ std::unique_ptr<Backend> make_cuda_backend(Precision precision, std::string* err
 // be had; *note (optional) says why "auto" fell back to the CPU.
 std::unique_ptr<Backend> make_backend(const std::string& device, const std::string& precision,
                                       std::string* error, std::string* note = nullptr);
-// Whether this build includes the CUDA backend.
+// Whether this build includes the CUDA backend (its shared library is there).
 bool cuda_built();
 
 // =============================================================================================

@@ -1,11 +1,15 @@
-// bench/bench_train.cpp — speed of one full training step (forward, backward, Adam) on a fixed
-// synthetic batch, the benchmark of the core issue. bench/bench.sh runs it beside
-// bench/bench_torch.py (the PyTorch reference, same configs, same batch shape) and prints the
-// ratio.
+// bench/bench_train.cpp — speed of full training steps (forward, backward, Adam) on a fixed
+// synthetic batch, on the CPU or the GPU. bench/bench.sh runs it beside bench/bench_torch.py
+// (the PyTorch reference, same configs, same batch shape) and prints the ratio.
 //
-//   build/bench_train --config tiny|small|base [--steps N]
+//   build/bench_train --config tiny|small|base|big [--steps N] [--device cpu|cuda]
+//                     [--precision fp32|bf16] [--tokens N] [--accum K]
 // Prints: ours train CONFIG ms_per_step=.. tokens_per_s=.. matmul_gflops=.. peak_rss_mb=..
-// Batches: 164 sentence pairs of 25 source and 25 target tokens (4,100 + 4,100), base: 82.
+// and on the GPU also peak_gpu_mb=.., mfu_dense=.. (against the bf16 dense peak, 989 TFLOP/s
+// on an H100 SXM) and mfu_measured=.. (against a large cuBLAS product timed in the same run).
+// Batches: sentence pairs of 25 source and 25 target tokens; on the CPU 164 pairs (4,100 +
+// 4,100 tokens), base 82; --tokens sets the source tokens per step (the paper: 25,000),
+// split over --accum micro-batches.
 #include <sys/resource.h>
 
 #include <algorithm>
@@ -49,30 +53,68 @@ static double forward_matmul_flops(const Config& c, const Batch& b) {
     return 2.0 * (c.n_enc * enc + c.n_dec * dec + rt * d * c.vocab);
 }
 
+// TFLOP/s of one large product (8192^3) through the backend's linear_forward: the peak this
+// device reaches for matrix work in its precision.
+static double measured_peak_tflops(Backend& ops) {
+    const int n = 8192;
+    const size_t bytes = (size_t)n * n * ops.floatx_size();
+    floatX* a = (floatX*)ops.alloc(bytes);
+    floatX* b = (floatX*)ops.alloc(bytes);
+    floatX* c = (floatX*)ops.alloc(bytes);
+    ops.fill_zero(a, bytes);
+    ops.fill_zero(b, bytes);
+    ops.linear_forward(c, a, b, nullptr, n, n, n);   // warm-up
+    ops.synchronize();
+    const int reps = 10;
+    auto t0 = std::chrono::steady_clock::now();
+    for (int i = 0; i < reps; i++) ops.linear_forward(c, a, b, nullptr, n, n, n);
+    ops.synchronize();
+    double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    ops.release(a);
+    ops.release(b);
+    ops.release(c);
+    return 2.0 * n * n * (double)n * reps / s / 1e12;
+}
+
 int main(int argc, char** argv) {
-    std::string name = "tiny";
-    int steps = 0;
+    std::string name = "tiny", device = "cpu", precision;
+    int steps = 0, tokens = 0, accum = 1;
     Options o("bench_train", "Times full training steps on a fixed synthetic batch.");
-    o.add("--config", &name, "tiny, small or base", "NAME");
-    o.add("--steps", &steps, "timed steps (0: 5, base 3)");
+    o.add("--config", &name, "tiny, small, base or big", "NAME");
+    o.add("--steps", &steps, "timed steps (0: 5, base and big 3)");
+    o.add("--device", &device, "cpu or cuda", "cpu|cuda");
+    o.add("--precision", &precision, "fp32 or bf16 (default: the device's)", "fp32|bf16");
+    o.add("--tokens", &tokens, "source tokens per step (0: 4,100, base 2,050 on the CPU)");
+    o.add("--accum", &accum, "micro-batches per step");
     if (!o.parse(argc, argv)) return o.exit_code();
     Config c;
-    if (!config_preset(name, &c) || name == "big") {
-        std::fprintf(stderr, "bench_train: unknown config %s\n", name.c_str());
+    if (!config_preset(name, &c) || accum < 1 || tokens < 0) {
+        std::fprintf(stderr, "bench_train: unknown config %s, or bad --tokens/--accum\n", name.c_str());
         return 2;
     }
-    if (steps <= 0) steps = name == "base" ? 3 : 5;
-    const int pairs = name == "base" ? 82 : 164;
+    const bool large = name == "base" || name == "big";
+    if (steps <= 0) steps = large ? 3 : 5;
+    if (tokens == 0) tokens = large ? 2050 : 4100;
+    const int pairs = std::max(1, tokens / 25 / accum);
     Batch batch = synthetic_batch(pairs, 25, c.vocab);
     Model m;
+    std::string err;
+    m.backend = make_backend(device, precision, &err);
+    if (!m.backend) {
+        std::fprintf(stderr, "bench_train: %s\n", err.c_str());
+        return 1;
+    }
     model_init(&m, c, 1);
     std::vector<double> ms;
     for (int i = 0; i < steps + 2; i++) {   // 2 warm-up steps
         auto t0 = std::chrono::steady_clock::now();
         model_zero_grad(&m);
-        model_forward(&m, batch, true);
-        model_backward(&m, batch);
+        for (int a = 0; a < accum; a++) {
+            model_forward(&m, batch, true);
+            model_backward(&m, batch, (double)batch.tgt_tokens * accum);
+        }
         adam_update(&m, learning_rate(c, m.step + 1, 1.0, 4000));
+        m.backend->synchronize();
         double dt = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
         if (i >= 2) ms.push_back(dt);
     }
@@ -80,9 +122,16 @@ int main(int argc, char** argv) {
     const double med = ms[ms.size() / 2];
     struct rusage ru;
     getrusage(RUSAGE_SELF, &ru);
-    const double tokens = batch.src_tokens + batch.tgt_tokens;
-    std::printf("ours train %s ms_per_step=%.1f tokens_per_s=%.0f matmul_gflops=%.1f peak_rss_mb=%.0f params=%zu\n",
-                name.c_str(), med, tokens / (med / 1000), 3 * forward_matmul_flops(c, batch) / (med / 1000) / 1e9,
-                ru.ru_maxrss / 1024.0, m.layout.total);
+    const double step_tokens = (double)(batch.src_tokens + batch.tgt_tokens) * accum;
+    const double flops = 3 * forward_matmul_flops(c, batch) * accum / (med / 1000);
+    std::printf("ours train %s ms_per_step=%.1f tokens_per_s=%.0f matmul_gflops=%.1f peak_rss_mb=%.0f params=%zu",
+                name.c_str(), med, step_tokens / (med / 1000), flops / 1e9, ru.ru_maxrss / 1024.0, m.layout.total);
+    if (m.backend->device() == Device::CUDA) {
+        const double peak = measured_peak_tflops(*m.backend);
+        std::printf(" peak_gpu_mb=%.0f mfu_dense=%.3f measured_peak_tflops=%.0f mfu_measured=%.3f",
+                    m.backend->peak_memory() / 1e6, flops / 989e12, peak, flops / (peak * 1e12));
+    }
+    std::printf("  # %s, %d pairs x %d micro-batches of 25 + 25 tokens\n", m.backend->describe().c_str(),
+                pairs, accum);
     return 0;
 }

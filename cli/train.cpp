@@ -100,6 +100,10 @@ int main(int argc, char** argv) {
     o.add("--beam", &t.beam, "beam size for the final BLEU");
     o.add("--alpha", &t.alpha, "length penalty exponent");
     o.add_flag("--no-eval", &no_eval, "skip translating dev/test at the end");
+    o.section("Device");
+    o.add("--device", &t.device, "auto (the GPU when present), cpu or cuda", "auto|cpu|cuda");
+    o.add("--precision", &t.precision, "fp32, or bf16 (GPU; its default): bf16 weights and activations",
+          "fp32|bf16");
     if (!o.parse(argc, argv)) return o.exit_code();
     if (layers > 0) t.cfg.n_enc = t.cfg.n_dec = layers;
     if (t.cfg.n_heads > 0) {

@@ -108,7 +108,8 @@ struct TranslateOptions {
     int max_input_tokens = 0;   // 0: the model's limit (learned positions) or 1024
     bool replace_invalid = false;
     bool split_long = false;
-    std::string precision = "fp32";   // fp32 | int8
+    std::string device = "auto";      // auto | cpu | cuda
+    std::string precision;            // "" (the device's default) | fp32 | bf16 (GPU) | int8 (CPU)
 };
 
 struct Translator {
@@ -174,6 +175,12 @@ struct Translator {
 static bool load(Translator* t) {
     Metadata meta;
     std::string err;
+    std::string note;
+    t->model.backend = make_backend(t->opt.device, t->opt.precision, &err, &note);
+    if (!t->model.backend) {
+        std::fprintf(stderr, "translate: %s\n", err.c_str());
+        return false;
+    }
     if (!checkpoint_load(&t->model, t->opt.model, &meta, &err, false)) {
         std::fprintf(stderr, "translate: %s\n", err.c_str());
         if (t->opt.model == TranslateOptions().model)
@@ -209,8 +216,10 @@ int main(int argc, char** argv) {
     opts.add("--max-len-b", &o.decode.max_len_b, "max output length = a * source length + b");
     opts.add("--nbest", &o.decode.nbest, "hypotheses per line, with scores (<= beam)");
     opts.add("--batch-tokens", &o.batch_tokens, "padded source tokens per batch");
+    opts.add("--device", &o.device, "auto (the GPU when present), cpu or cuda", "auto|cpu|cuda");
     opts.add("--precision", &o.precision,
-             "fp32 (exact, the reference's numerics) or int8 (quantized products, faster)", "fp32|int8");
+             "fp32 (exact, the reference's numerics; the CPU default), bf16 (GPU default) or int8 "
+             "(CPU: quantized products, faster)", "fp32|bf16|int8");
     opts.add("--max-input-tokens", &o.max_input_tokens, "longest accepted line in tokens (0: model limit)");
     opts.add_flag("--replace-invalid", &o.replace_invalid, "replace invalid UTF-8 with U+FFFD instead of failing");
     opts.add_flag("--split-long", &o.split_long, "translate over-long lines in pieces instead of failing");
@@ -219,8 +228,8 @@ int main(int argc, char** argv) {
         std::fprintf(stderr, "translate: need beam >= 1 and 1 <= nbest <= beam\n");
         return 2;
     }
-    if (o.precision != "fp32" && o.precision != "int8") {
-        std::fprintf(stderr, "translate: --precision must be fp32 or int8, not '%s'\n", o.precision.c_str());
+    if (o.precision != "" && o.precision != "fp32" && o.precision != "bf16" && o.precision != "int8") {
+        std::fprintf(stderr, "translate: --precision must be fp32, bf16 or int8, not '%s'\n", o.precision.c_str());
         return 2;
     }
     if (!load(&t)) return 1;

@@ -169,8 +169,21 @@ static bool setup_sampler(Run& r, const Metadata* resume_meta) {
     return true;
 }
 
+// The backend the model runs on (--device, --precision); says so when "auto" finds no GPU.
+static bool setup_backend(const TrainOptions& opt, Model* m, bool verbose) {
+    if (opt.precision == "int8") return fail("--precision int8 is for translation; training runs fp32 or bf16");
+    std::string err, note;
+    m->backend = make_backend(opt.device, opt.precision, &err, &note);
+    if (!m->backend) return fail(err);
+    if (verbose && !note.empty()) std::printf("%s\n", note.c_str());
+    if (verbose) std::printf("device: %s\n", m->backend->describe().c_str());
+    std::fflush(stdout);
+    return true;
+}
+
 static bool setup(Run& r) {
     std::error_code ec;
+    if (!setup_backend(r.opt, &r.model, !r.opt.quiet)) return false;
     fs::create_directories(r.opt.out_dir, ec);
     if (ec) return fail("cannot create " + r.opt.out_dir + ": " + ec.message());
     if (!ensure_corpus(r)) return false;
@@ -458,6 +471,7 @@ static bool final_evaluation(Run& r) {
     if (!r.opt.final_eval) return true;
     Model avg;
     std::string err;
+    if (!setup_backend(r.opt, &avg, false)) return false;
     if (!checkpoint_load(&avg, model_path, nullptr, &err, false)) return fail(err);
     std::printf("BLEU, sacreBLEU convention (signature %s):\n", bleu_signature().c_str());
     Scores dev_avg, test_avg;

@@ -46,6 +46,9 @@ struct TrainOptions {
     float alpha = 0.6f;
     int decode_batch_tokens = 6000;
     bool quiet = false;               // tests: no progress lines
+    // Device: "auto" (the GPU when one is present), "cpu", "cuda"; precision "" (the device's
+    // default: fp32 on the CPU, bf16 on the GPU), "fp32" or "bf16".
+    std::string device = "auto", precision;
 };
 
 // Runs training as configured; returns the process exit status (0 on success), printing a

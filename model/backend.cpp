@@ -1,0 +1,99 @@
+// backend.cpp — choosing the device: make_backend (--device, --precision) and the loading of
+// the CUDA backend.
+//
+// The CUDA backend (transformer.cu) is built as a shared library beside the programs,
+// build/libtransformer_cuda.so, linked with cuBLASLt and the CUDA runtime. The programs link
+// none of that: they look for an NVIDIA driver with a GPU first (libcuda.so.1, a few kB), and
+// only then load the library. A CPU run, or a machine with the CUDA Toolkit but no GPU (CI),
+// never maps the half-gigabyte of cuBLASLt into the process.
+#include <dlfcn.h>
+#include <unistd.h>
+
+#include <climits>
+#include <string>
+
+#include "transformer.h"
+
+// The library's one entry point (transformer.cu).
+typedef Backend* (*CudaFactory)(int precision, std::string* error);
+
+// Where the library is: $TRANSFORMER_CUDA_LIB, else beside the executable (build/test_*), else
+// in build/ below it (./train at the repository root).
+static std::string cuda_library_path() {
+    if (const char* env = std::getenv("TRANSFORMER_CUDA_LIB")) return env;
+    char exe[PATH_MAX];
+    ssize_t n = readlink("/proc/self/exe", exe, sizeof exe - 1);
+    std::string dir = n > 0 ? std::string(exe, (size_t)n) : std::string(".");
+    dir = dir.substr(0, dir.rfind('/') == std::string::npos ? 0 : dir.rfind('/'));
+    for (const std::string& p : {dir + "/libtransformer_cuda.so", dir + "/build/libtransformer_cuda.so"})
+        if (access(p.c_str(), R_OK) == 0) return p;
+    return "";
+}
+
+bool cuda_built() { return !cuda_library_path().empty(); }
+
+// The number of GPUs the driver sees, through the driver library itself; -1 + *error when
+// there is no driver.
+static int driver_device_count(std::string* error) {
+    void* driver = dlopen("libcuda.so.1", RTLD_NOW | RTLD_LOCAL);
+    if (!driver) {
+        *error = "no NVIDIA driver (libcuda.so.1 not found)";
+        return -1;
+    }
+    auto init = (int (*)(unsigned))dlsym(driver, "cuInit");
+    auto count = (int (*)(int*))dlsym(driver, "cuDeviceGetCount");
+    int n = 0, status = init ? init(0) : -1;
+    if (status != 0 || !count || count(&n) != 0) {
+        *error = "the NVIDIA driver sees no usable GPU (cuInit returned " + std::to_string(status) + ")";
+        return -1;
+    }
+    if (n == 0) *error = "the NVIDIA driver sees no GPU";
+    return n;
+}
+
+std::unique_ptr<Backend> make_cuda_backend(Precision precision, std::string* error) {
+    const std::string lib = cuda_library_path();
+    if (lib.empty()) {
+        *error = "this build has no CUDA backend (nvcc was not found when it was built)";
+        return nullptr;
+    }
+    if (driver_device_count(error) <= 0) return nullptr;
+    void* handle = dlopen(lib.c_str(), RTLD_NOW | RTLD_LOCAL);   // kept loaded: backends live on
+    if (!handle) {
+        *error = std::string("cannot load the CUDA backend: ") + dlerror();
+        return nullptr;
+    }
+    auto factory = (CudaFactory)dlsym(handle, "transformer_cuda_backend");
+    if (!factory) {
+        *error = lib + " has no transformer_cuda_backend";
+        return nullptr;
+    }
+    return std::unique_ptr<Backend>(factory((int)precision, error));
+}
+
+std::unique_ptr<Backend> make_backend(const std::string& device, const std::string& precision,
+                                      std::string* error, std::string* note) {
+    if (device != "auto" && device != "cpu" && device != "cuda") {
+        *error = "--device must be auto, cpu or cuda, not '" + device + "'";
+        return nullptr;
+    }
+    if (precision != "" && precision != "fp32" && precision != "bf16" && precision != "int8") {
+        *error = "--precision must be fp32, bf16 (GPU) or int8 (CPU), not '" + precision + "'";
+        return nullptr;
+    }
+    if (device != "cpu" && precision != "int8") {
+        std::string why;
+        auto gpu = make_cuda_backend(precision == "fp32" ? Precision::FP32 : Precision::BF16, &why);
+        if (gpu) return gpu;
+        if (device == "cuda") {
+            *error = why;
+            return nullptr;
+        }
+        if (note) *note = "no GPU (" + why + "): running on the CPU";
+    }
+    if (precision == "bf16") {
+        *error = "--precision bf16 needs the GPU; the CPU runs fp32 (or int8 for translation)";
+        return nullptr;
+    }
+    return make_cpu_backend();   // int8: the caller quantizes once the weights are loaded
+}
