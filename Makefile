@@ -3,6 +3,7 @@
 #   make                  the programs (CPU: g++ -O3 -march=native, OpenMP when available)
 #   make test             builds and runs every test (prints "tests: N passed, M failed")
 #   make bench            training-step speed, ours vs PyTorch on this machine
+#   make gpu-check        on a GPU machine: build, GPU tests, sanitizers, GPU benchmark, 3-min train
 #   make bench-decode     decoding speed, ours vs PyTorch
 #   make bench-translate  the same on the real test set with the trained model, and BLEU
 #   make bench-bpe        BPE learn/encode speed, ours vs SentencePiece
@@ -78,7 +79,7 @@ TESTS := test_core test_decode test_train test_gemm test_gemm_int8 test_tokenize
          test_bleu
 
 .PHONY: all test test-asan bench bench-decode bench-translate bench-bpe bench-gemm bench-gemm-int8 \
-        data reference reference-check info clean
+        data reference reference-check info clean gpu-check
 all: $(PROGRAMS:%=$(BIN)/%)
 
 # keep object files of tests and benchmarks between runs
@@ -127,6 +128,11 @@ bench-decode: $(BUILD)/bench_decode
 # the real test set with a trained model (MODEL=..., default runs/default/average.safetensors)
 bench-translate: $(BUILD)/bench_decode $(BIN)/bpe $(BIN)/bleu
 	@BUILD=$(BUILD) bash bench/bench_translate.sh $(MODEL)
+
+# The one command for a machine with a GPU: clean sm_90 build, GPU tests, compute-sanitizer,
+# the GPU benchmark and a 3-minute ./train; logs in $(LOG_DIR) when set (test/gpu_check.sh).
+gpu-check:
+	@bash test/gpu_check.sh
 
 bench-bpe: $(BIN)/bpe data
 	@bash bench/bench_bpe.sh

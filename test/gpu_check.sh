@@ -1,0 +1,97 @@
+#!/bin/bash
+# test/gpu_check.sh — the first and only command to run on a machine with a GPU (make
+# gpu-check): builds for sm_90 from a clean tree, runs the GPU tests (every op against float64
+# and against the CPU in fp32 and bf16, then the whole model: test_cuda), compute-sanitizer
+# (memcheck and racecheck) over them, the GPU training benchmark, ./translate on the GPU
+# against the CPU, and a 3-minute ./train on the default corpus; prints a summary table last.
+#
+#   LOG_DIR=/some/folder make gpu-check     (in a device call: LOG_DIR=$OUT)
+# Full logs go to $LOG_DIR (a temporary folder when unset), one file per step. The default
+# corpus cannot be built on a machine without Debian's package archive: carry data/corpus
+# (built here by `make data`) with the working tree, or the training step says SKIP.
+set -u
+LOG_DIR=${LOG_DIR:-$(mktemp -d)}
+mkdir -p "$LOG_DIR"
+JOBS=$(nproc)
+PYTHON=${PYTHON:-python3}
+SUMMARY="$LOG_DIR/summary.txt"
+: > "$SUMMARY"
+failed=0
+
+# step NAME COMMAND...: runs it with its output in $LOG_DIR/NAME.log; records status, time and
+# the line that says what it measured (a test's closing line, a benchmark's result line).
+step() {
+    local name=$1 start status line
+    shift
+    echo "=== $name: $*"
+    start=$(date +%s)
+    "$@" > "$LOG_DIR/$name.log" 2>&1
+    status=$?
+    line=$(grep -E '(passed, [0-9]+ failed|^ours |^torch |^SKIP|ERROR SUMMARY|BLEU =|identical|lines differ)' "$LOG_DIR/$name.log" | tail -n 1)
+    tail -n 3 "$LOG_DIR/$name.log"
+    if grep -q '^SKIP' "$LOG_DIR/$name.log" && ! grep -qE '[1-9][0-9]* passed' "$LOG_DIR/$name.log"; then
+        printf '%-22s %-5s %5ss  %s\n' "$name" SKIP $(( $(date +%s) - start )) "$line" >> "$SUMMARY"
+        return 0
+    fi
+    [ "$status" -eq 0 ] || failed=$((failed + 1))
+    printf '%-22s %-5s %5ss  %s\n' "$name" "$([ "$status" -eq 0 ] && echo ok || echo FAIL)" \
+        $(( $(date +%s) - start )) "$line" >> "$SUMMARY"
+}
+
+skip() {   # skip NAME REASON
+    echo "=== $1: SKIP ($2)"
+    printf '%-22s %-5s %5s   %s\n' "$1" SKIP - "$2" >> "$SUMMARY"
+}
+
+step gpu nvidia-smi
+step build bash -c "make clean > /dev/null && make -j$JOBS all build/test_ops build/test_cuda build/bench_train build/bench_decode"
+[ -f build/libtransformer_cuda.so ] || { echo "no CUDA backend was built (is nvcc on PATH?)"; cat "$SUMMARY"; exit 1; }
+
+step ops-fp32 build/test_ops --device cuda --precision fp32
+step ops-bf16 build/test_ops --device cuda --precision bf16
+step model build/test_cuda
+SAN="compute-sanitizer --error-exitcode 1"
+if command -v compute-sanitizer > /dev/null; then
+    step memcheck-ops $SAN --tool memcheck build/test_ops --device cuda --precision bf16
+    step memcheck-model $SAN --tool memcheck build/test_cuda --quick
+    step racecheck-ops $SAN --tool racecheck build/test_ops --device cuda --precision fp32
+    step racecheck-model $SAN --tool racecheck build/test_cuda --quick
+else
+    skip sanitizer "compute-sanitizer not on PATH"
+fi
+
+# The training benchmark: the paper's batches of about 25,000 source + 25,000 target tokens.
+for c in base big; do
+    step "bench-$c-bf16" build/bench_train --device cuda --precision bf16 --config $c --tokens 25000
+done
+step bench-base-fp32 build/bench_train --device cuda --precision fp32 --config base --tokens 25000
+if $PYTHON -c 'import torch; assert torch.cuda.is_available()' 2> /dev/null && grep -q -- '--device' bench/bench_torch.py; then
+    step torch-base $PYTHON bench/bench_torch.py train --device cuda --configs base,big --tokens 25000
+else
+    skip torch "PyTorch with CUDA, or bench_torch.py's --device, not available"
+fi
+
+# ./train for 3 minutes on the default corpus, then ./translate on the GPU against the CPU.
+if [ -f data/corpus/default/train.en ]; then
+    rm -rf "$LOG_DIR/run"
+    step train-3min ./train --device cuda --time 3m --out "$LOG_DIR/run" --save-every 1m
+    M="$LOG_DIR/run/average.safetensors"
+    if [ -f "$M" ]; then
+        for p in fp32 bf16; do
+            step "translate-$p" bash -c "time ./translate --device cuda --precision $p --model $M \
+                < data/corpus/default/test.en > $LOG_DIR/gpu-$p.txt && ./bleu data/corpus/default/test.es < $LOG_DIR/gpu-$p.txt"
+        done
+        step translate-cpu bash -c "time ./translate --device cpu --model $M < data/corpus/default/test.en > $LOG_DIR/cpu-fp32.txt \
+            && ./bleu data/corpus/default/test.es < $LOG_DIR/cpu-fp32.txt"
+        step gpu-vs-cpu bash -c "n=\$(paste -d '\n' $LOG_DIR/gpu-fp32.txt $LOG_DIR/cpu-fp32.txt | paste - - | awk -F'\t' '\$1 != \$2' | wc -l); \
+            echo \"GPU fp32 vs CPU: \$n lines differ of \$(wc -l < $LOG_DIR/cpu-fp32.txt)\"; [ \$n -le 7 ]"  # >= 99.5% of 1,581 lines identical
+    fi
+else
+    skip train-3min "no data/corpus/default (make data here, carry data/corpus)"
+fi
+
+echo
+echo "gpu-check summary ($(nvidia-smi --query-gpu=name --format=csv,noheader 2> /dev/null | head -n 1); logs in $LOG_DIR):"
+cat "$SUMMARY"
+echo "gpu-check: $failed step(s) failed"
+[ "$failed" -eq 0 ]
