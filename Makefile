@@ -62,7 +62,7 @@ HEADERS := $(wildcard *.h */*.h)
 
 PROGRAMS := train translate average bleu bpe
 TESTS := test_core test_decode test_train test_gemm test_gemm_int8 test_tokenizer test_data \
-         test_bleu
+         test_bleu test_ops
 
 .PHONY: all test test-asan bench bench-decode bench-translate bench-bpe bench-gemm bench-gemm-int8 \
         data reference reference-check info clean

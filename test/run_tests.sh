@@ -43,6 +43,7 @@ run gemm_int8 "$BUILD/test_gemm_int8"
 run tokenizer "$BUILD/test_tokenizer"
 run data "$BUILD/test_data"
 run bleu "$BUILD/test_bleu"
+run ops "$BUILD/test_ops"
 run corpus sh test/test_corpus.sh
 run cli sh test/test_cli.sh "$BIN"
 rm -f "$log"
