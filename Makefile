@@ -75,8 +75,8 @@ LIB_OBJ := $(LIB_SRC:%.cpp=$(BUILD)/%.o)
 HEADERS := $(wildcard *.h */*.h)
 
 PROGRAMS := train translate average bleu bpe
-TESTS := test_core test_decode test_train test_gemm test_gemm_int8 test_tokenizer test_data test_cuda \
-         test_bleu
+TESTS := test_core test_ops test_decode test_train test_gemm test_gemm_int8 test_tokenizer test_data \
+         test_bleu test_cuda
 
 .PHONY: all test test-asan bench bench-decode bench-translate bench-bpe bench-gemm bench-gemm-int8 \
         data reference reference-check info clean gpu-check

@@ -36,6 +36,7 @@ run() {  # run NAME COMMAND...: runs one suite, tees its output, adds its counts
 }
 
 run core "$BUILD/test_core"
+run ops "$BUILD/test_ops"
 run decode "$BUILD/test_decode"
 run train "$BUILD/test_train"
 run gemm "$BUILD/test_gemm"

@@ -1,0 +1,1583 @@
+// test/test_ops.cpp — every op of the op interface (transformer.h's Backend) on its own, with
+// the backend as a parameter: today it checks the CPU ops; with the CUDA backend it checks
+// each GPU op against float64 and against the CPU op.
+//
+//   build/test_ops [--device cpu|cuda] [--precision fp32|bf16] [--against-cpu] [--known-bugs]
+//
+// (default cpu, fp32; run from anywhere). The backend comes from make_backend(); when it
+// cannot be had (--device cuda in a build without the CUDA backend, bf16 on the CPU) the
+// program prints "SKIP test_ops on <device>: <reason>" and "ops: 0 passed, 0 failed", exit 0:
+// a skip is never counted as passed. --known-bugs adds the cases that expose a bug found in
+// an op and not fixed yet; they fail until it is, so `make test` leaves them out:
+//   layernorm_backward treats any non-zero dx_beta as 1 (dx = LN'(dy) + dx, not + dx_beta dx).
+//
+// For each op, in transformer.h's order (device memory; §3.4/§3.5 embeddings; linear layers;
+// §3.3 ReLU; §5.4 dropout, the residual connection, LayerNorm; §3.2 attention; §3.2.3
+// attention over the decoding cache; the loss and top-k; §5.3 Adam):
+//  - forward against a float64 evaluation written here from the formulas in transformer.h's
+//    comments (plain double loops, never the cpu:: code), on random inputs of several shapes,
+//    odd sizes included; dropout masks come from numerics.h's dropout_keep (the contract:
+//    element i of the op's output tensor, for attention element i of probs (B, H, Lq, Lk));
+//  - backward against central differences of that float64 forward: L = sum(dy * f(inputs)),
+//    dL/d(input) per entry (every entry for small shapes, a random FD_MAX of them for large
+//    ones). Parameter gradients (dW, db, dg, dE, dpe) are pre-filled with random values to
+//    check that they accumulate; activation gradients with beta 0 are pre-filled with NaN to
+//    check that they are overwritten, with beta 1 (and 0.5) with random values;
+//  - exact ops bit for bit: copies, copy_rows, convert_weights, the positional table
+//    (numerics.h's sinusoid), ReLU, dropout masks, cache_reorder, the key transpose, top-k
+//    token ids, scale, Adam's weight copy;
+//  - when the device is not the CPU (or with --against-cpu, which exercises this path on
+//    the CPU), every op also runs on a CPU backend with the same inputs and the two results
+//    are compared: this is how each CUDA op is checked against its CPU op.
+// All memory goes through the backend (alloc, upload, download, release). floatX buffers go
+// up as floats (fp32) or as bfloat16 rounded to nearest even (bf16); every input is rounded
+// to what the backend holds BEFORE the float64 reference is computed from it.
+//
+// Tolerances: max |got - want| <= tol * max |want| (test/check.h's check_close), stated on
+// every line:
+//                                                fp32     bf16
+//   forward outputs vs float64                   1e-5     1e-2   (outputs stored in bf16)
+//   backward outputs vs central differences      1e-5     3e-2
+//   against the CPU backend, forward / backward  1e-5     1e-2 / 3e-2
+//   Adam (fp32 state in every mode): the step p' - p, m, v vs float64 1e-5;
+//   global_norm (a double sum of exact squares) 1e-12.
+#include <algorithm>
+#include <cmath>
+#include <cstdarg>
+#include <cstdint>
+#include <cstdio>
+#include <cstring>
+#include <functional>
+#include <memory>
+#include <numeric>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "test/check.h"
+#include "transformer.h"
+
+namespace {
+
+using Vec = std::vector<float>;
+using DVec = std::vector<double>;
+using IVec = std::vector<int>;
+
+// =============================================================================================
+// Tolerances (see the header)
+// =============================================================================================
+struct Tolerances {
+    double fwd;        // forward outputs vs float64
+    double bwd;        // backward outputs vs central differences of the float64 forward
+    double cross_fwd;  // against the CPU backend: forward outputs
+    double cross_bwd;  // against the CPU backend: backward outputs
+};
+const Tolerances FP32_TOL = {1e-5, 1e-5, 1e-5, 1e-5};
+const Tolerances BF16_TOL = {1e-2, 3e-2, 1e-2, 3e-2};
+Tolerances TOL = FP32_TOL;
+const double ADAM_TOL = 1e-5;    // fp32 in every mode
+const double NORM_TOL = 1e-12;   // global_norm: double sums
+const size_t FD_MAX = 1200;      // entries of one tensor checked by finite differences
+const double FD_STEP = 1e-6;     // relative step of the central differences
+bool KNOWN_BUGS = false;         // --known-bugs: also the cases that expose the bugs reported
+
+// =============================================================================================
+// Random inputs, bfloat16, backend memory
+// =============================================================================================
+std::mt19937_64 rng(0x7E57095ull);
+double uniform01() { return (double)(rng() >> 11) * (1.0 / 9007199254740992.0); }
+float uniform(float lo, float hi) { return lo + (hi - lo) * (float)uniform01(); }
+int randint(int n) { return (int)(rng() % (uint64_t)n); }
+
+// float -> bfloat16 bits, round to nearest even (NaN stays NaN).
+uint16_t bf16_bits(float x) {
+    uint32_t u;
+    std::memcpy(&u, &x, 4);
+    if ((u & 0x7F800000u) == 0x7F800000u) return (uint16_t)((u >> 16) | ((u & 0xFFFFu) ? 0x40u : 0u));
+    return (uint16_t)((u + 0x7FFFu + ((u >> 16) & 1u)) >> 16);
+}
+float bf16_round(float x) {
+    uint32_t u = (uint32_t)bf16_bits(x) << 16;
+    std::memcpy(&x, &u, 4);
+    return x;
+}
+// The value a floatX element of backend b holds for x.
+float held(const Backend& b, float x) { return b.floatx_size() == 2 ? bf16_round(x) : x; }
+Vec held(const Backend& b, Vec v) {
+    for (float& x : v) x = held(b, x);
+    return v;
+}
+
+// n floats uniform in [lo, hi), as floatX values of backend b (rand_x) or as floats (rand_f).
+Vec rand_f(size_t n, float lo = -1.0f, float hi = 1.0f) {
+    Vec v(n);
+    for (float& x : v) x = uniform(lo, hi);
+    return v;
+}
+Vec rand_x(const Backend& b, size_t n, float lo = -1.0f, float hi = 1.0f) {
+    return held(b, rand_f(n, lo, hi));
+}
+IVec rand_tokens(size_t n, int V) {
+    IVec v(n);
+    for (int& t : v) t = randint(V);
+    return v;
+}
+DVec D(const Vec& v) { return DVec(v.begin(), v.end()); }
+double dot(const DVec& a, const DVec& b) {
+    double s = 0;
+    for (size_t i = 0; i < a.size(); i++) s += a[i] * b[i];
+    return s;
+}
+uint64_t site_seed(uint32_t site) { return dropout_site_seed(0x5EEDull, 7, site); }
+
+std::string fmt(const char* f, ...) {
+    char buf[512];
+    va_list ap;
+    va_start(ap, f);
+    std::vsnprintf(buf, sizeof buf, f, ap);
+    va_end(ap);
+    return buf;
+}
+
+// Backend memory, released when it goes out of scope.
+class Mem {
+public:
+    Mem() = default;
+    Mem(Backend& b, size_t bytes) : b_(&b), p_(b.alloc(bytes)) {}
+    Mem(Mem&& o) noexcept : b_(o.b_), p_(o.p_) { o.p_ = nullptr; }
+    Mem& operator=(Mem&& o) noexcept {
+        std::swap(b_, o.b_);
+        std::swap(p_, o.p_);
+        return *this;
+    }
+    Mem(const Mem&) = delete;
+    Mem& operator=(const Mem&) = delete;
+    ~Mem() {
+        if (p_) b_->release(p_);
+    }
+    void* get() const { return p_; }
+    floatX* x() const { return static_cast<floatX*>(p_); }
+    float* f() const { return static_cast<float*>(p_); }
+    int* i() const { return static_cast<int*>(p_); }
+
+private:
+    Backend* b_ = nullptr;
+    void* p_ = nullptr;
+};
+
+// Host -> backend: floats as floatX (put_x), as float (put_f), ints, bytes.
+Mem put_x(Backend& b, const Vec& v) {
+    Mem m(b, v.size() * b.floatx_size());
+    if (b.floatx_size() == sizeof(float)) {
+        b.upload(m.get(), v.data(), v.size() * sizeof(float));
+    } else {
+        std::vector<uint16_t> h(v.size());
+        for (size_t i = 0; i < v.size(); i++) h[i] = bf16_bits(v[i]);
+        b.upload(m.get(), h.data(), h.size() * sizeof(uint16_t));
+    }
+    return m;
+}
+template <class T>
+Mem put(Backend& b, const std::vector<T>& v) {
+    Mem m(b, v.size() * sizeof(T));
+    b.upload(m.get(), v.data(), v.size() * sizeof(T));
+    return m;
+}
+Mem put_f(Backend& b, const Vec& v) { return put(b, v); }
+Mem put_i(Backend& b, const IVec& v) { return put(b, v); }
+
+// Backend -> host: n floatX as floats, n floats, n ints.
+Vec get_x(Backend& b, const floatX* p, size_t n) {
+    Vec v(n);
+    if (b.floatx_size() == sizeof(float)) {
+        b.download(v.data(), p, n * sizeof(float));
+        return v;
+    }
+    std::vector<uint16_t> h(n);
+    b.download(h.data(), p, n * sizeof(uint16_t));
+    for (size_t i = 0; i < n; i++) {
+        uint32_t u = (uint32_t)h[i] << 16;
+        std::memcpy(&v[i], &u, 4);
+    }
+    return v;
+}
+template <class T>
+std::vector<T> get(Backend& b, const void* p, size_t n) {
+    std::vector<T> v(n);
+    b.download(v.data(), p, n * sizeof(T));
+    return v;
+}
+Vec get_f(Backend& b, const float* p, size_t n) { return get<float>(b, p, n); }
+IVec get_i(Backend& b, const int* p, size_t n) { return get<int>(b, p, n); }
+
+// p + n floatX elements.
+floatX* at(const Backend& b, floatX* p, size_t n) {
+    return reinterpret_cast<floatX*>(reinterpret_cast<char*>(p) + n * b.floatx_size());
+}
+
+// =============================================================================================
+// Comparisons (each one check line)
+// =============================================================================================
+bool close(const std::string& what, const Vec& got, const Vec& want, double tol) {
+    if (got.size() != want.size())
+        return check(false, "%s: %zu values, expected %zu", what.c_str(), got.size(), want.size());
+    return check_close(what.c_str(), got.data(), want.data(), got.size(), tol);
+}
+bool close(const std::string& what, const Vec& got, const DVec& want, double tol) {
+    return close(what, got, Vec(want.begin(), want.end()), tol);
+}
+bool close_scalar(const std::string& what, double got, double want, double tol) {
+    const double rel = std::fabs(got - want) / std::max(std::fabs(want), 1e-30);
+    return check(std::isfinite(got) && rel <= tol, "%-52s got=%.12g want=%.12g rel=%.3e tol=%.0e",
+                 what.c_str(), got, want, rel, tol);
+}
+// Bit for bit.
+template <class T>
+bool same(const std::string& what, const std::vector<T>& got, const std::vector<T>& want) {
+    size_t bad = 0, first = 0;
+    for (size_t i = 0; i < got.size() && i < want.size(); i++)
+        if (std::memcmp(&got[i], &want[i], sizeof(T)) != 0 && bad++ == 0) first = i;
+    const bool ok = bad == 0 && got.size() == want.size();
+    return check(ok, "%-52s n=%-8zu bitwise: %zu differ%s", what.c_str(), want.size(), bad,
+                 ok ? "" : fmt(" (first at %zu: %.9g, want %.9g)", first, (double)got[first],
+                               (double)want[first]).c_str());
+}
+// Every entry finite: a beta-0 output pre-filled with NaN was written everywhere.
+bool all_written(const std::string& what, const Vec& got) {
+    size_t bad = 0;
+    for (float v : got) bad += !std::isfinite(v);
+    return check(bad == 0, "%-52s n=%-8zu %zu left unwritten (pre-filled NaN)", what.c_str(),
+                 got.size(), bad);
+}
+// The zeros of y are exactly the elements dropout_keep drops (y had no zeros before).
+bool check_mask(const std::string& what, const Vec& y, uint64_t seed, float p) {
+    size_t bad = 0, kept = 0;
+    for (size_t i = 0; i < y.size(); i++) {
+        const bool keep = dropout_keep(seed, i, p);
+        kept += keep;
+        bad += (y[i] != 0.0f) != keep;
+    }
+    return check(bad == 0, "%-52s n=%-8zu mask = dropout_keep: %zu differ (kept %zu)",
+                 what.c_str(), y.size(), bad, kept);
+}
+
+// Against the CPU backend's result for the same inputs: within a tolerance, or, for exact
+// ops, bit for bit (a bf16 backend: the CPU's float result rounded to bfloat16).
+void vs_cpu(const std::string& what, const Vec& got, const Vec& cpu_got, double tol) {
+    close(what + " vs CPU", got, cpu_got, tol);
+}
+void vs_cpu_exact(const Backend& be, const std::string& what, const Vec& got, const Vec& cpu_got) {
+    same(what + " vs CPU", got, held(be, cpu_got));
+}
+
+// ---- Finite differences -----------------------------------------------------------------
+// The entries of a tensor of n to check: all of them, or FD_MAX chosen at random.
+std::vector<size_t> fd_points(size_t n) {
+    std::vector<size_t> idx(n);
+    std::iota(idx.begin(), idx.end(), 0);
+    if (n > FD_MAX) {
+        std::shuffle(idx.begin(), idx.end(), rng);
+        idx.resize(FD_MAX);
+        std::sort(idx.begin(), idx.end());
+    }
+    return idx;
+}
+// dL/dx[i] for i in idx by central differences of loss() (x is perturbed in place, restored).
+DVec fd_grad(DVec& x, const std::vector<size_t>& idx, const std::function<double()>& loss) {
+    DVec g(idx.size());
+    for (size_t k = 0; k < idx.size(); k++) {
+        const size_t i = idx[k];
+        const double x0 = x[i], h = FD_STEP * std::max(1.0, std::fabs(x0));
+        x[i] = x0 + h;
+        const double lp = loss();
+        x[i] = x0 - h;
+        const double lm = loss();
+        x[i] = x0;
+        g[k] = (lp - lm) / (2 * h);
+    }
+    return g;
+}
+// A backend gradient at idx (minus its pre-fill when it accumulates) against FD.
+void check_grad(const std::string& what, const Vec& got, const Vec* prefill,
+                const std::vector<size_t>& idx, const DVec& fd) {
+    Vec g(idx.size());
+    for (size_t k = 0; k < idx.size(); k++)
+        g[k] = (float)((double)got[idx[k]] - (prefill ? (double)(*prefill)[idx[k]] : 0.0));
+    close(what + (prefill ? " - prefill" : "") + fmt(" vs FD (%zu of %zu)", idx.size(), got.size()),
+          g, fd, TOL.bwd);
+}
+// FD of loss() w.r.t. every checked entry of x, compared with the backend's gradient.
+void grad_vs_fd(const std::string& what, DVec& x, const std::function<double()>& loss,
+                const Vec& got, const Vec* prefill) {
+    const std::vector<size_t> idx = fd_points(x.size());
+    check_grad(what, got, prefill, idx, fd_grad(x, idx, loss));
+}
+
+// =============================================================================================
+// The device and its memory
+// =============================================================================================
+void test_memory(Backend& be, Backend*) {
+    using Bytes = std::vector<uint8_t>;
+    auto rand_bytes = [](size_t n) {
+        Bytes v(n);
+        for (auto& c : v) c = (uint8_t)rng();
+        return v;
+    };
+    check(be.alloc(0) == nullptr, "alloc(0) returns nullptr");
+    for (size_t bytes : {(size_t)1, (size_t)13, (size_t)4096, (size_t)1000003}) {
+        Bytes host = rand_bytes(bytes);
+        Mem m(be, bytes);
+        check(m.get() && (uintptr_t)m.get() % 64 == 0, "alloc(%zu) is 64-byte aligned", bytes);
+        be.upload(m.get(), host.data(), bytes);
+        same(fmt("upload + download %zu bytes", bytes), get<uint8_t>(be, m.get(), bytes), host);
+    }
+    // copy: 1000 bytes from offset 3 of one buffer to offset 17 of another, the rest untouched.
+    const size_t n = 1031;
+    Bytes a = rand_bytes(n), b = rand_bytes(n), want = b;
+    std::copy(a.begin() + 3, a.begin() + 1003, want.begin() + 17);
+    Mem ma = put(be, a), mb = put(be, b);
+    be.copy((char*)mb.get() + 17, (char*)ma.get() + 3, 1000);
+    be.copy(mb.get(), ma.get(), 0);
+    same("copy 1000 bytes, offsets 3 -> 17 (and 0 bytes)", get<uint8_t>(be, mb.get(), n), want);
+    // fill_zero: bytes [5, 782) of a; the rest untouched.
+    want = a;
+    std::fill(want.begin() + 5, want.begin() + 782, 0);
+    be.fill_zero((char*)ma.get() + 5, 777);
+    be.fill_zero(ma.get(), 0);
+    same("fill_zero 777 bytes at offset 5 (and 0 bytes)", get<uint8_t>(be, ma.get(), n), want);
+}
+
+// dst (rows, cols; ld_dst) = src (rows, cols; ld_src); dst's other columns untouched.
+void test_copy_rows(Backend& be, Backend* cpu) {
+    struct Case { int rows, cols, ld_src, ld_dst, src_col; const char* what; };
+    // The last: model.cpp's decoding copy of a qkv row's keys and values (H=2, dk=7, dv=4:
+    // qkv row 2*14+8 = 36, keys at column 14) into a cache slab row (14+8 = 22).
+    const Case cases[] = {{1, 5, 5, 5, 0, "dense"}, {3, 16, 40, 16, 0, "ld_src > cols"},
+                          {17, 67, 101, 80, 0, "both strided"}, {7, 22, 36, 22, 14, "qkv -> slab"}};
+    for (const Case& c : cases) {
+        Vec src = rand_x(be, (size_t)c.rows * c.ld_src), dst = rand_x(be, (size_t)c.rows * c.ld_dst);
+        auto run = [&](Backend& b) {
+            Mem s = put_x(b, src), d = put_x(b, dst);
+            b.copy_rows(d.x(), c.ld_dst, at(b, s.x(), c.src_col), c.ld_src, c.rows, c.cols);
+            return get_x(b, d.x(), dst.size());
+        };
+        Vec want = dst;
+        for (int r = 0; r < c.rows; r++)
+            for (int j = 0; j < c.cols; j++)
+                want[(size_t)r * c.ld_dst + j] = src[(size_t)r * c.ld_src + c.src_col + j];
+        const std::string name = fmt("copy_rows %s %dx%d", c.what, c.rows, c.cols);
+        Vec got = run(be);
+        same(name, got, want);
+        if (cpu) vs_cpu_exact(be, name, got, run(*cpu));
+    }
+}
+
+// w (n) = p (n) in floatX: the same floats (fp32), rounded to nearest even (bf16).
+void test_convert_weights(Backend& be, Backend* cpu) {
+    // The test's own bfloat16 rounding, on hand-picked cases: ties go to the even neighbour.
+    const float in[] = {1.0f + 0x1p-8f, 1.0f + 3 * 0x1p-8f, 1.0f + 0x1p-8f + 0x1p-20f,
+                        -2.0f - 0x1p-7f - 0x1p-8f, 0x1p-130f};
+    const float out[] = {1.0f, 1.0f + 0x1p-6f, 1.0f + 0x1p-7f, -2.0f - 0x1p-6f, 0x1p-130f};
+    bool ok = true;
+    for (int i = 0; i < 5; i++) ok = ok && bf16_round(in[i]) == out[i];
+    check(ok, "bf16 upload helper rounds to nearest even (test's own)");
+    for (size_t n : {(size_t)1, (size_t)7, (size_t)1000, (size_t)4099}) {
+        Vec p = rand_f(n, -3.0f, 3.0f);
+        for (size_t i = 0; i < n; i++) {   // bf16 ties and near-ties, large and small values
+            uint32_t u;
+            std::memcpy(&u, &p[i], 4);
+            const uint32_t low[] = {0x8000u, 0x7FFFu, 0x8001u, 0x18000u};
+            if (i % 6 < 4) u = (u & 0xFFFE0000u) | low[i % 6];
+            std::memcpy(&p[i], &u, 4);
+            if (i % 6 == 4) p[i] *= 1e30f;
+            if (i % 6 == 5) p[i] *= 1e-30f;
+        }
+        auto run = [&](Backend& b) {
+            Mem pm = put_f(b, p), w(b, n * b.floatx_size());
+            b.convert_weights(w.x(), pm.f(), n);
+            return get_x(b, w.x(), n);
+        };
+        const std::string name = fmt("convert_weights n=%zu (ties to even)", n);
+        Vec got = run(be);
+        same(name, got, held(be, p));
+        if (cpu) vs_cpu_exact(be, name, got, run(*cpu));
+    }
+}
+
+// =============================================================================================
+// §3.4 Embeddings, §3.5 Positional Encoding
+// =============================================================================================
+// pe (L, d) = numerics.h's sinusoid: bit for bit; and against sin/cos in double.
+void test_positional_table(Backend& be, Backend* cpu) {
+    const int shapes[][2] = {{1, 5}, {7, 16}, {50, 67}, {256, 512}};
+    for (const auto& sh : shapes) {
+        const int L = sh[0], d = sh[1];
+        auto run = [&](Backend& b) {
+            Mem pe(b, (size_t)L * d * b.floatx_size());
+            b.positional_table(pe.x(), L, d);
+            return get_x(b, pe.x(), (size_t)L * d);
+        };
+        Vec exact((size_t)L * d);
+        DVec f64((size_t)L * d);
+        for (int pos = 0; pos < L; pos++)
+            for (int c = 0; c < d; c++) {
+                const double angle = pos / std::pow(10000.0, (double)(c - c % 2) / d);
+                f64[(size_t)pos * d + c] = c % 2 ? std::cos(angle) : std::sin(angle);
+                exact[(size_t)pos * d + c] = held(be, sinusoid(pos, c, d));
+            }
+        const std::string name = fmt("positional_table L=%d d=%d", L, d);
+        Vec got = run(be);
+        same(name + " = sinusoid() (numerics.h)", got, exact);
+        close(name + " vs float64 sin/cos", got, f64, TOL.fwd);
+        if (cpu) vs_cpu_exact(be, name, got, run(*cpu));
+    }
+}
+
+// x (B, L, d) = dropout(E[tokens] * sqrt(d) + pe[pos0 + l]), in float64.
+DVec ref_embedding(const IVec& tok, const DVec& E, const DVec& pe, int pos0, int B, int L, int d,
+                   float p, uint64_t seed) {
+    DVec x((size_t)B * L * d);
+    for (int r = 0; r < B * L; r++)
+        for (int c = 0; c < d; c++) {
+            const size_t i = (size_t)r * d + c;
+            const double v = E[(size_t)tok[r] * d + c] * std::sqrt((double)d) +
+                             pe[(size_t)(pos0 + r % L) * d + c];
+            x[i] = p <= 0 ? v : dropout_keep(seed, i, p) ? v / (1.0 - p) : 0.0;
+        }
+    return x;
+}
+
+void test_embedding_forward(Backend& be, Backend* cpu) {
+    struct Case { int B, L, d, V, pos0; float p; const char* what; };
+    const Case cases[] = {{1, 1, 5, 7, 0, 0.0f, "one token"}, {3, 7, 16, 7, 4, 0.1f, "pos0=4"},
+                          {2, 17, 67, 50, 0, 0.3f, "odd d"},
+                          {5, 1, 16, 50, 9, 0.0f, "decoding t=9"}};
+    uint32_t site = 100;
+    for (const Case& c : cases) {
+        const size_t n = (size_t)c.B * c.L * c.d;
+        const IVec tok = rand_tokens((size_t)c.B * c.L, c.V);   // PAD too: it is not masked here
+        const Vec E = rand_x(be, (size_t)c.V * c.d, -0.5f, 0.5f);
+        const Vec pe = rand_x(be, (size_t)(c.pos0 + c.L + 1) * c.d);
+        const uint64_t seed = site_seed(site++);
+        auto run = [&](Backend& b) {
+            Mem t = put_i(b, tok), e = put_x(b, E), pm = put_x(b, pe), x(b, n * b.floatx_size());
+            b.embedding_forward(x.x(), t.i(), e.x(), pm.x(), c.pos0, c.B, c.L, c.d, c.p, seed);
+            return get_x(b, x.x(), n);
+        };
+        const std::string name =
+            fmt("embedding_forward %s B=%d L=%d d=%d p=%.1f", c.what, c.B, c.L, c.d, c.p);
+        Vec got = run(be);
+        close(name + " vs float64", got,
+              ref_embedding(tok, D(E), D(pe), c.pos0, c.B, c.L, c.d, c.p, seed), TOL.fwd);
+        if (c.p > 0) check_mask(name, got, seed, c.p);
+        if (cpu) vs_cpu(name, got, run(*cpu), TOL.cross_fwd);
+    }
+}
+
+// dE[tokens] += sqrt(d) dropout'(dx); dpe[l] += dropout'(dx) (learned PE; the training
+// forward's pos0 is 0). Against FD of ref_embedding w.r.t. E and pe.
+void test_embedding_backward(Backend& be, Backend* cpu) {
+    struct Case { int B, L, d, V; float p; bool learned; };
+    const Case cases[] = {{1, 1, 5, 7, 0.0f, true}, {3, 7, 16, 7, 0.1f, true},
+                          {2, 17, 67, 50, 0.3f, true}, {4, 5, 8, 50, 0.2f, false}};
+    uint32_t site = 200;
+    for (const Case& c : cases) {
+        const size_t n = (size_t)c.B * c.L * c.d;
+        const int Lpe = c.L + 2;   // rows past L must stay as they were
+        const IVec tok = rand_tokens((size_t)c.B * c.L, c.V);   // V=7: rows share tokens
+        const Vec dx = rand_x(be, n);
+        const Vec dE0 = rand_f((size_t)c.V * c.d), dpe0 = rand_f((size_t)Lpe * c.d);
+        const uint64_t seed = site_seed(site++);
+        struct Out { Vec dE, dpe; };
+        auto run = [&](Backend& b) {
+            Mem t = put_i(b, tok), g = put_x(b, dx), dE = put_f(b, dE0), dpe = put_f(b, dpe0);
+            b.embedding_backward(dE.f(), c.learned ? dpe.f() : nullptr, g.x(), t.i(), c.B, c.L,
+                                 c.d, c.p, seed);
+            return Out{get_f(b, dE.f(), dE0.size()), get_f(b, dpe.f(), dpe0.size())};
+        };
+        const std::string name = fmt("embedding_backward B=%d L=%d d=%d V=%d p=%.1f%s", c.B, c.L,
+                                     c.d, c.V, c.p, c.learned ? "" : " dpe=nullptr");
+        Out got = run(be);
+        DVec E = D(rand_f((size_t)c.V * c.d)), pe = D(rand_f((size_t)Lpe * c.d)), dy = D(dx);
+        auto loss = [&] { return dot(dy, ref_embedding(tok, E, pe, 0, c.B, c.L, c.d, c.p, seed)); };
+        grad_vs_fd(name + " dE", E, loss, got.dE, &dE0);
+        if (c.learned) grad_vs_fd(name + " dpe", pe, loss, got.dpe, &dpe0);
+        else same(name + " dpe untouched", got.dpe, dpe0);
+        if (cpu) {
+            Out ref = run(*cpu);
+            vs_cpu(name + " dE", got.dE, ref.dE, TOL.cross_bwd);
+            if (c.learned) vs_cpu(name + " dpe", got.dpe, ref.dpe, TOL.cross_bwd);
+        }
+    }
+}
+
+// =============================================================================================
+// Linear layers
+// =============================================================================================
+// Y (rows, out) = X (rows, in) W^T + b, in float64 (b may be nullptr).
+DVec ref_linear(const DVec& X, const DVec& W, const DVec* b, int rows, int in, int out) {
+    DVec Y((size_t)rows * out);
+    for (int r = 0; r < rows; r++)
+        for (int o = 0; o < out; o++) {
+            double s = b ? (*b)[o] : 0.0;
+            for (int i = 0; i < in; i++) s += X[(size_t)r * in + i] * W[(size_t)o * in + i];
+            Y[(size_t)r * out + o] = s;
+        }
+    return Y;
+}
+
+void test_linear_forward(Backend& be, Backend* cpu) {
+    struct Case { int rows, in, out; bool bias; };
+    // The last: the tied pre-softmax projection, logits = h E^T (b nullptr, V = 1000).
+    const Case cases[] = {{1, 5, 3, true}, {3, 16, 7, false}, {17, 67, 33, true},
+                          {100, 300, 257, true}, {5, 16, 1000, false}};
+    for (const Case& c : cases) {
+        const Vec X = rand_x(be, (size_t)c.rows * c.in), W = rand_x(be, (size_t)c.out * c.in),
+                  bias = rand_x(be, c.out);
+        auto run = [&](Backend& b) {
+            Mem x = put_x(b, X), w = put_x(b, W), bm = put_x(b, bias);
+            Mem y(b, (size_t)c.rows * c.out * b.floatx_size());
+            b.linear_forward(y.x(), x.x(), w.x(), c.bias ? bm.x() : nullptr, c.rows, c.in, c.out);
+            return get_x(b, y.x(), (size_t)c.rows * c.out);
+        };
+        const std::string name = fmt("linear_forward %dx%d->%d %s", c.rows, c.in, c.out,
+                                     c.bias ? "b" : "b=nullptr");
+        const DVec b64 = D(bias);
+        Vec got = run(be);
+        close(name + " vs float64", got,
+              ref_linear(D(X), D(W), c.bias ? &b64 : nullptr, c.rows, c.in, c.out), TOL.fwd);
+        if (cpu) vs_cpu(name, got, run(*cpu), TOL.cross_fwd);
+    }
+}
+
+// dX = dY W + dX_beta dX (or dX nullptr); dW += dY^T X; db += sum dY (or db nullptr).
+void test_linear_backward(Backend& be, Backend* cpu) {
+    enum { NO_DX, DX_BETA0, DX_BETA1, DX_BETA_HALF };
+    const float beta[] = {0.0f, 0.0f, 1.0f, 0.5f};
+    struct Case { int rows, in, out; bool bias; int dx; };
+    // The last: the tied logits' backward in model.cpp (b nullptr, out = V).
+    const Case cases[] = {{1, 5, 3, true, DX_BETA0},    {3, 16, 7, false, DX_BETA1},
+                          {17, 67, 33, true, NO_DX},    {17, 67, 33, true, DX_BETA1},
+                          {40, 96, 130, true, DX_BETA0}, {5, 9, 4, true, DX_BETA_HALF},
+                          {6, 16, 1000, false, DX_BETA0}};
+    for (const Case& c : cases) {
+        const size_t nx = (size_t)c.rows * c.in, nw = (size_t)c.out * c.in;
+        const Vec X = rand_x(be, nx), W = rand_x(be, nw, -0.3f, 0.3f);
+        const Vec dY = rand_x(be, (size_t)c.rows * c.out);
+        const Vec dX0 = c.dx >= DX_BETA1 ? rand_x(be, nx) : Vec(nx, NAN);
+        Vec dX0_scaled = dX0;   // what dX_beta * dX adds
+        for (float& v : dX0_scaled) v *= beta[c.dx];
+        const Vec dW0 = rand_f(nw), db0 = rand_f(c.out);
+        struct Out { Vec dX, dW, db; };
+        auto run = [&](Backend& b) {
+            Mem x = put_x(b, X), w = put_x(b, W), dy = put_x(b, dY), dx = put_x(b, dX0);
+            Mem dw = put_f(b, dW0), db = put_f(b, db0);
+            b.linear_backward(c.dx == NO_DX ? nullptr : dx.x(), beta[c.dx],
+                              dw.f(), c.bias ? db.f() : nullptr, dy.x(), x.x(), w.x(), c.rows,
+                              c.in, c.out);
+            return Out{get_x(b, dx.x(), nx), get_f(b, dw.f(), nw), get_f(b, db.f(), c.out)};
+        };
+        const char* dx_what[] = {"dX=nullptr", "dX beta 0", "dX beta 1", "dX beta 0.5"};
+        const std::string name = fmt("linear_backward %dx%d->%d %s %s", c.rows, c.in, c.out,
+                                     c.bias ? "b" : "b=nullptr", dx_what[c.dx]);
+        Out got = run(be);
+        DVec x64 = D(X), w64 = D(W), b64 = D(rand_f(c.out)), dy64 = D(dY);
+        auto loss = [&] {
+            return dot(dy64, ref_linear(x64, w64, c.bias ? &b64 : nullptr, c.rows, c.in, c.out));
+        };
+        if (c.dx != NO_DX)
+            grad_vs_fd(name + " dX", x64, loss, got.dX, c.dx >= DX_BETA1 ? &dX0_scaled : nullptr);
+        if (c.dx == DX_BETA0) all_written(name + " dX", got.dX);
+        grad_vs_fd(name + " dW", w64, loss, got.dW, &dW0);
+        if (c.bias) grad_vs_fd(name + " db", b64, loss, got.db, &db0);
+        else same(name + " db untouched", got.db, db0);
+        if (cpu) {
+            Out ref = run(*cpu);
+            if (c.dx != NO_DX) vs_cpu(name + " dX", got.dX, ref.dX, TOL.cross_bwd);
+            vs_cpu(name + " dW", got.dW, ref.dW, TOL.cross_bwd);
+            if (c.bias) vs_cpu(name + " db", got.db, ref.db, TOL.cross_bwd);
+        }
+    }
+}
+
+// =============================================================================================
+// §3.3 Position-wise Feed-Forward Networks: the ReLU
+// =============================================================================================
+void test_relu(Backend& be, Backend* cpu) {
+    for (size_t n : {(size_t)1, (size_t)17, (size_t)1000, (size_t)4099}) {
+        Vec x = rand_x(be, n), dy = rand_x(be, n);
+        for (float& v : x) v = held(be, v < 0 ? v - 1e-3f : v + 1e-3f);   // away from the kink
+        struct Out { Vec y, y_inplace, dx, dx_inplace; };
+        auto run = [&](Backend& b) {
+            Mem xm = put_x(b, x), y(b, n * b.floatx_size()), xi = put_x(b, x);
+            b.relu_forward(y.x(), xm.x(), n);
+            b.relu_forward(xi.x(), xi.x(), n);   // in place, as model.cpp runs it
+            Mem g = put_x(b, dy), dx(b, n * b.floatx_size()), gi = put_x(b, dy);
+            b.relu_backward(dx.x(), g.x(), y.x(), n);
+            b.relu_backward(gi.x(), gi.x(), y.x(), n);   // in place, as model.cpp
+            return Out{get_x(b, y.x(), n), get_x(b, xi.x(), n), get_x(b, dx.x(), n),
+                       get_x(b, gi.x(), n)};
+        };
+        Vec y(n), dx(n);
+        for (size_t i = 0; i < n; i++) {
+            y[i] = x[i] > 0 ? x[i] : 0.0f;
+            dx[i] = x[i] > 0 ? dy[i] : 0.0f;
+        }
+        const std::string name = fmt("relu n=%zu", n);
+        Out got = run(be);
+        same(name + " forward = max(0, x)", got.y, y);
+        same(name + " forward in place", got.y_inplace, y);
+        same(name + " backward = dy where y > 0", got.dx, dx);
+        same(name + " backward in place (dx == dy)", got.dx_inplace, dx);
+        DVec x64 = D(x), dy64 = D(dy);
+        auto loss = [&] {
+            double s = 0;
+            for (size_t i = 0; i < n; i++) s += dy64[i] * std::max(0.0, x64[i]);
+            return s;
+        };
+        grad_vs_fd(name + " backward", x64, loss, got.dx, nullptr);
+        if (cpu) {
+            Out ref = run(*cpu);
+            vs_cpu_exact(be, name + " forward", got.y, ref.y);
+            vs_cpu_exact(be, name + " backward", got.dx, ref.dx);
+        }
+    }
+}
+
+// =============================================================================================
+// §5.4 Residual Dropout, §3.1 the residual connection and LayerNorm
+// =============================================================================================
+// y = x * keep(i) / (1 - p), float64.
+DVec ref_dropout(const DVec& x, float p, uint64_t seed) {
+    DVec y(x.size());
+    for (size_t i = 0; i < x.size(); i++)
+        y[i] = p <= 0 ? x[i] : dropout_keep(seed, i, p) ? x[i] / (1.0 - p) : 0.0;
+    return y;
+}
+
+void test_dropout(Backend& be, Backend* cpu) {
+    struct Case { size_t n; float p; };
+    const Case cases[] = {{1, 0.1f}, {17, 0.0f}, {1000, 0.1f}, {4099, 0.3f}, {65537, 0.5f}};
+    uint32_t site = 300;
+    for (const Case& c : cases) {
+        const size_t n = c.n;
+        Vec x = rand_x(be, n), dy = rand_x(be, n);
+        for (float& v : x) v = held(be, v + (v < 0 ? -0.01f : 0.01f));   // no zeros
+        const uint64_t seed = site_seed(site++);
+        struct Out { Vec y, y_inplace, dx_inplace; };
+        auto run = [&](Backend& b) {
+            Mem xm = put_x(b, x), y(b, n * b.floatx_size()), xi = put_x(b, x), g = put_x(b, dy);
+            b.dropout_forward(y.x(), xm.x(), n, c.p, seed);
+            b.dropout_forward(xi.x(), xi.x(), n, c.p, seed);
+            b.dropout_backward(g.x(), g.x(), n, c.p, seed);   // in place, as model.cpp
+            return Out{get_x(b, y.x(), n), get_x(b, xi.x(), n), get_x(b, g.x(), n)};
+        };
+        const std::string name = fmt("dropout n=%zu p=%.1f", n, c.p);
+        Out got = run(be);
+        close(name + " forward vs float64", got.y, ref_dropout(D(x), c.p, seed), TOL.fwd);
+        same(name + " forward in place", got.y_inplace, got.y);
+        if (c.p > 0) check_mask(name + " forward", got.y, seed, c.p);
+        else same(name + " forward = x", got.y, x);
+        if (n >= 4096) {   // the kept fraction: 1 - p within 5 standard deviations
+            size_t kept = 0;
+            for (float v : got.y) kept += v != 0.0f;
+            const double sd = std::sqrt(n * c.p * (1.0 - c.p)), want = n * (1.0 - c.p);
+            check(std::fabs(kept - want) <= 5 * sd + 1, "%-52s kept %zu, expected %.0f +- %.0f (5 sd)",
+                  (name + " kept fraction").c_str(), kept, want, 5 * sd);
+        }
+        DVec x64 = D(x), dy64 = D(dy);
+        auto loss = [&] { return dot(dy64, ref_dropout(x64, c.p, seed)); };
+        grad_vs_fd(name + " backward (in place)", x64, loss, got.dx_inplace, nullptr);
+        if (c.p > 0) check_mask(name + " backward", got.dx_inplace, seed, c.p);
+        if (cpu) {
+            Out ref = run(*cpu);
+            vs_cpu(name + " forward", got.y, ref.y, TOL.cross_fwd);
+            vs_cpu(name + " backward", got.dx_inplace, ref.dx_inplace, TOL.cross_bwd);
+        }
+    }
+}
+
+// y = x + dropout(f). Its backward is dropout_backward (and a copy for x) in model.cpp.
+void test_residual(Backend& be, Backend* cpu) {
+    struct Case { size_t n; float p; bool inplace; };
+    const Case cases[] = {{1, 0.0f, false}, {17, 0.1f, true}, {1000, 0.0f, true},
+                          {4099, 0.3f, true}, {4099, 0.3f, false}};
+    uint32_t site = 400;
+    for (const Case& c : cases) {
+        const size_t n = c.n;
+        Vec f = rand_x(be, n), x = rand_x(be, n);
+        for (float& v : f) v = held(be, v + (v < 0 ? -0.01f : 0.01f));
+        const uint64_t seed = site_seed(site++);
+        auto run = [&](Backend& b) {
+            Mem fm = put_x(b, f), xm = put_x(b, x), y(b, n * b.floatx_size());
+            floatX* out = c.inplace ? fm.x() : y.x();   // y == f, as model.cpp runs it
+            b.residual_forward(out, fm.x(), xm.x(), n, c.p, seed);
+            return get_x(b, out, n);
+        };
+        DVec want = ref_dropout(D(f), c.p, seed);
+        for (size_t i = 0; i < n; i++) want[i] += x[i];
+        const std::string name =
+            fmt("residual_forward n=%zu p=%.1f%s", n, c.p, c.inplace ? " y==f" : "");
+        Vec got = run(be);
+        close(name + " vs float64", got, want, TOL.fwd);
+        if (c.p > 0) {   // where f is dropped, y is x exactly
+            size_t bad = 0;
+            for (size_t i = 0; i < n; i++)
+                if (!dropout_keep(seed, i, c.p)) bad += std::memcmp(&got[i], &x[i], 4) != 0;
+            check(bad == 0, "%-52s n=%-8zu %zu dropped elements differ from x",
+                  (name + " mask").c_str(), n, bad);
+        }
+        if (cpu) vs_cpu(name, got, run(*cpu), TOL.cross_fwd);
+    }
+}
+
+// y (rows, d) = (x - mean) rstd g + b, rstd = 1/sqrt(biased var + 1e-5), float64.
+DVec ref_layernorm(const DVec& x, const DVec& g, const DVec& b, int rows, int d,
+                   DVec* mean = nullptr, DVec* rstd = nullptr) {
+    DVec y((size_t)rows * d);
+    if (mean) mean->assign(rows, 0.0);
+    if (rstd) rstd->assign(rows, 0.0);
+    for (int r = 0; r < rows; r++) {
+        const double* xr = &x[(size_t)r * d];
+        double mu = 0, var = 0;
+        for (int c = 0; c < d; c++) mu += xr[c];
+        mu /= d;
+        for (int c = 0; c < d; c++) var += (xr[c] - mu) * (xr[c] - mu);
+        const double rs = 1.0 / std::sqrt(var / d + 1e-5);
+        for (int c = 0; c < d; c++) y[(size_t)r * d + c] = (xr[c] - mu) * rs * g[c] + b[c];
+        if (mean) (*mean)[r] = mu;
+        if (rstd) (*rstd)[r] = rs;
+    }
+    return y;
+}
+
+struct LnInputs { Vec x, g, b; };
+LnInputs ln_inputs(const Backend& be, int rows, int d) {
+    LnInputs in{rand_f((size_t)rows * d), rand_x(be, d, 0.5f, 1.5f), rand_x(be, d, -0.5f, 0.5f)};
+    for (int r = 0; r < rows; r++) {   // rows with an offset and a scale of their own
+        const float off = uniform(-3.0f, 3.0f), sc = uniform(0.2f, 3.0f);
+        for (int c = 0; c < d; c++) in.x[(size_t)r * d + c] = in.x[(size_t)r * d + c] * sc + off;
+    }
+    in.x = held(be, in.x);
+    return in;
+}
+
+void test_layernorm_forward(Backend& be, Backend* cpu) {
+    const int shapes[][2] = {{1, 5}, {3, 16}, {17, 67}, {64, 512}};
+    for (const auto& sh : shapes) {
+        const int rows = sh[0], d = sh[1];
+        const LnInputs in = ln_inputs(be, rows, d);
+        struct Out { Vec y, mean, rstd; };
+        auto run = [&](Backend& b) {
+            Mem x = put_x(b, in.x), g = put_x(b, in.g), bb = put_x(b, in.b);
+            Mem y(b, in.x.size() * b.floatx_size()), mean(b, rows * 4), rstd(b, rows * 4);
+            b.layernorm_forward(y.x(), mean.f(), rstd.f(), x.x(), g.x(), bb.x(), rows, d);
+            return Out{get_x(b, y.x(), in.x.size()), get_f(b, mean.f(), rows),
+                       get_f(b, rstd.f(), rows)};
+        };
+        DVec mean, rstd;
+        const DVec y = ref_layernorm(D(in.x), D(in.g), D(in.b), rows, d, &mean, &rstd);
+        const std::string name = fmt("layernorm_forward rows=%d d=%d", rows, d);
+        Out got = run(be);
+        close(name + " y vs float64", got.y, y, TOL.fwd);
+        close(name + " mean vs float64", got.mean, mean, TOL.fwd);
+        close(name + " rstd vs float64", got.rstd, rstd, TOL.fwd);
+        if (cpu) {
+            Out ref = run(*cpu);
+            vs_cpu(name + " y", got.y, ref.y, TOL.cross_fwd);
+            vs_cpu(name + " mean", got.mean, ref.mean, TOL.cross_fwd);
+            vs_cpu(name + " rstd", got.rstd, ref.rstd, TOL.cross_fwd);
+        }
+    }
+}
+
+// dx = LN'(dy) + dx_beta dx; dg, db accumulate. mean, rstd from the backend's own forward.
+void test_layernorm_backward(Backend& be, Backend* cpu) {
+    struct Case { int rows, d; float beta; };
+    std::vector<Case> cases = {{1, 5, 0.0f}, {3, 16, 1.0f}, {17, 67, 0.0f}, {17, 67, 1.0f},
+                               {8, 512, 1.0f}};
+    if (KNOWN_BUGS) cases.push_back({1, 4, 0.5f});   // the CPU adds dx, not 0.5 dx: see the header
+    for (const Case& c : cases) {
+        const int rows = c.rows, d = c.d;
+        const size_t n = (size_t)rows * d;
+        const LnInputs in = ln_inputs(be, rows, d);
+        const Vec dy = rand_x(be, n), dx0 = c.beta != 0 ? rand_x(be, n) : Vec(n, NAN);
+        const Vec dg0 = rand_f(d), db0 = rand_f(d);
+        Vec dx0_scaled = dx0;   // what dx_beta * dx adds
+        for (float& v : dx0_scaled) v *= c.beta;
+        struct Out { Vec dx, dg, db; };
+        auto run = [&](Backend& b) {
+            Mem x = put_x(b, in.x), g = put_x(b, in.g), bb = put_x(b, in.b);
+            Mem y(b, n * b.floatx_size()), mean(b, rows * 4), rstd(b, rows * 4);
+            b.layernorm_forward(y.x(), mean.f(), rstd.f(), x.x(), g.x(), bb.x(), rows, d);
+            Mem dym = put_x(b, dy), dx = put_x(b, dx0), dg = put_f(b, dg0), db = put_f(b, db0);
+            b.layernorm_backward(dx.x(), c.beta, dg.f(), db.f(), dym.x(), x.x(), mean.f(), rstd.f(),
+                                 g.x(), rows, d);
+            return Out{get_x(b, dx.x(), n), get_f(b, dg.f(), d), get_f(b, db.f(), d)};
+        };
+        const std::string name = fmt("layernorm_backward rows=%d d=%d dx_beta %g", rows, d, c.beta);
+        Out got = run(be);
+        DVec x64 = D(in.x), g64 = D(in.g), b64 = D(in.b), dy64 = D(dy);
+        auto loss = [&] { return dot(dy64, ref_layernorm(x64, g64, b64, rows, d)); };
+        grad_vs_fd(name + " dx", x64, loss, got.dx, c.beta != 0 ? &dx0_scaled : nullptr);
+        if (c.beta == 0) all_written(name + " dx", got.dx);
+        grad_vs_fd(name + " dg", g64, loss, got.dg, &dg0);
+        grad_vs_fd(name + " db", b64, loss, got.db, &db0);
+        if (cpu) {
+            Out ref = run(*cpu);
+            vs_cpu(name + " dx", got.dx, ref.dx, TOL.cross_bwd);
+            vs_cpu(name + " dg", got.dg, ref.dg, TOL.cross_bwd);
+            vs_cpu(name + " db", got.db, ref.db, TOL.cross_bwd);
+        }
+    }
+}
+
+// =============================================================================================
+// §3.2.1 Scaled Dot-Product Attention, §3.2.2 Multi-Head Attention
+// =============================================================================================
+bool key_allowed(const IVec& keys, const AttentionShape& s, int b, int i, int j) {
+    return keys[(size_t)b * s.Lk + j] != PAD_ID && !(s.causal && j > i);
+}
+
+// ctx (B, Lq, H*dv) = dropout(softmax(mask(Q K^T / sqrt(dk)))) V; probs (B, H, Lq, Lk), with
+// the dropout mask over probs' flat index. float64.
+void ref_attention(const AttentionShape& s, const DVec& q, const DVec& kv, const IVec& keys,
+                   float p, uint64_t seed, DVec* ctx, DVec* probs) {
+    ctx->assign((size_t)s.B * s.Lq * s.H * s.dv, 0.0);
+    probs->assign((size_t)s.B * s.H * s.Lq * s.Lk, 0.0);
+    DVec e(s.Lk);
+    for (int b = 0; b < s.B; b++)
+        for (int h = 0; h < s.H; h++)
+            for (int i = 0; i < s.Lq; i++) {
+                const double* qi = &q[((size_t)b * s.Lq + i) * s.q_stride + s.q_col + h * s.dk];
+                double mx = -INFINITY, sum = 0;
+                for (int j = 0; j < s.Lk; j++) {
+                    if (!key_allowed(keys, s, b, i, j)) continue;
+                    const double* kj = &kv[((size_t)b * s.Lk + j) * s.kv_stride + s.k_col + h * s.dk];
+                    double dotp = 0;
+                    for (int c = 0; c < s.dk; c++) dotp += qi[c] * kj[c];
+                    e[j] = dotp / std::sqrt((double)s.dk);
+                    mx = std::max(mx, e[j]);
+                }
+                for (int j = 0; j < s.Lk; j++)
+                    if (key_allowed(keys, s, b, i, j)) sum += (e[j] = std::exp(e[j] - mx));
+                const size_t row = (((size_t)b * s.H + h) * s.Lq + i) * s.Lk;
+                double* out = &(*ctx)[((size_t)b * s.Lq + i) * s.H * s.dv + h * s.dv];
+                for (int j = 0; j < s.Lk; j++) {
+                    if (!key_allowed(keys, s, b, i, j)) continue;
+                    const double P = e[j] / sum;
+                    (*probs)[row + j] = P;
+                    const double Pd = p <= 0 ? P : dropout_keep(seed, row + j, p) ? P / (1.0 - p) : 0.0;
+                    const double* vj = &kv[((size_t)b * s.Lk + j) * s.kv_stride + s.v_col + h * s.dv];
+                    for (int c = 0; c < s.dv; c++) out[c] += Pd * vj[c];
+                }
+            }
+}
+
+struct AttnCase { const char* what; int B, Lq, Lk, H, dk, dv; bool self, causal; float p; };
+const AttnCase ATTN_CASES[] = {
+    {"encoder self", 2, 5, 5, 2, 4, 3, true, false, 0.0f},
+    {"decoder self causal", 3, 7, 7, 3, 5, 7, true, true, 0.1f},
+    {"cross Lq!=Lk", 2, 6, 9, 2, 4, 6, false, false, 0.0f},
+    {"cross p_attn", 3, 4, 11, 1, 16, 5, false, false, 0.2f},
+    {"one key", 1, 1, 1, 1, 5, 5, true, true, 0.0f},
+    {"larger self", 2, 20, 20, 4, 16, 16, true, false, 0.1f},
+};
+
+// Inputs laid out as model.cpp lays them out. Self-attention: q, k, v in one qkv buffer
+// (B*L, 2*H*dk + H*dv), keys at column H*dk, values at 2*H*dk; cross-attention: q (B*Lq, H*dk)
+// and kv (B*Lk, H*dk + H*dv). Key tokens: sentence b's first len[b] keys, PAD after (the
+// first sentence full); the decoder's start with <s>.
+struct AttnData {
+    AttentionShape s;
+    Vec q, kv;   // self: q is empty and kv is the qkv buffer
+    IVec keys;
+    uint64_t seed;
+};
+AttnData attention_data(const Backend& be, const AttnCase& c, uint32_t site) {
+    const int qk = c.H * c.dk, vv = c.H * c.dv;
+    AttnData a;
+    if (c.self) {
+        a.s = {c.B, c.Lq, c.Lq, c.H, c.dk, c.dv, 2 * qk + vv, 0, 2 * qk + vv, qk, 2 * qk, c.causal};
+        a.kv = rand_x(be, (size_t)c.B * c.Lq * (2 * qk + vv), -1.5f, 1.5f);
+    } else {
+        a.s = {c.B, c.Lq, c.Lk, c.H, c.dk, c.dv, qk, 0, qk + vv, 0, qk, false};
+        a.q = rand_x(be, (size_t)c.B * c.Lq * qk, -1.5f, 1.5f);
+        a.kv = rand_x(be, (size_t)c.B * c.Lk * (qk + vv), -1.5f, 1.5f);
+    }
+    a.keys.assign((size_t)c.B * a.s.Lk, PAD_ID);
+    for (int b = 0; b < c.B; b++) {
+        const int len = b == 0 ? a.s.Lk : 1 + randint(a.s.Lk);
+        for (int j = 0; j < len; j++) a.keys[(size_t)b * a.s.Lk + j] = 4 + randint(50);
+        if (c.causal) a.keys[(size_t)b * a.s.Lk] = BOS_ID;
+    }
+    a.seed = site_seed(site);
+    return a;
+}
+
+void test_attention_forward(Backend& be, Backend* cpu) {
+    uint32_t site = 500;
+    for (const AttnCase& c : ATTN_CASES) {
+        const AttnData a = attention_data(be, c, site++);
+        const AttentionShape& s = a.s;
+        const size_t n_ctx = (size_t)s.B * s.Lq * s.H * s.dv, n_probs = (size_t)s.B * s.H * s.Lq * s.Lk;
+        struct Out { Vec ctx, probs; };
+        auto run = [&](Backend& b) {
+            Mem q = put_x(b, a.q), kv = put_x(b, a.kv), keys = put_i(b, a.keys);
+            Mem ctx(b, n_ctx * b.floatx_size()), probs(b, n_probs * 4);
+            b.attention_forward(ctx.x(), probs.f(), c.self ? kv.x() : q.x(), kv.x(), keys.i(), s,
+                                c.p, a.seed);
+            return Out{get_x(b, ctx.x(), n_ctx), get_f(b, probs.f(), n_probs)};
+        };
+        DVec ctx, probs;
+        ref_attention(s, c.self ? D(a.kv) : D(a.q), D(a.kv), a.keys, c.p, a.seed, &ctx, &probs);
+        const std::string name = fmt("attention_forward %s B=%d Lq=%d Lk=%d H=%d dk=%d dv=%d p=%.1f",
+                                     c.what, s.B, s.Lq, s.Lk, s.H, s.dk, s.dv, c.p);
+        Out got = run(be);
+        close(name + " ctx vs float64", got.ctx, ctx, TOL.fwd);
+        close(name + " probs vs float64", got.probs, probs, TOL.fwd);
+        size_t masked = 0, bad = 0;
+        for (int b = 0; b < s.B; b++)
+            for (int h = 0; h < s.H; h++)
+                for (int i = 0; i < s.Lq; i++)
+                    for (int j = 0; j < s.Lk; j++)
+                        if (!key_allowed(a.keys, s, b, i, j)) {
+                            masked++;
+                            bad += got.probs[(((size_t)b * s.H + h) * s.Lq + i) * s.Lk + j] != 0.0f;
+                        }
+        check(bad == 0, "%-52s %zu masked probs, %zu not exactly 0", (name + " mask").c_str(),
+              masked, bad);
+        if (cpu) {
+            Out ref = run(*cpu);
+            vs_cpu(name + " ctx", got.ctx, ref.ctx, TOL.cross_fwd);
+            vs_cpu(name + " probs", got.probs, ref.probs, TOL.cross_fwd);
+        }
+    }
+}
+
+// dq, dkv written (pre-filled NaN) at the columns q, kv were read from; self-attention's dq
+// and dkv are one buffer, as model.cpp passes them. Against FD of ref_attention's ctx.
+void test_attention_backward(Backend& be, Backend* cpu) {
+    uint32_t site = 600;
+    for (const AttnCase& c : ATTN_CASES) {
+        const AttnData a = attention_data(be, c, site++);
+        const AttentionShape& s = a.s;
+        const size_t n_ctx = (size_t)s.B * s.Lq * s.H * s.dv, n_probs = (size_t)s.B * s.H * s.Lq * s.Lk;
+        const Vec dctx = rand_x(be, n_ctx);
+        struct Out { Vec dq, dkv; };
+        auto run = [&](Backend& b) {
+            Mem q = put_x(b, a.q), kv = put_x(b, a.kv), keys = put_i(b, a.keys);
+            Mem ctx(b, n_ctx * b.floatx_size()), probs(b, n_probs * 4);
+            const floatX* qp = c.self ? kv.x() : q.x();
+            b.attention_forward(ctx.x(), probs.f(), qp, kv.x(), keys.i(), s, c.p, a.seed);
+            Mem dc = put_x(b, dctx), dq = put_x(b, Vec(a.q.size(), NAN));
+            Mem dkv = put_x(b, Vec(a.kv.size(), NAN));
+            b.attention_backward(c.self ? dkv.x() : dq.x(), dkv.x(), dc.x(), probs.f(), qp, kv.x(),
+                                 s, c.p, a.seed);
+            return Out{get_x(b, dq.x(), a.q.size()), get_x(b, dkv.x(), a.kv.size())};
+        };
+        const std::string name = fmt("attention_backward %s B=%d Lq=%d Lk=%d H=%d dk=%d dv=%d p=%.1f",
+                                     c.what, s.B, s.Lq, s.Lk, s.H, s.dk, s.dv, c.p);
+        Out got = run(be);
+        DVec q64 = D(a.q), kv64 = D(a.kv), dctx64 = D(dctx), ctx, probs;
+        auto loss = [&] {   // self: q and kv are the same buffer, perturbed together
+            ref_attention(s, c.self ? kv64 : q64, kv64, a.keys, c.p, a.seed, &ctx, &probs);
+            return dot(dctx64, ctx);
+        };
+        if (c.self) {
+            grad_vs_fd(name + " dqkv", kv64, loss, got.dkv, nullptr);
+            all_written(name + " dqkv", got.dkv);
+        } else {
+            grad_vs_fd(name + " dq", q64, loss, got.dq, nullptr);
+            grad_vs_fd(name + " dkv", kv64, loss, got.dkv, nullptr);
+            all_written(name + " dq", got.dq);
+            all_written(name + " dkv", got.dkv);
+        }
+        if (cpu) {
+            Out ref = run(*cpu);
+            if (!c.self) vs_cpu(name + " dq", got.dq, ref.dq, TOL.cross_bwd);
+            vs_cpu(name + (c.self ? " dqkv" : " dkv"), got.dkv, ref.dkv, TOL.cross_bwd);
+        }
+    }
+}
+
+// =============================================================================================
+// §3.2.3 The decoder one position at a time: attention over cached keys/values
+// =============================================================================================
+// ctx (n, H*dv): row r's query over steps 0..t of the slab cache (steps, R, H*dk + H*dv),
+// step j < t at row slots[r * ld + j], step t at row r. float64.
+DVec ref_step_self(const DVec& q, const DVec& cache, int R, const IVec& slots, int ld, int t,
+                   const StepShape& s) {
+    const int ldc = s.H * s.dk + s.H * s.dv;
+    DVec ctx((size_t)s.n * s.H * s.dv, 0.0), e(t + 1);
+    for (int r = 0; r < s.n; r++)
+        for (int h = 0; h < s.H; h++) {
+            auto entry = [&](int j) {
+                const int row = j < t ? slots[(size_t)r * ld + j] : r;
+                return &cache[((size_t)j * R + row) * ldc];
+            };
+            double mx = -INFINITY, sum = 0;
+            for (int j = 0; j <= t; j++) {
+                double dotp = 0;
+                for (int c = 0; c < s.dk; c++)
+                    dotp += q[(size_t)r * s.q_stride + h * s.dk + c] * entry(j)[h * s.dk + c];
+                e[j] = dotp / std::sqrt((double)s.dk);
+                mx = std::max(mx, e[j]);
+            }
+            for (int j = 0; j <= t; j++) sum += (e[j] = std::exp(e[j] - mx));
+            for (int j = 0; j <= t; j++)
+                for (int c = 0; c < s.dv; c++)
+                    ctx[(size_t)r * s.H * s.dv + h * s.dv + c] +=
+                        e[j] / sum * entry(j)[s.H * s.dk + h * s.dv + c];
+        }
+    return ctx;
+}
+
+// slots_dst row r = slots_src row parent[r] for columns < t - 1, column t - 1 = parent[r].
+IVec ref_reorder(const IVec& src, const IVec& parent, int n, int t, int ld) {
+    IVec dst = src;
+    for (int r = 0; r < n; r++) {
+        for (int j = 0; j < t - 1; j++) dst[(size_t)r * ld + j] = src[(size_t)parent[r] * ld + j];
+        dst[(size_t)r * ld + t - 1] = parent[r];
+    }
+    return dst;
+}
+
+// Steps 0..steps-1 as model.cpp decodes: each step copy_rows the rows' keys/values from their
+// qkv projection into slab t, then attention_step_self reads the slabs through the slots
+// (random parents every step, reordered on the host by ref_reorder). The cache starts as
+// large "poison" values, so a row read that the slots do not name shows.
+void test_attention_step_self(Backend& be, Backend* cpu) {
+    struct Case { int R, n, H, dk, dv, steps; };
+    const Case cases[] = {{5, 4, 2, 4, 3, 6}, {1, 1, 1, 5, 5, 3}, {12, 12, 4, 16, 8, 9}};
+    for (const Case& c : cases) {
+        const int qk = c.H * c.dk, vv = c.H * c.dv, ldq = 2 * qk + vv, ldc = qk + vv;
+        const int ld = c.steps + 2;   // max_steps: the slots' row stride
+        const StepShape s{c.n, c.H, c.dk, c.dv, ldq};
+        const Vec cache0 = rand_x(be, (size_t)ld * c.R * ldc, -50.0f, 50.0f);
+        std::vector<Vec> qkv(c.steps);
+        std::vector<IVec> slots(c.steps);
+        IVec cur((size_t)c.R * ld, 0);
+        for (int t = 0; t < c.steps; t++) {
+            qkv[t] = rand_x(be, (size_t)c.n * ldq, -1.5f, 1.5f);
+            if (t > 0) cur = ref_reorder(cur, rand_tokens(c.n, c.n), c.n, t, ld);
+            slots[t] = cur;
+        }
+        auto run = [&](Backend& b) {
+            Mem cache = put_x(b, cache0), ctx(b, (size_t)c.n * vv * b.floatx_size());
+            Mem sl(b, cur.size() * sizeof(int));
+            Vec all;
+            for (int t = 0; t < c.steps; t++) {
+                Mem q = put_x(b, qkv[t]);
+                b.upload(sl.get(), slots[t].data(), slots[t].size() * sizeof(int));
+                b.copy_rows(at(b, cache.x(), (size_t)t * c.R * ldc), ldc, at(b, q.x(), qk), ldq,
+                            c.n, ldc);
+                b.attention_step_self(ctx.x(), q.x(), cache.x(), c.R, sl.i(), ld, t, s);
+                Vec o = get_x(b, ctx.x(), (size_t)c.n * vv);
+                all.insert(all.end(), o.begin(), o.end());
+            }
+            return all;
+        };
+        DVec cache64 = D(cache0), want;
+        for (int t = 0; t < c.steps; t++) {
+            for (int r = 0; r < c.n; r++)
+                for (int j = 0; j < ldc; j++)
+                    cache64[((size_t)t * c.R + r) * ldc + j] = qkv[t][(size_t)r * ldq + qk + j];
+            DVec o = ref_step_self(D(qkv[t]), cache64, c.R, slots[t], ld, t, s);
+            want.insert(want.end(), o.begin(), o.end());
+        }
+        const std::string name = fmt("attention_step_self R=%d n=%d H=%d dk=%d dv=%d steps 0..%d",
+                                     c.R, c.n, c.H, c.dk, c.dv, c.steps - 1);
+        Vec got = run(be);
+        close(name + " vs float64", got, want, TOL.fwd);
+        if (cpu) vs_cpu(name, got, run(*cpu), TOL.cross_fwd);
+    }
+}
+
+void test_cache_reorder(Backend& be, Backend* cpu) {
+    struct Case { int n, t, ld; };
+    const Case cases[] = {{1, 1, 4}, {5, 4, 6}, {8, 7, 7}, {16, 2, 10}};
+    for (const Case& c : cases) {
+        const IVec src = rand_tokens((size_t)c.n * c.ld, c.n), parent = rand_tokens(c.n, c.n);
+        const IVec dst0((size_t)c.n * c.ld, -7);
+        auto run = [&](Backend& b) {
+            Mem sm = put_i(b, src), pm = put_i(b, parent), dm = put_i(b, dst0);
+            b.cache_reorder(dm.i(), sm.i(), pm.i(), c.n, c.t, c.ld);
+            IVec d = get_i(b, dm.i(), dst0.size()), cols;   // the columns < t: the contract
+            for (int r = 0; r < c.n; r++)
+                for (int j = 0; j < c.t; j++) cols.push_back(d[(size_t)r * c.ld + j]);
+            return cols;
+        };
+        const IVec full = ref_reorder(src, parent, c.n, c.t, c.ld);
+        IVec want;
+        for (int r = 0; r < c.n; r++)
+            for (int j = 0; j < c.t; j++) want.push_back(full[(size_t)r * c.ld + j]);
+        const std::string name = fmt("cache_reorder n=%d t=%d ld=%d", c.n, c.t, c.ld);
+        IVec got = run(be);
+        same(name, got, want);
+        if (cpu) same(name + " vs CPU", got, run(*cpu));
+    }
+}
+
+// kt (B, H, dk, S) = the keys of kv (B*S, ld), head h's at column h*dk.
+void test_attention_keys_transpose(Backend& be, Backend* cpu) {
+    struct Case { int B, S, H, dk, dv; };
+    const Case cases[] = {{1, 1, 1, 5, 5}, {3, 7, 2, 5, 3}, {2, 33, 4, 16, 16}};
+    for (const Case& c : cases) {
+        const int ld = c.H * c.dk + c.H * c.dv;
+        const size_t nkt = (size_t)c.B * c.H * c.dk * c.S;
+        const Vec kv = rand_x(be, (size_t)c.B * c.S * ld);
+        auto run = [&](Backend& b) {
+            Mem kvm = put_x(b, kv), kt(b, nkt * b.floatx_size());
+            b.attention_keys_transpose(kt.x(), kvm.x(), c.B, c.S, c.H, c.dk, ld);
+            return get_x(b, kt.x(), nkt);
+        };
+        Vec want(nkt);
+        for (int b = 0; b < c.B; b++)
+            for (int h = 0; h < c.H; h++)
+                for (int i = 0; i < c.dk; i++)
+                    for (int j = 0; j < c.S; j++)
+                        want[(((size_t)b * c.H + h) * c.dk + i) * c.S + j] =
+                            kv[((size_t)b * c.S + j) * ld + h * c.dk + i];
+        const std::string name =
+            fmt("attention_keys_transpose B=%d S=%d H=%d dk=%d", c.B, c.S, c.H, c.dk);
+        Vec got = run(be);
+        same(name, got, want);
+        if (cpu) vs_cpu_exact(be, name, got, run(*cpu));
+    }
+}
+
+// Row r over its sentence b = sentence[r]: the first len[b] keys/values of kv (B*S, ld), the
+// keys through attention_keys_transpose as model.cpp does. PAD keys/values past len[b] hold
+// large "poison" values: reading them shows.
+void test_attention_step_cross(Backend& be, Backend* cpu) {
+    struct Case { int B, S, H, dk, dv, n, q_pad; };
+    const Case cases[] = {{3, 9, 2, 5, 3, 7, 0}, {1, 1, 1, 4, 4, 1, 0}, {2, 20, 4, 16, 8, 8, 3}};
+    for (const Case& c : cases) {
+        const int qk = c.H * c.dk, vv = c.H * c.dv, ld = qk + vv, qs = qk + c.q_pad;
+        const StepShape s{c.n, c.H, c.dk, c.dv, qs};
+        IVec len(c.B), sentence = rand_tokens(c.n, c.B);
+        for (int b = 0; b < c.B; b++) len[b] = b == 0 ? c.S : 1 + randint(c.S);
+        Vec kv = rand_x(be, (size_t)c.B * c.S * ld, -1.5f, 1.5f);
+        for (int b = 0; b < c.B; b++)
+            for (int j = len[b]; j < c.S; j++)
+                for (int i = 0; i < ld; i++)
+                    kv[((size_t)b * c.S + j) * ld + i] = held(be, uniform(-50, 50));
+        const Vec q = rand_x(be, (size_t)c.n * qs, -1.5f, 1.5f);
+        auto run = [&](Backend& b) {
+            Mem kvm = put_x(b, kv), qm = put_x(b, q), lm = put_i(b, len), sm = put_i(b, sentence);
+            Mem kt(b, (size_t)c.B * qk * c.S * b.floatx_size());
+            Mem ctx(b, (size_t)c.n * vv * b.floatx_size());
+            b.attention_keys_transpose(kt.x(), kvm.x(), c.B, c.S, c.H, c.dk, ld);
+            b.attention_step_cross(ctx.x(), qm.x(), kt.x(), kvm.x(), ld, lm.i(), sm.i(), c.S, s);
+            return get_x(b, ctx.x(), (size_t)c.n * vv);
+        };
+        DVec want((size_t)c.n * vv, 0.0), e(c.S);
+        for (int r = 0; r < c.n; r++)
+            for (int h = 0; h < c.H; h++) {
+                const int b = sentence[r];
+                auto row = [&](int j) { return &kv[((size_t)b * c.S + j) * ld]; };   // key j
+                double mx = -INFINITY, sum = 0;
+                for (int j = 0; j < len[b]; j++) {
+                    double dotp = 0;
+                    for (int i = 0; i < c.dk; i++)
+                        dotp += (double)q[(size_t)r * qs + h * c.dk + i] * row(j)[h * c.dk + i];
+                    e[j] = dotp / std::sqrt((double)c.dk);
+                    mx = std::max(mx, e[j]);
+                }
+                for (int j = 0; j < len[b]; j++) sum += (e[j] = std::exp(e[j] - mx));
+                for (int j = 0; j < len[b]; j++)
+                    for (int i = 0; i < c.dv; i++)
+                        want[(size_t)r * vv + h * c.dv + i] += e[j] / sum * row(j)[qk + h * c.dv + i];
+            }
+        const std::string name = fmt("attention_step_cross B=%d S=%d H=%d dk=%d dv=%d n=%d q_stride=%d",
+                                     c.B, c.S, c.H, c.dk, c.dv, c.n, qs);
+        Vec got = run(be);
+        close(name + " vs float64", got, want, TOL.fwd);
+        if (cpu) vs_cpu(name, got, run(*cpu), TOL.cross_fwd);
+    }
+}
+
+// =============================================================================================
+// §3.4 The pre-softmax projection's loss: §5.4 Label Smoothing; decoding's top-k
+// =============================================================================================
+// One row's loss, PyTorch's convention: lse - (1 - eps) z_y - eps/V sum_k z_k. float64.
+double ref_ce_row(const double* z, int V, int y, double eps, double* lse_out = nullptr) {
+    double mx = -INFINITY, sum = 0, sum_z = 0;
+    for (int k = 0; k < V; k++) mx = std::max(mx, z[k]);
+    for (int k = 0; k < V; k++) {
+        sum += std::exp(z[k] - mx);
+        sum_z += z[k];
+    }
+    const double lse = mx + std::log(sum);
+    if (lse_out) *lse_out = lse;
+    return lse - (1.0 - eps) * z[y] - eps / V * sum_z;
+}
+// Labels: random non-PAD ids, every 4th row PAD.
+IVec ce_labels(int rows, int V) {
+    IVec labels(rows);
+    for (int r = 0; r < rows; r++) labels[r] = r % 4 == 3 ? PAD_ID : 1 + randint(V - 1);
+    return labels;
+}
+
+void test_crossentropy_forward(Backend& be, Backend* cpu) {
+    struct Case { int rows, V; float eps, offset; };
+    const Case cases[] = {{1, 7, 0.0f, 0}, {5, 50, 0.1f, 0}, {17, 1000, 0.1f, 0},
+                          {17, 1000, 0.0f, 0}, {4, 50, 0.1f, 40}};
+    for (const Case& c : cases) {
+        const Vec z = rand_x(be, (size_t)c.rows * c.V, c.offset - 4, c.offset + 4);
+        const IVec labels = ce_labels(c.rows, c.V);
+        struct Out { double sum; Vec lse; };
+        auto run = [&](Backend& b) {
+            Mem zm = put_x(b, z), lm = put_i(b, labels), lse(b, c.rows * 4);
+            const double sum = b.crossentropy_forward(lse.f(), zm.x(), lm.i(), c.rows, c.V, c.eps);
+            return Out{sum, get_f(b, lse.f(), c.rows)};
+        };
+        const DVec z64 = D(z);
+        double sum = 0;
+        DVec lse;
+        std::vector<int> real;   // non-PAD rows: lse is defined there
+        for (int r = 0; r < c.rows; r++) {
+            if (labels[r] == PAD_ID) continue;
+            double l;
+            sum += ref_ce_row(&z64[(size_t)r * c.V], c.V, labels[r], c.eps, &l);
+            lse.push_back(l);
+            real.push_back(r);
+        }
+        auto lse_rows = [&](const Vec& v) {
+            Vec out;
+            for (int r : real) out.push_back(v[r]);
+            return out;
+        };
+        const std::string name = fmt("crossentropy_forward rows=%d V=%d eps=%.1f%s", c.rows, c.V,
+                                     c.eps, c.offset ? " logits+40" : "");
+        Out got = run(be);
+        close_scalar(name + " sum vs float64", got.sum, sum, TOL.fwd);
+        close(name + " lse (non-PAD rows) vs float64", lse_rows(got.lse), lse, TOL.fwd);
+        if (cpu) {
+            Out ref = run(*cpu);
+            close_scalar(name + " sum vs CPU", got.sum, ref.sum, TOL.cross_fwd);
+            vs_cpu(name + " lse", lse_rows(got.lse), lse_rows(ref.lse), TOL.cross_fwd);
+        }
+    }
+}
+
+// In place: logits -> (softmax - q) * scale, PAD rows 0. Against FD of scale * sum of losses.
+void test_crossentropy_backward(Backend& be, Backend* cpu) {
+    struct Case { int rows, V; float eps, scale; };
+    const Case cases[] = {{1, 7, 0.0f, 1.0f}, {5, 50, 0.1f, 1.0f / 3}, {6, 1000, 0.1f, 0.25f},
+                          {4, 1000, 0.0f, 1.0f / 7}};
+    for (const Case& c : cases) {
+        const size_t n = (size_t)c.rows * c.V;
+        const Vec z = rand_x(be, n, -4, 4);
+        const IVec labels = ce_labels(c.rows, c.V);
+        auto run = [&](Backend& b) {
+            Mem zm = put_x(b, z), lm = put_i(b, labels), lse(b, c.rows * 4);
+            b.crossentropy_forward(lse.f(), zm.x(), lm.i(), c.rows, c.V, c.eps);
+            b.crossentropy_backward(zm.x(), lse.f(), lm.i(), c.rows, c.V, c.eps, c.scale);
+            return get_x(b, zm.x(), n);
+        };
+        const std::string name = fmt("crossentropy_backward rows=%d V=%d eps=%.1f scale=%.3g",
+                                     c.rows, c.V, c.eps, c.scale);
+        Vec got = run(be);
+        DVec z64 = D(z);
+        auto loss = [&] {
+            double s = 0;
+            for (int r = 0; r < c.rows; r++)
+                if (labels[r] != PAD_ID) s += ref_ce_row(&z64[(size_t)r * c.V], c.V, labels[r], c.eps);
+            return c.scale * s;
+        };
+        grad_vs_fd(name + " dlogits", z64, loss, got, nullptr);
+        Vec pad_got, pad_want;
+        for (int r = 0; r < c.rows; r++)
+            if (labels[r] == PAD_ID)
+                for (int k = 0; k < c.V; k++) {
+                    pad_got.push_back(got[(size_t)r * c.V + k]);
+                    pad_want.push_back(0.0f);
+                }
+        if (!pad_want.empty()) same(name + " PAD rows = 0", pad_got, pad_want);
+        if (cpu) vs_cpu(name, got, run(*cpu), TOL.cross_bwd);
+    }
+}
+
+// Per row of logits (row stride ld): the k best tokens, best first, ties to the lowest id,
+// z - logsumexp(z); `banned` counts as -inf (in the sum too); past V: token -1, -inf. float64.
+void ref_topk(const Vec& logits, int rows, int V, int ld, int k, int banned, IVec* tok, DVec* logp) {
+    tok->assign((size_t)rows * k, -1);
+    logp->assign((size_t)rows * k, -INFINITY);
+    for (int r = 0; r < rows; r++) {
+        DVec z(logits.begin() + (size_t)r * ld, logits.begin() + (size_t)r * ld + V);
+        if (banned >= 0) z[banned] = -INFINITY;
+        double mx = -INFINITY, sum = 0;
+        for (double v : z) mx = std::max(mx, v);
+        for (double v : z) sum += std::exp(v - mx);
+        const double lse = mx + std::log(sum);
+        IVec ids(V);
+        std::iota(ids.begin(), ids.end(), 0);
+        std::stable_sort(ids.begin(), ids.end(), [&](int a, int b) { return z[a] > z[b]; });
+        for (int i = 0; i < k && i < V; i++) {
+            (*tok)[(size_t)r * k + i] = ids[i];
+            (*logp)[(size_t)r * k + i] = z[ids[i]] - lse;
+        }
+    }
+}
+
+void test_logsoftmax_topk(Backend& be, Backend* cpu) {
+    enum { RANDOM, TIES, BANNED_BEST, ALL_EQUAL };
+    struct Case { const char* what; int rows, V, ld, k, banned, kind; };
+    const Case cases[] = {
+        {"random, ld > V", 3, 50, 53, 4, -1, RANDOM},
+        {"integer logits: ties to the lowest id", 5, 1000, 1000, 8, -1, TIES},
+        {"banned = each row's best", 4, 1000, 1010, 8, EOS_ID, BANNED_BEST},
+        {"V < k: token -1 past V", 2, 3, 3, 5, -1, RANDOM},
+        {"V < k with banned", 2, 3, 4, 5, 1, RANDOM},
+        {"k = 1 (greedy)", 7, 7, 7, 1, -1, RANDOM},
+        {"all equal, banned", 2, 50, 50, 6, 2, ALL_EQUAL},
+        {"V = 5000, ld > V", 2, 5000, 5003, 8, -1, RANDOM},
+    };
+    for (const Case& c : cases) {
+        Vec z((size_t)c.rows * c.ld);
+        for (int r = 0; r < c.rows; r++)
+            for (int j = 0; j < c.ld; j++) {
+                float v = j >= c.V ? 100.0f   // past V in the row stride: must not be read
+                          : c.kind == TIES ? (float)randint(4)
+                          : c.kind == ALL_EQUAL ? 0.5f
+                          : uniform(-4, 4);
+                if (c.kind == BANNED_BEST && j == c.banned) v = 10.0f;
+                z[(size_t)r * c.ld + j] = held(be, v);
+            }
+        const size_t nk = (size_t)c.rows * c.k;
+        struct Out { IVec tok; Vec logp; };
+        auto run = [&](Backend& b) {
+            Mem zm = put_x(b, z), tok(b, nk * sizeof(int)), lp(b, nk * sizeof(float));
+            b.logsoftmax_topk(tok.i(), lp.f(), zm.x(), c.rows, c.V, c.ld, c.k, c.banned);
+            return Out{get_i(b, tok.i(), nk), get_f(b, lp.f(), nk)};
+        };
+        IVec tok;
+        DVec logp;
+        ref_topk(z, c.rows, c.V, c.ld, c.k, c.banned, &tok, &logp);
+        // An entry whose log-probability is -inf (past V, or the banned token when fewer than
+        // k others exist) may name -1 or the banned token: compared as -1.
+        auto tokens = [&](IVec t, const Vec& lp) {
+            for (size_t i = 0; i < nk; i++)
+                if (std::isinf(lp[i]) && (t[i] == c.banned || t[i] == -1)) t[i] = -1;
+            return t;
+        };
+        const Vec ref_logp(logp.begin(), logp.end());
+        // The finite log-probabilities within the tolerance, the -inf ones exactly.
+        auto compare_logp = [&](const std::string& what, const Vec& got, const Vec& want,
+                                double tol) {
+            Vec g, w;
+            size_t inf_bad = 0, n_inf = 0;
+            for (size_t i = 0; i < nk; i++) {
+                if (std::isinf(want[i])) {
+                    n_inf++;
+                    inf_bad += !(std::isinf(got[i]) && got[i] < 0);
+                } else {
+                    g.push_back(got[i]);
+                    w.push_back(want[i]);
+                }
+            }
+            close(what + " logp", g, w, tol);
+            if (n_inf)
+                check(inf_bad == 0, "%-52s %zu entries -inf, %zu are not",
+                      (what + " logp -inf").c_str(), n_inf, inf_bad);
+        };
+        const std::string name = fmt("logsoftmax_topk %s rows=%d V=%d ld=%d k=%d banned=%d", c.what,
+                                     c.rows, c.V, c.ld, c.k, c.banned);
+        Out got = run(be);
+        same(name + " tokens", tokens(got.tok, got.logp), tokens(tok, ref_logp));
+        compare_logp(name + " vs float64", got.logp, ref_logp, TOL.fwd);
+        if (cpu) {
+            Out ref = run(*cpu);
+            same(name + " tokens vs CPU", tokens(got.tok, got.logp), tokens(ref.tok, ref.logp));
+            compare_logp(name + " vs CPU", got.logp, ref.logp, TOL.cross_fwd);
+        }
+    }
+}
+
+// =============================================================================================
+// §5.3 Optimizer
+// =============================================================================================
+void test_global_norm(Backend& be, Backend* cpu) {
+    for (size_t n : {(size_t)0, (size_t)1, (size_t)63, (size_t)1000, (size_t)(1 << 20) + 7}) {
+        Vec g = rand_f(n);
+        for (size_t i = 0; i < n; i++) g[i] *= i % 10 == 3 ? 1e3f : i % 7 == 2 ? 1e-3f : 1.0f;
+        double want = 0;
+        for (float v : g) want += (double)v * v;
+        want = std::sqrt(want);
+        auto run = [&](Backend& b, double* again) {
+            Mem gm = put_f(b, g);
+            const double a = b.global_norm(gm.f(), n);
+            if (again) *again = b.global_norm(gm.f(), n);
+            return a;
+        };
+        const std::string name = fmt("global_norm n=%zu", n);
+        double again;
+        const double got = run(be, &again);
+        close_scalar(name + " vs float64", got, want, NORM_TOL);
+        check(std::memcmp(&got, &again, sizeof got) == 0, "%-52s bitwise the same twice",
+              (name + " deterministic").c_str());
+        if (cpu) close_scalar(name + " vs CPU", got, run(*cpu, nullptr), NORM_TOL);
+    }
+}
+
+// x *= s: one float product per element, bit for bit.
+void test_scale(Backend& be, Backend* cpu) {
+    const size_t sizes[] = {0, 1, 17, 1000, 65537};
+    const float factors[] = {0.37f, -2.5f, 0.0f, 1e-3f, 0.999f};
+    for (int k = 0; k < 5; k++) {
+        const size_t n = sizes[k];
+        const float s = factors[k];
+        const Vec x = rand_f(n, -10, 10);
+        auto run = [&](Backend& b) {
+            Mem xm = put_f(b, x);
+            b.scale(xm.f(), n, s);
+            return get_f(b, xm.f(), n);
+        };
+        Vec want(n);
+        for (size_t i = 0; i < n; i++) want[i] = x[i] * s;
+        const std::string name = fmt("scale n=%zu s=%g", n, s);
+        Vec got = run(be);
+        same(name, got, want);
+        if (cpu) same(name + " vs CPU", got, run(*cpu));
+    }
+}
+
+// PyTorch's Adam: m = b1 m + (1-b1) g; v = b2 v + (1-b2) g^2;
+// p -= lr / (1 - b1^t) * m / (sqrt(v) / sqrt(1 - b2^t) + eps); w (when given) = p in floatX.
+// Each call's reference starts from the state the backend holds (float64 from those floats);
+// the step p' - p is compared, not p (p is much larger than its step).
+void test_adam(Backend& be, Backend* cpu) {
+    struct Case { size_t n; float lr, b1, b2, eps; int64_t steps[3]; bool w, warm; };
+    const Case cases[] = {
+        {1, 1e-2f, 0.9f, 0.98f, 1e-9f, {1, 2, 3}, false, false},
+        {17, 1e-2f, 0.9f, 0.98f, 1e-9f, {1, 2, 3}, true, false},
+        {1000, 5e-3f, 0.9f, 0.999f, 1e-8f, {1, 2, 1000}, true, false},
+        {65537, 1e-3f, 0.9f, 0.98f, 1e-9f, {1000, 1001, 1002}, false, true},
+    };
+    for (const Case& c : cases) {
+        const size_t n = c.n;
+        Vec p = rand_f(n, -0.01f, 0.01f), m(n, 0.0f), v(n, 0.0f);
+        if (c.warm)
+            for (size_t i = 0; i < n; i++) {
+                m[i] = uniform(-0.01f, 0.01f);
+                v[i] = m[i] * m[i] + uniform(1e-6f, 1e-4f);
+            }
+        for (int64_t step : c.steps) {
+            Vec g = rand_f(n, -0.1f, 0.1f);
+            for (size_t i = 0; i < n; i += 9) g[i] = 0.0f;
+            struct Out { Vec p, m, v, w; };
+            auto run = [&](Backend& b) {
+                Mem pm = put_f(b, p), gm = put_f(b, g), mm = put_f(b, m), vm = put_f(b, v);
+                Mem w(b, n * b.floatx_size());
+                b.adam_step(pm.f(), gm.f(), mm.f(), vm.f(), c.w ? w.x() : nullptr, n, c.lr, c.b1,
+                            c.b2, c.eps, step);
+                return Out{get_f(b, pm.f(), n), get_f(b, mm.f(), n), get_f(b, vm.f(), n),
+                           c.w ? get_x(b, w.x(), n) : Vec()};
+            };
+            DVec dp(n), m1(n), v1(n);
+            const double b1 = c.b1, b2 = c.b2, lr = c.lr, eps = c.eps;
+            for (size_t i = 0; i < n; i++) {
+                m1[i] = b1 * m[i] + (1 - b1) * g[i];
+                v1[i] = b2 * v[i] + (1 - b2) * (double)g[i] * g[i];
+                dp[i] = -lr / (1 - std::pow(b1, (double)step)) * m1[i] /
+                        (std::sqrt(v1[i]) / std::sqrt(1 - std::pow(b2, (double)step)) + eps);
+            }
+            auto step_of = [&](const Vec& p1) {
+                Vec d(n);
+                for (size_t i = 0; i < n; i++) d[i] = (float)((double)p1[i] - p[i]);
+                return d;
+            };
+            const std::string name = fmt("adam_step n=%zu step=%lld lr=%g b2=%g eps=%g%s", n,
+                                         (long long)step, c.lr, c.b2, c.eps, c.w ? " +w" : "");
+            Out got = run(be);
+            close(name + " p'-p vs float64", step_of(got.p), dp, ADAM_TOL);
+            close(name + " m vs float64", got.m, m1, ADAM_TOL);
+            close(name + " v vs float64", got.v, v1, ADAM_TOL);
+            if (c.w) same(name + " w = p' in floatX", got.w, held(be, got.p));
+            if (cpu) {
+                Out ref = run(*cpu);
+                vs_cpu(name + " p'-p", step_of(got.p), step_of(ref.p), ADAM_TOL);
+                vs_cpu(name + " m", got.m, ref.m, ADAM_TOL);
+                vs_cpu(name + " v", got.v, ref.v, ADAM_TOL);
+            }
+            p = got.p, m = got.m, v = got.v;   // the next step starts from the backend's state
+        }
+    }
+}
+
+// =============================================================================================
+// The driver
+// =============================================================================================
+struct OpTest {
+    const char* section;   // printed before the first test of a section
+    void (*run)(Backend& be, Backend* cpu);
+};
+const OpTest TESTS[] = {
+    {"The device and its memory", test_memory},
+    {nullptr, test_copy_rows},
+    {nullptr, test_convert_weights},
+    {"§3.4 Embeddings, §3.5 Positional Encoding", test_positional_table},
+    {nullptr, test_embedding_forward},
+    {nullptr, test_embedding_backward},
+    {"Linear layers", test_linear_forward},
+    {nullptr, test_linear_backward},
+    {"§3.3 Position-wise Feed-Forward Networks: ReLU", test_relu},
+    {"§5.4 Residual Dropout, §3.1 residual connection and LayerNorm", test_dropout},
+    {nullptr, test_residual},
+    {nullptr, test_layernorm_forward},
+    {nullptr, test_layernorm_backward},
+    {"§3.2.1 Scaled Dot-Product Attention, §3.2.2 Multi-Head Attention", test_attention_forward},
+    {nullptr, test_attention_backward},
+    {"§3.2.3 Decoding: attention over cached keys/values", test_attention_step_self},
+    {nullptr, test_cache_reorder},
+    {nullptr, test_attention_keys_transpose},
+    {nullptr, test_attention_step_cross},
+    {"§3.4 the loss, §5.4 Label Smoothing; decoding's top-k", test_crossentropy_forward},
+    {nullptr, test_crossentropy_backward},
+    {nullptr, test_logsoftmax_topk},
+    {"§5.3 Optimizer", test_global_norm},
+    {nullptr, test_scale},
+    {nullptr, test_adam},
+};
+
+}  // namespace
+
+int main(int argc, char** argv) {
+    std::string device = "cpu", precision = "fp32";
+    bool against_cpu = false;
+    for (int i = 1; i < argc; i++) {
+        const std::string a = argv[i];
+        if (a == "--device" && i + 1 < argc) device = argv[++i];
+        else if (a == "--precision" && i + 1 < argc) precision = argv[++i];
+        else if (a == "--against-cpu") against_cpu = true;
+        else if (a == "--known-bugs") KNOWN_BUGS = true;
+        else device = "?";
+    }
+    if ((device != "cpu" && device != "cuda" && device != "auto") ||
+        (precision != "fp32" && precision != "bf16")) {
+        std::fprintf(stderr, "usage: %s [--device cpu|cuda|auto] [--precision fp32|bf16] "
+                             "[--against-cpu] [--known-bugs]\n", argv[0]);
+        return 2;
+    }
+    std::string error;
+    std::unique_ptr<Backend> be = make_backend(device, precision, &error);
+    if (!be) {
+        std::printf("SKIP test_ops on %s: %s\n", device.c_str(), error.c_str());
+        return check_summary("ops");
+    }
+    TOL = be->floatx_size() == 2 ? BF16_TOL : FP32_TOL;
+    std::unique_ptr<Backend> cpu;
+    if (be->device() != Device::CPU || against_cpu) cpu = make_cpu_backend();
+    std::printf("test_ops on %s%s%s\n", be->describe().c_str(), cpu ? "; against " : "",
+                cpu ? cpu->describe().c_str() : "");
+    std::printf("tolerances (max|got-want| / max|want|): forward vs float64 %.0e, backward vs "
+                "finite differences %.0e, against the CPU %.0e / %.0e, Adam %.0e, global_norm %.0e\n",
+                TOL.fwd, TOL.bwd, TOL.cross_fwd, TOL.cross_bwd, ADAM_TOL, NORM_TOL);
+    for (const OpTest& t : TESTS) {
+        if (t.section) std::printf("--- %s\n", t.section);
+        t.run(*be, cpu.get());
+    }
+    return check_summary("ops");
+}
