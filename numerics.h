@@ -57,7 +57,7 @@ HOST_DEVICE inline bool dropout_keep(uint64_t site_seed, size_t i, float p) {
 }
 
 // ---------------------------------------------------------------------------------------------
-// §3.5 Positional Encoding, element c of position pos (d = d_model), computed in double and
+// §3.5 Positional Encoding: element c of position pos (d = d_model), computed in double and
 // rounded once: PE(pos, 2i) = sin(pos / 10000^(2i/d)), PE(pos, 2i+1) = cos(pos / 10000^(2i/d)).
 HOST_DEVICE inline float sinusoid(int pos, int c, int d) {
     const int i2 = c & ~1;   // 2i

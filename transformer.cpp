@@ -58,7 +58,7 @@ static inline float exp_fast(float x) {
 // ============================================================================================
 // §3.4 Embeddings, §3.5 Positional Encoding: E[token] * sqrt(d_model) + PE, then dropout.
 // ============================================================================================
-// pe (L, d) = sinusoid(pos, c, d).
+// §3.5 Positional Encoding: pe (L, d) = sinusoid(pos, c, d) (numerics.h).
 void positional_table(float* pe, int L, int d) {
 #pragma omp parallel for schedule(static)
     for (int pos = 0; pos < L; pos++)
@@ -76,6 +76,7 @@ void dropout_forward(float* y, const float* x, size_t n, float p, uint64_t site_
     for (size_t i = 0; i < n; i++) y[i] = dropout_keep(site_seed, i, p) ? x[i] * scale : 0.0f;
 }
 
+// §3.4 Embeddings and Softmax (the embedding half), §3.5 Positional Encoding:
 // x (B, L, d) = dropout(E[tokens] * sqrt(d) + pe[pos0 + l]); tokens (B, L), E (V, d).
 void embedding_forward(float* x, const int* tokens, const float* E, const float* pe, int pos0,
                        int B, int L, int d, float p, uint64_t site_seed) {
@@ -178,7 +179,8 @@ void dropout_backward(float* dx, const float* dy, size_t n, float p, uint64_t si
     dropout_forward(dx, dy, n, p, site_seed);
 }
 
-// y (n) = x + dropout(f); y may be f.
+// §5.4 Residual Dropout: y (n) = x + dropout(f), a sub-layer's output joining the residual
+// stream (§3.1); y may be f.
 void residual_forward(float* y, const float* f, const float* x, size_t n, float p,
                       uint64_t site_seed) {
     if (p <= 0.0f) {
@@ -215,7 +217,7 @@ void layernorm_forward(float* y, float* mean, float* rstd, const float* x, const
 
 // With xhat = (x - mean) * rstd and dxhat = dy * g:
 //   dx = rstd * (dxhat - mean(dxhat) - xhat * mean(dxhat * xhat)),  dg += sum dy * xhat,
-//   db += sum dy.   dx is overwritten (dx_beta 0) or accumulated into (dx_beta 1).
+//   db += sum dy.   dx is overwritten (dx_beta 0) or dx_beta * dx is added.
 void layernorm_backward(float* dx, float dx_beta, float* dg, float* db, const float* dy,
                         const float* x, const float* mean, const float* rstd, const float* g,
                         int rows, int d) {
@@ -235,7 +237,7 @@ void layernorm_backward(float* dx, float dx_beta, float* dg, float* db, const fl
         for (int c = 0; c < d; c++) {
             float xhat = (xr[c] - mu) * rs;
             float v = rs * (dyr[c] * g[c] - m1 - xhat * m2);
-            dxr[c] = dx_beta == 0.0f ? v : dxr[c] + v;
+            dxr[c] = dx_beta == 0.0f ? v : v + dx_beta * dxr[c];
         }
     }
     // Parameter gradients: threads own column ranges, so the sums are deterministic.
@@ -307,6 +309,7 @@ static HeadViews head_views(const float* q, const float* kv, const AttentionShap
     return hv;
 }
 
+// §3.2.1 Scaled Dot-Product Attention, per (sentence, head) of §3.2.2:
 // ctx (B, Lq, H*dv) = dropout(softmax(mask(Q K^T / sqrt(dk)))) V; probs (B, H, Lq, Lk) saved.
 void attention_forward(float* ctx, float* probs, const float* q, const float* kv,
                        const int* key_tokens, const AttentionShape& s, float p_attn,
@@ -510,6 +513,7 @@ void attention_step_cross(float* ctx, const float* q, const float* kt, const flo
 // PyTorch's CrossEntropyLoss(label_smoothing=eps, ignore_index=PAD): per row,
 // loss = lse - (1 - eps) z_y - (eps / V) sum_k z_k.  Decoding's log-softmax + top-k.
 // ============================================================================================
+// §5.4 Label Smoothing: returns the sum of the rows' losses; lse (rows) saved.
 double crossentropy_forward(float* lse, const float* logits, const int* labels, int rows, int V,
                             float eps) {
     std::vector<double> row_loss(rows, 0.0);
@@ -634,6 +638,7 @@ void scale(float* x, size_t n, float s) {
     for (size_t i = 0; i < n; i++) x[i] *= s;
 }
 
+// §5.3 Optimizer: Adam over p, g, m, v (n).
 void adam_step(float* p, const float* g, float* m, float* v, size_t n, float lr, float beta1,
                float beta2, float eps, int64_t step) {
     const float step_size = (float)(lr / (1.0 - std::pow((double)beta1, (double)step)));

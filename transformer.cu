@@ -305,7 +305,7 @@ __global__ void layernorm_backward_dx_kernel(T* dx, float dx_beta, const T* dy, 
     for (int c = lane; c < d; c += 32) {
         const float xhat = (to_float(xr[c]) - mu) * rs;
         const float v = rs * (to_float(dyr[c]) * to_float(g[c]) - m1 - xhat * m2);
-        dxr[c] = from_float<T>(dx_beta == 0.0f ? v : to_float(dxr[c]) + v);
+        dxr[c] = from_float<T>(dx_beta == 0.0f ? v : v + dx_beta * to_float(dxr[c]));
     }
 }
 

@@ -172,8 +172,8 @@ public:
     // dst (rows, cols) with row stride ld_dst = src (rows, cols) with row stride ld_src.
     virtual void copy_rows(floatX* dst, int ld_dst, const floatX* src, int ld_src, int rows,
                            int cols) = 0;
-    // w (n) = p (n) in floatX: the products' copy of the weights (bf16; never called in fp32,
-    // where the weights are the parameters themselves).
+    // w (n) = p (n) in floatX: the products' copy of the weights (bf16; in fp32 a copy, which
+    // the model never needs: its weights are the parameters themselves).
     virtual void convert_weights(floatX* w, const float* p, size_t n) = 0;
 
     // ---- §3.4 Embeddings, §3.5 Positional Encoding ------------------------------------------
@@ -183,7 +183,8 @@ public:
     virtual void embedding_forward(floatX* x, const int* tokens, const floatX* E,
                                    const floatX* pe, int pos0, int B, int L, int d, float p,
                                    uint64_t site_seed) = 0;
-    // dE[tokens] += sqrt(d) * dropout'(dx); dpe[l] += dropout'(dx) when dpe (learned PE).
+    // dE[tokens] += sqrt(d) * dropout'(dx); dpe[l] += dropout'(dx) when dpe (learned PE;
+    // training passes start at position 0).
     virtual void embedding_backward(float* dE, float* dpe, const floatX* dx, const int* tokens,
                                     int B, int L, int d, float p, uint64_t site_seed) = 0;
 
@@ -223,7 +224,8 @@ public:
 
     // ---- §3.2.1 Scaled Dot-Product Attention, §3.2.2 Multi-Head Attention --------------------
     // ctx (B, Lq, H*dv) = dropout(softmax(mask(Q K^T / sqrt(dk)))) V per sentence and head;
-    // probs (B, H, Lq, Lk) saves the softmax (masked entries 0).
+    // probs (B, H, Lq, Lk) saves the softmax (masked entries 0). The dropout mask of an entry is
+    // dropout_keep(seed, its index in probs, p_attn).
     virtual void attention_forward(floatX* ctx, float* probs, const floatX* q, const floatX* kv,
                                    const int* key_tokens, const AttentionShape& s, float p_attn,
                                    uint64_t site_seed) = 0;
@@ -258,8 +260,8 @@ public:
 
     // ---- §3.4 The pre-softmax projection's loss: §5.4 Label Smoothing ------------------------
     // Cross-entropy with label smoothing eps, PyTorch's convention: q(y) = 1 - eps + eps/V,
-    // q(k) = eps/V; PAD labels ignored. logits (rows, V); lse (rows) saved. Returns the SUM of
-    // the rows' losses to the host.
+    // q(k) = eps/V; PAD labels ignored. logits (rows, V); lse (rows) saved (0 on PAD rows).
+    // Returns the SUM of the rows' losses to the host.
     virtual double crossentropy_forward(float* lse, const floatX* logits, const int* labels,
                                         int rows, int V, float eps) = 0;
     // In place: logits (rows, V) become dlogits = (softmax - q) * scale; PAD rows become 0.

@@ -489,19 +489,22 @@ static void attention_step_sublayer(const Pass& ps, Block& b, const AttentionP* 
                                 qk + vv, ds.src_len, sentence, ds.S, s);
 }
 
+// §3.3 Position-wise Feed-Forward Networks: out (rows, d) = max(0, in W1 + b1) W2 + b2, with
+// tensor2tensor's optional dropout on the ReLU output.
+static void ffn_sublayer(const Pass& ps, Block& b, const FeedForwardP* ffn, const floatX* in,
+                         floatX* out, int rows) {
+    const size_t n = (size_t)rows * ps.m->cfg.d_ff;
+    ps.linear(b.proj, in, ffn->fc1, rows);
+    ps.ops.relu_forward(b.proj, b.proj, n);
+    if (b.h1_drop != b.proj)
+        ps.ops.dropout_forward(b.h1_drop, b.proj, n, ps.p_relu, ps.site_seed(b.site + 2));
+    ps.linear(out, b.h1_drop, ffn->fc2, rows);
+}
+
 // F(in) -> out (rows, d) for the block's sub-layer.
 static void sublayer_forward(const Pass& ps, Block& b, const AttentionP* attn,
                              const FeedForwardP* ffn, const floatX* in, floatX* out, int rows) {
-    const Config& c = ps.m->cfg;
-    if (b.kind == FFN) {   // §3.3: max(0, x W1 + b1) W2 + b2
-        ps.linear(b.proj, in, ffn->fc1, rows);
-        ps.ops.relu_forward(b.proj, b.proj, (size_t)rows * c.d_ff);
-        if (b.h1_drop != b.proj)
-            ps.ops.dropout_forward(b.h1_drop, b.proj, (size_t)rows * c.d_ff, ps.p_relu,
-                                   ps.site_seed(b.site + 2));
-        ps.linear(out, b.h1_drop, ffn->fc2, rows);
-        return;
-    }
+    if (b.kind == FFN) return ffn_sublayer(ps, b, ffn, in, out, rows);
     if (ps.decoding) attention_step_sublayer(ps, b, attn, in, rows);
     else attention_sublayer(ps, b, attn, in, rows);
     ps.linear(out, b.ctx, attn->out, rows);
@@ -521,7 +524,8 @@ static void block_forward(const Pass& ps, Block& b, const LayerNormP& ln,
     if (!pre) ps.ops.layernorm_forward(b.y, b.mean, b.rstd, b.r, ps.W(ln.g), ps.W(ln.b), rows, d);
 }
 
-// §3.1 Encoder layer: self-attention, then the FFN, each in its residual block.
+// §3.1 Encoder and Decoder Stacks: an encoder layer is self-attention, then the FFN, each in its
+// residual block.
 static void encoder_layer_forward(const Pass& ps, int l, Block* blk, const floatX* x, int rows) {
     const EncoderLayerP& P = ps.m->layout.enc[l];
     blk[0].x = x;
@@ -530,8 +534,9 @@ static void encoder_layer_forward(const Pass& ps, int l, Block* blk, const float
     block_forward(ps, blk[1], P.norm2, nullptr, &P.ffn, rows);
 }
 
-// §3.1 Decoder layer: masked self-attention, encoder-decoder attention, the FFN. The same
-// sequence trains over the whole target and decodes one position over the cache.
+// §3.1 Encoder and Decoder Stacks: a decoder layer is masked self-attention, encoder-decoder
+// attention, the FFN. The same sequence trains over the whole target and decodes one position
+// over the cache.
 static void decoder_layer_forward(const Pass& ps, int l, Block* blk, const floatX* x, int rows) {
     const DecoderLayerP& P = ps.m->layout.dec[l];
     blk[0].x = x;
@@ -584,7 +589,8 @@ static void decoder_forward(const Pass& ps) {
     final_norm_forward(ps, m->layout.dec_norm, x, a->dec_out, a->dec_mean, a->dec_rstd, rows);
 }
 
-// §3.4 The pre-softmax projection shares the embedding matrix: logits (rows, V) = h E^T.
+// §3.4 Embeddings and Softmax: the pre-softmax projection shares the embedding matrix,
+// logits (rows, V) = h E^T.
 static void logits_forward(const Pass& ps, floatX* logits, const floatX* h, int rows) {
     const Config& c = ps.m->cfg;
     ps.ops.linear_forward(logits, h, ps.W(ps.m->layout.embed), nullptr, rows, c.d_model, c.vocab);
@@ -918,7 +924,7 @@ void model_zero_grad(Model* m) {
 }
 
 // ---------------------------------------------------------------------------------------------
-// §5.3 Optimizer
+// §5.3 Optimizer: Adam with the paper's learning-rate schedule
 // ---------------------------------------------------------------------------------------------
 double learning_rate(const Config& cfg, int64_t step, double lr_scale, int warmup) {
     double s = step < 1 ? 1.0 : (double)step;
@@ -928,6 +934,7 @@ double learning_rate(const Config& cfg, int64_t step, double lr_scale, int warmu
 
 double grad_norm(const Model* m) { return m->backend->global_norm(m->grads, m->layout.total); }
 
+// §5.3 Optimizer: one Adam step over the whole parameter buffer (optional clipping first).
 void adam_update(Model* m, double lr, double clip_norm) {
     Backend& ops = *m->backend;
     const size_t n = m->layout.total;

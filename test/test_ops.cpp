@@ -2,14 +2,12 @@
 // the backend as a parameter: today it checks the CPU ops; with the CUDA backend it checks
 // each GPU op against float64 and against the CPU op.
 //
-//   build/test_ops [--device cpu|cuda] [--precision fp32|bf16] [--against-cpu] [--known-bugs]
+//   build/test_ops [--device cpu|cuda] [--precision fp32|bf16] [--against-cpu]
 //
 // (default cpu, fp32; run from anywhere). The backend comes from make_backend(); when it
 // cannot be had (--device cuda in a build without the CUDA backend, bf16 on the CPU) the
 // program prints "SKIP test_ops on <device>: <reason>" and "ops: 0 passed, 0 failed", exit 0:
-// a skip is never counted as passed. --known-bugs adds the cases that expose a bug found in
-// an op and not fixed yet; they fail until it is, so `make test` leaves them out:
-//   layernorm_backward treats any non-zero dx_beta as 1 (dx = LN'(dy) + dx, not + dx_beta dx).
+// a skip is never counted as passed.
 //
 // For each op, in transformer.h's order (device memory; §3.4/§3.5 embeddings; linear layers;
 // §3.3 ReLU; §5.4 dropout, the residual connection, LayerNorm; §3.2 attention; §3.2.3
@@ -79,7 +77,6 @@ const double ADAM_TOL = 1e-5;    // fp32 in every mode
 const double NORM_TOL = 1e-12;   // global_norm: double sums
 const size_t FD_MAX = 1200;      // entries of one tensor checked by finite differences
 const double FD_STEP = 1e-6;     // relative step of the central differences
-bool KNOWN_BUGS = false;         // --known-bugs: also the cases that expose the bugs reported
 
 // =============================================================================================
 // Random inputs, bfloat16, backend memory
@@ -795,8 +792,7 @@ void test_layernorm_forward(Backend& be, Backend* cpu) {
 void test_layernorm_backward(Backend& be, Backend* cpu) {
     struct Case { int rows, d; float beta; };
     std::vector<Case> cases = {{1, 5, 0.0f}, {3, 16, 1.0f}, {17, 67, 0.0f}, {17, 67, 1.0f},
-                               {8, 512, 1.0f}};
-    if (KNOWN_BUGS) cases.push_back({1, 4, 0.5f});   // the CPU adds dx, not 0.5 dx: see the header
+                               {8, 512, 1.0f}, {1, 4, 0.5f}};
     for (const Case& c : cases) {
         const int rows = c.rows, d = c.d;
         const size_t n = (size_t)rows * d;
@@ -1552,13 +1548,12 @@ int main(int argc, char** argv) {
         if (a == "--device" && i + 1 < argc) device = argv[++i];
         else if (a == "--precision" && i + 1 < argc) precision = argv[++i];
         else if (a == "--against-cpu") against_cpu = true;
-        else if (a == "--known-bugs") KNOWN_BUGS = true;
         else device = "?";
     }
     if ((device != "cpu" && device != "cuda" && device != "auto") ||
         (precision != "fp32" && precision != "bf16")) {
         std::fprintf(stderr, "usage: %s [--device cpu|cuda|auto] [--precision fp32|bf16] "
-                             "[--against-cpu] [--known-bugs]\n", argv[0]);
+                             "[--against-cpu]\n", argv[0]);
         return 2;
     }
     std::string error;

@@ -49,7 +49,8 @@ void add_finished(Sentence* s, const std::vector<int>& tokens, float logprob, fl
     s->finished.insert(pos, h);   // stable: after equal scores
 }
 
-// One beam step for one sentence; `first_row` is the row of its first alive hypothesis.
+// §6.1 Machine Translation: beam search (the paper: beam 4, length penalty alpha 0.6). One
+// step for one sentence; `first_row` is the row of its first alive hypothesis.
 void beam_select(Sentence* s, const Candidates& c, int first_row, int V, int t,
                  const DecodeOptions& opt) {
     const int k = opt.beam;

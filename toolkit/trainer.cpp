@@ -387,6 +387,7 @@ static bool train_loop(Run& r) {
 // ---------------------------------------------------------------------------------------------
 // Averaging and the final evaluation
 // ---------------------------------------------------------------------------------------------
+// §6.1 Machine Translation: "a single model obtained by averaging the last 5 checkpoints".
 bool average_checkpoints(const std::vector<std::string>& inputs, const std::string& output,
                          std::string* error) {
     if (inputs.empty()) { *error = "no checkpoints to average"; return false; }
