@@ -70,13 +70,14 @@ static double milliseconds_since(std::chrono::steady_clock::time_point t0) {
 }
 
 int main(int argc, char** argv) {
-    std::string model_path, input, output, precision = "fp32";
+    std::string model_path, input, output, precision = "fp32", device = "cpu";
     int sentences = 200, length = 20, repeats = 3, batch_tokens = 4000;
     Options o("bench_decode", "Times batched greedy and beam-4 decoding.");
     o.add("--model", &model_path, "checkpoint (default: small config, random weights)", "FILE");
     o.add("--input", &input, "lines of source token ids (default: synthetic, forced length)", "FILE");
     o.add("--output", &output, "with --input: write hypotheses to PREFIX.greedy, PREFIX.beam4", "PREFIX");
-    o.add("--precision", &precision, "fp32 or int8 products", "fp32|int8");
+    o.add("--precision", &precision, "fp32, int8 (CPU) or bf16 (GPU)", "fp32|int8|bf16");
+    o.add("--device", &device, "cpu or cuda", "cpu|cuda");
     o.add("--sentences", &sentences, "synthetic: source sentences in the batch");
     o.add("--length", &length, "synthetic: source tokens (incl. </s>) and forced output tokens");
     o.add("--repeats", &repeats, "synthetic: timed runs (the median is printed)");
@@ -84,6 +85,8 @@ int main(int argc, char** argv) {
     if (!o.parse(argc, argv)) return o.exit_code();
     Model m;
     std::string err;
+    m.backend = make_backend(device, precision, &err);
+    if (!m.backend) { std::fprintf(stderr, "bench_decode: %s\n", err.c_str()); return 1; }
     if (!model_path.empty()) {
         if (!checkpoint_load(&m, model_path, nullptr, &err, false)) { std::fprintf(stderr, "%s\n", err.c_str()); return 1; }
     } else {
@@ -92,7 +95,7 @@ int main(int argc, char** argv) {
         model_init(&m, c, 1);
     }
     if (precision == "int8" && !model_quantize(&m, &err)) { std::fprintf(stderr, "%s\n", err.c_str()); return 1; }
-    if (precision != "int8" && precision != "fp32") { std::fprintf(stderr, "bench_decode: --precision fp32|int8\n"); return 2; }
+
     std::vector<std::vector<int>> sources;
     if (input.empty()) sources = synthetic_sources(sentences, length, m.cfg.vocab);
     else if (!read_sources(input, m.cfg.vocab, &sources)) return 1;
@@ -107,6 +110,7 @@ int main(int argc, char** argv) {
             for (int r = 0; r < repeats; r++) {
                 auto t0 = std::chrono::steady_clock::now();
                 hyps = decode_batch(&m, sources, opt);
+                m.backend->synchronize();
                 ms.push_back(milliseconds_since(t0));
             }
         } else {
