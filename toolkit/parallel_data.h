@@ -114,6 +114,8 @@ struct SamplerPosition {
     int64_t index = 0;
 };
 
+// §5.1 Training Data and Batching: "sentence pairs were batched together by approximate
+// sequence length", each batch holding about a fixed number of source and target tokens.
 class BatchSampler {
 public:
     // Builds the batch list. `pairs` must outlive the sampler. False + *error when a budget
