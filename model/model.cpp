@@ -639,8 +639,7 @@ static float forward(Model* m, const Batch& bt, bool train, size_t top_k) {
 float model_forward(Model* m, const Batch& bt, bool train) { return forward(m, bt, train, 0); }
 
 // n floatX from the device into host floats.
-static void download_floatx(const Backend& ops_in, std::vector<float>* out, const floatX* src, size_t n) {
-    Backend& ops = const_cast<Backend&>(ops_in);
+static void download_floatx(Backend& ops, std::vector<float>* out, const floatX* src, size_t n) {
     out->resize(n);
     if (ops.floatx_size() == sizeof(float)) {
         ops.download(out->data(), src, n * sizeof(float));
