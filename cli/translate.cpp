@@ -62,40 +62,20 @@ private:
     }
 };
 
-// Byte offset of the first invalid UTF-8 sequence, or -1.
-static long invalid_utf8_at(const std::string& s) {
-    for (size_t i = 0; i < s.size();) {
-        unsigned char c = s[i];
-        int len = c < 0x80 ? 1 : (c >> 5) == 6 ? 2 : (c >> 4) == 14 ? 3 : (c >> 3) == 30 ? 4 : 0;
-        if (len == 0 || i + len > s.size()) return (long)i;
-        uint32_t cp = len == 1 ? c : c & (0x7F >> len);
-        for (int k = 1; k < len; k++) {
-            unsigned char d = s[i + k];
-            if ((d & 0xC0) != 0x80) return (long)i;
-            cp = (cp << 6) | (d & 0x3F);
-        }
-        if ((len == 2 && cp < 0x80) || (len == 3 && cp < 0x800) || (len == 4 && (cp < 0x10000 || cp > 0x10FFFF)) ||
-            (cp >= 0xD800 && cp <= 0xDFFF))
-            return (long)i;
-        i += len;
-    }
-    return -1;
-}
-
+// s with each byte that does not start a valid UTF-8 character (tokenizer.h's utf8_char)
+// replaced by U+FFFD; valid characters are kept.
 static std::string replace_invalid(const std::string& s) {
     std::string out;
+    const unsigned char* p = (const unsigned char*)s.data();
     for (size_t i = 0; i < s.size();) {
-        std::string rest = s.substr(i, 4);
-        long bad = invalid_utf8_at(rest);
-        size_t len = 1;
-        unsigned char c = s[i];
-        len = c < 0x80 ? 1 : (c >> 5) == 6 ? 2 : (c >> 4) == 14 ? 3 : 4;
-        if (bad == 0 || i + len > s.size() || invalid_utf8_at(s.substr(i, len)) >= 0) {
+        uint32_t cp;
+        int len = utf8_char(p + i, s.size() - i, &cp);
+        if (len == 0) {
             out += "\xEF\xBF\xBD";   // U+FFFD
             i += 1;
         } else {
-            out += s.substr(i, len);
-            i += len;
+            out.append(s, i, (size_t)len);
+            i += (size_t)len;
         }
     }
     return out;
