@@ -8,7 +8,8 @@
 // Lines available together are translated together (sorted by length, batches of at most
 // --batch-tokens padded source tokens, results restored to input order). An empty line gives
 // an empty line. Invalid UTF-8 and lines longer than --max-input-tokens are errors naming the
-// line (exit 1) unless --replace-invalid / --split-long say how to handle them.
+// line (exit 1) unless --replace-invalid / --split-long say how to handle them. Option values
+// are checked by cli/options.h (exit 2).
 #include <poll.h>
 #include <unistd.h>
 
@@ -16,10 +17,10 @@
 #include <string>
 #include <vector>
 
-#include "model/checkpoint.h"
-#include "toolkit/decode.h"
 #include "cli/options.h"
+#include "model/checkpoint.h"
 #include "tokenizer.h"
+#include "toolkit/decode.h"
 
 // Reads stdin line by line and says whether another line is ready without blocking.
 class LineReader {
@@ -80,6 +81,11 @@ static std::string replace_invalid(const std::string& s) {
     }
     return out;
 }
+
+// The largest --beam (and --nbest). A line's decoding time and cache memory grow in
+// proportion to the beam, and past ~10 beams BLEU stops improving (it usually drops: the
+// "beam search curse"); 64 still admits wide n-best lists at 16x the default beam's cost.
+constexpr int kMaxBeam = 64;
 
 struct TranslateOptions {
     std::string model = "runs/default/average.safetensors";
@@ -175,31 +181,41 @@ static bool load(Translator* t) {
     return true;
 }
 
-int main(int argc, char** argv) {
-    Translator t;
-    TranslateOptions& o = t.opt;
+// Fills *o from the command line; false when the program should exit with *status (0 after
+// --help, 2 on a bad option).
+static bool parse_options(int argc, char** argv, TranslateOptions* op, int* status) {
+    TranslateOptions& o = *op;
     Options opts("translate", "Translates stdin to stdout, one line per input line, in order.");
     opts.add("--model", &o.model, "checkpoint (safetensors) to translate with", "FILE");
-    opts.add("--beam", &o.decode.beam, "beam size (1 = greedy)");
-    opts.add("--alpha", &o.decode.alpha, "length penalty exponent: lp = ((5 + |Y|) / 6)^alpha");
-    opts.add("--max-len-a", &o.decode.max_len_a, "max output length = a * source length + b");
-    opts.add("--max-len-b", &o.decode.max_len_b, "max output length = a * source length + b");
-    opts.add("--nbest", &o.decode.nbest, "hypotheses per line, with scores (<= beam)");
-    opts.add("--batch-tokens", &o.batch_tokens, "padded source tokens per batch");
-    opts.add("--precision", &o.precision,
-             "fp32 (exact, the reference's numerics) or int8 (quantized products, faster)", "fp32|int8");
-    opts.add("--max-input-tokens", &o.max_input_tokens, "longest accepted line in tokens (0: model limit)");
+    opts.add("--beam", &o.decode.beam, "beam size, 1 = greedy (cost grows with it; bound: README)",
+             in_range(1, kMaxBeam));
+    opts.add("--alpha", &o.decode.alpha, "length penalty exponent: lp = ((5 + |Y|) / 6)^alpha", in_range(0, 10));
+    opts.add("--max-len-a", &o.decode.max_len_a, "max output length = a * source length + b", in_range(0, 10));
+    opts.add("--max-len-b", &o.decode.max_len_b, "max output length = a * source length + b", in_range(0, 10000));
+    opts.add("--nbest", &o.decode.nbest, "hypotheses per line, with scores (<= beam)", in_range(1, kMaxBeam));
+    opts.add("--batch-tokens", &o.batch_tokens, "padded source tokens per batch", at_least(1));
+    opts.add_choice("--precision", &o.precision, {"fp32", "int8"},
+                    "fp32 (exact, the reference's numerics) or int8 (quantized products, faster)");
+    opts.add("--max-input-tokens", &o.max_input_tokens, "longest accepted line in tokens (0: model limit)",
+             at_least(0));
     opts.add_flag("--replace-invalid", &o.replace_invalid, "replace invalid UTF-8 with U+FFFD instead of failing");
     opts.add_flag("--split-long", &o.split_long, "translate over-long lines in pieces instead of failing");
-    if (!opts.parse(argc, argv)) return opts.exit_code();
-    if (o.decode.beam < 1 || o.decode.nbest < 1 || o.decode.nbest > std::max(1, o.decode.beam)) {
-        std::fprintf(stderr, "translate: need beam >= 1 and 1 <= nbest <= beam\n");
-        return 2;
+    if (!opts.parse(argc, argv)) {
+        *status = opts.exit_code();
+        return false;
     }
-    if (o.precision != "fp32" && o.precision != "int8") {
-        std::fprintf(stderr, "translate: --precision must be fp32 or int8, not '%s'\n", o.precision.c_str());
-        return 2;
+    if (o.decode.nbest > o.decode.beam) {
+        *status = opts.usage_error("--nbest " + std::to_string(o.decode.nbest) + " is more than --beam " +
+                                   std::to_string(o.decode.beam) + " (n-best lists come from the beam)");
+        return false;
     }
+    return true;
+}
+
+int main(int argc, char** argv) {
+    Translator t;
+    int status = 0;
+    if (!parse_options(argc, argv, &t.opt, &status)) return status;
     if (!load(&t)) return 1;
     LineReader in;
     std::string line, err;
