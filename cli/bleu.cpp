@@ -8,7 +8,7 @@
 // sacreBLEU's CLI, lines are rstripped and an empty reference is an error. Unlike it, stdin
 // is read like a file: a tab stays in the line (sacreBLEU would read several systems) and
 // a lone '\r' does not end one (sacreBLEU reads stdin with universal newlines). Options:
-// cli/options.h; reading: cli/text_io.h.
+// cli/options.h; reading and checked writing: cli/text_io.h.
 #include <cstdio>
 #include <cstdlib>
 #include <stdexcept>
@@ -70,6 +70,7 @@ void check_references(const std::vector<std::string>& refs, const std::string& p
 }  // namespace
 
 int main(int argc, char** argv) {
+    guard_stdout("bleu");
     Args a = parse_args(argc, argv);
     std::vector<std::string> refs = split_lines(read_text(a.ref));
     std::vector<std::string> hyps = split_lines(read_text(a.hyp));

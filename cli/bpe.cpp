@@ -6,8 +6,9 @@
 //        ./bpe decode --vocab vocab.bpe < ids > text
 //        ./bpe --help, ./bpe learn --help, ...
 // One input line gives one output line. Encoding runs on all cores (OMP_NUM_THREADS).
-// Options: cli/options.h; reading: cli/text_io.h.
+// Options: cli/options.h; reading and checked writing: cli/text_io.h.
 #include <algorithm>
+#include <cerrno>
 #include <charconv>
 #include <chrono>
 #include <cstdio>
@@ -32,10 +33,6 @@ const char* kMainHelp =
 [[noreturn]] void die(const std::string& msg) {
     std::fprintf(stderr, "bpe: %s\n", msg.c_str());
     std::exit(1);
-}
-
-void write_all(const std::string& s) {
-    if (std::fwrite(s.data(), 1, s.size(), stdout) != s.size()) die("write to stdout failed");
 }
 
 Tokenizer load_vocab(const std::string& path) {
@@ -97,8 +94,9 @@ int cmd_learn(const BpeOptions& o) {
     catch (const std::exception& e) { die(e.what()); }
     std::string text = tok.serialize();
     FILE* f = std::fopen(o.out.c_str(), "wb");
-    if (!f || std::fwrite(text.data(), 1, text.size(), f) != text.size() || std::fclose(f) != 0)
-        die("cannot write '" + o.out + "'");
+    bool ok = f && std::fwrite(text.data(), 1, text.size(), f) == text.size();
+    if (f && std::fclose(f) != 0) ok = false;
+    if (!ok) die("cannot write '" + o.out + "': " + std::strerror(errno));
     double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     std::fprintf(stderr, "bpe learn: %zu lines -> %d ids (%d chars, %d merges) in %.2f s -> %s\n",
                  lines.size(), tok.vocab_size(), tok.num_chars(), tok.num_merges(), s,
@@ -132,7 +130,7 @@ int cmd_encode(const BpeOptions& o) {
         }
         out.push_back('\n');
     }
-    write_all(out);
+    write_stdout(out);
     return 0;
 }
 
@@ -164,13 +162,14 @@ int cmd_decode(const BpeOptions& o) {
         out += tok.decode(ids);
         out.push_back('\n');
     }
-    write_all(out);
+    write_stdout(out);
     return 0;
 }
 
 }  // namespace
 
 int main(int argc, char** argv) {
+    guard_stdout("bpe");
     if (argc < 2 || !std::strcmp(argv[1], "--help") || !std::strcmp(argv[1], "-h")) {
         std::fputs(kMainHelp, argc < 2 ? stderr : stdout);
         return argc < 2 ? 1 : 0;

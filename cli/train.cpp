@@ -6,7 +6,8 @@
 //   ./train --config base --time 2h  the paper's base model
 //   ./train --resume                 continue the run in --out exactly where it stopped
 //   ./train --help                   every option with its range and default
-// Option values are checked by cli/options.h (exit 2).
+// Option values are checked by cli/options.h (exit 2); a failed write to stdout, log.csv or a
+// checkpoint is an error (exit 1).
 #include <cctype>
 #include <cmath>
 #include <cstdio>
@@ -14,6 +15,7 @@
 #include <string>
 
 #include "cli/options.h"
+#include "cli/text_io.h"
 #include "tokenizer.h"
 #include "toolkit/trainer.h"
 
@@ -48,6 +50,7 @@ static void add_duration(Options& o, const char* name, double* v, const char* he
 }
 
 int main(int argc, char** argv) {
+    guard_stdout("train");
     TrainOptions t;
     config_preset("small", &t.cfg);   // the CPU default
     t.warmup = 1000;

@@ -9,7 +9,8 @@
 // --batch-tokens padded source tokens, results restored to input order). An empty line gives
 // an empty line. Invalid UTF-8 and lines longer than --max-input-tokens are errors naming the
 // line (exit 1) unless --replace-invalid / --split-long say how to handle them. Option values
-// are checked by cli/options.h (exit 2).
+// are checked by cli/options.h (exit 2); a failed write to stdout is an error (exit 1,
+// cli/text_io.h).
 #include <poll.h>
 #include <unistd.h>
 
@@ -18,6 +19,7 @@
 #include <vector>
 
 #include "cli/options.h"
+#include "cli/text_io.h"
 #include "model/checkpoint.h"
 #include "tokenizer.h"
 #include "toolkit/decode.h"
@@ -145,7 +147,8 @@ struct Translator {
                 std::string out;
                 for (size_t p = 0; p < lines[i].size(); p++, k++)
                     out += (p ? " " : "") + tok.decode(hyps[k][0].tokens);
-                std::printf("%s\n", out.c_str());
+                out += '\n';
+                write_stdout(out);
                 continue;
             }
             for (const Hypothesis& h : hyps[k])
@@ -153,7 +156,7 @@ struct Translator {
                             h.score, h.logprob);
             k++;
         }
-        std::fflush(stdout);
+        flush_stdout();   // ends the program on a write error (a full disk, a closed pipe)
     }
 };
 
@@ -213,6 +216,7 @@ static bool parse_options(int argc, char** argv, TranslateOptions* op, int* stat
 }
 
 int main(int argc, char** argv) {
+    guard_stdout("translate");
     Translator t;
     int status = 0;
     if (!parse_options(argc, argv, &t.opt, &status)) return status;
