@@ -14,7 +14,10 @@
 #include <poll.h>
 #include <unistd.h>
 
+#include <algorithm>
+#include <cerrno>
 #include <cstdio>
+#include <cstring>
 #include <string>
 #include <vector>
 
@@ -24,17 +27,20 @@
 #include "tokenizer.h"
 #include "toolkit/decode.h"
 
-// Reads stdin line by line and says whether another line is ready without blocking.
+// Reads stdin line by line and says whether another line is ready without blocking. A line
+// longer than one read is searched for its newline once: each new chunk from where the
+// previous search stopped, so a line of n bytes costs O(n), not O(n^2 / chunk size).
 class LineReader {
 public:
     bool next(std::string* line) {
         for (;;) {
-            size_t nl = buf_.find('\n', pos_);
+            size_t nl = buf_.find('\n', std::max(pos_, scanned_));
             if (nl != std::string::npos) {
                 *line = buf_.substr(pos_, nl - pos_);
                 pos_ = nl + 1;
                 return true;
             }
+            scanned_ = buf_.size();
             if (eof_) {
                 if (pos_ >= buf_.size()) return false;
                 *line = buf_.substr(pos_);
@@ -50,16 +56,23 @@ public:
         struct pollfd p = {0, POLLIN, 0};
         return poll(&p, 1, 0) > 0;
     }
+    int read_error() const { return error_; }   // errno of a failed read (0: none)
 
 private:
     std::string buf_;
-    size_t pos_ = 0;
+    size_t pos_ = 0;       // start of the next line
+    size_t scanned_ = 0;   // buf_[pos_, scanned_) holds no newline
     bool eof_ = false;
+    int error_ = 0;
     void fill() {
         buf_.erase(0, pos_);
+        scanned_ -= std::min(scanned_, pos_);
         pos_ = 0;
         char tmp[1 << 16];
-        ssize_t n = read(0, tmp, sizeof tmp);
+        ssize_t n;
+        do n = read(0, tmp, sizeof tmp);
+        while (n < 0 && errno == EINTR);
+        if (n < 0) error_ = errno;
         if (n <= 0) eof_ = true;
         else buf_.append(tmp, (size_t)n);
     }
@@ -241,5 +254,10 @@ int main(int argc, char** argv) {
         }
     }
     if (!chunk.empty()) t.translate(chunk, first);
+    if (in.read_error()) {
+        std::fprintf(stderr, "translate: cannot read stdin after line %ld: %s\n", t.line_number,
+                     std::strerror(in.read_error()));
+        return 1;
+    }
     return 0;
 }

@@ -54,6 +54,13 @@ awk 'BEGIN { for (i = 0; i < 3000; i++) printf "sun "; print "" }' > "$T/long.tx
 "$B"/translate --model "$M" < "$T/long.txt" > /dev/null 2> "$T/err.txt"
 s=$?; [ $s -eq 1 ] && grep -q "more than --max-input-tokens" "$T/err.txt"; check $? "over-long line: clear error, exit 1 ($s)"
 "$B"/translate --model "$M" --split-long --max-len-b 5 < "$T/long.txt" | wc -l | grep -qx 1; check $? "--split-long translates it as one line"
+# A line longer than several reads of stdin (64 KiB each), then short lines: each line found once.
+awk 'BEGIN { for (i = 0; i < 40000; i++) printf "sun "; print ""; print "moon"; print "star" }' > "$T/longer.txt"
+"$B"/translate --model "$M" --split-long --beam 1 --max-len-a 0 --max-len-b 3 < "$T/longer.txt" > "$T/longer.out"
+s=$?; [ $s -eq 0 ] && [ "$(wc -l < "$T/longer.out")" -eq 3 ]
+check $? "--split-long on a 160 KB line followed by 2 lines: 3 output lines (exit $s, $(wc -l < "$T/longer.out") lines)"
+"$B"/translate --model "$M" < / > /dev/null 2> "$T/err.txt"
+s=$?; [ $s -eq 1 ] && grep -q "cannot read stdin" "$T/err.txt"; check $? "stdin unreadable (a directory): error, exit 1 ($s)"
 
 echo sun | "$B"/translate --model "$T/missing.safetensors" > /dev/null 2> "$T/err.txt"
 s=$?; [ $s -eq 1 ] && grep -q "cannot open" "$T/err.txt"; check $? "missing model: clear error, exit 1 ($s)"
