@@ -2,6 +2,7 @@
 #
 #   make                  the programs (CPU: g++ -O3 -march=native, OpenMP when available)
 #   make test             builds and runs every test (prints "tests: N passed, M failed")
+#   make bench-deps       install what the benchmarks compare with (apt-get, pip; as CI would)
 #   make bench            training-step speed, ours vs PyTorch on this machine
 #   make bench-decode     decoding speed, ours vs PyTorch
 #   make bench-translate  the same on the real test set with the trained model, and BLEU
@@ -64,8 +65,8 @@ PROGRAMS := train translate average bleu bpe
 TESTS := test_core test_decode test_train test_gemm test_gemm_int8 test_tokenizer test_data \
          test_bleu
 
-.PHONY: all test test-asan bench bench-decode bench-translate bench-bpe bench-gemm bench-gemm-int8 \
-        data reference reference-check info clean
+.PHONY: all test test-asan bench bench-deps bench-decode bench-translate bench-bpe \
+        bench-gemm bench-gemm-int8 data reference reference-check info clean
 all: $(PROGRAMS:%=$(BIN)/%)
 
 # keep object files of tests and benchmarks between runs
@@ -85,21 +86,36 @@ $(BUILD)/bench_%: $(BUILD)/bench/bench_%.o $(LIB_OBJ)
 	$(CXX) $(CXXFLAGS) $^ -o $@ $(LDLIBS)
 
 # The tests run from the repository root; test/run_tests.sh adds up their closing lines.
-test: $(TESTS:%=$(BUILD)/%) $(PROGRAMS:%=$(BIN)/%)
+test: $(TESTS:%=$(BUILD)/%) $(PROGRAMS:%=$(BIN)/%) $(BUILD)/bench_train $(BUILD)/fp32_peak
 	@sh test/run_tests.sh $(BUILD) $(BIN)
 
 # The same tests under AddressSanitizer and UBSan.
 test-asan:
 	$(MAKE) SANITIZE=1 test
 
-bench: $(BUILD)/bench_train
-	@sh bench/bench.sh train $(BUILD)
+# What the benchmarks compare with, installed as CI installs its dependencies (root, Debian):
+# the OpenMP OpenBLAS and tcmalloc that PyTorch needs to run at its best, PyTorch itself,
+# SentencePiece, and CTranslate2 and numpy from PyPI for the `python3` on PATH. The
+# benchmarks check at run time that these are in use and print no ratio otherwise.
+bench-deps:
+	apt-get update -qq
+	DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends \
+	    libopenblas0-openmp libgoogle-perftools4 python3-torch python3-numpy sentencepiece > /dev/null
+	python3 -m pip install -q ctranslate2 numpy
 
-bench-decode: $(BUILD)/bench_decode
-	@sh bench/bench.sh decode $(BUILD)
+# This machine's fp32 peak (the benchmarks hold PyTorch's matmul against it).
+$(BUILD)/fp32_peak: bench/fp32_peak.cpp
+	@mkdir -p $(BUILD)
+	$(CXX) $(CXXFLAGS) $< -o $@
+
+bench: $(BUILD)/bench_train $(BUILD)/fp32_peak
+	@BUILD=$(BUILD) sh bench/bench.sh train $(BUILD)
+
+bench-decode: $(BUILD)/bench_decode $(BUILD)/fp32_peak
+	@BUILD=$(BUILD) sh bench/bench.sh decode $(BUILD)
 
 # the real test set with a trained model (MODEL=..., default runs/default/average.safetensors)
-bench-translate: $(BUILD)/bench_decode $(BIN)/bpe $(BIN)/bleu
+bench-translate: $(BUILD)/bench_decode $(BUILD)/fp32_peak $(BIN)/bpe $(BIN)/bleu
 	@BUILD=$(BUILD) bash bench/bench_translate.sh $(MODEL)
 
 bench-bpe: $(BIN)/bpe data
