@@ -6,6 +6,7 @@
 #   make bench            training-step speed, ours vs PyTorch on this machine
 #   make bench-decode     decoding speed, ours vs PyTorch
 #   make bench-translate  the same on the real test set with the trained model, and BLEU
+#   make bench-split-long ./translate --split-long on one line of 50k/100k/200k words
 #   make bench-bpe        BPE learn/encode speed, ours vs SentencePiece
 #   make bench-gemm       matrix-product speed, ours vs OpenBLAS
 #   make bench-gemm-int8  int8 linear layer (gemm_int8.cpp) speed vs our fp32 sgemm
@@ -65,7 +66,7 @@ PROGRAMS := train translate average bleu bpe
 TESTS := test_core test_decode test_train test_gemm test_gemm_int8 test_tokenizer test_data \
          test_bleu
 
-.PHONY: all test test-asan bench bench-deps bench-decode bench-translate bench-bpe \
+.PHONY: all test test-asan bench bench-deps bench-decode bench-translate bench-split-long bench-bpe \
         bench-gemm bench-gemm-int8 data reference reference-check info clean
 all: $(PROGRAMS:%=$(BIN)/%)
 
@@ -117,6 +118,10 @@ bench-decode: $(BUILD)/bench_decode $(BUILD)/fp32_peak
 # the real test set with a trained model (MODEL=..., default runs/default/average.safetensors)
 bench-translate: $(BUILD)/bench_decode $(BUILD)/fp32_peak $(BIN)/bpe $(BIN)/bleu
 	@BUILD=$(BUILD) bash bench/bench_translate.sh $(MODEL)
+
+# one very long line (MODEL=..., default runs/default/average.safetensors; skipped without it)
+bench-split-long: $(BIN)/translate
+	@bash bench/bench_split_long.sh $(MODEL)
 
 bench-bpe: $(BIN)/bpe data
 	@bash bench/bench_bpe.sh
