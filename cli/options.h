@@ -99,6 +99,8 @@ public:
             if (eq != std::string::npos) { value = a.substr(eq + 1); a = a.substr(0, eq); }
             const Opt* o = find(a);
             if (!o) return fail("unknown option '" + a + "' (see --help)");
+            if (o->metavar.empty() && eq != std::string::npos)
+                return fail("option " + a + " takes no value (it is a flag), got '" + a + "=" + value + "'");
             if (!o->metavar.empty() && eq == std::string::npos) {
                 if (i + 1 >= argc) return fail("option " + a + " needs a value (" + o->metavar + ")");
                 value = argv[++i];

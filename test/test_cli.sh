@@ -107,6 +107,7 @@ refused --batch-tokens translate --model "$M" --batch-tokens 0
 refused --max-len-a translate --model "$M" --max-len-a 1e999
 refused --max-len-b translate --model "$M" --max-len-b -1
 refused --max-input-tokens translate --model "$M" --max-input-tokens -5
+refused --split-long translate --model "$M" --split-long=no
 refused --max-tokens train $TA --max-tokens 0 --out "$T/never"
 refused --lr-scale train $TA --lr-scale nan --out "$T/never"
 refused --dropout train $TA --dropout 1 --out "$T/never"
