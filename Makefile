@@ -2,10 +2,12 @@
 #
 #   make                  the programs (CPU: g++ -O3 -march=native, OpenMP when available)
 #   make test             builds and runs every test (prints "tests: N passed, M failed")
+#   make bench-deps       install what the benchmarks compare with (apt-get, pip; as CI would)
 #   make bench            training-step speed, ours vs PyTorch on this machine
 #   make gpu-check        on a GPU machine: build, GPU tests, sanitizers, GPU benchmark, 3-min train
 #   make bench-decode     decoding speed, ours vs PyTorch
 #   make bench-translate  the same on the real test set with the trained model, and BLEU
+#   make bench-split-long ./translate --split-long on one line of 50k/100k/200k words
 #   make bench-bpe        BPE learn/encode speed, ours vs SentencePiece
 #   make bench-gemm       matrix-product speed, ours vs OpenBLAS
 #   make bench-gemm-int8  int8 linear layer (gemm_int8.cpp) speed vs our fp32 sgemm
@@ -78,8 +80,8 @@ PROGRAMS := train translate average bleu bpe
 TESTS := test_core test_ops test_decode test_train test_gemm test_gemm_int8 test_tokenizer test_data \
          test_bleu test_cuda
 
-.PHONY: all test test-asan bench bench-decode bench-translate bench-bpe bench-gemm bench-gemm-int8 \
-        data reference reference-check info clean gpu-check
+.PHONY: all test test-asan gpu-check bench bench-deps bench-decode bench-translate bench-split-long \
+        bench-bpe bench-gemm bench-gemm-int8 data reference reference-check info clean
 all: $(PROGRAMS:%=$(BIN)/%)
 
 # keep object files of tests and benchmarks between runs
@@ -112,27 +114,46 @@ $(BUILD)/bench_%: $(BUILD)/bench/bench_%.o $(LIB_OBJ) | $(CUDA_LIB)
 	$(CXX) $(CXXFLAGS) $(filter %.o,$^) -o $@ $(LDLIBS)
 
 # The tests run from the repository root; test/run_tests.sh adds up their closing lines.
-test: $(TESTS:%=$(BUILD)/%) $(PROGRAMS:%=$(BIN)/%)
+test: $(TESTS:%=$(BUILD)/%) $(PROGRAMS:%=$(BIN)/%) $(BUILD)/bench_train $(BUILD)/fp32_peak
 	@sh test/run_tests.sh $(BUILD) $(BIN)
 
 # The same tests under AddressSanitizer and UBSan.
 test-asan:
 	$(MAKE) SANITIZE=1 test
 
-bench: $(BUILD)/bench_train
-	@sh bench/bench.sh train $(BUILD)
+# What the benchmarks compare with, installed as CI installs its dependencies (root, Debian):
+# the OpenMP OpenBLAS and tcmalloc that PyTorch needs to run at its best, PyTorch itself,
+# SentencePiece, and CTranslate2 and numpy from PyPI for the `python3` on PATH. The
+# benchmarks check at run time that these are in use and print no ratio otherwise.
+bench-deps:
+	apt-get update -qq
+	DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends \
+	    libopenblas0-openmp libgoogle-perftools4 python3-torch python3-numpy sentencepiece > /dev/null
+	python3 -m pip install -q ctranslate2 numpy
 
-bench-decode: $(BUILD)/bench_decode
-	@sh bench/bench.sh decode $(BUILD)
+# This machine's fp32 peak (the benchmarks hold PyTorch's matmul against it).
+$(BUILD)/fp32_peak: bench/fp32_peak.cpp
+	@mkdir -p $(BUILD)
+	$(CXX) $(CXXFLAGS) $< -o $@
+
+bench: $(BUILD)/bench_train $(BUILD)/fp32_peak
+	@BUILD=$(BUILD) sh bench/bench.sh train $(BUILD)
+
+bench-decode: $(BUILD)/bench_decode $(BUILD)/fp32_peak
+	@BUILD=$(BUILD) sh bench/bench.sh decode $(BUILD)
 
 # the real test set with a trained model (MODEL=..., default runs/default/average.safetensors)
-bench-translate: $(BUILD)/bench_decode $(BIN)/bpe $(BIN)/bleu
+bench-translate: $(BUILD)/bench_decode $(BUILD)/fp32_peak $(BIN)/bpe $(BIN)/bleu
 	@BUILD=$(BUILD) bash bench/bench_translate.sh $(MODEL)
 
 # The one command for a machine with a GPU: clean sm_90 build, GPU tests, compute-sanitizer,
 # the GPU benchmark and a 3-minute ./train; logs in $(LOG_DIR) when set (test/gpu_check.sh).
 gpu-check:
 	@bash test/gpu_check.sh
+
+# one very long line (MODEL=..., default runs/default/average.safetensors; skipped without it)
+bench-split-long: $(BIN)/translate
+	@bash bench/bench_split_long.sh $(MODEL)
 
 bench-bpe: $(BIN)/bpe data
 	@bash bench/bench_bpe.sh

@@ -36,11 +36,8 @@
 // =============================================================================================
 // 1. UTF-8 and pre-tokenization
 // =============================================================================================
-namespace {
-
-// Length (2..4) of the valid multi-byte UTF-8 character at s[0..n), or 1 if s[0] is ASCII, or
-// 0 if s[0] does not start a valid character (stray continuation byte, overlong form,
-// surrogate, > U+10FFFF, truncated). *cp receives the code point (or the byte when 0/1).
+// The project's one UTF-8 decoder (declared in tokenizer.h): the shortest-form rules of
+// Unicode's table 3-7, checked through the allowed range of the second byte.
 int utf8_char(const unsigned char* s, size_t n, uint32_t* cp) {
     unsigned c = s[0];
     *cp = c;
@@ -65,6 +62,19 @@ int utf8_char(const unsigned char* s, size_t n, uint32_t* cp) {
     *cp = v;
     return len;
 }
+
+long invalid_utf8_at(std::string_view text) {
+    const unsigned char* s = (const unsigned char*)text.data();
+    uint32_t cp;
+    for (size_t i = 0; i < text.size();) {
+        int len = utf8_char(s + i, text.size() - i, &cp);
+        if (len == 0) return (long)i;
+        i += (size_t)len;
+    }
+    return -1;
+}
+
+namespace {
 
 // Character classes used to cut text into words. Words never mix classes, so punctuation
 // does not glue onto letters ("earth." -> "earth" "."), as in SentencePiece.

@@ -34,6 +34,15 @@
 #include <unordered_map>
 #include <vector>
 
+// UTF-8, written once for the project (tokenizer, data loading, ./translate):
+// utf8_char: the length (2..4) of the valid multi-byte character at s[0..n), or 1 if s[0] is
+// ASCII, or 0 if s[0] does not start a valid character (stray continuation byte, overlong
+// form, surrogate, > U+10FFFF, truncated); *cp receives the code point (or the byte when
+// 0/1). n must be >= 1.
+int utf8_char(const unsigned char* s, size_t n, uint32_t* cp);
+// Byte offset (0-based) of the first invalid UTF-8 sequence in text, or -1 if it is valid.
+long invalid_utf8_at(std::string_view text);
+
 struct Tokenizer {
     static constexpr int kPad = 0, kUnk = 1, kBos = 2, kEos = 3;
     static constexpr int kNumSpecials = 4;

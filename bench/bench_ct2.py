@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""test/bench_ct2.py -- CTranslate2 speed/quality anchor for our decoder.
+"""bench/bench_ct2.py -- CTranslate2 speed/quality anchor for our decoder.
 
 Converts our checkpoint (safetensors, tensor names as in DESIGN.md "Checkpoints", config JSON
 in __metadata__["config"]) to CTranslate2 models, int8 and float32, in a temporary folder,
@@ -11,7 +11,8 @@ Needs only numpy and the ctranslate2 wheel (no torch); install it once with
 and run it with the same python3:
 
     ./bpe encode --vocab runs/default/vocab.bpe < data/corpus/default/test.en > /tmp/test.ids
-    python3 test/bench_ct2.py --input /tmp/test.ids [--weights F] [--output P] [--threads 2]
+    python3 bench/bench_ct2.py --input /tmp/test.ids [--weights F] [--output P] [--threads 2]
+    python3 bench/bench_ct2.py --check [--weights F] [--threads 2]     (see "At its best")
     ./bpe decode --vocab runs/default/vocab.bpe < P.beam4.int8 | ./bleu test.es --score-only
 
 Conversion (exact same function as test/reference.py's Transformer):
@@ -30,6 +31,16 @@ Decoding: source = ids + "</s>" (the spec's add_source_eos is False: CT2 does no
   (|Y| counts </s> because return_end_token=True), not GNMT's ((5+|Y|)/6)^alpha (CT2 has no
   GNMT option), and stops a sentence when beam_size hypotheses have finished (patience 1),
   not with the tensor2tensor bound. intra_threads --threads, inter_threads 1.
+At its best (--check; bench/bench_translate.sh prints no CTranslate2 ratio unless it passes):
+  CTranslate2 reports the CPU backend it selected in its INFO log, which --check captures
+  while loading the int8 model: the ISA of its own kernels must be at least AVX2 on a CPU
+  that has AVX2 (AVX-512 is never chosen automatically, by CTranslate2's design), the SGEMM
+  and int8 GEMM backends must be MKL on an Intel CPU (oneDNN is accepted elsewhere, where
+  CTranslate2 picks it; CT2_USE_MKL=0 forces it), the int8 model must
+  run in an int8 compute type, MKL_ENABLE_INSTRUCTIONS / MKL_CBWR (which cap MKL's
+  kernels) must be unset, and intra_threads must be --threads. Prints "# ..." lines with the
+  version and the backend, then "anchor: CTranslate2 at its best (...)" (exit 0) or
+  "no ratio for CTranslate2: ..." (exit 1).
 Prints: ct2 decode <greedy|beam4> <int8|float32> sentences_per_s=X tokens_per_s=Y ms=Z
   tokens = output tokens including </s> (as bench/bench_torch.py counts them); timed after a
   warm-up of one batch. --output P writes the hypotheses (ids, without </s>) to
@@ -37,7 +48,9 @@ Prints: ct2 decode <greedy|beam4> <int8|float32> sentences_per_s=X tokens_per_s=
 """
 import argparse
 import json
+import logging
 import os
+import re
 import struct
 import sys
 import tempfile
@@ -243,13 +256,78 @@ def decode(translator, srcs, batch, beam, alpha, max_len_b):
     return out
 
 
+# ----------------------------------------------------------------------------------------------
+# At its best
+
+
+def backend_report(weights, threads):
+    """CTranslate2's INFO log while it loads the int8 model and translates one sentence (the
+    C++ library writes it to file descriptor 2, captured here)."""
+    with tempfile.TemporaryDirectory(prefix="ct2-check-") as tmp, tempfile.TemporaryFile() as log:
+        convert(weights, os.path.join(tmp, "int8"), "int8")
+        ctranslate2.set_log_level(logging.INFO)
+        sys.stderr.flush()
+        saved = os.dup(2)
+        os.dup2(log.fileno(), 2)
+        try:
+            t = ctranslate2.Translator(os.path.join(tmp, "int8"), device="cpu", compute_type="default",
+                                       inter_threads=1, intra_threads=threads)
+            t.translate_batch([[token_of(5), SPECIALS[EOS]]], max_decoding_length=2)
+            del t
+        finally:
+            os.dup2(saved, 2)
+            os.close(saved)
+            ctranslate2.set_log_level(logging.WARNING)
+        log.seek(0)
+        return log.read().decode(errors="replace")
+
+
+def cpu_has(flag):
+    with open("/proc/cpuinfo") as f:
+        return any(line.startswith("flags") and flag in line.split() for line in f)
+
+
+def check(weights, threads):
+    """Prints the backend and the verdict; returns the exit status (0: at its best)."""
+    report = backend_report(weights, threads)
+    field = lambda key: (re.search(re.escape(key) + r":\s*(.+)", report) or [None, "?"])[1].strip()
+    isa, sgemm, s8 = field("Selected ISA"), field("SGEMM backend"), field("GEMM_S8 backend")
+    ctype, mkl = field("Selected compute type"), field("Use Intel MKL")
+    print(f"# CTranslate2 {ctranslate2.__version__} ({os.path.dirname(ctranslate2.__file__)}), "
+          f"intra_threads {threads}")
+    print(f"# CTranslate2 CPU backend: ISA {isa} (CPU: {'AVX512' if cpu_has('avx512f') else 'AVX2' if cpu_has('avx2') else 'older'}), "
+          f"Intel MKL {mkl}, SGEMM {sgemm}, GEMM_S8 {s8}, int8 model in {ctype}")
+    why = []
+    if cpu_has("avx2") and isa not in ("AVX2", "AVX512"):
+        why.append(f"its kernels run with ISA {isa} on a CPU with AVX2"
+                   + (f" (CT2_FORCE_CPU_ISA={os.environ['CT2_FORCE_CPU_ISA']})" if os.environ.get("CT2_FORCE_CPU_ISA") else ""))
+    intel = "GenuineIntel" in report   # CTranslate2 picks MKL there, oneDNN elsewhere
+    for name, value in (("SGEMM", sgemm), ("GEMM_S8", s8)):
+        if not value.startswith(("MKL",) if intel else ("MKL", "DNNL")):
+            why.append(f"its {name} backend is {value}, not {'MKL (on an Intel CPU)' if intel else 'MKL or oneDNN'}"
+                       + (f" (CT2_USE_MKL={os.environ['CT2_USE_MKL']})" if os.environ.get("CT2_USE_MKL") else ""))
+    if not ctype.startswith("int8"):
+        why.append(f"the int8 model runs in {ctype}")
+    for var in ("MKL_ENABLE_INSTRUCTIONS", "MKL_CBWR"):
+        if os.environ.get(var):
+            why.append(f"{var}={os.environ[var]} caps MKL's kernels (unset it)")
+    if why:
+        print("no ratio for CTranslate2: " + "; ".join(why))
+        return 1
+    print(f"anchor: CTranslate2 at its best (ISA {isa}, SGEMM {sgemm.split()[0]}, int8 GEMM "
+          f"{s8.split()[0]}, {threads} threads)")
+    return 0
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0],
                                  formatter_class=argparse.RawDescriptionHelpFormatter,
                                  epilog=__doc__.split("\n", 2)[2])
     ap.add_argument("--weights", default="runs/default/average.safetensors",
                     help="our checkpoint (default runs/default/average.safetensors)")
-    ap.add_argument("--input", required=True, help="file of token-id lines (./bpe encode)")
+    ap.add_argument("--input", help="file of token-id lines (./bpe encode); needed unless --check")
+    ap.add_argument("--check", action="store_true",
+                    help="only check that CTranslate2 runs at its best here (see the header)")
     ap.add_argument("--output", help="write hypotheses (ids) to OUTPUT.<greedy|beamK>.<type>")
     ap.add_argument("--threads", type=int, default=2, help="CT2 intra_threads (default 2)")
     ap.add_argument("--batch", type=int, default=100, help="sentences per batch (default 100)")
@@ -264,6 +342,10 @@ def main():
     ap.add_argument("--model-dir", help="keep the converted models in MODEL_DIR/<type> "
                     "(default: a temporary folder, removed at the end)")
     args = ap.parse_args()
+    if args.check:
+        sys.exit(check(args.weights, args.threads))
+    if not args.input:
+        ap.error("--input is required (or --check)")
     types = [x for x in args.types.split(",") if x]
     for q in types:
         if q not in QUANTIZATIONS:

@@ -2,14 +2,14 @@
 """bench/bench_torch.py -- PyTorch speed anchor for the C++/CUDA Transformer.
 
 Uses the model and the fast batched decoders of test/reference.py (same numerics as the
-C++). Measured with the machine's best PyTorch settings: 2 threads, the OpenMP build of
-OpenBLAS and tcmalloc. Run it exactly so (the BLAS and allocator it loaded are printed):
+C++). Measured with the machine's best PyTorch settings: all cores, the OpenMP build of
+OpenBLAS with a kernel for the CPU, and tcmalloc, as bench/torch_env.sh's $TORCH prefix
+sets them; bench/bench.sh runs bench/torch_check.py first and prints no ratio unless
+PyTorch is at its best. By hand (the BLAS and allocator it loaded are printed):
 
-    env -u OPENBLAS_CORETYPE \\
-        LD_LIBRARY_PATH=/usr/lib/x86_64-linux-gnu/openblas-openmp \\
-        LD_PRELOAD=/usr/lib/x86_64-linux-gnu/libtcmalloc_minimal.so.4 \\
-        /usr/bin/python3 bench/bench_torch.py train [--configs tiny,small,base] [--steps N]
-    (same prefix) /usr/bin/python3 bench/bench_torch.py decode [--weights F] [--input F]
+    . bench/torch_env.sh
+    $TORCH /usr/bin/python3 bench/bench_torch.py train [--configs tiny,small,base] [--steps N]
+    $TORCH /usr/bin/python3 bench/bench_torch.py decode [--weights F] [--input F]
 
 train:  one full training step (forward, backward, Adam) on a fixed synthetic batch of
         sentence pairs of exactly 25 source and 25 target tokens (164 pairs = 4,100 + 4,100
@@ -39,6 +39,7 @@ import torch
 sys.dont_write_bytecode = True  # no test/__pycache__ from importing reference.py
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "test"))
 import reference as R  # noqa: E402
+from torch_check import loaded_libraries  # noqa: E402  (bench/, this script's folder)
 
 # name: (layers, d_model, d_ff, heads, vocab, sentence pairs, timed steps)
 CONFIGS = {
@@ -57,18 +58,6 @@ def model_config(name):
                 lr_scale=1.0, warmup=4000)
 
 
-def loaded_libraries():
-    """Shared objects of interest mapped into this process (BLAS, OpenMP, allocator)."""
-    keys = ("blas", "lapack", "mkl", "omp", "tcmalloc", "jemalloc")
-    found = set()
-    with open("/proc/self/maps") as f:
-        for line in f:
-            path = line.split()[-1]
-            if path.startswith("/") and any(k in os.path.basename(path).lower() for k in keys):
-                found.add(os.path.realpath(path))
-    return sorted(found)
-
-
 def print_environment():
     torch.ones(64, 64) @ torch.ones(64, 64)  # make sure the BLAS is loaded
     print(f"# torch {torch.__version__}, threads {torch.get_num_threads()}, "
@@ -76,7 +65,7 @@ def print_environment():
     libs = loaded_libraries()
     print("# loaded: " + " ".join(libs))
     if not any("openblas-openmp" in x for x in libs) or not any("tcmalloc" in x for x in libs):
-        print("# WARNING: not the OpenMP OpenBLAS + tcmalloc setup; see the header of this file")
+        print("# WARNING: not the OpenMP OpenBLAS + tcmalloc setup (bench/torch_check.py says why)")
 
 
 def synthetic_batch(n_pairs, vocab, gen):

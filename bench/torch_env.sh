@@ -1,9 +1,55 @@
-# bench/torch_env.sh — sourced by the benchmark scripts (bench/bench.sh, bench/bench_translate.sh):
-# sets TORCH, the command prefix that runs PyTorch at its best on this machine (OpenMP build of
-# OpenBLAS, OPENBLAS_CORETYPE unset, tcmalloc when installed), and PY, the interpreter with
-# Debian's python3-torch.
+# bench/torch_env.sh — sourced by the benchmark scripts that compare with PyTorch or
+# CTranslate2 (bench/bench.sh, bench/bench_translate.sh; bench/bench_split_long.sh uses the
+# environment line only). Needs BUILD (default build) holding fp32_peak. Sets
+#   PY       the interpreter with Debian's python3-torch (PYTHON, default /usr/bin/python3)
+#   CT2      the interpreter with the ctranslate2 wheel (CT2_PYTHON, default python3)
+#   THREADS  cores given to each side (default: all, nproc)
+#   TORCH    the command prefix that runs PyTorch at its best on this machine: the OpenMP
+#            build of OpenBLAS (TORCH_BLAS_DIR, default Debian's openblas-openmp folder, put
+#            first on LD_LIBRARY_PATH: Debian's torch loads whatever libblas.so.3 the loader
+#            finds), OpenBLAS's kernel named in OPENBLAS_CORETYPE when OpenBLAS does not know
+#            the CPU (it would fall back to its slowest, Prescott), tcmalloc preloaded,
+#            THREADS OpenMP threads
+# and the functions
+#   print_environment   "# ..." lines: CPU, cores used, load, compiler, this machine's fp32 peak
+#   torch_anchor        the PyTorch side's environment and verdict (bench/torch_check.py);
+#                       status 0 when a ratio against PyTorch may be printed
+#   ct2_anchor MODEL    the same for CTranslate2 (bench/bench_ct2.py --check)
+# `make bench-deps` installs what they need; without it they refuse to print ratios.
 PY=${PYTHON:-/usr/bin/python3}
-TORCH="env -u OPENBLAS_CORETYPE LD_LIBRARY_PATH=/usr/lib/x86_64-linux-gnu/openblas-openmp"
-if [ -f /usr/lib/x86_64-linux-gnu/libtcmalloc_minimal.so.4 ]; then
-    TORCH="$TORCH LD_PRELOAD=/usr/lib/x86_64-linux-gnu/libtcmalloc_minimal.so.4"
-fi
+CT2=${CT2_PYTHON:-python3}
+THREADS=${THREADS:-$(nproc)}
+BUILD=${BUILD:-build}
+TORCH_BLAS_DIR=${TORCH_BLAS_DIR:-/usr/lib/x86_64-linux-gnu/openblas-openmp}
+TCMALLOC=/usr/lib/x86_64-linux-gnu/libtcmalloc_minimal.so.4
+TORCH="env -u OPENBLAS_CORETYPE LD_LIBRARY_PATH=$TORCH_BLAS_DIR OMP_NUM_THREADS=$THREADS"
+_core=$(LD_LIBRARY_PATH=$TORCH_BLAS_DIR $PY bench/torch_check.py --coretype 2> /dev/null)
+[ -n "$_core" ] && TORCH="$TORCH OPENBLAS_CORETYPE=$_core"
+[ -f "$TCMALLOC" ] && TORCH="$TORCH LD_PRELOAD=$TCMALLOC"
+PEAK_GFLOPS=
+
+print_environment() {
+    echo "# CPU: $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ *//'); $THREADS of $(nproc) cores used; load average $(cut -d' ' -f1 /proc/loadavg)"
+    echo "# ours: $(${CXX:-g++} --version | head -n 1), -O3 -march=native, OpenMP, OMP_NUM_THREADS=$THREADS"
+    if [ -x "$BUILD/fp32_peak" ]; then
+        _peak=$(OMP_NUM_THREADS=$THREADS "$BUILD/fp32_peak")
+        PEAK_GFLOPS=$(echo "$_peak" | tr ' ' '\n' | sed -n 's/^gflops=//p')
+        echo "# fp32 peak of $THREADS cores (build/fp32_peak): $PEAK_GFLOPS GFLOP/s ($(echo "$_peak" | cut -d' ' -f4-6))"
+    fi
+}
+
+torch_anchor() {
+    if ! $PY -c 'import torch' 2> /dev/null; then
+        echo "no ratio: $PY cannot import torch (apt-get install python3-torch, or make bench-deps)"
+        return 1
+    fi
+    $TORCH $PY bench/torch_check.py --threads "$THREADS" ${PEAK_GFLOPS:+--peak-gflops "$PEAK_GFLOPS"}
+}
+
+ct2_anchor() {
+    if ! $CT2 -c 'import ctranslate2' 2> /dev/null; then
+        echo "no ratio for CTranslate2: $CT2 cannot import ctranslate2 ($CT2 -m pip install ctranslate2, or make bench-deps)"
+        return 1
+    fi
+    $CT2 bench/bench_ct2.py --check --weights "$1" --threads "$THREADS"
+}

@@ -2,15 +2,31 @@
 // paper's recipe: the last 5 checkpoints of a run), writing a checkpoint that ./translate reads.
 //
 //   ./average --out avg.safetensors runs/default/ckpt-*.safetensors
-// Inputs whose configs or tokenizers differ are refused, naming the first difference.
+// Inputs whose configs or tokenizers differ are refused, naming the first difference. A write
+// that fails (the checkpoint, or stdout: cli/text_io.h) is an error, exit 1.
+#include <sys/stat.h>
+
 #include <cstdio>
 #include <string>
 #include <vector>
 
 #include "cli/options.h"
+#include "cli/text_io.h"
 #include "toolkit/trainer.h"
 
+// A checkpoint is written to a temporary file that is then renamed over --out, so --out must
+// be a regular file or not exist: renaming over /dev/null or /dev/full (as root) would
+// replace the device itself.
+static bool writable_target(const std::string& path) {
+    struct stat st;
+    if (stat(path.c_str(), &st) != 0 || S_ISREG(st.st_mode)) return true;
+    std::fprintf(stderr, "average: --out %s exists and is not a regular file (checkpoints are written "
+                         "to a temporary file and renamed over it)\n", path.c_str());
+    return false;
+}
+
 int main(int argc, char** argv) {
+    guard_stdout("average");
     std::string out;
     Options o("average", "Averages the parameters of checkpoints of the same model (fp32 result).");
     o.usage_suffix(" CHECKPOINT...");
@@ -21,6 +37,7 @@ int main(int argc, char** argv) {
         std::fprintf(stderr, "average: need --out FILE and at least one checkpoint (see --help)\n");
         return 2;
     }
+    if (!writable_target(out)) return 1;
     std::string err;
     if (!average_checkpoints(inputs, out, &err)) {
         std::fprintf(stderr, "average: %s\n", err.c_str());

@@ -6,7 +6,9 @@
 //        ./bpe decode --vocab vocab.bpe < ids > text
 //        ./bpe --help, ./bpe learn --help, ...
 // One input line gives one output line. Encoding runs on all cores (OMP_NUM_THREADS).
+// Options: cli/options.h; reading and checked writing: cli/text_io.h.
 #include <algorithm>
+#include <cerrno>
 #include <charconv>
 #include <chrono>
 #include <cstdio>
@@ -15,6 +17,8 @@
 #include <string>
 #include <vector>
 
+#include "cli/options.h"
+#include "cli/text_io.h"
 #include "tokenizer.h"
 
 namespace {
@@ -25,50 +29,10 @@ const char* kMainHelp =
     "  encode   text lines on stdin -> token ids (or pieces) on stdout, one line each\n"
     "  decode   token id lines on stdin -> text lines on stdout\n"
     "Run 'bpe COMMAND --help' for the options of a command.\n";
-const char* kLearnHelp =
-    "usage: bpe learn --vocab-size N --out FILE INPUT...\n"
-    "  --vocab-size N   total ids including 4 specials and 256 byte pieces (>= 260)\n"
-    "  --out FILE       where to write the vocabulary (text, see tokenizer.cpp)\n"
-    "  INPUT...         text files; every line of every file is used\n";
-const char* kEncodeHelp =
-    "usage: bpe encode --vocab FILE [--ids | --pieces] < text\n"
-    "  --vocab FILE     vocabulary written by 'bpe learn'\n"
-    "  --ids            print token ids separated by spaces (default)\n"
-    "  --pieces         print readable pieces separated by spaces (space shown as \xE2\x96\x81)\n";
-const char* kDecodeHelp =
-    "usage: bpe decode --vocab FILE < ids\n"
-    "  --vocab FILE     vocabulary written by 'bpe learn'\n"
-    "  input: one line of space-separated ids per output line; ids 0..3 are skipped\n";
 
 [[noreturn]] void die(const std::string& msg) {
     std::fprintf(stderr, "bpe: %s\n", msg.c_str());
     std::exit(1);
-}
-
-bool read_file(const std::string& path, std::string* out) {
-    FILE* f = path == "-" ? stdin : std::fopen(path.c_str(), "rb");
-    if (!f) return false;
-    char buf[1 << 16];
-    size_t n;
-    while ((n = std::fread(buf, 1, sizeof buf, f)) > 0) out->append(buf, n);
-    bool ok = !std::ferror(f);
-    if (f != stdin) std::fclose(f);
-    return ok;
-}
-
-// Splits text into lines on '\n'; a final line without '\n' counts, an empty tail does not.
-void split_lines(const std::string& text, std::vector<std::string>* lines) {
-    size_t start = 0;
-    while (start < text.size()) {
-        size_t nl = text.find('\n', start);
-        if (nl == std::string::npos) nl = text.size();
-        lines->emplace_back(text, start, nl - start);
-        start = nl + 1;
-    }
-}
-
-void write_all(const std::string& s) {
-    if (std::fwrite(s.data(), 1, s.size(), stdout) != s.size()) die("write to stdout failed");
 }
 
 Tokenizer load_vocab(const std::string& path) {
@@ -80,39 +44,42 @@ Tokenizer load_vocab(const std::string& path) {
     return tok;
 }
 
-// Options shared by the commands; each command checks the ones it needs.
-struct Options {
+// Options of the commands; each command's table lists the ones it takes.
+struct BpeOptions {
     int vocab_size = 0;
     std::string out, vocab;
     bool pieces = false;
     std::vector<std::string> inputs;
 };
 
-Options parse_options(int argc, char** argv, const char* help) {
-    Options o;
-    for (int i = 2; i < argc; i++) {
-        std::string a = argv[i];
-        auto value = [&]() -> std::string {
-            if (i + 1 >= argc) die(a + " needs a value (see --help)");
-            return argv[++i];
-        };
-        if (a == "--help" || a == "-h") { std::fputs(help, stdout); std::exit(0); }
-        else if (a == "--vocab-size") {
-            std::string v = value();
-            try { size_t used; o.vocab_size = std::stoi(v, &used); if (used != v.size()) throw 0; }
-            catch (...) { die("--vocab-size expects an integer, got '" + v + "'"); }
-        }
-        else if (a == "--out") o.out = value();
-        else if (a == "--vocab") o.vocab = value();
-        else if (a == "--ids") o.pieces = false;
-        else if (a == "--pieces") o.pieces = true;
-        else if (a.size() > 1 && a[0] == '-') die("unknown option '" + a + "' (see --help)");
-        else o.inputs.push_back(a);
+// Parses the options of `bpe COMMAND` (argv[1] is the command); exits after --help (0) or
+// on a usage error (2).
+BpeOptions parse_options(const std::string& cmd, int argc, char** argv) {
+    BpeOptions b;
+    std::string name = "bpe " + cmd;
+    Options o(name, cmd == "learn"    ? "Learns a joint BPE vocabulary from text files (every line of every file)."
+                    : cmd == "encode" ? "Encodes text lines on stdin to token ids (or pieces) on stdout, one line each."
+                                      : "Decodes lines of space-separated token ids on stdin to text lines on stdout;\n"
+                                        "ids 0..3 (the specials) are skipped.");
+    if (cmd == "learn") {
+        o.usage_suffix(" INPUT...");
+        o.add("--vocab-size", &b.vocab_size,
+              "total ids including 4 specials and 256 byte pieces (required)",
+              in_range(Tokenizer::kFirstChar, Tokenizer::kMaxVocab));
+        o.add("--out", &b.out, "where to write the vocabulary (text, see tokenizer.cpp; required)", "FILE");
+    } else {
+        o.usage_suffix(cmd == "encode" ? " < text > ids" : " < ids > text");
+        o.add("--vocab", &b.vocab, "vocabulary written by 'bpe learn'", "FILE");
     }
-    return o;
+    if (cmd == "encode") {
+        o.add_flag("--ids", &b.pieces, "print token ids separated by spaces", false);
+        o.add_flag("--pieces", &b.pieces, "print readable pieces separated by spaces (space shown as \xE2\x96\x81)");
+    }
+    if (!o.parse(argc - 1, argv + 1, &b.inputs)) std::exit(o.exit_code());
+    return b;
 }
 
-int cmd_learn(const Options& o) {
+int cmd_learn(const BpeOptions& o) {
     if (o.vocab_size <= 0 || o.out.empty() || o.inputs.empty())
         die("learn needs --vocab-size N, --out FILE and at least one input file (see --help)");
     auto t0 = std::chrono::steady_clock::now();
@@ -127,8 +94,9 @@ int cmd_learn(const Options& o) {
     catch (const std::exception& e) { die(e.what()); }
     std::string text = tok.serialize();
     FILE* f = std::fopen(o.out.c_str(), "wb");
-    if (!f || std::fwrite(text.data(), 1, text.size(), f) != text.size() || std::fclose(f) != 0)
-        die("cannot write '" + o.out + "'");
+    bool ok = f && std::fwrite(text.data(), 1, text.size(), f) == text.size();
+    if (f && std::fclose(f) != 0) ok = false;
+    if (!ok) die("cannot write '" + o.out + "': " + std::strerror(errno));
     double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     std::fprintf(stderr, "bpe learn: %zu lines -> %d ids (%d chars, %d merges) in %.2f s -> %s\n",
                  lines.size(), tok.vocab_size(), tok.num_chars(), tok.num_merges(), s,
@@ -144,7 +112,7 @@ void append_int(std::string* out, int v) {
     out->append(buf, r.ptr);
 }
 
-int cmd_encode(const Options& o) {
+int cmd_encode(const BpeOptions& o) {
     if (!o.inputs.empty()) die("encode reads stdin; unexpected argument '" + o.inputs[0] + "'");
     Tokenizer tok = load_vocab(o.vocab);
     std::string text;
@@ -162,11 +130,11 @@ int cmd_encode(const Options& o) {
         }
         out.push_back('\n');
     }
-    write_all(out);
+    write_stdout(out);
     return 0;
 }
 
-int cmd_decode(const Options& o) {
+int cmd_decode(const BpeOptions& o) {
     if (!o.inputs.empty()) die("decode reads stdin; unexpected argument '" + o.inputs[0] + "'");
     Tokenizer tok = load_vocab(o.vocab);
     std::string text;
@@ -194,20 +162,21 @@ int cmd_decode(const Options& o) {
         out += tok.decode(ids);
         out.push_back('\n');
     }
-    write_all(out);
+    write_stdout(out);
     return 0;
 }
 
 }  // namespace
 
 int main(int argc, char** argv) {
+    guard_stdout("bpe");
     if (argc < 2 || !std::strcmp(argv[1], "--help") || !std::strcmp(argv[1], "-h")) {
         std::fputs(kMainHelp, argc < 2 ? stderr : stdout);
         return argc < 2 ? 1 : 0;
     }
     std::string cmd = argv[1];
-    if (cmd == "learn") return cmd_learn(parse_options(argc, argv, kLearnHelp));
-    if (cmd == "encode") return cmd_encode(parse_options(argc, argv, kEncodeHelp));
-    if (cmd == "decode") return cmd_decode(parse_options(argc, argv, kDecodeHelp));
+    if (cmd == "learn") return cmd_learn(parse_options(cmd, argc, argv));
+    if (cmd == "encode") return cmd_encode(parse_options(cmd, argc, argv));
+    if (cmd == "decode") return cmd_decode(parse_options(cmd, argc, argv));
     die("unknown command '" + cmd + "'\n" + kMainHelp);
 }

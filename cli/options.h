@@ -1,55 +1,81 @@
 // cli/options.h — long command-line options for the programs in cli/: one table per program
-// gives each option's name, value kind, help text and the variable it sets; --help is
-// generated from the table and shows the current (default) values.
+// gives each option's name, value kind, allowed range, help text and the variable it sets;
+// --help is generated from the table and shows the ranges and the current (default) values.
 //
 //   Options o("translate", "Translates stdin to stdout, one line per line.");
-//   o.add("--beam", &beam, "beam size (1 = greedy)");
+//   o.add("--beam", &beam, "beam size (1 = greedy)", in_range(1, 64));
+//   o.add("--alpha", &alpha, "length penalty exponent", in_range(0, 10));
+//   o.add_choice("--precision", &precision, {"fp32", "int8"}, "numerics of the products");
 //   if (!o.parse(argc, argv, &positional)) return o.exit_code();
+//
+// Every value is checked where it is parsed: integers must be whole numbers that fit their
+// type, numbers must be finite (no nan, inf), both must lie in the option's range, choices
+// must be listed. A bad value stops the program with a message naming the option and what
+// it accepts, exit status 2 (exit_code()). --help exits 0. "--" ends the options; "-" alone
+// is an argument (stdin); any other word starting with '-' must be a known option.
 #pragma once
+#include <cctype>
+#include <cerrno>
+#include <cmath>
+#include <cstdint>
 #include <cstdio>
 #include <cstdlib>
 #include <functional>
+#include <limits>
 #include <string>
 #include <vector>
+
+// The values an option accepts: the interval from lo to hi, each end included unless open.
+struct Bounds {
+    double lo = -std::numeric_limits<double>::infinity();
+    double hi = std::numeric_limits<double>::infinity();
+    bool lo_open = false, hi_open = false;
+    bool contains(double x) const { return (lo_open ? x > lo : x >= lo) && (hi_open ? x < hi : x <= hi); }
+};
+inline Bounds any_value() { return Bounds{}; }
+inline Bounds at_least(double lo) { Bounds b; b.lo = lo; return b; }
+inline Bounds greater_than(double lo) { Bounds b; b.lo = lo; b.lo_open = true; return b; }
+inline Bounds in_range(double lo, double hi) { Bounds b; b.lo = lo; b.hi = hi; return b; }
+inline Bounds in_range_open(double lo, double hi) { Bounds b = in_range(lo, hi); b.hi_open = true; return b; }  // [lo, hi)
 
 class Options {
 public:
     Options(std::string program, std::string summary)
         : program_(std::move(program)), summary_(std::move(summary)) {}
 
-    void add(const char* name, int* v, const char* help) {
-        add_value(name, "INT", help, [v] { return std::to_string(*v); },
-                  [v](const std::string& s) { return parse_long(s, [v](long x) { *v = (int)x; }); });
-    }
-    void add(const char* name, int64_t* v, const char* help) {
-        add_value(name, "INT", help, [v] { return std::to_string(*v); },
-                  [v](const std::string& s) { return parse_long(s, [v](long x) { *v = x; }); });
-    }
-    void add(const char* name, uint64_t* v, const char* help) {
-        add_value(name, "INT", help, [v] { return std::to_string(*v); },
-                  [v](const std::string& s) { return parse_long(s, [v](long x) { *v = (uint64_t)x; }); });
-    }
-    void add(const char* name, float* v, const char* help) {
-        add_value(name, "NUM", help, [v] { return number(*v); },
-                  [v](const std::string& s) { return parse_double(s, [v](double x) { *v = (float)x; }); });
-    }
-    void add(const char* name, double* v, const char* help) {
-        add_value(name, "NUM", help, [v] { return number(*v); },
-                  [v](const std::string& s) { return parse_double(s, [v](double x) { *v = x; }); });
-    }
+    // Integers (whole numbers that fit the variable's type) and finite numbers, in bounds.
+    void add(const char* name, int* v, const char* help, Bounds b = any_value()) { add_int(name, v, help, b); }
+    void add(const char* name, int64_t* v, const char* help, Bounds b = any_value()) { add_int(name, v, help, b); }
+    void add(const char* name, uint64_t* v, const char* help, Bounds b = any_value()) { add_int(name, v, help, b); }
+    void add(const char* name, float* v, const char* help, Bounds b = any_value()) { add_real(name, v, help, b); }
+    void add(const char* name, double* v, const char* help, Bounds b = any_value()) { add_real(name, v, help, b); }
     void add(const char* name, std::string* v, const char* help, const char* metavar = "TEXT") {
         add_value(name, metavar, help, [v] { return v->empty() ? std::string("none") : *v; },
-                  [v](const std::string& s) { *v = s; return true; });
+                  [v](const std::string& s) { *v = s; return std::string(); });
     }
-    // A flag: present means true.
-    void add_flag(const char* name, bool* v, const char* help) {
-        opts_.push_back({name, "", help, [v] { return std::string(*v ? "on" : "off"); },
-                         [v](const std::string&) { *v = true; return true; }});
+    // One of a fixed list of words.
+    void add_choice(const char* name, std::string* v, std::vector<std::string> choices, const char* help) {
+        std::string list;
+        for (const std::string& c : choices) list += (list.empty() ? "" : "|") + c;
+        add_value(name, list, help, [v] { return *v; },
+                  [v, choices, list](const std::string& s) {
+                      for (const std::string& c : choices)
+                          if (s == c) { *v = s; return std::string(); }
+                      return "must be one of " + list + ", not '" + s + "'";
+                  });
     }
-    // A value handled by the caller (e.g. durations, presets).
+    // A flag: present means *v = value (true unless said otherwise).
+    void add_flag(const char* name, bool* v, const char* help, bool value = true) {
+        opts_.push_back({name, "", help, [v, value] { return std::string(*v == value ? "on" : "off"); },
+                         [v, value](const std::string&) { *v = value; return std::string(); }});
+    }
+    // A value handled by the caller (e.g. durations, presets); set returns false on a bad value.
     void add_custom(const char* name, const char* metavar, const char* help,
                     std::function<std::string()> show, std::function<bool(const std::string&)> set) {
-        add_value(name, metavar, help, std::move(show), std::move(set));
+        std::string kind = metavar;
+        add_value(name, metavar, help, std::move(show), [set, kind](const std::string& s) {
+            return set(s) ? std::string() : "expects " + kind + " (see --help), not '" + s + "'";
+        });
     }
     void section(const char* title) { opts_.push_back({"", "", title, nullptr, nullptr}); }
 
@@ -59,24 +85,35 @@ public:
         for (int i = 1; i < argc; i++) {
             std::string a = argv[i];
             if (a == "--help" || a == "-h") { print_help(); code_ = 0; return false; }
-            if (a.rfind("--", 0) != 0 || a == "--") {
-                if (positional) { positional->push_back(a); continue; }
-                return fail("unexpected argument '" + a + "'");
+            if (a == "--") {
+                while (++i < argc)
+                    if (!take_positional(argv[i], positional)) return false;
+                break;
+            }
+            if (a.size() < 2 || a[0] != '-') {
+                if (!take_positional(a, positional)) return false;
+                continue;
             }
             std::string value;
             size_t eq = a.find('=');
             if (eq != std::string::npos) { value = a.substr(eq + 1); a = a.substr(0, eq); }
             const Opt* o = find(a);
             if (!o) return fail("unknown option '" + a + "' (see --help)");
+            if (o->metavar.empty() && eq != std::string::npos)
+                return fail("option " + a + " takes no value (it is a flag), got '" + a + "=" + value + "'");
             if (!o->metavar.empty() && eq == std::string::npos) {
-                if (i + 1 >= argc) return fail("option " + a + " needs a value");
+                if (i + 1 >= argc) return fail("option " + a + " needs a value (" + o->metavar + ")");
                 value = argv[++i];
             }
-            if (!o->set(value)) return fail("bad value '" + value + "' for " + a);
+            std::string bad = o->set(value);
+            if (!bad.empty()) return fail(a + " " + bad);
         }
         return true;
     }
     int exit_code() const { return code_; }
+    // A usage error found after parse() (e.g. two options that contradict each other):
+    // prints "program: msg" and returns 2, the exit status for usage errors.
+    int usage_error(const std::string& msg) { fail(msg); return code_; }
 
     void print_help() const {
         std::printf("usage: %s [options]%s\n\n%s\n", program_.c_str(), usage_.c_str(), summary_.c_str());
@@ -92,15 +129,28 @@ private:
     struct Opt {
         std::string name, metavar, help;
         std::function<std::string()> show;
-        std::function<bool(const std::string&)> set;
+        std::function<std::string(const std::string&)> set;   // "" or what is wrong
     };
     std::string program_, summary_, usage_;
     std::vector<Opt> opts_;
     int code_ = 0;
 
-    void add_value(const char* name, const char* metavar, const char* help,
-                   std::function<std::string()> show, std::function<bool(const std::string&)> set) {
+    void add_value(const char* name, const std::string& metavar, const std::string& help,
+                   std::function<std::string()> show, std::function<std::string(const std::string&)> set) {
         opts_.push_back({name, metavar, help, std::move(show), std::move(set)});
+    }
+    template <class T> void add_int(const char* name, T* v, const char* help, Bounds b) {
+        add_value(name, "INT", with_range(help, b), [v] { return std::to_string(*v); },
+                  [v, b](const std::string& s) { return parse_integer<T>(s, b, v); });
+    }
+    template <class T> void add_real(const char* name, T* v, const char* help, Bounds b) {
+        add_value(name, "NUM", with_range(help, b), [v] { return number(*v); },
+                  [v, b](const std::string& s) { return parse_real<T>(s, b, v); });
+    }
+    bool take_positional(const std::string& a, std::vector<std::string>* positional) {
+        if (!positional) return fail("unexpected argument '" + a + "'");
+        positional->push_back(a);
+        return true;
     }
     const Opt* find(const std::string& name) const {
         for (const Opt& o : opts_)
@@ -117,18 +167,60 @@ private:
         std::snprintf(buf, sizeof buf, "%g", v);
         return buf;
     }
-    template <class F> static bool parse_long(const std::string& s, F set) {
-        char* end = nullptr;
-        long x = std::strtol(s.c_str(), &end, 10);
-        if (s.empty() || *end) return false;
-        set(x);
-        return true;
+    static std::string exact(double v) {
+        char buf[32];
+        std::snprintf(buf, sizeof buf, "%.15g", v);
+        return buf;
     }
-    template <class F> static bool parse_double(const std::string& s, F set) {
+    // "1..64", ">= 1", "> 0", "0..<1" (1 excluded); empty when any value of the type is fine.
+    static std::string range_text(const Bounds& b) {
+        bool lo = std::isfinite(b.lo), hi = std::isfinite(b.hi);
+        if (lo && hi) return exact(b.lo) + (b.lo_open ? "<.." : "..") + (b.hi_open ? "<" : "") + exact(b.hi);
+        if (lo) return (b.lo_open ? "> " : ">= ") + exact(b.lo);
+        if (hi) return (b.hi_open ? "< " : "<= ") + exact(b.hi);
+        return "";
+    }
+    static std::string with_range(const char* help, const Bounds& b) {
+        std::string r = range_text(b);
+        return r.empty() ? help : std::string(help) + "; " + r;
+    }
+    static std::string out_of_range(const std::string& s, const std::string& range) {
+        return "must be " + (range.find("..") != std::string::npos ? "in " + range : range) + ", not " + s;
+    }
+    // A whole decimal number that fits T and lies in b.
+    template <class T> static std::string parse_integer(const std::string& s, const Bounds& b, T* v) {
+        using L = std::numeric_limits<T>;
+        size_t i = !s.empty() && (s[0] == '+' || s[0] == '-') ? 1 : 0;
+        if (s.size() <= i || s.find_first_not_of("0123456789", i) != std::string::npos)
+            return "expects a whole number, not '" + s + "'";
+        errno = 0;
+        bool fits;
+        long double x;
+        if (s[0] == '-') {
+            long long n = std::strtoll(s.c_str(), nullptr, 10);
+            fits = errno != ERANGE && (long double)n >= (long double)L::min();
+            x = n;
+        } else {
+            unsigned long long n = std::strtoull(s.c_str(), nullptr, 10);
+            fits = errno != ERANGE && (long double)n <= (long double)L::max();
+            x = n;
+        }
+        if (!fits) {
+            std::string r = range_text(b);
+            return out_of_range(s, r.empty() ? std::to_string(L::min()) + ".." + std::to_string(L::max()) : r);
+        }
+        if (!b.contains((double)x)) return out_of_range(s, range_text(b));
+        *v = (T)x;
+        return "";
+    }
+    // A finite decimal number (nan and inf refused) that fits T and lies in b.
+    template <class T> static std::string parse_real(const std::string& s, const Bounds& b, T* v) {
         char* end = nullptr;
         double x = std::strtod(s.c_str(), &end);
-        if (s.empty() || *end) return false;
-        set(x);
-        return true;
+        if (s.empty() || *end || std::isspace((unsigned char)s[0])) return "expects a number, not '" + s + "'";
+        if (!std::isfinite(x) || !std::isfinite((T)x)) return "must be a finite number, not '" + s + "'";
+        if (!b.contains(x)) return out_of_range(s, range_text(b));
+        *v = (T)x;
+        return "";
     }
 };

@@ -8,30 +8,39 @@
 // Lines available together are translated together (sorted by length, batches of at most
 // --batch-tokens padded source tokens, results restored to input order). An empty line gives
 // an empty line. Invalid UTF-8 and lines longer than --max-input-tokens are errors naming the
-// line (exit 1) unless --replace-invalid / --split-long say how to handle them.
+// line (exit 1) unless --replace-invalid / --split-long say how to handle them. Option values
+// are checked by cli/options.h (exit 2); a failed write to stdout is an error (exit 1,
+// cli/text_io.h).
 #include <poll.h>
 #include <unistd.h>
 
+#include <algorithm>
+#include <cerrno>
 #include <cstdio>
+#include <cstring>
 #include <string>
 #include <vector>
 
-#include "model/checkpoint.h"
-#include "toolkit/decode.h"
 #include "cli/options.h"
+#include "cli/text_io.h"
+#include "model/checkpoint.h"
 #include "tokenizer.h"
+#include "toolkit/decode.h"
 
-// Reads stdin line by line and says whether another line is ready without blocking.
+// Reads stdin line by line and says whether another line is ready without blocking. A line
+// longer than one read is searched for its newline once: each new chunk from where the
+// previous search stopped, so a line of n bytes costs O(n), not O(n^2 / chunk size).
 class LineReader {
 public:
     bool next(std::string* line) {
         for (;;) {
-            size_t nl = buf_.find('\n', pos_);
+            size_t nl = buf_.find('\n', std::max(pos_, scanned_));
             if (nl != std::string::npos) {
                 *line = buf_.substr(pos_, nl - pos_);
                 pos_ = nl + 1;
                 return true;
             }
+            scanned_ = buf_.size();
             if (eof_) {
                 if (pos_ >= buf_.size()) return false;
                 *line = buf_.substr(pos_);
@@ -47,59 +56,51 @@ public:
         struct pollfd p = {0, POLLIN, 0};
         return poll(&p, 1, 0) > 0;
     }
+    int read_error() const { return error_; }   // errno of a failed read (0: none)
 
 private:
     std::string buf_;
-    size_t pos_ = 0;
+    size_t pos_ = 0;       // start of the next line
+    size_t scanned_ = 0;   // buf_[pos_, scanned_) holds no newline
     bool eof_ = false;
+    int error_ = 0;
     void fill() {
         buf_.erase(0, pos_);
+        scanned_ -= std::min(scanned_, pos_);
         pos_ = 0;
         char tmp[1 << 16];
-        ssize_t n = read(0, tmp, sizeof tmp);
+        ssize_t n;
+        do n = read(0, tmp, sizeof tmp);
+        while (n < 0 && errno == EINTR);
+        if (n < 0) error_ = errno;
         if (n <= 0) eof_ = true;
         else buf_.append(tmp, (size_t)n);
     }
 };
 
-// Byte offset of the first invalid UTF-8 sequence, or -1.
-static long invalid_utf8_at(const std::string& s) {
-    for (size_t i = 0; i < s.size();) {
-        unsigned char c = s[i];
-        int len = c < 0x80 ? 1 : (c >> 5) == 6 ? 2 : (c >> 4) == 14 ? 3 : (c >> 3) == 30 ? 4 : 0;
-        if (len == 0 || i + len > s.size()) return (long)i;
-        uint32_t cp = len == 1 ? c : c & (0x7F >> len);
-        for (int k = 1; k < len; k++) {
-            unsigned char d = s[i + k];
-            if ((d & 0xC0) != 0x80) return (long)i;
-            cp = (cp << 6) | (d & 0x3F);
-        }
-        if ((len == 2 && cp < 0x80) || (len == 3 && cp < 0x800) || (len == 4 && (cp < 0x10000 || cp > 0x10FFFF)) ||
-            (cp >= 0xD800 && cp <= 0xDFFF))
-            return (long)i;
-        i += len;
-    }
-    return -1;
-}
-
+// s with each byte that does not start a valid UTF-8 character (tokenizer.h's utf8_char)
+// replaced by U+FFFD; valid characters are kept.
 static std::string replace_invalid(const std::string& s) {
     std::string out;
+    const unsigned char* p = (const unsigned char*)s.data();
     for (size_t i = 0; i < s.size();) {
-        std::string rest = s.substr(i, 4);
-        long bad = invalid_utf8_at(rest);
-        size_t len = 1;
-        unsigned char c = s[i];
-        len = c < 0x80 ? 1 : (c >> 5) == 6 ? 2 : (c >> 4) == 14 ? 3 : 4;
-        if (bad == 0 || i + len > s.size() || invalid_utf8_at(s.substr(i, len)) >= 0) {
+        uint32_t cp;
+        int len = utf8_char(p + i, s.size() - i, &cp);
+        if (len == 0) {
             out += "\xEF\xBF\xBD";   // U+FFFD
             i += 1;
         } else {
-            out += s.substr(i, len);
-            i += len;
+            out.append(s, i, (size_t)len);
+            i += (size_t)len;
         }
     }
     return out;
 }
+
+// The largest --beam (and --nbest). A line's decoding time and cache memory grow in
+// proportion to the beam, and past ~10 beams BLEU stops improving (it usually drops: the
+// "beam search curse"); 64 still admits wide n-best lists at 16x the default beam's cost.
+constexpr int kMaxBeam = 64;
 
 struct TranslateOptions {
     std::string model = "runs/default/average.safetensors";
@@ -160,7 +161,8 @@ struct Translator {
                 std::string out;
                 for (size_t p = 0; p < lines[i].size(); p++, k++)
                     out += (p ? " " : "") + tok.decode(hyps[k][0].tokens);
-                std::printf("%s\n", out.c_str());
+                out += '\n';
+                write_stdout(out);
                 continue;
             }
             for (const Hypothesis& h : hyps[k])
@@ -168,7 +170,7 @@ struct Translator {
                             h.score, h.logprob);
             k++;
         }
-        std::fflush(stdout);
+        flush_stdout();   // ends the program on a write error (a full disk, a closed pipe)
     }
 };
 
@@ -205,33 +207,44 @@ static bool load(Translator* t) {
     return true;
 }
 
-int main(int argc, char** argv) {
-    Translator t;
-    TranslateOptions& o = t.opt;
+// Fills *o from the command line; false when the program should exit with *status (0 after
+// --help, 2 on a bad option).
+static bool parse_options(int argc, char** argv, TranslateOptions* op, int* status) {
+    TranslateOptions& o = *op;
     Options opts("translate", "Translates stdin to stdout, one line per input line, in order.");
     opts.add("--model", &o.model, "checkpoint (safetensors) to translate with", "FILE");
-    opts.add("--beam", &o.decode.beam, "beam size (1 = greedy)");
-    opts.add("--alpha", &o.decode.alpha, "length penalty exponent: lp = ((5 + |Y|) / 6)^alpha");
-    opts.add("--max-len-a", &o.decode.max_len_a, "max output length = a * source length + b");
-    opts.add("--max-len-b", &o.decode.max_len_b, "max output length = a * source length + b");
-    opts.add("--nbest", &o.decode.nbest, "hypotheses per line, with scores (<= beam)");
-    opts.add("--batch-tokens", &o.batch_tokens, "padded source tokens per batch");
-    opts.add("--device", &o.device, "auto (the GPU when present), cpu or cuda", "auto|cpu|cuda");
-    opts.add("--precision", &o.precision,
-             "fp32 (exact, the reference's numerics; the CPU default), bf16 (GPU default) or int8 "
-             "(CPU: quantized products, faster)", "fp32|bf16|int8");
-    opts.add("--max-input-tokens", &o.max_input_tokens, "longest accepted line in tokens (0: model limit)");
+    opts.add("--beam", &o.decode.beam, "beam size, 1 = greedy (cost grows with it; bound: README)",
+             in_range(1, kMaxBeam));
+    opts.add("--alpha", &o.decode.alpha, "length penalty exponent: lp = ((5 + |Y|) / 6)^alpha", in_range(0, 10));
+    opts.add("--max-len-a", &o.decode.max_len_a, "max output length = a * source length + b", in_range(0, 10));
+    opts.add("--max-len-b", &o.decode.max_len_b, "max output length = a * source length + b", in_range(0, 10000));
+    opts.add("--nbest", &o.decode.nbest, "hypotheses per line, with scores (<= beam)", in_range(1, kMaxBeam));
+    opts.add("--batch-tokens", &o.batch_tokens, "padded source tokens per batch", at_least(1));
+    opts.add_choice("--device", &o.device, {"auto", "cpu", "cuda"}, "auto: the GPU when one is present");
+    opts.add_choice("--precision", &o.precision, {"fp32", "bf16", "int8"},
+                    "fp32: the reference's numerics (the CPU default); bf16: the GPU default; int8: "
+                    "quantized products on the CPU, faster");
+    opts.add("--max-input-tokens", &o.max_input_tokens, "longest accepted line in tokens (0: model limit)",
+             at_least(0));
     opts.add_flag("--replace-invalid", &o.replace_invalid, "replace invalid UTF-8 with U+FFFD instead of failing");
     opts.add_flag("--split-long", &o.split_long, "translate over-long lines in pieces instead of failing");
-    if (!opts.parse(argc, argv)) return opts.exit_code();
-    if (o.decode.beam < 1 || o.decode.nbest < 1 || o.decode.nbest > std::max(1, o.decode.beam)) {
-        std::fprintf(stderr, "translate: need beam >= 1 and 1 <= nbest <= beam\n");
-        return 2;
+    if (!opts.parse(argc, argv)) {
+        *status = opts.exit_code();
+        return false;
     }
-    if (o.precision != "" && o.precision != "fp32" && o.precision != "bf16" && o.precision != "int8") {
-        std::fprintf(stderr, "translate: --precision must be fp32, bf16 or int8, not '%s'\n", o.precision.c_str());
-        return 2;
+    if (o.decode.nbest > o.decode.beam) {
+        *status = opts.usage_error("--nbest " + std::to_string(o.decode.nbest) + " is more than --beam " +
+                                   std::to_string(o.decode.beam) + " (n-best lists come from the beam)");
+        return false;
     }
+    return true;
+}
+
+int main(int argc, char** argv) {
+    guard_stdout("translate");
+    Translator t;
+    int status = 0;
+    if (!parse_options(argc, argv, &t.opt, &status)) return status;
     if (!load(&t)) return 1;
     LineReader in;
     std::string line, err;
@@ -253,5 +266,10 @@ int main(int argc, char** argv) {
         }
     }
     if (!chunk.empty()) t.translate(chunk, first);
+    if (in.read_error()) {
+        std::fprintf(stderr, "translate: cannot read stdin after line %ld: %s\n", t.line_number,
+                     std::strerror(in.read_error()));
+        return 1;
+    }
     return 0;
 }

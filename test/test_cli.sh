@@ -54,6 +54,13 @@ awk 'BEGIN { for (i = 0; i < 3000; i++) printf "sun "; print "" }' > "$T/long.tx
 "$B"/translate --model "$M" < "$T/long.txt" > /dev/null 2> "$T/err.txt"
 s=$?; [ $s -eq 1 ] && grep -q "more than --max-input-tokens" "$T/err.txt"; check $? "over-long line: clear error, exit 1 ($s)"
 "$B"/translate --model "$M" --split-long --max-len-b 5 < "$T/long.txt" | wc -l | grep -qx 1; check $? "--split-long translates it as one line"
+# A line longer than several reads of stdin (64 KiB each), then short lines: each line found once.
+awk 'BEGIN { for (i = 0; i < 40000; i++) printf "sun "; print ""; print "moon"; print "star" }' > "$T/longer.txt"
+"$B"/translate --model "$M" --split-long --beam 1 --max-len-a 0 --max-len-b 3 < "$T/longer.txt" > "$T/longer.out"
+s=$?; [ $s -eq 0 ] && [ "$(wc -l < "$T/longer.out")" -eq 3 ]
+check $? "--split-long on a 160 KB line followed by 2 lines: 3 output lines (exit $s, $(wc -l < "$T/longer.out") lines)"
+"$B"/translate --model "$M" < / > /dev/null 2> "$T/err.txt"
+s=$?; [ $s -eq 1 ] && grep -q "cannot read stdin" "$T/err.txt"; check $? "stdin unreadable (a directory): error, exit 1 ($s)"
 
 echo sun | "$B"/translate --model "$T/missing.safetensors" > /dev/null 2> "$T/err.txt"
 s=$?; [ $s -eq 1 ] && grep -q "cannot open" "$T/err.txt"; check $? "missing model: clear error, exit 1 ($s)"
@@ -70,6 +77,95 @@ s=$?; [ $s -eq 1 ] && grep -q "not a safetensors file" "$T/err.txt"; check $? "f
 "$B"/translate --model "$T/avg2.safetensors" < "$T/in.txt" > /dev/null; check $? "the averaged model translates"
 "$B"/bleu "$T/corpus/test.es" < "$T/corpus/test.es" | grep -q "BLEU = 100.00"; check $? "./bleu: a reference scored against itself is 100"
 head -n 3 "$T/corpus/test.es" | "$B"/bleu "$T/corpus/test.es" > /dev/null 2>&1; [ $? -eq 1 ]; check $? "./bleu: mismatched line counts exit 1"
+
+# Every program's --help (and each ./bpe command's) exits 0 and lists its options.
+for cmd in "train:--max-tokens" "translate:--beam" "average:--out" "bleu:--score-only" "bpe learn:--vocab-size" \
+           "bpe encode:--pieces" "bpe decode:--vocab"; do
+    prog=${cmd%%:*}; opt=${cmd#*:}
+    "$B"/$prog --help > "$T/help.txt" 2>&1; s=$?
+    [ $s -eq 0 ] && grep -q -- "$opt" "$T/help.txt"; check $? "./$prog --help: exit 0 ($s), lists $opt"
+done
+
+# Option values: finite numbers, sizes >= 1, beam and n-best within their bounds; a bad value
+# is refused before any work, exit 2, with a message naming the option. ./train gets a tiny
+# run's options first, so that a value wrongly accepted costs seconds, not a default run.
+TA="--config tiny --d-model 32 --d-ff 64 --vocab-size 300 --data $T/corpus --max-steps 3 --max-tokens 400 --no-eval"
+refused() {  # refused OPTION PROGRAM ARGS...: exit 2 and a message naming OPTION
+    opt=$1; shift
+    echo sun | "$B"/"$@" > "$T/out.txt" 2> "$T/err.txt"; s=$?
+    [ $s -eq 2 ] && grep -q -- "$opt" "$T/err.txt" && [ ! -s "$T/out.txt" ]
+    check $? "./$1 $opt: bad value refused, exit 2 ($s), message: $(head -c 100 "$T/err.txt")"
+}
+refused --alpha translate --model "$M" --alpha nan
+refused --alpha translate --model "$M" --alpha inf
+refused --beam translate --model "$M" --beam 0
+refused --beam translate --model "$M" --beam 2000
+refused --beam translate --model "$M" --beam 99999999999999999999
+refused --nbest translate --model "$M" --nbest 0
+refused --nbest translate --model "$M" --beam 2 --nbest 3
+refused --batch-tokens translate --model "$M" --batch-tokens 0
+refused --max-len-a translate --model "$M" --max-len-a 1e999
+refused --max-len-b translate --model "$M" --max-len-b -1
+refused --max-input-tokens translate --model "$M" --max-input-tokens -5
+refused --split-long translate --model "$M" --split-long=no
+refused --max-tokens train $TA --max-tokens 0 --out "$T/never"
+refused --lr-scale train $TA --lr-scale nan --out "$T/never"
+refused --dropout train $TA --dropout 1 --out "$T/never"
+refused --warmup train $TA --warmup 0 --out "$T/never"
+refused --vocab-size train $TA --vocab-size 100 --out "$T/never"
+refused --time train $TA --time inf --out "$T/never"
+refused --beam train $TA --beam 0 --out "$T/never"
+refused --seed train $TA --seed -1 --out "$T/never"
+refused --vocab-size bpe learn --vocab-size 12 --out "$T/never.bpe" "$T/corpus/train.en"
+[ ! -e "$T/never" ]; check $? "refused ./train runs created nothing"
+
+# Write errors: output to a full disk (/dev/full) or a closed stdout is an error naming what
+# failed, exit status 1, never exit 0 with the output lost. Files written by rename
+# (checkpoints) are tested with a size limit (ulimit -f) instead of /dev/full.
+write_fails() {  # write_fails WHAT PATTERN STATUS: STATUS is 1 and stderr ($T/err.txt) matches PATTERN
+    grep -q -- "$2" "$T/err.txt" && [ "$3" = 1 ]
+    check $? "$1: exit 1 ($3), message: $(tail -n 1 "$T/err.txt" | head -c 150)"
+}
+"$B"/translate --model "$M" < "$T/in.txt" > /dev/full 2> "$T/err.txt"
+write_fails "./translate > /dev/full" "standard output: No space left" $?
+"$B"/translate --model "$M" < "$T/in.txt" >&- 2> "$T/err.txt"
+write_fails "./translate with stdout closed" "standard output is closed" $?
+"$B"/bleu "$T/corpus/test.es" < "$T/corpus/test.es" > /dev/full 2> "$T/err.txt"
+write_fails "./bleu > /dev/full" "standard output: No space left" $?
+"$B"/bleu "$T/corpus/test.es" < "$T/corpus/test.es" >&- 2> "$T/err.txt"
+write_fails "./bleu with stdout closed" "standard output is closed" $?
+"$B"/bpe encode --vocab "$T/run/vocab.bpe" < "$T/corpus/test.en" > /dev/full 2> "$T/err.txt"
+write_fails "./bpe encode > /dev/full" "standard output: No space left" $?
+"$B"/bpe encode --vocab "$T/run/vocab.bpe" < "$T/corpus/test.en" > "$T/ids.txt"
+"$B"/bpe decode --vocab "$T/run/vocab.bpe" < "$T/ids.txt" >&- 2> "$T/err.txt"
+write_fails "./bpe decode with stdout closed" "standard output is closed" $?
+"$B"/bpe learn --vocab-size 280 --out /dev/full "$T/corpus/train.en" 2> "$T/err.txt"
+write_fails "./bpe learn --out /dev/full" "/dev/full.*No space left" $?
+"$B"/bpe --help > /dev/full 2> "$T/err.txt"
+write_fails "./bpe --help > /dev/full" "standard output: No space left" $?
+"$B"/average --out "$T/avg3.safetensors" "$T/run"/ckpt-*.safetensors > /dev/full 2> "$T/err.txt"
+write_fails "./average > /dev/full" "standard output: No space left" $?
+"$B"/average --out "$T/avg3.safetensors" "$T/run"/ckpt-*.safetensors >&- 2> "$T/err.txt"
+write_fails "./average with stdout closed" "standard output is closed" $?
+(trap '' XFSZ; ulimit -f 8; exec "$B"/average --out "$T/big.safetensors" "$T/run"/ckpt-*.safetensors) \
+    > /dev/null 2> "$T/err.txt"
+write_fails "./average --out past a file-size limit (ulimit -f)" "big.safetensors.*File too large" $?
+mkfifo "$T/fifo"
+"$B"/average --out "$T/fifo" "$T/run"/ckpt-00000040.safetensors > /dev/null 2> "$T/err.txt"
+s=$?; [ -p "$T/fifo" ] || s="$s, the FIFO replaced"
+write_fails "./average --out FIFO: refused, the FIFO left alone" "not a regular file" "$s"
+"$B"/train $TA --out "$T/w1" > /dev/full 2> "$T/err.txt"
+write_fails "./train > /dev/full" "standard output: No space left" $?
+"$B"/train $TA --out "$T/w2" >&- 2> "$T/err.txt"
+write_fails "./train with stdout closed" "standard output is closed" $?
+mkdir -p "$T/w3" && ln -s /dev/full "$T/w3/log.csv"
+"$B"/train $TA --out "$T/w3" --log-every 0 > /dev/null 2> "$T/err.txt"
+write_fails "./train, log.csv on a full disk" "log.csv: No space left" $?
+
+# A broken pipe ends quietly with the conventional status (SIGPIPE: 141 in sh), not an error.
+awk 'BEGIN { for (i = 0; i < 20000; i++) print "sun moon star" }' > "$T/many.txt"
+s=$( { "$B"/bpe encode --vocab "$T/run/vocab.bpe" < "$T/many.txt" 2> "$T/err.txt"; echo $? > "$T/status"; } | head -n 1 > /dev/null; cat "$T/status")
+[ "$s" -eq 141 ] && [ ! -s "$T/err.txt" ]; check $? "./bpe encode | head -1: ends by SIGPIPE ($s), no message"
 
 # The checkpoint is read by Hugging Face's own safetensors library, when it is installed
 # (.ci/run installs it from PyPI).

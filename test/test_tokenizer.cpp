@@ -3,7 +3,7 @@
 // Build and run (from the repository root; a few seconds):
 //   g++ -std=c++17 -O2 -fopenmp -Wall -Wextra -I. tokenizer.cpp test/test_tokenizer.cpp -o test_tokenizer
 //   ./test_tokenizer
-// What is checked: pre-tokenization; merges learned on tiny corpora against lists worked out
+// What is checked: the shared UTF-8 decoder; pre-tokenization; merges learned on tiny corpora against lists worked out
 // by hand; the fast incremental learner against a slow obvious one; encoding of known words; exact round trips on random and adversarial inputs;
 // determinism; serialize/deserialize round trip; refusal of truncated or garbage files.
 #include <chrono>
@@ -387,9 +387,63 @@ void test_decode() {
     check(threw, "learn refuses vocab_size < 260");
 }
 
+// The shared UTF-8 decoder (utf8_char, invalid_utf8_at): every sequence of 1..4 bytes with a
+// valid lead byte is decoded; the valid ones must be exactly Unicode's scalar values
+// (U+0000..U+10FFFF without the surrogates), each once, in its one shortest form.
+std::string utf8_encode(uint32_t cp) {
+    if (cp < 0x80) return std::string(1, (char)cp);
+    if (cp < 0x800) return {(char)(0xC0 | cp >> 6), (char)(0x80 | (cp & 0x3F))};
+    if (cp < 0x10000)
+        return {(char)(0xE0 | cp >> 12), (char)(0x80 | (cp >> 6 & 0x3F)), (char)(0x80 | (cp & 0x3F))};
+    return {(char)(0xF0 | cp >> 18), (char)(0x80 | (cp >> 12 & 0x3F)), (char)(0x80 | (cp >> 6 & 0x3F)),
+            (char)(0x80 | (cp & 0x3F))};
+}
+
+void test_utf8() {
+    long valid[5] = {0, 0, 0, 0, 0}, wrong = 0;
+    unsigned char b[4];
+    auto try_bytes = [&](int n) {
+        uint32_t cp;
+        int len = utf8_char(b, n, &cp);
+        if (len != n) return;
+        valid[n]++;
+        if (utf8_encode(cp) != std::string((const char*)b, n) || (cp >= 0xD800 && cp <= 0xDFFF)) wrong++;
+    };
+    for (uint32_t x = 0; x < 0x100; x++) { b[0] = x; try_bytes(1); }
+    for (uint32_t x = 0xC0; x < 0x100; x++)
+        for (uint32_t y = 0; y < 0x100; y++) {
+            b[0] = x; b[1] = y; try_bytes(2);
+            if (x < 0xE0) continue;
+            for (uint32_t z = 0; z < 0x100; z++) {
+                b[2] = z; try_bytes(3);
+                if (x < 0xF0) continue;
+                for (uint32_t w = 0; w < 0x100; w++) { b[3] = w; try_bytes(4); }
+            }
+        }
+    check(valid[1] == 128 && valid[2] == 0x800 - 0x80 && valid[3] == 0x10000 - 0x800 - 0x800 &&
+              valid[4] == 0x110000 - 0x10000 && wrong == 0,
+          "utf8_char accepts exactly the shortest forms of U+0000..U+10FFFF minus surrogates "
+          "(%ld / %ld / %ld / %ld sequences of 1..4 bytes, %ld that re-encode differently)",
+          valid[1], valid[2], valid[3], valid[4], wrong);
+    struct Case { const char* text; long at; const char* what; };
+    const Case cases[] = {
+        {"plain ascii", -1, "ASCII"}, {"caf\xC3\xA9 \xF0\x9F\x98\x80", -1, "2- and 4-byte characters"},
+        {"ab\xFF", 2, "0xFF"}, {"a\x80", 1, "stray continuation byte"},
+        {"xy\xC3", 2, "truncated 2-byte character at the end"}, {"\xE2\x82x", 0, "truncated 3-byte character"},
+        {"a\xC0\xAF", 1, "overlong '/' (C0 AF)"}, {"\xE0\x80\xAF", 0, "overlong 3-byte"},
+        {"ok\xED\xA0\x80", 2, "surrogate U+D800"}, {"\xF4\x90\x80\x80", 0, "U+110000"},
+        {"\xF0\x8F\xBF\xBF", 0, "overlong 4-byte"}, {"\xEF\xBF\xBD\xF5", 3, "0xF5 after U+FFFD"},
+    };
+    for (const Case& c : cases) {
+        long at = invalid_utf8_at(c.text);
+        check(at == c.at, "invalid_utf8_at(%s) = %ld (want %ld)", c.what, at, c.at);
+    }
+}
+
 }  // namespace
 
 int main() {
+    test_utf8();
     test_split_words();
     test_hand_merges();
     test_hand_merges_utf8();

@@ -32,23 +32,6 @@ uint64_t random_below(uint64_t* state, uint64_t n) {
 
 // ============================================================ reading and checking text
 
-// Length of the valid UTF-8 sequence starting at s[i] (1..4), or 0 when invalid
-// (overlong forms, surrogates and code points above U+10FFFF are invalid).
-static int utf8_sequence_length(const unsigned char* s, size_t n, size_t i) {
-    unsigned char c = s[i];
-    if (c < 0x80) return 1;
-    int len = c >= 0xF0 ? 4 : c >= 0xE0 ? 3 : c >= 0xC2 ? 2 : 0;
-    if (len == 0 || c > 0xF4 || i + len > n) return 0;
-    for (int k = 1; k < len; k++)
-        if ((s[i + k] & 0xC0) != 0x80) return 0;
-    unsigned char c1 = s[i + 1];
-    if (c == 0xE0 && c1 < 0xA0) return 0;   // overlong 3-byte
-    if (c == 0xED && c1 > 0x9F) return 0;   // UTF-16 surrogates
-    if (c == 0xF0 && c1 < 0x90) return 0;   // overlong 4-byte
-    if (c == 0xF4 && c1 > 0x8F) return 0;   // above U+10FFFF
-    return len;
-}
-
 // Empty when the line is valid UTF-8 without NUL bytes; otherwise what is wrong and where.
 static std::string line_problem(const std::string& line) {
     const unsigned char* s = (const unsigned char*)line.data();
@@ -59,7 +42,8 @@ static std::string line_problem(const std::string& line) {
                           i + 1);
             return where;
         }
-        int len = utf8_sequence_length(s, line.size(), i);
+        uint32_t cp;
+        int len = utf8_char(s + i, line.size() - i, &cp);   // tokenizer.h
         if (len == 0) {
             std::snprintf(where, sizeof where, "invalid UTF-8 (byte 0x%02X at byte %zu)", s[i],
                           i + 1);

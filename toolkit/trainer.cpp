@@ -114,8 +114,9 @@ static bool setup_tokenizer(Run& r, const Metadata* resume_meta) {
     r.tok = Tokenizer::learn(lines, r.opt.vocab_size);
     FILE* f = std::fopen(vocab.c_str(), "wb");
     std::string text = r.tok.serialize();
-    if (!f || std::fwrite(text.data(), 1, text.size(), f) != text.size() || std::fclose(f) != 0)
-        return fail("cannot write " + vocab);
+    bool written = f && std::fwrite(text.data(), 1, text.size(), f) == text.size();
+    if (f && std::fclose(f) != 0) written = false;
+    if (!written) return fail("cannot write " + vocab + ": " + std::strerror(errno));
     std::printf("BPE: learned %d ids from %zu lines in %.1f s -> %s\n", r.tok.vocab_size(), lines.size(),
                 now_s() - t0, vocab.c_str());
     return true;
@@ -229,12 +230,13 @@ static void print_summary(const Run& r) {
 // ---------------------------------------------------------------------------------------------
 // Logging, evaluation, checkpoints
 // ---------------------------------------------------------------------------------------------
-static void csv_row(Run& r, const char* event, double loss, double lr, double dev_loss, double bleu_dev,
+// Appends one row to out/log.csv; false (with a message) when it cannot be written.
+static bool csv_row(Run& r, const char* event, double loss, double lr, double dev_loss, double bleu_dev,
                     double bleu_test) {
     if (!r.csv) {
         bool fresh = !fs::exists(r.path("log.csv"));
         r.csv = std::fopen(r.path("log.csv").c_str(), "a");
-        if (!r.csv) return;
+        if (!r.csv) return fail("cannot open " + r.path("log.csv") + ": " + std::strerror(errno));
         if (fresh) std::fprintf(r.csv, "event,step,epoch,train_loss,lr,dev_loss,bleu_dev,bleu_test,elapsed_s\n");
     }
     auto num = [](double v) { return std::isnan(v) ? std::string() : std::to_string(v); };
@@ -243,7 +245,9 @@ static void csv_row(Run& r, const char* event, double loss, double lr, double de
     std::fprintf(r.csv, "%s,%lld,%.4f,%s,%s,%s,%s,%s,%.1f\n", event, (long long)r.model.step, epoch,
                  num(loss).c_str(), num(lr).c_str(), num(dev_loss).c_str(), num(bleu_dev).c_str(),
                  num(bleu_test).c_str(), r.elapsed());
-    std::fflush(r.csv);
+    if (std::fflush(r.csv) != 0 || std::ferror(r.csv))
+        return fail("cannot write " + r.path("log.csv") + ": " + std::strerror(errno));
+    return true;
 }
 
 // Mean label-smoothed loss over the dev set's non-pad labels (no dropout).
@@ -362,8 +366,8 @@ static bool train_loop(Run& r) {
             std::printf("step %6lld | epoch %6.2f | loss %.4f | lr %.2e | %7.0f tok/s | %s elapsed | %s left\n",
                         (long long)step, epoch, window_loss / window_steps, s.lr, window_tokens / dt,
                         format_duration(r.elapsed()).c_str(), std::isinf(left) ? "?" : format_duration(left).c_str());
-            std::fflush(stdout);
-            csv_row(r, "train", window_loss / window_steps, s.lr, NAN, NAN, NAN);
+            if (std::fflush(stdout) != 0) return fail(std::string("cannot write to stdout: ") + std::strerror(errno));
+            if (!csv_row(r, "train", window_loss / window_steps, s.lr, NAN, NAN, NAN)) return false;
             window_loss = window_tokens = 0;
             window_steps = 0;
             window_start = last_log = now_s();
@@ -371,7 +375,7 @@ static bool train_loop(Run& r) {
         if (r.opt.eval_every_steps > 0 && step % r.opt.eval_every_steps == 0) {
             double dl = dev_loss(r);
             if (!r.opt.quiet && !std::isnan(dl)) std::printf("step %6lld | dev loss %.4f\n", (long long)step, dl);
-            csv_row(r, "dev", NAN, s.lr, dl, NAN, NAN);
+            if (!csv_row(r, "dev", NAN, s.lr, dl, NAN, NAN)) return false;
         }
         bool due = (r.opt.save_every_steps > 0 && step % r.opt.save_every_steps == 0) ||
                    (r.opt.save_every_s > 0 && now_s() - last_save >= r.opt.save_every_s);
@@ -465,7 +469,9 @@ static bool final_evaluation(Run& r) {
         if (!average_checkpoints(last, model_path, &err)) return fail(err);
         std::printf("averaged %zu checkpoints -> %s\n", last.size(), model_path.c_str());
     } else {
-        fs::copy_file(ckpts.back(), r.path("average.safetensors"), fs::copy_options::overwrite_existing);
+        std::error_code ec;
+        fs::copy_file(ckpts.back(), r.path("average.safetensors"), fs::copy_options::overwrite_existing, ec);
+        if (ec) return fail("cannot write " + r.path("average.safetensors") + ": " + ec.message());
     }
     double dl = dev_loss(r);
     if (!std::isnan(dl)) std::printf("final dev loss (last checkpoint): %.4f\n", dl);
@@ -486,8 +492,7 @@ static bool final_evaluation(Run& r) {
         report("test, averaged, greedy", score(&avg, r.tok, r.data("test", r.opt.src_lang), r.data("test", r.opt.tgt_lang), 1, r.opt));
         report("test, last checkpoint, beam", score(&r.model, r.tok, r.data("test", r.opt.src_lang), r.data("test", r.opt.tgt_lang), r.opt.beam, r.opt));
     }
-    csv_row(r, "final", NAN, NAN, dl, dev_avg.bleu, test_avg.bleu);
-    return true;
+    return csv_row(r, "final", NAN, NAN, dl, dev_avg.bleu, test_avg.bleu);
 }
 
 int run_training(TrainOptions opt) {

@@ -1,0 +1,101 @@
+#!/bin/sh
+# test/test_bench_env.sh BUILD_DIR [PROGRAM_DIR] — the benchmarks' anchor checks: a benchmark
+# prints a ratio against PyTorch or CTranslate2 only when that side runs at its best
+# (bench/torch_check.py, bench/bench_ct2.py --check). Each check is run in a deliberately
+# crippled environment and must print the refusal; the verdicts come from the libraries
+# loaded and the backends selected, never from timing:
+#   - bench/bench.sh train with PyTorch forced onto the reference BLAS (TORCH_BLAS_DIR):
+#     the refusal naming the library, no ratio anywhere, PyTorch not run;
+#   - OpenBLAS pinned to its Prescott kernel (OPENBLAS_CORETYPE), and tcmalloc left out;
+#   - CTranslate2 forced to its generic kernels (CT2_FORCE_CPU_ISA=GENERIC);
+#   - and bench/torch_env.sh's own environment passes the same checks when the packages of
+#     `make bench-deps` are installed.
+# What cannot run here (no torch, no OpenBLAS, no ctranslate2, an older CPU) prints SKIP and
+# why, and is not counted. Ends with "bench_env: N passed, M failed".
+set -u
+BUILD=${1:-build}
+B=${2:-.}
+PY=${PYTHON:-/usr/bin/python3}
+CT2=${CT2_PYTHON:-python3}
+LIB=/usr/lib/x86_64-linux-gnu
+passed=0
+failed=0
+T=$(mktemp -d)
+trap 'rm -rf "$T"' EXIT
+
+check() {  # check STATUS DESCRIPTION (STATUS 0 = pass)
+    if [ "$1" -eq 0 ]; then echo "PASS $2"; passed=$((passed + 1));
+    else echo "FAIL $2"; failed=$((failed + 1)); fi
+}
+refusal() { grep -m1 '^no ratio' "$1" | head -c 300; }
+avx2=$(grep -m1 '^flags' /proc/cpuinfo | grep -qw avx2 && echo 1 || echo 0)
+
+torch_checks() {
+    # bench.sh end to end on the reference BLAS (the state of a fresh Debian with python3-torch).
+    TORCH_BLAS_DIR=$LIB/blas BENCH_CONFIGS=tiny BUILD=$BUILD sh bench/bench.sh train "$BUILD" > "$T/bench.txt" 2>&1
+    s=$?
+    grep -q "^no ratio: PyTorch is running on $LIB/blas/libblas.so" "$T/bench.txt" &&
+        grep -q '^tiny .*no ratio' "$T/bench.txt" && ! grep -Eq '[0-9]\.[0-9]+x' "$T/bench.txt" &&
+        ! grep -q '^torch train' "$T/bench.txt" && [ $s -eq 0 ]
+    check $? "bench.sh train, PyTorch on the reference BLAS: refusal, no ratio, PyTorch not run: $(refusal "$T/bench.txt")"
+    grep -q '^# CPU: ' "$T/bench.txt" && grep -q '^# PyTorch [0-9]' "$T/bench.txt" && grep -q '^# BLAS: ' "$T/bench.txt"
+    check $? "bench.sh prints the environment it measured (CPU and cores, PyTorch version, BLAS)"
+
+    . bench/torch_env.sh   # TORCH: the environment bench.sh gives PyTorch
+    if [ ! -f "$LIB/openblas-openmp/libblas.so.3" ] || [ ! -f "$TCMALLOC" ]; then
+        echo "SKIP OpenBLAS kernel, tcmalloc and the at-its-best environment: libopenblas0-openmp or" \
+             "libgoogle-perftools4 not installed (make bench-deps)"
+        return
+    fi
+    if [ "$avx2" = 1 ]; then
+        env LD_LIBRARY_PATH="$LIB/openblas-openmp" LD_PRELOAD="$TCMALLOC" OPENBLAS_CORETYPE=Prescott \
+            $PY bench/torch_check.py --no-speed > "$T/prescott.txt" 2>&1
+        [ $? -eq 1 ] && grep -q '^no ratio: OpenBLAS runs its Prescott kernel' "$T/prescott.txt"
+        check $? "OpenBLAS pinned to Prescott on an AVX2+ CPU: $(refusal "$T/prescott.txt")"
+    else
+        echo "SKIP OpenBLAS kernel check: this CPU has no AVX2, so Prescott may be its best kernel"
+    fi
+    $(echo "$TORCH" | sed 's/LD_PRELOAD=[^ ]*//') $PY bench/torch_check.py --no-speed > "$T/nomalloc.txt" 2>&1
+    [ $? -eq 1 ] && grep -q '^no ratio: tcmalloc is not loaded' "$T/nomalloc.txt"
+    check $? "without tcmalloc: $(refusal "$T/nomalloc.txt")"
+    $TORCH $PY bench/torch_check.py --no-speed > "$T/best.txt" 2>&1
+    check $? "bench/torch_env.sh's environment passes: $(grep -m1 -e '^anchor' -e '^no ratio' "$T/best.txt")"
+}
+
+ct2_checks() {
+    mkdir -p "$T/corpus"
+    awk 'BEGIN { srand(5); split("sun moon star sky sea", w, " ");
+        for (i = 0; i < 200; i++) { n = 2 + int(rand() * 4); s = "";
+            for (j = 0; j < n; j++) s = s (j ? " " : "") w[1 + int(rand() * 5)];
+            print s > "'"$T"'/corpus/train.en"; print s > "'"$T"'/corpus/train.es" } }'
+    "$B"/train --config tiny --d-model 32 --d-ff 64 --vocab-size 280 --data "$T/corpus" --out "$T/run" \
+        --max-steps 2 --max-tokens 400 --no-eval > "$T/train.log" 2>&1
+    M="$T/run/average.safetensors"
+    [ -f "$M" ] || { check 1 "a tiny model for CTranslate2 to load: $(tail -n 1 "$T/train.log")"; return; }
+    CT2_FORCE_CPU_ISA=GENERIC $CT2 bench/bench_ct2.py --check --weights "$M" > "$T/ct2.txt" 2>&1
+    [ $? -eq 1 ] && grep -q '^no ratio for CTranslate2: its kernels run with ISA GENERIC' "$T/ct2.txt"
+    check $? "CTranslate2 forced to its generic kernels: $(refusal "$T/ct2.txt")"
+    grep -q '^# CTranslate2 [0-9]' "$T/ct2.txt"
+    check $? "CTranslate2's version is printed: $(grep -m1 '^# CTranslate2 [0-9]' "$T/ct2.txt")"
+    env -u CT2_FORCE_CPU_ISA -u CT2_USE_MKL -u MKL_ENABLE_INSTRUCTIONS -u MKL_CBWR \
+        $CT2 bench/bench_ct2.py --check --weights "$M" > "$T/ct2best.txt" 2>&1
+    check $? "CTranslate2 as installed passes: $(grep -m1 -e '^anchor' -e '^no ratio' "$T/ct2best.txt")"
+}
+
+if ! $PY -c 'import torch' 2> /dev/null; then
+    echo "SKIP PyTorch anchor checks: $PY cannot import torch (apt-get install python3-torch)"
+elif [ ! -f "$LIB/blas/libblas.so.3" ]; then
+    echo "SKIP PyTorch anchor checks: no reference BLAS at $LIB/blas to cripple PyTorch with (libblas3)"
+else
+    torch_checks
+fi
+if ! $CT2 -c 'import ctranslate2' 2> /dev/null; then
+    echo "SKIP CTranslate2 anchor checks: $CT2 cannot import ctranslate2 ($CT2 -m pip install ctranslate2)"
+elif [ "$avx2" != 1 ]; then
+    echo "SKIP CTranslate2 anchor checks: this CPU has no AVX2 (GENERIC may be its best)"
+else
+    ct2_checks
+fi
+
+echo "bench_env: $passed passed, $failed failed"
+[ "$failed" -eq 0 ]
