@@ -16,6 +16,10 @@ train:  one full training step (forward, backward, Adam) on a fixed synthetic ba
         tokens; base: 82 pairs), dropout 0.1, label smoothing 0.1, post-LN. 2 warm-up steps,
         then the median over --steps. Each config runs in its own process so that peak RSS
         is per config. Prints: torch train <config> ms_per_step=X tokens_per_s=Y peak_rss_mb=Z
+        --device cuda (make gpu-check): the same model on the GPU with the paper's batches
+        (--tokens 25000 source + 25000 target tokens a step), eager with bf16 autocast and then
+        torch.compile, 3 warm-up steps, the median of 10: torch train <config>-<eager|compile>
+        ms_per_step=X tokens_per_s=Y peak_gpu_mb=Z
 decode: "small" config, random init: 200 source sentences of 20 tokens (19 + </s>) in one
         batch; every hypothesis is FORCED to exactly 20 target tokens (</s> gets log-prob -inf,
         so nothing stops early), greedy and beam 4 (alpha 0.6) with the fast batched decoders.
@@ -46,6 +50,7 @@ CONFIGS = {
     "tiny": (2, 128, 512, 4, 8000, 164, 5),
     "small": (3, 256, 1024, 4, 8000, 164, 5),
     "base": (6, 512, 2048, 8, 37000, 82, 3),
+    "big": (6, 1024, 4096, 16, 37000, 82, 3),
 }
 SENT_LEN = 25            # tokens per source and per target sentence in the train batch
 DEC_SENTS, DEC_LEN = 200, 20
@@ -107,8 +112,62 @@ def bench_train(name, steps):
           f"process CPU {cpu_ms:.0f} ms/step (wall > CPU/threads means other load)", flush=True)
 
 
+def bench_train_gpu(name, tokens, steps):
+    """The same model and batch on the GPU: eager with bf16 autocast, then torch.compile of it;
+    `tokens` source (and as many target) tokens a step in pairs of 25 + 25."""
+    cfg = model_config(name)
+    n_pairs = max(1, tokens // SENT_LEN)
+    steps = steps or 10
+    batch = {k: v.cuda() for k, v in synthetic_batch(n_pairs, cfg["vocab"], torch.Generator().manual_seed(0)).items()}
+    for mode in ("eager", "compile"):
+        torch.manual_seed(0)
+        model = R.Transformer(cfg, dropout=0.3 if name == "big" else 0.1).cuda()
+        R.init_params(model)
+        model.train()
+        opt = R.make_optimizer(model)
+        fwd = torch.compile(model) if mode == "compile" else model
+        torch.cuda.reset_peak_memory_stats()
+        times = []
+        for step in range(1, 3 + steps + 1):   # 3 warm-up steps (compilation included)
+            torch.cuda.synchronize()
+            t0 = time.perf_counter()
+            for group in opt.param_groups:
+                group["lr"] = R.lr_at(step, cfg)
+            opt.zero_grad(set_to_none=True)
+            with torch.autocast("cuda", dtype=torch.bfloat16):
+                logits = fwd(batch["src"], batch["tgt_in"])
+            loss = R.loss_fn(logits.float(), batch["labels"], cfg["label_smoothing"])
+            loss.backward()
+            opt.step()
+            torch.cuda.synchronize()
+            times.append(time.perf_counter() - t0)
+        ms = 1000.0 * statistics.median(times[3:])
+        print(f"torch train {name}-{mode} ms_per_step={ms:.1f} tokens_per_s={2 * n_pairs * SENT_LEN / ms * 1000:.0f} "
+              f"peak_gpu_mb={torch.cuda.max_memory_allocated() / 1e6:.0f}  # {torch.cuda.get_device_name()}, "
+              f"bf16 autocast, {n_pairs} pairs of 25 + 25 tokens, loss {float(loss):.3f}", flush=True)
+        del model, opt, fwd
+
+
+def gpu_environment():
+    a = torch.randn(8192, 8192, device="cuda", dtype=torch.bfloat16)
+    a @ a
+    torch.cuda.synchronize()
+    t0 = time.perf_counter()
+    for _ in range(10):
+        a @ a
+    torch.cuda.synchronize()
+    tflops = 10 * 2 * 8192 ** 3 / (time.perf_counter() - t0) / 1e12
+    print(f"# torch {torch.__version__}, CUDA {torch.version.cuda}, {torch.cuda.get_device_name()}; "
+          f"bf16 8192^3 matmul {tflops:.0f} TFLOP/s", flush=True)
+
+
 def run_train(args):
     names = [c.strip() for c in args.configs.split(",") if c.strip()]
+    if args.device == "cuda":
+        gpu_environment()
+        for name in names:
+            bench_train_gpu(name, args.tokens, args.steps)
+        return
     for name in names:
         if name not in CONFIGS:
             sys.exit(f"unknown config '{name}' (choose from {', '.join(CONFIGS)})")
@@ -210,6 +269,10 @@ def main():
     ap.add_argument("--steps", type=int, default=0,
                     help="train: timed steps after 2 warm-up steps (default 5; base 3)")
     ap.add_argument("--threads", type=int, default=2, help="torch threads (default 2)")
+    ap.add_argument("--device", choices=["cpu", "cuda"], default="cpu",
+                    help="train: cuda times eager bf16 autocast and torch.compile on the GPU")
+    ap.add_argument("--tokens", type=int, default=25000,
+                    help="train on cuda: source (and target) tokens a step (default 25000)")
     ap.add_argument("--weights", help="decode: checkpoint .safetensors (default: random small)")
     ap.add_argument("--input", help="decode: file of token-id lines (default: synthetic, forced)")
     ap.add_argument("--output", help="decode: write the hypotheses (token ids) to OUTPUT.greedy "
