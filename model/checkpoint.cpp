@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "toolkit/json.h"
@@ -184,6 +185,11 @@ static std::string header_json(const std::vector<TensorOut>& tensors, const Meta
 
 bool safetensors_write(const std::string& path, const std::vector<TensorOut>& tensors,
                        const Metadata& metadata, std::string* error) {
+    struct stat st;
+    if (stat(path.c_str(), &st) == 0 && !S_ISREG(st.st_mode)) {   // the rename would replace it
+        *error = path + ": exists and is not a regular file; not replacing it";
+        return false;
+    }
     const std::string tmp = path + ".tmp." + std::to_string(getpid());
     FILE* f = std::fopen(tmp.c_str(), "wb");
     if (!f) { *error = tmp + ": cannot create (" + std::strerror(errno) + ")"; return false; }

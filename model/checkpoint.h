@@ -52,7 +52,8 @@ struct TensorOut {
     const void* data;
 };
 // Writes atomically: a temporary file in the same folder, flushed and synced, then renamed
-// over path, so a crash never leaves a half-written checkpoint under the final name.
+// over path, so a crash never leaves a half-written checkpoint under the final name. A path
+// that exists and is not a regular file (a device, a FIFO, a folder) is refused, not replaced.
 bool safetensors_write(const std::string& path, const std::vector<TensorOut>& tensors,
                        const Metadata& metadata, std::string* error);
 

@@ -9,6 +9,7 @@
 #include <cstdio>
 #include <cstring>
 #include <string>
+#include <sys/stat.h>
 #include <unistd.h>
 #include <vector>
 
@@ -335,6 +336,14 @@ static void checkpoint_refusals() {
     cfg2.d_ff = 32;
     model_init(&other, cfg2, 3);
     expect_refusal("another config", good, "d_ff: 32 vs 24", &other);
+    // Writing: a destination that is not a regular file is refused and left as it was.
+    const std::string fifo = g_tmp_dir + "/fifo.safetensors";
+    struct stat st;
+    bool made = mkfifo(fifo.c_str(), 0600) == 0;
+    bool saved = checkpoint_save(a, fifo, {}, false, &err);
+    check(made && !saved && err.find("not a regular file") != std::string::npos &&
+              stat(fifo.c_str(), &st) == 0 && S_ISFIFO(st.st_mode),
+          "refuses to write over a FIFO, which stays a FIFO -> \"%s\"", err.c_str());
 }
 
 int main(int argc, char** argv) {
