@@ -327,15 +327,27 @@ struct GainTerm {   // dy * xhat: LayerNorm's dg
 // (sentence, head, position). Scores go to probs, the softmax is taken in place, then the
 // context; lanes run over channels for the products (coalesced) and over keys for the softmax.
 // =============================================================================================
+// The (sentence b, head h, position i) a warp handles among B * H * L rows, and the offset of
+// that (b, h) tile in probs (B, H, Lq, Lk).
+struct HeadRow {
+    int b, h, i;
+    size_t probs_off;
+};
+__device__ __forceinline__ HeadRow head_row(size_t w, int L, const AttentionShape& s) {
+    const int i = (int)(w % L), h = (int)(w / L % s.H), b = (int)(w / L / s.H);
+    return {b, h, i, ((size_t)b * s.H + h) * s.Lq * s.Lk};
+}
+
 template <class T>
 __global__ void attention_forward_kernel(T* ctx, float* probs, const T* q, const T* kv,
                                          const int* key_tokens, AttentionShape s, float p_attn,
                                          uint64_t seed) {
     const size_t w = global_warp();
     if (w >= (size_t)s.B * s.H * s.Lq) return;
-    const int lane = lane_id(), i = (int)(w % s.Lq), h = (int)(w / s.Lq % s.H), b = (int)(w / s.Lq / s.H);
+    const HeadRow hr = head_row(w, s.Lq, s);
+    const int lane = lane_id(), b = hr.b, h = hr.h, i = hr.i;
     const float scale = 1.0f / sqrtf((float)s.dk);
-    const size_t probs_off = ((size_t)b * s.H + h) * s.Lq * s.Lk;
+    const size_t probs_off = hr.probs_off;
     float* P = probs + probs_off + (size_t)i * s.Lk;
     const T* qi = q + ((size_t)b * s.Lq + i) * s.q_stride + s.q_col + h * s.dk;
     const T* keys = kv + (size_t)b * s.Lk * s.kv_stride + s.k_col + h * s.dk;
@@ -381,9 +393,10 @@ __global__ void attention_backward_query_kernel(T* dq, float* dS, const T* dctx,
                                                 uint64_t seed) {
     const size_t w = global_warp();
     if (w >= (size_t)s.B * s.H * s.Lq) return;
-    const int lane = lane_id(), i = (int)(w % s.Lq), h = (int)(w / s.Lq % s.H), b = (int)(w / s.Lq / s.H);
+    const HeadRow hr = head_row(w, s.Lq, s);
+    const int lane = lane_id(), b = hr.b, h = hr.h, i = hr.i;
     const float scale = 1.0f / sqrtf((float)s.dk);
-    const size_t probs_off = ((size_t)b * s.H + h) * s.Lq * s.Lk;
+    const size_t probs_off = hr.probs_off;
     const float* P = probs + probs_off + (size_t)i * s.Lk;
     float* D = dS + probs_off + (size_t)i * s.Lk;
     const T* dci = dctx + ((size_t)b * s.Lq + i) * s.H * s.dv + h * s.dv;
@@ -417,8 +430,9 @@ __global__ void attention_backward_key_kernel(T* dkv, const float* dS, const flo
                                               uint64_t seed) {
     const size_t w = global_warp();
     if (w >= (size_t)s.B * s.H * s.Lk) return;
-    const int lane = lane_id(), j = (int)(w % s.Lk), h = (int)(w / s.Lk % s.H), b = (int)(w / s.Lk / s.H);
-    const size_t probs_off = ((size_t)b * s.H + h) * s.Lq * s.Lk;
+    const HeadRow hr = head_row(w, s.Lk, s);   // here i is the key j
+    const int lane = lane_id(), b = hr.b, h = hr.h, j = hr.i;
+    const size_t probs_off = hr.probs_off;
     T* dk = dkv + ((size_t)b * s.Lk + j) * s.kv_stride + s.k_col + h * s.dk;
     T* dv = dkv + ((size_t)b * s.Lk + j) * s.kv_stride + s.v_col + h * s.dv;
     for (int c = lane; c < s.dk; c += 32) {

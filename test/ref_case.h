@@ -6,6 +6,7 @@
 
 #include "test/check.h"
 #include "model/checkpoint.h"
+#include "toolkit/decode.h"
 #include "toolkit/json.h"
 #include "transformer.h"
 
@@ -75,3 +76,54 @@ inline bool read_batch(SafeTensorsFile& f, Batch* b) {
     return true;
 }
 
+// ---------------------------------------------------------------------------------------------
+// The decoding reference case (decode.safetensors): a small model the reference trained on a
+// copy task, its source sentences, the decoding options and the reference's results.
+struct DecodeCase {
+    std::vector<std::vector<int>> sources;
+    std::vector<std::vector<int>> greedy, beam;   // best hypothesis' tokens, </s> included
+    std::vector<float> greedy_logprob, beam_logprob, beam_score;
+    DecodeOptions opt;                            // alpha, max length; beam = the case's beam
+};
+
+// Rows of a (rows, cols) I32 tensor, each cut at its first `pad`.
+inline std::vector<std::vector<int>> read_rows(SafeTensorsFile& f, const std::string& name, int pad) {
+    const TensorEntry* t = f.find(name);
+    std::vector<int> flat(t ? t->numel() : 0);
+    std::string err;
+    if (!t || t->shape.size() != 2 || !f.read(name, "I32", flat.data(), flat.size(), &err)) {
+        check(false, "read %s", name.c_str());
+        return {};
+    }
+    std::vector<std::vector<int>> out(t->shape[0]);
+    for (size_t r = 0; r < out.size(); r++)
+        for (int64_t c = 0; c < t->shape[1] && flat[r * t->shape[1] + c] != pad; c++)
+            out[r].push_back(flat[r * t->shape[1] + c]);
+    return out;
+}
+
+// Loads the case; the model's parameters go to m on its backend (a CPU one when none is set).
+inline bool load_decode_case(const std::string& path, Model* m, DecodeCase* dc) {
+    SafeTensorsFile f;
+    std::string err;
+    RefCase rc;
+    if (!check(f.open(path, &err), "open decode reference (%s)", err.c_str()) ||
+        !check(parse_case_config(f.metadata["config"], &rc), "decode reference: config"))
+        return false;
+    model_allocate(m, rc.cfg, false);
+    std::vector<float> params(m->layout.total);
+    if (!check(read_parameters(f, m->layout, "param.", params.data(), &err), "decode reference: parameters (%s)", err.c_str()))
+        return false;
+    model_set_params(m, params.data());
+    dc->sources = read_rows(f, "dec.src", PAD_ID);
+    dc->greedy = read_rows(f, "greedy.tokens", -1);
+    dc->beam = read_rows(f, "beam.tokens", -1);
+    dc->greedy_logprob = read_f32(f, "greedy.logprob");
+    dc->beam_logprob = read_f32(f, "beam.logprob");
+    dc->beam_score = read_f32(f, "beam.score");
+    dc->opt.alpha = std::stof(f.metadata["alpha"]);
+    dc->opt.max_len_a = std::stof(f.metadata["max_len_a"]);
+    dc->opt.max_len_b = std::stoi(f.metadata["max_len_b"]);
+    dc->opt.beam = std::stoi(f.metadata["beam"]);
+    return !dc->sources.empty();
+}

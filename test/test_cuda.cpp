@@ -176,52 +176,31 @@ static void resume_is_bitwise(const char* precision) {
 }
 
 // test_decode's reference case on the GPU in fp32: the reference's tokens, log-probabilities
-// within 1e-4; the cache equals the full recompute.
+// within 1e-4, with the cache and with a full recompute.
 static void reference_decoding() {
-    SafeTensorsFile f;
-    std::string err;
-    if (!check(f.open(g_ref_dir + "/decode.safetensors", &err), "open decode reference (%s)", err.c_str())) return;
-    RefCase rc;
-    if (!check(parse_case_config(f.metadata["config"], &rc), "decode reference: config")) return;
     Model m;
     m.backend = gpu("fp32");
-    if (!m.backend) return;
-    model_allocate(&m, rc.cfg, false);
-    std::vector<float> params(m.layout.total);
-    if (!check(read_parameters(f, m.layout, "param.", params.data(), &err), "decode reference: parameters")) return;
-    model_set_params(&m, params.data());
-    const TensorEntry* src = f.find("dec.src");
-    std::vector<int> flat(src->numel());
-    f.read("dec.src", "I32", flat.data(), flat.size(), &err);
-    std::vector<std::vector<int>> sources(src->shape[0]);
-    for (size_t r = 0; r < sources.size(); r++)
-        for (int c = 0; c < (int)src->shape[1] && flat[r * src->shape[1] + c] != PAD_ID; c++)
-            sources[r].push_back(flat[r * src->shape[1] + c]);
-    DecodeOptions opt;
-    opt.alpha = std::stof(f.metadata["alpha"]);
-    opt.max_len_a = std::stof(f.metadata["max_len_a"]);
-    opt.max_len_b = std::stoi(f.metadata["max_len_b"]);
-    for (const char* search : {"greedy", "beam"}) {
-        opt.beam = search[0] == 'g' ? 1 : std::stoi(f.metadata["beam"]);
-        const TensorEntry* want = f.find(std::string(search) + ".tokens");
-        std::vector<int> wt(want->numel());
-        f.read(std::string(search) + ".tokens", "I32", wt.data(), wt.size(), &err);
-        std::vector<float> wl = read_f32(f, std::string(search) + ".logprob");
-        for (int recompute : {0, 1}) {
+    DecodeCase dc;
+    if (!m.backend || !load_decode_case(g_ref_dir + "/decode.safetensors", &m, &dc)) return;
+    DecodeOptions opt = dc.opt;
+    for (int beam : {1, dc.opt.beam}) {
+        opt.beam = beam;
+        const char* search = beam == 1 ? "greedy" : "beam";
+        const auto& want = beam == 1 ? dc.greedy : dc.beam;
+        const auto& want_lp = beam == 1 ? dc.greedy_logprob : dc.beam_logprob;
+        for (bool recompute : {false, true}) {
             opt.recompute = recompute;
-            auto got = decode_batch(&m, sources, opt);
+            auto got = decode_batch(&m, dc.sources, opt);
             int same = 0;
             std::vector<float> lp;
-            for (size_t r = 0; r < sources.size(); r++) {
-                std::vector<int> w;
-                for (int c = 0; c < (int)want->shape[1] && wt[r * want->shape[1] + c] >= 0; c++) w.push_back(wt[r * want->shape[1] + c]);
-                same += got[r][0].tokens == w;
+            for (size_t r = 0; r < dc.sources.size(); r++) {
+                same += got[r][0].tokens == want[r];
                 lp.push_back(got[r][0].logprob);
             }
-            check(same == (int)sources.size(), "GPU fp32 %s%s: tokens equal the reference for %d/%zu sentences",
-                  search, recompute ? ", full recompute" : ", cached", same, sources.size());
-            check_close((std::string("GPU fp32 ") + search + (recompute ? ", full recompute" : ", cached") +
-                         ": log-probabilities").c_str(), lp.data(), wl.data(), lp.size(), 1e-4);
+            const std::string label = std::string("GPU fp32 ") + search + (recompute ? ", full recompute" : ", cached");
+            check(same == (int)dc.sources.size(), "%s: tokens equal the reference for %d/%zu sentences",
+                  label.c_str(), same, dc.sources.size());
+            check_close((label + ": log-probabilities").c_str(), lp.data(), want_lp.data(), lp.size(), 1e-4);
         }
     }
 }

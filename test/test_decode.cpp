@@ -22,23 +22,6 @@ static std::string tokens_text(const std::vector<int>& t) {
     return s;
 }
 
-static std::vector<std::vector<int>> rows_of(const std::vector<int>& flat, int rows, int cols, int pad) {
-    std::vector<std::vector<int>> out(rows);
-    for (int r = 0; r < rows; r++)
-        for (int c = 0; c < cols && flat[(size_t)r * cols + c] != pad; c++) out[r].push_back(flat[(size_t)r * cols + c]);
-    return out;
-}
-
-static std::vector<int> read_i32(SafeTensorsFile& f, const std::string& name, int* rows, int* cols) {
-    const TensorEntry* t = f.find(name);
-    std::vector<int> v(t ? t->numel() : 0);
-    std::string err;
-    if (!t || !f.read(name, "I32", v.data(), v.size(), &err)) check(false, "read %s", name.c_str());
-    *rows = t ? (int)t->shape[0] : 0;
-    *cols = t && t->shape.size() > 1 ? (int)t->shape[1] : 0;
-    return v;
-}
-
 // Decodes `sources` and compares tokens exactly and log-probabilities within 1e-4 relative.
 static void compare_decoding(Model* m, const std::vector<std::vector<int>>& sources,
                              const DecodeOptions& opt, const char* label,
@@ -106,27 +89,14 @@ static void int8_decoding(Model* m, const std::vector<std::vector<int>>& sources
 }
 
 static void reference_decoding() {
-    SafeTensorsFile f;
-    std::string err;
-    if (!check(f.open(g_ref_dir + "/decode.safetensors", &err), "open decode reference (%s)", err.c_str())) return;
-    RefCase rc;
-    if (!check(parse_case_config(f.metadata["config"], &rc), "decode reference: config")) return;
     Model m;
-    model_init(&m, rc.cfg, 1);
-    std::vector<float> params(m.layout.total);
-    if (!check(read_parameters(f, m.layout, "param.", params.data(), &err), "decode reference: parameters (%s)", err.c_str())) return;
-    model_set_params(&m, params.data());
-    int rows = 0, cols = 0, gr = 0, gc = 0, br = 0, bc = 0;
-    std::vector<int> src_flat = read_i32(f, "dec.src", &rows, &cols);
-    std::vector<int> greedy_flat = read_i32(f, "greedy.tokens", &gr, &gc);
-    std::vector<int> beam_flat = read_i32(f, "beam.tokens", &br, &bc);
-    std::vector<std::vector<int>> sources = rows_of(src_flat, rows, cols, PAD_ID);
-    std::vector<std::vector<int>> greedy = rows_of(greedy_flat, gr, gc, -1);
-    std::vector<std::vector<int>> beam = rows_of(beam_flat, br, bc, -1);
-    DecodeOptions opt;
-    opt.alpha = std::stof(f.metadata["alpha"]);
-    opt.max_len_a = std::stof(f.metadata["max_len_a"]);
-    opt.max_len_b = std::stoi(f.metadata["max_len_b"]);
+    DecodeCase dc;
+    if (!load_decode_case(g_ref_dir + "/decode.safetensors", &m, &dc)) return;
+    const std::vector<std::vector<int>>& sources = dc.sources;
+    const std::vector<std::vector<int>>& greedy = dc.greedy;
+    const std::vector<std::vector<int>>& beam = dc.beam;
+    const int rows = (int)sources.size();
+    DecodeOptions opt = dc.opt;
     int finished = 0, at_limit = 0;
     for (size_t i = 0; i < beam.size(); i++) {
         bool eos = !beam[i].empty() && beam[i].back() == EOS_ID;
@@ -137,14 +107,14 @@ static void reference_decoding() {
                 rows, finished, at_limit);
     check(finished > 0 && at_limit > 0, "the reference case has sentences that finish early and that hit the limit");
     opt.beam = 1;
-    compare_decoding(&m, sources, opt, "greedy, cached, batched", greedy, read_f32(f, "greedy.logprob"));
+    compare_decoding(&m, sources, opt, "greedy, cached, batched", greedy, dc.greedy_logprob);
     opt.recompute = true;
-    compare_decoding(&m, sources, opt, "greedy, full recompute", greedy, read_f32(f, "greedy.logprob"));
+    compare_decoding(&m, sources, opt, "greedy, full recompute", greedy, dc.greedy_logprob);
     opt.recompute = false;
-    opt.beam = std::stoi(f.metadata["beam"]);
-    compare_decoding(&m, sources, opt, "beam 4, cached, batched", beam, read_f32(f, "beam.logprob"));
+    opt.beam = dc.opt.beam;
+    compare_decoding(&m, sources, opt, "beam 4, cached, batched", beam, dc.beam_logprob);
     opt.recompute = true;
-    compare_decoding(&m, sources, opt, "beam 4, full recompute", beam, read_f32(f, "beam.logprob"));
+    compare_decoding(&m, sources, opt, "beam 4, full recompute", beam, dc.beam_logprob);
     opt.recompute = false;
     // One sentence at a time must give the same as the batch.
     std::vector<std::vector<int>> single_tokens;
@@ -156,10 +126,10 @@ static void reference_decoding() {
     }
     compare_decoding(&m, sources, opt, "beam 4 batched vs one at a time", single_tokens,
                      [&] { std::vector<float> v; for (const auto& s : sources) v.push_back(decode_batch(&m, {s}, opt)[0][0].logprob); return v; }());
-    std::vector<float> want_score = read_f32(f, "beam.score"), score;
+    std::vector<float> score;
     for (const auto& hs : decode_batch(&m, sources, opt)) score.push_back(hs[0].score);
-    check_close("beam 4: length-normalised scores", score.data(), want_score.data(), score.size(), 1e-4);
-    int8_decoding(&m, sources, opt, greedy, read_f32(f, "greedy.logprob"), beam, read_f32(f, "beam.logprob"));
+    check_close("beam 4: length-normalised scores", score.data(), dc.beam_score.data(), score.size(), 1e-4);
+    int8_decoding(&m, sources, opt, greedy, dc.greedy_logprob, beam, dc.beam_logprob);
 }
 
 // ---------------------------------------------------------------------------------------------
