@@ -3,6 +3,7 @@
 // and lengths exactly; score and BP within 1e-9) and every line of tok13a.tsv.
 // When the shared folder is missing those cases are reported as skipped, not counted.
 #include "toolkit/bleu_score.h"
+#include "cli/text_io.h"
 #include "test/check.h"
 
 #include <chrono>
@@ -165,30 +166,6 @@ std::string json_string(const std::string& field) {
     return r.string();
 }
 
-// ---- files --------------------------------------------------------------------------------
-
-bool read_file(const std::string& path, std::string& out) {
-    std::FILE* f = std::fopen(path.c_str(), "rb");
-    if (!f) return false;
-    char buf[1 << 16];
-    size_t n;
-    while ((n = std::fread(buf, 1, sizeof buf, f)) > 0) out.append(buf, n);
-    std::fclose(f);
-    return true;
-}
-
-// Lines split on '\n'; a final '\n' does not start another line (Python file iteration).
-std::vector<std::string> split_lines(const std::string& text) {
-    std::vector<std::string> lines;
-    for (size_t start = 0; start < text.size();) {
-        size_t nl = text.find('\n', start);
-        if (nl == std::string::npos) nl = text.size();
-        lines.emplace_back(text, start, nl - start);
-        start = nl + 1;
-    }
-    return lines;
-}
-
 // Python's repr-like view of a string for messages: non-printable bytes as \xNN.
 std::string show(const std::string& s) {
     std::string out;
@@ -325,7 +302,7 @@ std::string cases_dir() {
 
 void test_tok13a_tsv(const std::string& dir) {
     std::string text;
-    if (!read_file(dir + "/tok13a.tsv", text)) {
+    if (!read_file(dir + "/tok13a.tsv", &text)) {
         std::printf("SKIP tok13a.tsv: cannot open %s/tok13a.tsv\n", dir.c_str());
         return;
     }
@@ -344,7 +321,7 @@ void test_tok13a_tsv(const std::string& dir) {
 // Compares one expected.json case: counts/totals/lengths exactly, bleu and bp to 1e-9.
 void check_expected_case(const std::string& dir, const Json& c) {
     std::string name = c["case"].str, hyp_text, ref_text;
-    if (!read_file(dir + "/" + name + ".hyp", hyp_text) || !read_file(dir + "/" + c["ref"].str, ref_text)) {
+    if (!read_file(dir + "/" + name + ".hyp", &hyp_text) || !read_file(dir + "/" + c["ref"].str, &ref_text)) {
         check(false, "%s: cannot read %s.hyp or %s", name.c_str(), name.c_str(), c["ref"].str.c_str());
         return;
     }
@@ -370,7 +347,7 @@ void check_expected_case(const std::string& dir, const Json& c) {
 
 void test_expected_json(const std::string& dir) {
     std::string text;
-    if (!read_file(dir + "/expected.json", text)) {
+    if (!read_file(dir + "/expected.json", &text)) {
         std::printf("SKIP sacreBLEU cases: cannot open %s/expected.json "
                     "(run from the repo root, or set BLEU_CASES_DIR)\n", dir.c_str());
         return;
