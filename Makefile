@@ -128,7 +128,8 @@ test-asan:
 bench-deps:
 	apt-get update -qq
 	DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends \
-	    libopenblas0-openmp libgoogle-perftools4 python3-torch python3-numpy sentencepiece > /dev/null
+	    libopenblas0-openmp libopenblas-openmp-dev libgoogle-perftools4 python3-torch python3-numpy \
+	    sentencepiece > /dev/null
 	python3 -m pip install -q ctranslate2 numpy
 
 # This machine's fp32 peak (the benchmarks hold PyTorch's matmul against it).
@@ -162,8 +163,13 @@ $(BUILD)/bench_gemm_blas: bench/bench_gemm.cpp cpu/gemm.cpp cpu/gemm.h
 	@mkdir -p $(BUILD)
 	$(CXX) $(CXXFLAGS) bench/bench_gemm.cpp cpu/gemm.cpp -o $@ -lopenblas
 
+# OpenBLAS at its best: the OpenMP build, and its kernel named when it does not know the CPU
+# (bench/torch_check.py --coretype; OpenBLAS 0.3.21 would fall back to Prescott on new Xeons).
+OPENBLAS_DIR := /usr/lib/x86_64-linux-gnu/openblas-openmp
 bench-gemm: $(BUILD)/bench_gemm_blas
-	env -u OPENBLAS_CORETYPE LD_LIBRARY_PATH=/usr/lib/x86_64-linux-gnu/openblas-openmp \
+	@core=$$(LD_LIBRARY_PATH=$(OPENBLAS_DIR) $(PYTHON) bench/torch_check.py --coretype 2> /dev/null); \
+	echo "OpenBLAS kernel: $${core:-its own choice}"; \
+	env -u OPENBLAS_CORETYPE LD_LIBRARY_PATH=$(OPENBLAS_DIR) $${core:+OPENBLAS_CORETYPE=$$core} \
 	    OMP_NUM_THREADS=2 $(BUILD)/bench_gemm_blas
 
 # Needs only the two matrix products (not the rest of the model library).
