@@ -168,7 +168,7 @@ $(BUILD)/bench_gemm_blas: bench/bench_gemm.cpp cpu/gemm.cpp cpu/gemm.h
 OPENBLAS_DIR := /usr/lib/x86_64-linux-gnu/openblas-openmp
 bench-gemm: $(BUILD)/bench_gemm_blas
 	@core=$$(LD_LIBRARY_PATH=$(OPENBLAS_DIR) $(PYTHON) bench/torch_check.py --coretype 2> /dev/null); \
-	echo "OpenBLAS kernel: $${core:-its own choice}"; \
+	echo "# CPU: $$(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ *//'); 2 threads; OpenBLAS kernel: $${core:-its own choice}"; \
 	env -u OPENBLAS_CORETYPE LD_LIBRARY_PATH=$(OPENBLAS_DIR) $${core:+OPENBLAS_CORETYPE=$$core} \
 	    OMP_NUM_THREADS=2 $(BUILD)/bench_gemm_blas
 

@@ -868,11 +868,20 @@ def conditioning_report():
 
 
 def compare_tensors(got, want, tol):
-    """Returns (max abs diff, failing names) over tensors; fails on relative diff > tol."""
+    """Returns (max abs diff, failing names) over tensors; fails on relative diff > tol.
+    k_proj.bias is compared as test_core does (see conditioning_report): its gradient must be
+    zero up to rounding noise (< 1e-6) on both sides, and its values after the Adam steps,
+    Adam applied to that noise, which another BLAS build rounds differently, are skipped."""
     worst, bad = 0.0, []
     for name in sorted(set(got) | set(want)):
         if name not in got or name not in want or got[name].shape != want[name].shape:
             bad.append(name)
+            continue
+        if "k_proj.bias" in name and name.startswith("final."):
+            continue
+        if "k_proj.bias" in name and name.startswith("grad."):
+            if max(float(got[name].abs().max()), float(want[name].abs().max())) >= 1e-6:
+                bad.append(name)
             continue
         a, b = got[name].double(), want[name].double()
         diff = float((a - b).abs().max()) if a.numel() else 0.0
