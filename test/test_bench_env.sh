@@ -18,15 +18,10 @@ B=${2:-.}
 PY=${PYTHON:-/usr/bin/python3}
 CT2=${CT2_PYTHON:-python3}
 LIB=/usr/lib/x86_64-linux-gnu
-passed=0
-failed=0
+. test/check.sh
 T=$(mktemp -d)
 trap 'rm -rf "$T"' EXIT
 
-check() {  # check STATUS DESCRIPTION (STATUS 0 = pass)
-    if [ "$1" -eq 0 ]; then echo "PASS $2"; passed=$((passed + 1));
-    else echo "FAIL $2"; failed=$((failed + 1)); fi
-}
 refusal() { grep -m1 '^no ratio' "$1" | head -c 300; }
 avx2=$(grep -m1 '^flags' /proc/cpuinfo | grep -qw avx2 && echo 1 || echo 0)
 
@@ -97,5 +92,4 @@ else
     ct2_checks
 fi
 
-echo "bench_env: $passed passed, $failed failed"
-[ "$failed" -eq 0 ]
+check_summary bench_env

@@ -6,15 +6,10 @@
 # "cli: N passed, M failed"; exits non-zero on failure.
 set -u
 B=${1:-.}
-passed=0
-failed=0
+. test/check.sh
 T=$(mktemp -d)
 trap 'rm -rf "$T"' EXIT
 
-check() {  # check STATUS DESCRIPTION (STATUS 0 = pass)
-    if [ "$1" -eq 0 ]; then echo "PASS $2"; passed=$((passed + 1));
-    else echo "FAIL $2"; failed=$((failed + 1)); fi
-}
 
 # A toy corpus: Spanish-like suffixes on reversed words.
 mkdir -p "$T/corpus"
@@ -187,5 +182,4 @@ else
     echo "SKIP safetensors (PyPI) not installed: checkpoint read by the reference library not checked"
 fi
 
-echo "cli: $passed passed, $failed failed"
-[ "$failed" -eq 0 ]
+check_summary cli

@@ -9,13 +9,8 @@
 set -u
 DIR=${1:-data/corpus/default}
 PY=${PYTHON:-python3}
-passed=0
-failed=0
+. test/check.sh
 
-check() {  # check OK DESCRIPTION: OK is 0 (pass) or anything else (fail)
-    if [ "$1" -eq 0 ]; then echo "PASS $2"; passed=$((passed + 1));
-    else echo "FAIL $2"; failed=$((failed + 1)); fi
-}
 
 in_range() {  # in_range N LO HI -> exit status 0 when LO <= N <= HI
     [ "$1" -ge "$2" ] && [ "$1" -le "$3" ]
@@ -71,5 +66,4 @@ out=$("$PY" data/make_corpus.py --out "$DIR")
 echo "$out" | grep -q "already complete"
 check $? "second run does nothing ('$out')"
 
-echo "corpus: $passed passed, $failed failed"
-[ "$failed" -eq 0 ]
+check_summary corpus
