@@ -6,6 +6,9 @@
 # against the CPU, and a 3-minute ./train on the default corpus; prints a summary table last.
 #
 #   LOG_DIR=/some/folder make gpu-check     (in a device call: LOG_DIR=$OUT)
+#   STAGES="build tests" make gpu-check     (a subset of: build tests sanitize bench train
+#                                            translate; all by default, in that order)
+#   MODEL=runs/default/average.safetensors  (translate this model instead of the 3-minute one)
 # Full logs go to $LOG_DIR (a temporary folder when unset), one file per step. The default
 # corpus cannot be built on a machine without Debian's package archive: carry data/corpus
 # (built here by `make data`) with the working tree, or the training step says SKIP.
@@ -17,6 +20,9 @@ PYTHON=${PYTHON:-python3}
 SUMMARY="$LOG_DIR/summary.txt"
 : > "$SUMMARY"
 failed=0
+STEP_TIMEOUT=${STEP_TIMEOUT:-1800}   # seconds one step may take (a hung kernel ends there)
+STAGES=${STAGES:-build tests sanitize bench train translate}
+want() { [[ " $STAGES " == *" $1 "* ]]; }   # want STAGE: is it among those asked for?
 
 # step NAME COMMAND...: runs it with its output in $LOG_DIR/NAME.log; records status, time and
 # the line that says what it measured (a test's closing line, a benchmark's result line).
@@ -25,9 +31,9 @@ step() {
     shift
     echo "=== $name: $*"
     start=$(date +%s)
-    "$@" > "$LOG_DIR/$name.log" 2>&1
+    timeout "$STEP_TIMEOUT" "$@" > "$LOG_DIR/$name.log" 2>&1
     status=$?
-    line=$(grep -E '(passed, [0-9]+ failed|^ours |^torch |^SKIP|ERROR SUMMARY|BLEU =|identical|lines differ)' "$LOG_DIR/$name.log" | tail -n 1)
+    line=$(grep -E '(passed, [0-9]+ failed|^ours |^torch |^SKIP|ERROR SUMMARY|BLEU =|identical|lines differ|^real)' "$LOG_DIR/$name.log" | tail -n 1)
     tail -n 3 "$LOG_DIR/$name.log"
     if grep -q '^SKIP' "$LOG_DIR/$name.log" && ! grep -qE '[1-9][0-9]* passed' "$LOG_DIR/$name.log"; then
         printf '%-22s %-5s %5ss  %s\n' "$name" SKIP $(( $(date +%s) - start )) "$line" >> "$SUMMARY"
@@ -44,50 +50,65 @@ skip() {   # skip NAME REASON
 }
 
 step gpu nvidia-smi
-step build bash -c "make clean > /dev/null && make -j$JOBS all build/test_ops build/test_cuda build/bench_train build/bench_decode"
+want build && step build bash -c "make clean > /dev/null && make -j$JOBS all build/test_ops build/test_cuda build/bench_train build/bench_decode"
 [ -f build/libtransformer_cuda.so ] || { echo "no CUDA backend was built (is nvcc on PATH?)"; cat "$SUMMARY"; exit 1; }
 
-step ops-fp32 build/test_ops --device cuda --precision fp32
-step ops-bf16 build/test_ops --device cuda --precision bf16
-step model build/test_cuda
+if want tests; then
+    step ops-fp32 build/test_ops --device cuda --precision fp32
+    step ops-bf16 build/test_ops --device cuda --precision bf16
+    step model build/test_cuda
+fi
 SAN="compute-sanitizer --error-exitcode 1"
-if command -v compute-sanitizer > /dev/null; then
+if want sanitize && command -v compute-sanitizer > /dev/null; then
     step memcheck-ops $SAN --tool memcheck build/test_ops --device cuda --precision bf16
     step memcheck-model $SAN --tool memcheck build/test_cuda --quick
     step racecheck-ops $SAN --tool racecheck build/test_ops --device cuda --precision fp32
     step racecheck-model $SAN --tool racecheck build/test_cuda --quick
-else
+elif want sanitize; then
     skip sanitizer "compute-sanitizer not on PATH"
 fi
 
 # The training benchmark: the paper's batches of about 25,000 source + 25,000 target tokens.
-for c in base big; do
-    step "bench-$c-bf16" build/bench_train --device cuda --precision bf16 --config $c --tokens 25000
-done
-step bench-base-fp32 build/bench_train --device cuda --precision fp32 --config base --tokens 25000
-if $PYTHON -c 'import torch; assert torch.cuda.is_available()' 2> /dev/null && grep -q -- '--device' bench/bench_torch.py; then
-    step torch-base $PYTHON bench/bench_torch.py train --device cuda --configs base,big --tokens 25000
-else
-    skip torch "PyTorch with CUDA, or bench_torch.py's --device, not available"
+if want bench; then
+    for c in base big; do
+        step "bench-$c-bf16" build/bench_train --device cuda --precision bf16 --config $c --tokens 25000
+    done
+    step bench-base-fp32 build/bench_train --device cuda --precision fp32 --config base --tokens 25000
+    if $PYTHON -c 'import torch; assert torch.cuda.is_available()' 2> /dev/null; then
+        step torch-base $PYTHON bench/bench_torch.py train --device cuda --configs base,big --tokens 25000
+    else
+        skip torch "PyTorch with CUDA not available"
+    fi
 fi
 
-# ./train for 3 minutes on the default corpus, then ./translate on the GPU against the CPU.
-if [ -f data/corpus/default/train.en ]; then
+# ./train for 3 minutes on the default corpus.
+M=${MODEL:-$LOG_DIR/run/average.safetensors}
+if want train && [ -f data/corpus/default/train.en ]; then
     rm -rf "$LOG_DIR/run"
     step train-3min ./train --device cuda --time 3m --out "$LOG_DIR/run" --save-every 1m
-    M="$LOG_DIR/run/average.safetensors"
-    if [ -f "$M" ]; then
-        for p in fp32 bf16; do
-            step "translate-$p" bash -c "time ./translate --device cuda --precision $p --model $M \
-                < data/corpus/default/test.en > $LOG_DIR/gpu-$p.txt && ./bleu data/corpus/default/test.es < $LOG_DIR/gpu-$p.txt"
-        done
-        step translate-cpu bash -c "time ./translate --device cpu --model $M < data/corpus/default/test.en > $LOG_DIR/cpu-fp32.txt \
-            && ./bleu data/corpus/default/test.es < $LOG_DIR/cpu-fp32.txt"
-        step gpu-vs-cpu bash -c "n=\$(paste -d '\n' $LOG_DIR/gpu-fp32.txt $LOG_DIR/cpu-fp32.txt | paste - - | awk -F'\t' '\$1 != \$2' | wc -l); \
-            echo \"GPU fp32 vs CPU: \$n lines differ of \$(wc -l < $LOG_DIR/cpu-fp32.txt)\"; [ \$n -le 7 ]"  # >= 99.5% of 1,581 lines identical
-    fi
-else
+    [ -n "${MODEL:-}" ] || M="$LOG_DIR/run/average.safetensors"
+elif want train; then
     skip train-3min "no data/corpus/default (make data here, carry data/corpus)"
+fi
+
+# ./translate on the GPU (fp32, bf16) against the CPU, greedy and beam 4, on the test set.
+# translate_on NAME DEVICE PRECISION BEAM: translates test.en into $LOG_DIR/NAME.txt, scores it.
+translate_on() {
+    step "$1" bash -c "time ./translate --device $2 --precision $3 --beam $4 --model $M \
+        < data/corpus/default/test.en > $LOG_DIR/$1.txt && ./bleu data/corpus/default/test.es < $LOG_DIR/$1.txt"
+}
+if want translate && [ -f "$M" ] && [ -f data/corpus/default/test.en ]; then
+    for beam in 1 4; do
+        translate_on "gpu-fp32-beam$beam" cuda fp32 $beam
+        translate_on "gpu-bf16-beam$beam" cuda bf16 $beam
+        translate_on "cpu-fp32-beam$beam" cpu fp32 $beam
+        # >= 99.5% of the 1,581 lines identical: at most 7 differ
+        step "gpu-vs-cpu-beam$beam" bash -c "n=\$(paste -d '\n' $LOG_DIR/gpu-fp32-beam$beam.txt $LOG_DIR/cpu-fp32-beam$beam.txt \
+            | paste - - | awk -F'\t' '\$1 != \$2' | wc -l); \
+            echo \"GPU fp32 vs CPU, beam $beam: \$n lines differ of \$(wc -l < $LOG_DIR/cpu-fp32-beam$beam.txt)\"; [ \$n -le 7 ]"
+    done
+elif want translate; then
+    skip translate "no model at $M, or no data/corpus/default"
 fi
 
 echo
