@@ -30,8 +30,12 @@ fi
 T=$(mktemp -d)
 trap 'rm -rf "$T"' EXIT
 export OMP_NUM_THREADS=1
-# Open MPI's leaks at exit are not ours: LeakSanitizer (test-asan) skips its libraries.
-export LSAN_OPTIONS="suppressions=$(pwd)/test/lsan_mpi.supp${LSAN_OPTIONS:+:$LSAN_OPTIONS}"
+# Containers often forbid the cross-process reads (CMA) of shared-memory transport: copy instead.
+export OMPI_MCA_btl_vader_single_copy_mechanism=none
+# Open MPI's leaks at exit are not ours: LeakSanitizer (test-asan) skips its libraries, which
+# it can name only when Open MPI keeps its components loaded and the stacks are unwound fully.
+export LSAN_OPTIONS="suppressions=$(pwd)/test/lsan_mpi.supp:fast_unwind_on_malloc=0${LSAN_OPTIONS:+:$LSAN_OPTIONS}"
+export OMPI_MCA_mca_base_component_disable_dlclose=1
 MPIRUN="mpirun --allow-run-as-root --oversubscribe -x OMP_NUM_THREADS -x LSAN_OPTIONS -x ASAN_OPTIONS -x UBSAN_OPTIONS"
 
 # A toy corpus (as test_cli.sh's): Spanish-like suffixes on reversed words.

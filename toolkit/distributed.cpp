@@ -53,6 +53,9 @@ struct State {
     std::thread watchdog;
     bool nccl_decided = false;
     Nccl nccl;                        // loaded and initialised when nccl.comm != nullptr
+    long long reduces = 0;            // gradient all-reduces, their seconds (with the wait for
+    double reduce_seconds = 0;        // the slowest rank) and bytes each
+    double reduce_bytes = 0;
 };
 State g;
 
@@ -226,6 +229,12 @@ bool dist_init(int* argc, char*** argv, double timeout_s, std::string* error) {
 
 int dist_finalize(int status) {
     if (!g.active) return status;
+    if (g.rank == 0 && g.reduces > 0) {
+        std::printf("data parallel: %lld gradient all-reduces of %.1f MB, %.2f ms each on average (rank 0, "
+                    "with the wait for the slowest rank)\n", g.reduces, g.reduce_bytes / 1e6,
+                    1e3 * g.reduce_seconds / (double)g.reduces);
+        std::fflush(stdout);
+    }
     g.stop_watchdog = true;
     if (g.watchdog.joinable()) g.watchdog.join();
     if (status != 0 && status != 130 && g.size > 1) {
@@ -355,7 +364,12 @@ double DataParallelStep::end(double loss_sum) {
     if (!g.active) return loss_sum;
 #ifdef TRANSFORMER_MPI
     Waiting w(m_->step + 1);
+    m_->backend->synchronize();   // the backward pass done: the time below is the reduction's
+    const double t0 = now_s();
     all_reduce_grads(m_);
+    g.reduce_seconds += now_s() - t0;
+    g.reduces++;
+    g.reduce_bytes = (double)m_->layout.total * sizeof(float);
     MPI_Allreduce(MPI_IN_PLACE, &loss_sum, 1, MPI_DOUBLE, MPI_SUM, MPI_COMM_WORLD);
 #endif
     return loss_sum;
