@@ -10,7 +10,8 @@
 #   - 2 ranks with --accum 2 against one process with --accum 4: the same up to float
 #     summation order (losses within 1e-4);
 #   - a killed rank ends the job in bounded time with Open MPI's message naming it, the last
-#     checkpoint intact; a stopped (hung) rank ends it through --dist-timeout's watchdog.
+#     checkpoint intact; a stopped (hung) rank ends it through --dist-timeout's watchdog;
+#     SIGINT to mpirun stops both ranks at one step and rank 0 saves.
 # Run from the repository root after `make`; the optional argument is the folder holding the
 # programs. SKIPs (counted as neither) without mpirun or without an MPI build of ./train.
 # Ends with "dist: N passed, M failed"; exits non-zero on failure.
@@ -150,5 +151,19 @@ check $? "rank 1 stopped (hung): --dist-timeout 3s ends the job in ${TOOK} s, ex
 last=$(ls "$T/hung"/ckpt-*.safetensors 2> /dev/null | tail -1)
 [ -n "$last" ] && "$B"/average --out "$T/hung.avg.safetensors" "$last" > /dev/null 2>&1
 check $? "its last checkpoint is intact (./average reads $(basename "${last:-none}"))"
+
+# Ctrl-C: mpirun passes SIGINT on; the ranks agree to stop at the same step and rank 0 saves.
+timeout -k 5 60 $MPIRUN -np 2 "$B"/train $A --max-steps 0 --time 120s --save-every-steps 1000 --out "$T/int" \
+    > "$T/int.log" 2>&1 &
+JOB=$!
+i=0
+rows() { n=$(grep -c '^train,' "$1" 2> /dev/null); echo "${n:-0}"; }
+while [ $i -lt 100 ] && [ "$(rows "$T/int/log.csv")" -lt 5 ]; do sleep 0.2; i=$((i + 1)); done
+kill -INT "$(pgrep -P $JOB)" 2> /dev/null
+ends
+saved=$(ls "$T/int"/ckpt-*.safetensors 2> /dev/null | tail -1)
+[ $TOOK -le 30 ] && grep -q "interrupted: checkpoint saved" "$T/int.log" && [ -n "$saved" ] &&
+    "$B"/average --out "$T/int.avg.safetensors" "$saved" > /dev/null 2>&1
+check $? "SIGINT to mpirun: the ranks stop together in ${TOOK} s, rank 0 saves $(basename "${saved:-nothing}")"
 
 check_summary dist
