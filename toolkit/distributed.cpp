@@ -26,11 +26,6 @@
 
 namespace {
 
-double now_s() {
-    using namespace std::chrono;
-    return duration<double>(steady_clock::now().time_since_epoch()).count();
-}
-
 // The NCCL library's entry points (toolkit/nccl_allreduce.cu).
 struct Nccl {
     void* lib = nullptr;
@@ -72,6 +67,12 @@ int launcher_size() {
     if (g.active) MPI_Abort(MPI_COMM_WORLD, status);
 #endif
     std::_Exit(status);
+}
+
+#ifdef TRANSFORMER_MPI   // from here to the namespace's end: what only MPI builds use
+double now_s() {
+    using namespace std::chrono;
+    return duration<double>(steady_clock::now().time_since_epoch()).count();
 }
 
 // Marks the time this rank spends inside a training collective (the watchdog's clock).
@@ -117,7 +118,6 @@ uint64_t fnv1a(const void* data, size_t bytes, uint64_t h = 1469598103934665603u
     return h;
 }
 
-#ifdef TRANSFORMER_MPI
 // In place over host floats, in chunks that fit MPI's int counts.
 void mpi_sum_floats(float* x, size_t n) {
     const size_t chunk = (size_t)1 << 30;
@@ -152,11 +152,9 @@ bool nccl_start(std::string* error) {
     g.nccl = n;
     return true;
 }
-#endif
 
 // The sum over the ranks of m's gradient buffer, in place.
 void all_reduce_grads(Model* m) {
-#ifdef TRANSFORMER_MPI
     const size_t n = m->layout.total;
     if (m->backend->device() == Device::CUDA) {
         std::string err;
@@ -179,10 +177,8 @@ void all_reduce_grads(Model* m) {
         return;
     }
     mpi_sum_floats(m->grads, n);
-#else
-    (void)m;
-#endif
 }
+#endif  // TRANSFORMER_MPI
 
 }  // namespace
 
