@@ -61,8 +61,9 @@ int main(int argc, char** argv) {
     std::string preset;
     bool no_eval = false;
     double dist_timeout_s = 30 * 60;
-    Options o("train", "Trains the Transformer of \"Attention Is All You Need\" on parallel text.\n\n"
-              "Data parallel (a build with MPI: `make info`), N processes each taking one batch of every\n"
+    Options o("train", std::string("Trains the Transformer of \"Attention Is All You Need\" on parallel text.\n\n") +
+              (dist_mpi_built() ? "Data parallel (this build has MPI)" : "Data parallel (not in this build: no mpicxx when it was built)") +
+              ", N processes each taking one batch of every\n"
               "step (--accum per process), gradients summed over the processes before each Adam step:\n"
               "  mpirun -np 2 ./train ...                        one machine (GPUs: one per process)\n"
               "  mpirun -H host1,host2 -np 2 ./train ...         several machines\n"
