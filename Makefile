@@ -11,13 +11,14 @@
 #   make bench-bpe        BPE learn/encode speed, ours vs SentencePiece
 #   make bench-gemm       matrix-product speed, ours vs OpenBLAS
 #   make bench-gemm-int8  int8 linear layer (gemm_int8.cpp) speed vs our fp32 sgemm
+#   make bench-dist       data-parallel training: 1 and 2 MPI ranks on the CPU, all-reduce on paper
 #   make data             the default English->Spanish corpus (data/corpus/default)
 #   make reference        regenerate test/ref/* with the PyTorch reference (python3-torch)
 #   make reference-check  regenerate into a temporary folder and compare with test/ref/*
 #   make info             what the build detected (compiler, OpenMP, nvcc, BLAS)
 #   make clean
 #
-# Variables: SANITIZE=1 (AddressSanitizer + UBSan, build in build/asan), BLAS=openblas
+# Variables: MPI=0 (no data parallelism even when mpicxx is found), SANITIZE=1 (AddressSanitizer + UBSan, build in build/asan), BLAS=openblas
 # (matrix products through OpenBLAS's cblas_sgemm instead of our own cpu/gemm.cpp),
 # CXX, PYTHON (the interpreter with torch: Debian's /usr/bin/python3).
 
@@ -67,11 +68,30 @@ ifeq ($(CUDA),1)
   NVCCFLAGS := -std=c++17 -O3 -I. $(CUDA_ARCH) -Xcompiler -fPIC
 endif
 
+# MPI (data-parallel ./train, toolkit/distributed.cpp): mpicxx on PATH (Open MPI's wrapper,
+# asked for its flags: Debian's libopenmpi-dev) compiles distributed.cpp with MPI and links
+# libmpi; without it (or MPI=0) ./train is single-process. NCCL (the GPU all-reduce): with
+# the CUDA backend and nccl.h found (the CUDA Toolkit's include folder, /usr/include,
+# /usr/local/include), build/libtransformer_nccl.so, which ./train loads in GPU MPI runs.
+MPICXX := $(shell command -v mpicxx 2>/dev/null)
+MPI ?= $(if $(MPICXX),1,0)
+ifeq ($(MPI),1)
+  MPI_CFLAGS := -DTRANSFORMER_MPI -DOMPI_SKIP_MPICXX $(shell $(MPICXX) --showme:compile 2>/dev/null)
+  LDLIBS += $(filter-out -lmpi_cxx,$(shell $(MPICXX) --showme:link 2>/dev/null))
+endif
+ifeq ($(CUDA),1)
+  NCCL_H := $(firstword $(wildcard $(CUDA_HOME)/include/nccl.h /usr/include/nccl.h /usr/local/include/nccl.h))
+  ifneq ($(NCCL_H),)
+    NCCL_HOME := $(patsubst %/include/,%,$(dir $(realpath $(NCCL_H))))
+    NCCL_LIB := $(BUILD)/libtransformer_nccl.so
+  endif
+endif
+
 # The model library: every layer, the sequence, checkpoints, decoding, data, tokenizer, BLEU.
 MODEL_SRC := transformer.cpp model/backend.cpp model/config.cpp model/model.cpp model/checkpoint.cpp \
              cpu/gemm.cpp cpu/gemm_int8.cpp
 TEXT_SRC := tokenizer.cpp toolkit/decode.cpp toolkit/parallel_data.cpp toolkit/bleu_score.cpp \
-            toolkit/trainer.cpp
+            toolkit/trainer.cpp toolkit/distributed.cpp
 LIB_SRC := $(MODEL_SRC) $(TEXT_SRC)
 LIB_OBJ := $(LIB_SRC:%.cpp=$(BUILD)/%.o)
 HEADERS := $(wildcard *.h */*.h)
@@ -81,14 +101,14 @@ TESTS := test_core test_ops test_decode test_train test_gemm test_gemm_int8 test
          test_bleu test_cuda
 
 .PHONY: all test test-asan gpu-check bench bench-deps bench-decode bench-translate bench-split-long \
-        bench-bpe bench-gemm bench-gemm-int8 data reference reference-check info clean
+        bench-bpe bench-gemm bench-gemm-int8 bench-dist data reference reference-check info clean
 all: $(PROGRAMS:%=$(BIN)/%)
 
 # keep object files of tests and benchmarks between runs
 .SECONDARY:
 
 # Objects are rebuilt when the flags change (e.g. CUDA=0 after a CUDA build): a stamp per set.
-FLAGS_STAMP := $(BUILD)/.flags-$(shell echo '$(CXX) $(CXXFLAGS) $(NVCCFLAGS)' | md5sum | cut -c1-12)
+FLAGS_STAMP := $(BUILD)/.flags-$(shell echo '$(CXX) $(CXXFLAGS) $(NVCCFLAGS) $(MPI_CFLAGS)' | md5sum | cut -c1-12)
 $(FLAGS_STAMP):
 	@mkdir -p $(BUILD)
 	@rm -f $(BUILD)/.flags-*
@@ -104,7 +124,16 @@ $(BUILD)/libtransformer_cuda.so: transformer.cu transformer.h numerics.h $(FLAGS
 	@mkdir -p $(dir $@)
 	$(NVCC) $(NVCCFLAGS) -shared $< -o $@ -L$(CUDA_HOME)/lib64 -Xlinker -rpath=$(CUDA_HOME)/lib64 -lcublasLt
 
-$(PROGRAMS:%=$(BIN)/%): $(BIN)/%: $(BUILD)/cli/%.o $(LIB_OBJ) | $(CUDA_LIB)
+# Only distributed.cpp sees mpi.h.
+$(BUILD)/toolkit/distributed.o: CXXFLAGS += $(MPI_CFLAGS)
+
+# The NCCL all-reduce (toolkit/nccl_allreduce.cu), loaded by ./train in GPU MPI runs.
+$(BUILD)/libtransformer_nccl.so: toolkit/nccl_allreduce.cu $(FLAGS_STAMP)
+	@mkdir -p $(dir $@)
+	$(NVCC) $(NVCCFLAGS) -I$(NCCL_HOME)/include -shared $< -o $@ -L$(NCCL_HOME)/lib -L$(NCCL_HOME)/lib64 \
+	    -Xlinker -rpath=$(NCCL_HOME)/lib -Xlinker -rpath=$(NCCL_HOME)/lib64 -lnccl
+
+$(PROGRAMS:%=$(BIN)/%): $(BIN)/%: $(BUILD)/cli/%.o $(LIB_OBJ) | $(CUDA_LIB) $(NCCL_LIB)
 	$(CXX) $(CXXFLAGS) $(filter %.o,$^) -o $@ $(LDLIBS)
 
 $(BUILD)/test_%: $(BUILD)/test/test_%.o $(LIB_OBJ) | $(CUDA_LIB)
@@ -179,6 +208,11 @@ $(BUILD)/bench_gemm_int8: $(BUILD)/bench/bench_gemm_int8.o $(BUILD)/cpu/gemm.o $
 bench-gemm-int8: $(BUILD)/bench_gemm_int8
 	OMP_NUM_THREADS=2 $(BUILD)/bench_gemm_int8
 
+# ./train with 1 and 2 MPI ranks on the CPU (step time, bitwise agreement), and the all-reduce's
+# share of a step on paper for base and big on 8 GPUs (NVLink 4, InfiniBand NDR).
+bench-dist: $(BIN)/train
+	@bash bench/bench_dist.sh $(BIN)
+
 data:
 	python3 data/make_corpus.py
 
@@ -195,6 +229,8 @@ info:
 	@echo "nvcc:     $(if $(NVCC),$(NVCC) ($(NVCC_VERSION)),not found)"
 	@echo "CUDA:     $(if $(filter 1,$(CUDA)),$(CUDA_LIB) ($(CUDA_ARCH); cuBLASLt from $(CUDA_HOME)); loaded when a GPU is present,CPU-only build)"
 	@echo "BLAS:     $(if $(BLAS_FLAGS),OpenBLAS (cblas_sgemm),own cpu/gemm.cpp)"
+	@echo "MPI:      $(if $(filter 1,$(MPI)),$(MPICXX) ($$($(MPICXX) --showme:version 2>&1 | head -1)): mpirun -np N ./train,not built: ./train is single-process)"
+	@echo "NCCL:     $(if $(NCCL_LIB),$(NCCL_LIB) ($(NCCL_H)),not built$(if $(filter 1,$(CUDA)),: no nccl.h,: no CUDA backend))"
 
 clean:
 	rm -rf build $(PROGRAMS)

@@ -638,6 +638,11 @@ void scale(float* x, size_t n, float s) {
     for (size_t i = 0; i < n; i++) x[i] *= s;
 }
 
+void add_inplace(float* y, const float* x, size_t n) {
+#pragma omp parallel for simd schedule(static)
+    for (size_t i = 0; i < n; i++) y[i] += x[i];
+}
+
 // §5.3 Optimizer: Adam over p, g, m, v (n).
 void adam_step(float* p, const float* g, float* m, float* v, size_t n, float lr, float beta1,
                float beta2, float eps, int64_t step) {
@@ -787,6 +792,7 @@ public:
 
     double global_norm(const float* g, size_t n) override { return cpu::global_norm(g, n); }
     void scale(float* x, size_t n, float s) override { cpu::scale(x, n, s); }
+    void add_inplace(float* y, const float* x, size_t n) override { cpu::add_inplace(y, x, n); }
     void adam_step(float* p, const float* g, float* m, float* v, floatX* w, size_t n, float lr,
                    float beta1, float beta2, float eps, int64_t step) override {
         cpu::adam_step(p, g, m, v, n, lr, beta1, beta2, eps, step);

@@ -676,6 +676,11 @@ __global__ void scale_kernel(float* x, size_t n, float s) {
         x[i] *= s;
 }
 
+__global__ void add_inplace_kernel(float* y, const float* x, size_t n) {
+    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n; i += (size_t)gridDim.x * blockDim.x)
+        y[i] += x[i];
+}
+
 // Adam (PyTorch's formulation); the products' copy w rewritten in the same pass.
 template <class T>
 __global__ void adam_kernel(float* p, const float* g, float* m, float* v, T* w, size_t n, float lr_t,
@@ -947,6 +952,9 @@ public:
         return std::sqrt(total);
     }
     void scale(float* x, size_t n, float s) override { run(cuda::scale_kernel, grid(n), x, n, s); }
+    void add_inplace(float* y, const float* x, size_t n) override {
+        run(cuda::add_inplace_kernel, grid(n), y, x, n);
+    }
     void adam_step(float* p, const float* g, float* m, float* v, floatX* w, size_t n, float lr,
                    float beta1, float beta2, float eps, int64_t step) override {
         const float lr_t = (float)(lr / (1.0 - std::pow((double)beta1, (double)step)));

@@ -279,6 +279,9 @@ public:
     virtual double global_norm(const float* g, size_t n) = 0;
     // x (n) *= s.
     virtual void scale(float* x, size_t n, float s) = 0;
+    // y (n) += x (n), one float sum per element: gradient accumulation and data parallelism
+    // sum each batch's gradient into the step's (toolkit/distributed.h).
+    virtual void add_inplace(float* y, const float* x, size_t n) = 0;
     // Adam (PyTorch's formulation) over p, g, m, v (n); w (n), the products' bf16 copy, is
     // rewritten from p when not nullptr.
     virtual void adam_step(float* p, const float* g, float* m, float* v, floatX* w, size_t n,
@@ -310,6 +313,9 @@ std::unique_ptr<Backend> make_backend(const std::string& device, const std::stri
                                       std::string* error, std::string* note = nullptr);
 // Whether this build includes the CUDA backend (its shared library is there).
 bool cuda_built();
+// A shared library of this build (e.g. "libtransformer_cuda.so"): $env_var, else beside the
+// executable, else in build/ below it; "" when absent.
+std::string program_library_path(const char* file, const char* env_var);
 
 // =============================================================================================
 // The model

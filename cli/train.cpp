@@ -6,6 +6,7 @@
 //   ./train --config base --time 2h  the paper's base model
 //   ./train --resume                 continue the run in --out exactly where it stopped
 //   ./train --help                   every option with its range and default
+//   mpirun -np 2 ./train             data parallel: 2 processes, each a batch of every step
 // Option values are checked by cli/options.h (exit 2); a failed write to stdout, log.csv or a
 // checkpoint is an error (exit 1).
 #include <cctype>
@@ -17,6 +18,7 @@
 #include "cli/options.h"
 #include "cli/text_io.h"
 #include "tokenizer.h"
+#include "toolkit/distributed.h"
 #include "toolkit/trainer.h"
 
 // Bounds of the model's sizes (the same as config_error's in model/config.cpp).
@@ -58,7 +60,16 @@ int main(int argc, char** argv) {
     int layers = 0, d_k = 0, d_v = 0;
     std::string preset;
     bool no_eval = false;
-    Options o("train", "Trains the Transformer of \"Attention Is All You Need\" on parallel text.");
+    double dist_timeout_s = 30 * 60;
+    Options o("train", std::string("Trains the Transformer of \"Attention Is All You Need\" on parallel text.\n\n") +
+              (dist_mpi_built() ? "Data parallel (this build has MPI)" : "Data parallel (not in this build: no mpicxx when it was built)") +
+              ", N processes each taking one batch of every\n"
+              "step (--accum per process), gradients summed over the processes before each Adam step:\n"
+              "  mpirun -np 2 ./train ...                        one machine (GPUs: one per process)\n"
+              "  mpirun -H host1,host2 -np 2 ./train ...         several machines\n"
+              "Every process needs ./train and the data at the same path; rank 0 alone writes --out\n"
+              "(checkpoints, log.csv, BLEU); --resume reads the checkpoint on every rank, so on several\n"
+              "machines --out must be shared (or its last checkpoint copied to the same path).");
     o.section("Model (paper Table 3)");
     o.add_custom("--config", "NAME", "preset: tiny, small, base, big (other options override it)",
                  [&] { return preset.empty() ? std::string("small") : preset; },
@@ -118,6 +129,9 @@ int main(int argc, char** argv) {
     o.add_choice("--device", &t.device, {"auto", "cpu", "cuda"}, "auto: the GPU when one is present");
     o.add_choice("--precision", &t.precision, {"fp32", "bf16"},
                  "fp32 (the CPU; on the GPU TF32 off), or bf16 (the GPU default): bf16 weights and activations");
+    o.section("Data parallelism (mpirun)");
+    add_duration(o, "--dist-timeout", &dist_timeout_s,
+                 "end the job when a step's all-reduce waits this long for the other ranks (0: never)");
     if (!o.parse(argc, argv)) return o.exit_code();
     if (layers > 0) t.cfg.n_enc = t.cfg.n_dec = layers;
     if (t.cfg.n_heads > 0) {
@@ -126,5 +140,10 @@ int main(int argc, char** argv) {
     }
     t.final_eval = !no_eval;
     t.build_default_corpus = t.data_dir == "data/corpus/default";
-    return run_training(t);
+    std::string error;
+    if (!dist_init(&argc, &argv, dist_timeout_s, &error)) {
+        std::fprintf(stderr, "train: error: %s\n", error.c_str());
+        return 1;
+    }
+    return dist_finalize(run_training(t));
 }

@@ -17,17 +17,21 @@
 // The library's one entry point (transformer.cu).
 typedef Backend* (*CudaFactory)(int precision, std::string* error);
 
-// Where the library is: $TRANSFORMER_CUDA_LIB, else beside the executable (build/test_*), else
-// in build/ below it (./train at the repository root).
-static std::string cuda_library_path() {
-    if (const char* env = std::getenv("TRANSFORMER_CUDA_LIB")) return env;
+// Where a library of this build is: $env_var, else beside the executable (build/test_*), else
+// in build/ below it (./train at the repository root); "" when absent.
+std::string program_library_path(const char* file, const char* env_var) {
+    if (const char* env = std::getenv(env_var)) return env;
     char exe[PATH_MAX];
     ssize_t n = readlink("/proc/self/exe", exe, sizeof exe - 1);
     std::string dir = n > 0 ? std::string(exe, (size_t)n) : std::string(".");
     dir = dir.substr(0, dir.rfind('/') == std::string::npos ? 0 : dir.rfind('/'));
-    for (const std::string& p : {dir + "/libtransformer_cuda.so", dir + "/build/libtransformer_cuda.so"})
+    for (const std::string& p : {dir + "/" + file, dir + "/build/" + file})
         if (access(p.c_str(), R_OK) == 0) return p;
     return "";
+}
+
+static std::string cuda_library_path() {
+    return program_library_path("libtransformer_cuda.so", "TRANSFORMER_CUDA_LIB");
 }
 
 bool cuda_built() { return !cuda_library_path().empty(); }

@@ -1440,6 +1440,25 @@ void test_scale(Backend& be, Backend* cpu) {
     }
 }
 
+// y += x: one float sum per element, bit for bit.
+void test_add_inplace(Backend& be, Backend* cpu) {
+    const size_t sizes[] = {0, 1, 17, 1000, 65537};
+    for (size_t n : sizes) {
+        const Vec y = rand_f(n, -10, 10), x = rand_f(n, -1e3, 1e3);
+        auto run = [&](Backend& b) {
+            Mem ym = put_f(b, y), xm = put_f(b, x);
+            b.add_inplace(ym.f(), xm.f(), n);
+            return get_f(b, ym.f(), n);
+        };
+        Vec want(n);
+        for (size_t i = 0; i < n; i++) want[i] = y[i] + x[i];
+        const std::string name = fmt("add_inplace n=%zu", n);
+        Vec got = run(be);
+        same(name, got, want);
+        if (cpu) same(name + " vs CPU", got, run(*cpu));
+    }
+}
+
 // PyTorch's Adam: m = b1 m + (1-b1) g; v = b2 v + (1-b2) g^2;
 // p -= lr / (1 - b1^t) * m / (sqrt(v) / sqrt(1 - b2^t) + eps); w (when given) = p in floatX.
 // Each call's reference starts from the state the backend holds (float64 from those floats);
@@ -1535,6 +1554,7 @@ const OpTest TESTS[] = {
     {nullptr, test_logsoftmax_topk},
     {"§5.3 Optimizer", test_global_norm},
     {nullptr, test_scale},
+    {nullptr, test_add_inplace},
     {nullptr, test_adam},
 };
 

@@ -16,6 +16,7 @@
 #include "model/checkpoint.h"
 #include "toolkit/parallel_data.h"
 #include "toolkit/decode.h"
+#include "toolkit/distributed.h"
 #include "tokenizer.h"
 
 namespace fs = std::filesystem;
@@ -44,6 +45,7 @@ struct Run {
     bool have_dev = false, have_test = false;
     Model model;
     BatchSampler sampler;
+    DataParallelStep dp;      // this rank's share of a step (toolkit/distributed.h)
     double time_before = 0;   // training seconds of earlier runs (resume)
     double start = 0;
     int64_t last_saved_step = -1;
@@ -57,7 +59,8 @@ struct Run {
 };
 
 static bool fail(const std::string& msg) {
-    std::fprintf(stderr, "train: error: %s\n", msg.c_str());
+    if (dist_size() > 1) std::fprintf(stderr, "train: error (rank %d): %s\n", dist_rank(), msg.c_str());
+    else std::fprintf(stderr, "train: error: %s\n", msg.c_str());
     return false;
 }
 
@@ -216,6 +219,16 @@ static bool setup(Run& r) {
     return true;
 }
 
+// Data parallelism (toolkit/distributed.h): the step divides among the ranks, and every rank
+// starts from the same state.
+static bool setup_data_parallel(Run& r) {
+    std::string err;
+    if (!DataParallelStep::check_accum(r.opt.accum, &err)) return fail(err);
+    if (!dist_check_replicas(r.model, r.sampler.fingerprint(), &err)) return fail(err);
+    if (dist_active() && !r.opt.quiet) std::printf("%s\n", dist_describe(r.model).c_str());
+    return true;
+}
+
 static void print_summary(const Run& r) {
     if (r.opt.quiet) return;
     config_print(r.model.cfg, r.model.layout.total);
@@ -233,6 +246,7 @@ static void print_summary(const Run& r) {
 // Appends one row to out/log.csv; false (with a message) when it cannot be written.
 static bool csv_row(Run& r, const char* event, double loss, double lr, double dev_loss, double bleu_dev,
                     double bleu_test) {
+    if (!dist_is_root()) return true;   // data parallelism: rank 0 alone writes
     if (!r.csv) {
         bool fresh = !fs::exists(r.path("log.csv"));
         r.csv = std::fopen(r.path("log.csv").c_str(), "a");
@@ -252,7 +266,7 @@ static bool csv_row(Run& r, const char* event, double loss, double lr, double de
 
 // Mean label-smoothed loss over the dev set's non-pad labels (no dropout).
 static double dev_loss(Run& r) {
-    if (!r.have_dev || r.dev.pairs.empty()) return NAN;
+    if (!r.have_dev || r.dev.pairs.empty() || !dist_is_root()) return NAN;
     BatchSampler s;
     BatchingOptions bo;
     bo.max_src_tokens = bo.max_tgt_tokens = std::max(r.opt.max_tokens, r.model.cfg.max_len);
@@ -285,6 +299,7 @@ std::vector<std::string> list_checkpoints(const std::string& dir) {
 }
 
 static bool save_checkpoint(Run& r) {
+    if (!dist_is_root()) { r.last_saved_step = r.model.step; return true; }   // rank 0 alone writes
     char name[64];
     std::snprintf(name, sizeof name, "ckpt-%08lld.safetensors", (long long)r.model.step);
     SamplerPosition p = r.sampler.position();
@@ -327,20 +342,28 @@ static StepResult train_step(Run& r) {
     }
     model_zero_grad(&r.model);
     double loss_sum = 0;
-    for (const Batch& b : micro) {
+    r.dp.begin(&r.model, micro.size());   // this rank's batches; one process: all of them
+    for (size_t i = r.dp.first(); i < r.dp.last(); i++) {
+        const Batch& b = micro[i];
         loss_sum += (double)model_forward(&r.model, b, true) * b.tgt_tokens;
+        r.dp.before_backward(i);
         model_backward(&r.model, b, labels);
+        r.dp.after_backward(i);
     }
+    loss_sum = r.dp.end(loss_sum);         // summed over the ranks (gradients and loss)
     double lr = learning_rate(r.model.cfg, r.model.step + 1, r.opt.lr_scale, r.opt.warmup);
     adam_update(&r.model, lr, r.opt.clip_norm);
     return {loss_sum / std::max(1.0, labels), lr, tokens};
 }
 
-static bool budget_left(const Run& r) {
+static bool budget_left_here(const Run& r) {
     if (r.opt.max_steps > 0 && r.model.step >= r.opt.max_steps) return false;
     if (r.opt.time_limit_s > 0 && r.elapsed() >= r.opt.time_limit_s) return false;
     return !g_stop_requested;
 }
+
+// Every rank stops at the same step when any one must (its clock, a signal).
+static bool budget_left(const Run& r) { return dist_all_agree(budget_left_here(r)); }
 
 static double remaining_s(const Run& r, double step_time) {
     double by_time = r.opt.time_limit_s > 0 ? r.opt.time_limit_s - r.elapsed() : INFINITY;
@@ -498,7 +521,9 @@ static bool final_evaluation(Run& r) {
 int run_training(TrainOptions opt) {
     Run r;
     r.opt = opt;
-    if (!setup(r)) return 1;
+    r.opt.accum *= dist_size();   // batches per global step (a resume takes the checkpoint's)
+    if (!dist_in_rank_order([&] { return setup(r); })) return 1;
+    if (!setup_data_parallel(r)) return 1;
     print_summary(r);
     std::signal(SIGINT, on_signal);
     std::signal(SIGTERM, on_signal);
@@ -507,6 +532,11 @@ int run_training(TrainOptions opt) {
     std::signal(SIGINT, SIG_DFL);
     std::signal(SIGTERM, SIG_DFL);
     if (!ok) return 1;
+    std::string replica_error;
+    if (!dist_check_replicas(r.model, r.sampler.fingerprint(), &replica_error)) {
+        fail(replica_error);
+        return 1;
+    }
     if (!opt.quiet)
         std::printf("trained %lld steps in %s (this run %s)\n", (long long)r.model.step,
                     format_duration(r.elapsed()).c_str(), format_duration(now_s() - r.start).c_str());
@@ -514,6 +544,7 @@ int run_training(TrainOptions opt) {
         std::printf("interrupted: checkpoint saved; continue with --resume\n");
         return 130;
     }
+    if (!dist_is_root()) return 0;   // rank 0 alone evaluates
     if (!opt.quiet || opt.final_eval) return final_evaluation(r) ? 0 : 1;
     return 0;
 }
