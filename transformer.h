@@ -375,9 +375,16 @@ void model_zero_grad(Model* m);
 double learning_rate(const Config& cfg, int64_t step, double lr_scale, int warmup);
 // Global L2 norm of the gradient buffer.
 double grad_norm(const Model* m);
-// One Adam step (0.9, 0.98, 1e-9, bias-corrected) over the whole buffer; increments step.
+// Adam's hyperparameters (the paper's by default; ./train --adam-beta1 --adam-beta2 --adam-eps).
+struct AdamParams {
+    float beta1 = 0.9f;
+    float beta2 = 0.98f;
+    float eps = 1e-9f;
+};
+// One Adam step (bias-corrected; the paper's 0.9, 0.98, 1e-9 unless adam says otherwise) over
+// the whole buffer; increments step.
 // clip_norm > 0 first rescales the gradient to that global norm when it is larger.
-void adam_update(Model* m, double lr, double clip_norm = 0);
+void adam_update(Model* m, double lr, double clip_norm = 0, const AdamParams& adam = AdamParams());
 
 // Int8 inference (CPU, opt-in: ./translate --precision int8): quantizes every weight matrix
 // the products read (gemm_int8.h), so that every forward that is not training runs its

@@ -2,11 +2,13 @@
 // paper's recipe: the last 5 checkpoints of a run), writing a checkpoint that ./translate reads.
 //
 //   ./average --out avg.safetensors runs/default/ckpt-*.safetensors
+//   ./average --out avg.safetensors --last 5 runs/default      the last 5 checkpoints of a run
 // Inputs whose configs or tokenizers differ are refused, naming the first difference. A write
 // that fails (the checkpoint, or stdout: cli/text_io.h) is an error, exit 1.
 #include <sys/stat.h>
 
 #include <cstdio>
+#include <filesystem>
 #include <string>
 #include <vector>
 
@@ -25,14 +27,42 @@ static bool writable_target(const std::string& path) {
     return false;
 }
 
+// --last N DIR: the last N checkpoints (ckpt-*.safetensors, by step) of the run folder DIR.
+// Returns the exit status when they cannot be had (2: a usage error, 1: too few), else -1.
+static int last_checkpoints(int n, std::vector<std::string>* inputs) {
+    if (inputs->size() != 1) {
+        std::fprintf(stderr, "average: --last N takes one run folder, not %zu arguments (see --help)\n", inputs->size());
+        return 2;
+    }
+    const std::string dir = inputs->front();
+    if (!std::filesystem::is_directory(dir)) {
+        std::fprintf(stderr, "average: --last: %s is not a folder\n", dir.c_str());
+        return 1;
+    }
+    std::vector<std::string> all = list_checkpoints(dir);
+    if (all.size() < (size_t)n) {
+        std::fprintf(stderr, "average: --last %d: %s holds %zu checkpoints (ckpt-*.safetensors)\n", n, dir.c_str(),
+                     all.size());
+        return 1;
+    }
+    inputs->assign(all.end() - n, all.end());
+    return -1;
+}
+
 int main(int argc, char** argv) {
     guard_stdout("average");
     std::string out;
     Options o("average", "Averages the parameters of checkpoints of the same model (fp32 result).");
-    o.usage_suffix(" CHECKPOINT...");
+    o.usage_suffix(" CHECKPOINT... | --last N DIR");
     o.add("--out", &out, "the averaged checkpoint to write", "FILE");
+    int last = 0;
+    o.add("--last", &last, "average the last N checkpoints of the run folder DIR (0: the files given)", at_least(0));
     std::vector<std::string> inputs;
     if (!o.parse(argc, argv, &inputs)) return o.exit_code();
+    if (last > 0) {
+        int status = last_checkpoints(last, &inputs);
+        if (status >= 0) return status;
+    }
     if (out.empty() || inputs.empty()) {
         std::fprintf(stderr, "average: need --out FILE and at least one checkpoint (see --help)\n");
         return 2;

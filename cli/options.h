@@ -107,8 +107,25 @@ public:
             }
             std::string bad = o->set(value);
             if (!bad.empty()) return fail(a + " " + bad);
+            given_.push_back(o->name);
         }
         return true;
+    }
+    // Whether the command line set the option (after parse()).
+    bool given(const std::string& name) const {
+        for (const std::string& g : given_)
+            if (g == name) return true;
+        return false;
+    }
+    // The options of section `title` that the command line set, in table order.
+    std::vector<std::string> given_in_section(const std::string& title) const {
+        std::vector<std::string> out;
+        bool inside = false;
+        for (const Opt& o : opts_) {
+            if (!o.set) inside = o.help == title;
+            else if (inside && given(o.name)) out.push_back(o.name);
+        }
+        return out;
     }
     int exit_code() const { return code_; }
     // A usage error found after parse() (e.g. two options that contradict each other):
@@ -133,6 +150,7 @@ private:
     };
     std::string program_, summary_, usage_;
     std::vector<Opt> opts_;
+    std::vector<std::string> given_;   // names of the options parse() set
     int code_ = 0;
 
     void add_value(const char* name, const std::string& metavar, const std::string& help,

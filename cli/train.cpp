@@ -5,6 +5,7 @@
 //                                    4,000 + 4,000-token batches, 55 minutes of training
 //   ./train --config base --time 2h  the paper's base model
 //   ./train --resume                 continue the run in --out exactly where it stopped
+//   ./train --init-from CKPT --data DIR --out DIR2   fine-tune a trained model on other data
 //   ./train --help                   every option with its range and default
 //   mpirun -np 2 ./train             data parallel: 2 processes, each a batch of every step
 // Option values are checked by cli/options.h (exit 2); a failed write to stdout, log.csv or a
@@ -24,6 +25,7 @@
 // Bounds of the model's sizes (the same as config_error's in model/config.cpp).
 constexpr int kMaxLayers = 64;
 constexpr int kMaxWidth = 1 << 24;
+constexpr const char* kModelSection = "Model (paper Table 3)";
 
 // "90s", "8m", "2h", "1.5h" or plain seconds, finite and >= 0; false on anything else.
 static bool parse_duration(const std::string& s, double* out) {
@@ -51,6 +53,29 @@ static void add_duration(Options& o, const char* name, double* v, const char* he
                  [v](const std::string& s) { return parse_duration(s, v); });
 }
 
+// Options that contradict each other or do not survive conversion to float; "" when fine.
+static std::string check_run_options(const Options& o, const TrainOptions& t, double beta1, double beta2,
+                                     double eps, bool no_eval_bleu) {
+    if ((float)beta1 >= 1 || (float)beta2 >= 1)
+        return "--adam-beta1 and --adam-beta2 must stay below 1 in single precision (above 1 - 3e-8 they round to 1)";
+    if ((float)eps <= 0) return "--adam-eps rounds to 0 in single precision (below about 1e-45): give a larger value";
+    if (!t.init_from.empty()) {
+        if (t.resume) return "--init-from starts a new run from a checkpoint, --resume continues one: pass only one";
+        if (!t.vocab_file.empty()) return "--init-from keeps the checkpoint's tokenizer: drop --vocab";
+        for (const std::string& name : o.given_in_section(kModelSection))
+            if (name != "--dropout" && name != "--attn-dropout" && name != "--relu-dropout" &&
+                name != "--label-smoothing")
+                return "--init-from takes the model's config from the checkpoint: drop " + name +
+                       " (only --dropout, --attn-dropout, --relu-dropout and --label-smoothing may change)";
+    }
+    if (!t.vocab_file.empty() && o.given("--vocab-size"))
+        return "--vocab gives the vocabulary: drop --vocab-size";
+    if (no_eval_bleu && t.best_metric == "bleu") return "--best-metric bleu needs dev BLEU: drop --no-eval-bleu";
+    if (t.early_stopping > 0 && t.eval_every_steps == 0)
+        return "--early-stopping counts evaluations: give --eval-every > 0";
+    return "";
+}
+
 int main(int argc, char** argv) {
     guard_stdout("train");
     TrainOptions t;
@@ -70,7 +95,7 @@ int main(int argc, char** argv) {
               "Every process needs ./train and the data at the same path; rank 0 alone writes --out\n"
               "(checkpoints, log.csv, BLEU); --resume reads the checkpoint on every rank, so on several\n"
               "machines --out must be shared (or its last checkpoint copied to the same path).");
-    o.section("Model (paper Table 3)");
+    o.section(kModelSection);
     o.add_custom("--config", "NAME", "preset: tiny, small, base, big (other options override it)",
                  [&] { return preset.empty() ? std::string("small") : preset; },
                  [&](const std::string& s) {
@@ -104,6 +129,9 @@ int main(int argc, char** argv) {
     o.add("--tgt", &t.tgt_lang, "target file suffix", "EXT");
     o.add("--out", &t.out_dir, "folder for checkpoints, vocabulary, log, averaged model", "DIR");
     o.add_flag("--resume", &t.resume, "continue the run in --out from its last checkpoint");
+    o.add("--init-from", &t.init_from, "fine-tune: start from this checkpoint's parameters, config and tokenizer "
+          "with a fresh optimizer and schedule", "CKPT");
+    o.add("--vocab", &t.vocab_file, "train with this vocabulary (vocab.bpe format) instead of learning one", "FILE");
     o.section("Optimisation");
     o.add("--max-tokens", &t.max_tokens, "padded source (and target) tokens per batch", at_least(1));
     o.add("--accum", &t.accum, "batches per Adam step (gradient accumulation)", at_least(1));
@@ -112,15 +140,28 @@ int main(int argc, char** argv) {
     o.add("--warmup", &t.warmup, "warmup steps", at_least(1));
     o.add("--clip-norm", &t.clip_norm, "global gradient-norm clipping (0: off)", at_least(0));
     o.add("--seed", &t.seed, "initialisation, dropout and batch order");
+    double beta1 = t.adam.beta1, beta2 = t.adam.beta2, eps = t.adam.eps;
+    o.add("--adam-beta1", &beta1, "Adam's beta1", in_range_open(0, 1));
+    o.add("--adam-beta2", &beta2, "Adam's beta2", in_range_open(0, 1));
+    o.add("--adam-eps", &eps, "Adam's epsilon", greater_than(0));
     o.section("Budget and bookkeeping");
     o.add("--max-steps", &t.max_steps, "stop after this many steps (0: no limit)", at_least(0));
+    o.add("--max-epochs", &t.max_epochs, "stop after this many epochs (0: no limit)", at_least(0));
     add_duration(o, "--time", &t.time_limit_s, "wall-clock training budget, e.g. 90s, 8m, 2h (0: none)");
     add_duration(o, "--save-every", &t.save_every_s, "checkpoint interval");
     o.add("--save-every-steps", &t.save_every_steps, "checkpoint interval in steps (0: off)", at_least(0));
     o.add("--keep", &t.keep, "checkpoints kept", at_least(1));
     o.add("--average", &t.average, "last checkpoints averaged at the end (0, 1: none)", at_least(0));
     add_duration(o, "--log-every", &t.log_every_s, "progress line interval");
-    o.add("--eval-every", &t.eval_every_steps, "dev loss interval in steps (0: only at the end)", at_least(0));
+    o.add("--eval-every", &t.eval_every_steps, "dev loss and BLEU interval in steps (0: only at the end)", at_least(0));
+    o.add("--eval-lines", &t.eval_lines, "dev BLEU on the first N dev lines (0: all)", at_least(0));
+    o.add("--eval-beam", &t.eval_beam, "beam size for dev BLEU (1: greedy)", in_range(1, 64));
+    bool no_eval_bleu = false;
+    o.add_flag("--no-eval-bleu", &no_eval_bleu, "dev loss only at --eval-every (no dev BLEU)");
+    o.add_choice("--best-metric", &t.best_metric, {"bleu", "loss"},
+                 "best.safetensors by dev BLEU or dev loss (none: bleu when dev BLEU is computed, else loss)");
+    o.add("--early-stopping", &t.early_stopping, "stop after N evaluations without improvement of the best (0: off)",
+          at_least(0));
     o.section("Final evaluation");
     o.add("--beam", &t.beam, "beam size for the final BLEU (as ./translate's)", in_range(1, 64));
     o.add("--alpha", &t.alpha, "length penalty exponent", in_range(0, 10));
@@ -133,12 +174,18 @@ int main(int argc, char** argv) {
     add_duration(o, "--dist-timeout", &dist_timeout_s,
                  "end the job when a step's all-reduce waits this long for the other ranks (0: never)");
     if (!o.parse(argc, argv)) return o.exit_code();
+    std::string bad = check_run_options(o, t, beta1, beta2, eps, no_eval_bleu);
+    if (!bad.empty()) return o.usage_error(bad);
     if (layers > 0) t.cfg.n_enc = t.cfg.n_dec = layers;
     if (t.cfg.n_heads > 0) {
         t.cfg.d_k = d_k > 0 ? d_k : t.cfg.d_model / t.cfg.n_heads;
         t.cfg.d_v = d_v > 0 ? d_v : t.cfg.d_model / t.cfg.n_heads;
     }
     t.final_eval = !no_eval;
+    t.eval_bleu = !no_eval_bleu;
+    t.adam = {(float)beta1, (float)beta2, (float)eps};
+    t.init_override = {o.given("--dropout"), o.given("--attn-dropout"), o.given("--relu-dropout"),
+                       o.given("--label-smoothing")};
     t.build_default_corpus = t.data_dir == "data/corpus/default";
     std::string error;
     if (!dist_init(&argc, &argv, dist_timeout_s, &error)) {

@@ -934,7 +934,7 @@ double learning_rate(const Config& cfg, int64_t step, double lr_scale, int warmu
 double grad_norm(const Model* m) { return m->backend->global_norm(m->grads, m->layout.total); }
 
 // §5.3 Optimizer: one Adam step over the whole parameter buffer (optional clipping first).
-void adam_update(Model* m, double lr, double clip_norm) {
+void adam_update(Model* m, double lr, double clip_norm, const AdamParams& adam) {
     Backend& ops = *m->backend;
     const size_t n = m->layout.total;
     if (clip_norm > 0) {
@@ -943,6 +943,6 @@ void adam_update(Model* m, double lr, double clip_norm) {
     }
     m->step++;
     floatX* copy = (void*)m->weights == (void*)m->params ? nullptr : m->weights;
-    ops.adam_step(m->params, m->grads, m->adam_m, m->adam_v, copy, n, (float)lr, 0.9f, 0.98f,
-                  1e-9f, m->step);
+    ops.adam_step(m->params, m->grads, m->adam_m, m->adam_v, copy, n, (float)lr, adam.beta1, adam.beta2,
+                  adam.eps, m->step);
 }

@@ -1,9 +1,13 @@
 // test/test_train.cpp — the training run around the model: exact resume (N steps, stop,
 // resume, N more == 2N steps, bitwise), a trainer killed while writing a checkpoint leaves
 // the previous one intact, and checkpoint averaging (the element-wise mean; mismatched
-// inputs refused). Uses a small synthetic parallel corpus written to a temporary folder.
+// inputs refused). Fine-tuning (--init-from: the first loss and step replayed from the
+// checkpoint with a fresh optimizer), Adam's betas and epsilon (the update against Adam's
+// formula; kept by resume), and the best checkpoint surviving a resume. Uses small
+// synthetic parallel corpora written to a temporary folder.
 //
 //   make test   (or build/test_train, from the repository root)
+#include <fcntl.h>
 #include <signal.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -12,24 +16,28 @@
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
+#include <fstream>
+#include <sstream>
 #include <string>
 #include <vector>
 
 #include "test/check.h"
 #include "test/model_buffers.h"
 #include "model/checkpoint.h"
+#include "toolkit/parallel_data.h"
 #include "toolkit/trainer.h"
+#include "tokenizer.h"
 
 namespace fs = std::filesystem;
 static std::string g_tmp;
 
 // A toy "translation": the target is the source's words reversed, with a suffix.
-static void write_corpus(const std::string& dir, int pairs) {
+static void write_corpus(const std::string& dir, int pairs, uint64_t seed = 7, const char* split = "train") {
     fs::create_directories(dir);
     const char* words[] = {"alpha", "beta", "gamma", "delta", "eps", "zeta", "eta", "theta", "iota", "kappa"};
-    FILE* en = std::fopen((dir + "/train.en").c_str(), "w");
-    FILE* es = std::fopen((dir + "/train.es").c_str(), "w");
-    uint64_t s = 7;
+    FILE* en = std::fopen((dir + "/" + split + ".en").c_str(), "w");
+    FILE* es = std::fopen((dir + "/" + split + ".es").c_str(), "w");
+    uint64_t s = seed;
     for (int i = 0; i < pairs; i++) {
         std::vector<std::string> w(2 + i % 7);
         for (auto& x : w) { s = s * 6364136223846793005ull + 1442695040888963407ull; x = words[(s >> 33) % 10]; }
@@ -161,6 +169,260 @@ static void averaging() {
     check(!ok && err.find("tokenizer differs") != std::string::npos, "refuses another tokenizer: \"%s\"", err.c_str());
 }
 
+// ---- replaying the trainer's next step from a checkpoint, independently of the trainer ----
+
+static std::string read_bytes(const std::string& path) {
+    std::ifstream f(path, std::ios::binary);
+    std::stringstream ss;
+    ss << f.rdbuf();
+    return ss.str();
+}
+
+// Runs the trainer with stdout sent to /dev/null (runs that print progress lines).
+static int run_silently(const TrainOptions& t) {
+    std::fflush(stdout);
+    int saved = dup(1), null = open("/dev/null", O_WRONLY);
+    dup2(null, 1);
+    int status = run_training(t);
+    std::fflush(stdout);
+    dup2(saved, 1);
+    close(null);
+    close(saved);
+    return status;
+}
+
+// The state the trainer's next step starts from: a checkpoint's model (with Adam state), its
+// tokenizer, the training data of t encoded with it, and batches from the checkpoint's data
+// position (from the start when fresh, i.e. fine-tuning: step 0, zero Adam state, t's seed).
+struct Replay {
+    Model m;
+    Tokenizer tok;
+    ParallelData train;
+    BatchSampler sampler;
+    Metadata meta;
+};
+
+static bool replay_from(const std::string& ckpt, const TrainOptions& t, bool fresh, Replay* r) {
+    std::string err;
+    bool ok = checkpoint_load(&r->m, ckpt, &r->meta, &err) && Tokenizer::deserialize(r->meta["tokenizer"], &r->tok, &err);
+    LoadOptions lo;
+    lo.skip_empty = true;
+    lo.verbose = false;
+    ok = ok && load_parallel(t.data_dir + "/train.en", t.data_dir + "/train.es", r->tok, lo, &r->train, &err);
+    BatchingOptions bo;
+    bo.max_src_tokens = bo.max_tgt_tokens = t.max_tokens;
+    bo.max_len = r->m.cfg.max_len;
+    bo.seed = t.seed;
+    ok = ok && r->sampler.build(r->train.pairs, bo, &err);
+    if (fresh && ok) {
+        r->m.step = 0;
+        r->m.train_forwards = 0;
+        r->m.dropout_seed = t.seed;
+        std::vector<float> zero(r->m.layout.total, 0.0f);
+        model_set_adam(&r->m, zero.data(), zero.data());
+    } else if (ok) {
+        SamplerPosition pos{std::atoll(r->meta["sampler_epoch"].c_str()), std::atoll(r->meta["sampler_index"].c_str())};
+        ok = r->sampler.restore(pos, &err);
+    }
+    if (!ok) std::printf("  replay: %s\n", err.c_str());
+    return ok;
+}
+
+// The forward and backward of one Adam step over `accum` batches (the gradient of the mean
+// loss over all their labels, in m.grads); returns that mean loss.
+static double replay_gradients(Replay& r, int accum) {
+    std::vector<Batch> micro;
+    double labels = 0, loss = 0;
+    for (int a = 0; a < accum; a++) {
+        micro.push_back(r.sampler.next());
+        labels += micro.back().tgt_tokens;
+    }
+    model_zero_grad(&r.m);
+    for (const Batch& b : micro) {
+        loss += (double)model_forward(&r.m, b, true) * b.tgt_tokens;
+        model_backward(&r.m, b, labels);
+    }
+    return loss / labels;
+}
+
+// The train_loss of log.csv's first "train" row.
+static double first_logged_loss(const std::string& csv) {
+    std::ifstream f(csv);
+    std::string line;
+    while (std::getline(f, line))
+        if (line.rfind("train,", 0) == 0) {
+            std::vector<std::string> col;
+            std::stringstream ss(line);
+            for (std::string c; std::getline(ss, c, ',');) col.push_back(c);
+            return col.size() > 3 ? std::atof(col[3].c_str()) : NAN;
+        }
+    return NAN;
+}
+
+// --init-from: the fine-tuning run's first loss is the checkpoint's loss on the new data's
+// first batch, and its first step is Adam's first step (fresh state, step 1 of the schedule)
+// from the checkpoint's parameters, bitwise. Config and tokenizer come from the checkpoint.
+static void fine_tuning() {
+    const std::string base = g_tmp + "/base", tuned = g_tmp + "/tuned", data2 = g_tmp + "/corpus2";
+    check(run_training(small_run(base, 10)) == 0, "train the model to fine-tune (10 steps)");
+    write_corpus(data2, 300, 12345);
+    TrainOptions f = small_run(tuned, 2);
+    f.data_dir = data2;
+    f.init_from = base + "/ckpt-00000010.safetensors";
+    f.accum = 1;
+    f.seed = 5;
+    f.save_every_steps = 1;
+    f.cfg.d_ff = 48;                              // shape options are the checkpoint's...
+    f.cfg.p_drop = 0.2f;                          // ...regularisation may change when given
+    f.init_override.p_drop = true;
+    f.quiet = false;
+    f.log_every_s = 0;                            // one log.csv row per step
+    check(run_silently(f) == 0, "fine-tune it on other data (--init-from, 2 steps)");
+    Replay r;
+    if (!replay_from(f.init_from, f, true, &r)) { check(false, "replay the fine-tuning's first step"); return; }
+    r.m.cfg.p_drop = 0.2f;
+    double loss = replay_gradients(r, 1);
+    adam_update(&r.m, learning_rate(r.m.cfg, 1, f.lr_scale, f.warmup), f.clip_norm);
+    double logged = first_logged_loss(tuned + "/log.csv");
+    check(std::fabs(logged - loss) <= 1e-6 + 1e-6 * std::fabs(loss),
+          "first fine-tuning loss %.6f (log.csv) == the checkpoint's loss on the new data's first batch %.7f", logged, loss);
+    Model step1;
+    Metadata meta;
+    std::string err;
+    if (!checkpoint_load(&step1, tuned + "/ckpt-00000001.safetensors", &meta, &err)) {
+        check(false, "fine-tuning wrote ckpt-00000001 (a fresh schedule): %s", err.c_str());
+        return;
+    }
+    check(same_bits(host_params(step1), host_params(r.m)) && same_bits(host_adam(step1), host_adam(r.m)),
+          "fine-tuning step 1 == Adam's first step from the checkpoint with zero state (bitwise, %zu floats)",
+          step1.layout.total);
+    check(step1.cfg.d_ff == 64 && std::fabs(step1.cfg.p_drop - 0.2f) == 0,
+          "config from the checkpoint (d_ff %d, not 48), dropout given (%g)", step1.cfg.d_ff, step1.cfg.p_drop);
+    check(read_bytes(tuned + "/vocab.bpe") == read_bytes(base + "/vocab.bpe") && meta["tokenizer"] == r.meta["tokenizer"],
+          "the checkpoint's tokenizer kept (vocab.bpe and the checkpoint's tokenizer identical)");
+    TrainOptions both = f;
+    both.out_dir = g_tmp + "/never";
+    both.resume = true;
+    check(run_silently(both) != 0 && !fs::exists(both.out_dir), "--init-from with --resume refused");
+    TrainOptions missing = f;
+    missing.out_dir = g_tmp + "/never";
+    missing.init_from = g_tmp + "/no-such.safetensors";
+    check(run_silently(missing) != 0, "--init-from a missing file refused");
+}
+
+// Adam's betas and epsilon: step 3 of a run with (0.5, 0.9, 1e-3) against Adam's formula
+// applied, in double, to the step-2 checkpoint's parameters and state and the replayed
+// gradient; the paper's values must not fit. A resume without the options keeps them.
+static void adam_options() {
+    const std::string dir = g_tmp + "/adam", resumed = g_tmp + "/adam_resumed";
+    TrainOptions t = small_run(dir, 3);
+    t.save_every_steps = 1;
+    t.adam = {0.5f, 0.9f, 1e-3f};
+    check(run_training(t) == 0, "train 3 steps with --adam-beta1 0.5 --adam-beta2 0.9 --adam-eps 1e-3");
+    Replay r;
+    Model after;
+    std::string err;
+    if (!replay_from(dir + "/ckpt-00000002.safetensors", t, false, &r) ||
+        !checkpoint_load(&after, dir + "/ckpt-00000003.safetensors", nullptr, &err)) {
+        check(false, "replay step 3");
+        return;
+    }
+    replay_gradients(r, t.accum);
+    const std::vector<float> g = host_grads(r.m), p = host_params(r.m), mv = host_adam(r.m);
+    const std::vector<float> p3 = host_params(after), mv3 = host_adam(after);
+    const size_t n = p.size();
+    const double lr = learning_rate(r.m.cfg, 3, t.lr_scale, t.warmup);
+    // Largest |actual - predicted| over its allowance (float rounding of the update and of p).
+    auto misfit = [&](double b1, double b2, double eps, size_t* fitting) {
+        double worst = 0;
+        *fitting = 0;
+        for (size_t i = 0; i < n; i++) {
+            double m = b1 * mv[i] + (1 - b1) * g[i], v = b2 * mv[n + i] + (1 - b2) * (double)g[i] * g[i];
+            double delta = lr / (1 - std::pow(b1, 3)) * m / (std::sqrt(v) / std::sqrt(1 - std::pow(b2, 3)) + eps);
+            double e = std::fabs(p3[i] - (p[i] - delta)) / (1e-5 * std::fabs(delta) + 1.2e-7 * std::fabs(p[i]) + 1e-30);
+            *fitting += e <= 1;
+            worst = std::max(worst, e);
+        }
+        return worst;
+    };
+    size_t fit_given, fit_paper;
+    double given = misfit(0.5, 0.9, 1e-3, &fit_given), paper = misfit(0.9, 0.98, 1e-9, &fit_paper);
+    check(given <= 1, "step 3 == Adam(0.5, 0.9, 1e-3) on the replayed gradient: all %zu parameters within "
+          "1e-5 of the update + 1 ulp (worst %.2f of that)", n, given);
+    check(fit_paper < n / 2, "the paper's (0.9, 0.98, 1e-9) would not give it: %zu of %zu parameters fit (worst %.3g)",
+          fit_paper, n, paper);
+    double m_err = 0;
+    for (size_t i = 0; i < n; i++)
+        m_err = std::max(m_err, std::fabs(mv3[i] - (0.5 * mv[i] + 0.5 * g[i])) / (1e-6 * std::fabs(mv3[i]) + 1e-30));
+    check(m_err <= 1, "Adam's m after step 3 == 0.5 m + 0.5 g (within 1e-6 relative; worst %.2f of that)", m_err);
+    TrainOptions first = small_run(resumed, 2), rest = small_run(resumed, 3);
+    first.save_every_steps = rest.save_every_steps = 1;
+    first.adam = t.adam;
+    rest.resume = true;   // the paper's betas in the options: the checkpoint's must win
+    check(run_training(first) == 0 && run_training(rest) == 0, "2 steps with the options, resume to 3 without them");
+    Model b;
+    if (load(resumed + "/ckpt-00000003.safetensors", &b))
+        check(same_bits(host_params(b), p3) && same_bits(host_adam(b), mv3),
+              "resume keeps the checkpoint's betas and epsilon (step 3 bitwise equal)");
+}
+
+// The dev lines of the log (step, dev_loss, bleu_dev), and the best by dev loss in them.
+static std::vector<std::string> dev_rows(const std::string& csv) {
+    std::ifstream f(csv);
+    std::vector<std::string> rows;
+    for (std::string line; std::getline(f, line);)
+        if (line.rfind("dev,", 0) == 0) {
+            std::vector<std::string> col;
+            std::stringstream ss(line);
+            for (std::string c; std::getline(ss, c, ',');) col.push_back(c);
+            rows.push_back(col[1] + "," + col[5] + "," + col[6]);
+        }
+    return rows;
+}
+
+// best.safetensors and the evaluations survive --resume: 15 steps + resume to 30 with an
+// evaluation every 5 steps (dev loss and BLEU) gives the straight run's log rows, best
+// checkpoint and last checkpoint, bitwise; the best is the logged minimum of dev loss. A
+// learning rate too high on purpose makes the loss diverge, so that the best comes before
+// the resume point and a resume that forgot it would take a later, worse one.
+static void best_survives_resume() {
+    const std::string data = g_tmp + "/corpus_dev", a = g_tmp + "/best_straight", b = g_tmp + "/best_resumed";
+    write_corpus(data, 400);
+    write_corpus(data, 40, 99, "dev");
+    auto run = [&](const std::string& out, int64_t steps) {
+        TrainOptions t = small_run(out, steps);
+        t.data_dir = data;
+        t.eval_every_steps = 5;
+        t.eval_lines = 20;
+        t.best_metric = "loss";
+        t.lr_scale = 30;
+        return t;
+    };
+    check(run_training(run(a, 30)) == 0, "30 steps with an evaluation every 5 (dev loss and BLEU)");
+    TrainOptions more = run(b, 30);
+    more.resume = true;
+    check(run_training(run(b, 15)) == 0 && run_training(more) == 0, "15 steps, resume to 30");
+    std::vector<std::string> ra = dev_rows(a + "/log.csv"), rb = dev_rows(b + "/log.csv");
+    check(ra.size() == 6 && ra == rb, "the resumed run logs the straight run's 6 evaluations (step, dev loss, dev BLEU)");
+    size_t best = 0;
+    for (size_t i = 1; i < ra.size(); i++)
+        if (std::atof(ra[i].c_str() + ra[i].find(',') + 1) < std::atof(ra[best].c_str() + ra[best].find(',') + 1)) best = i;
+    Model ba, bb, last_a, last_b;
+    Metadata ma;
+    std::string err;
+    if (!checkpoint_load(&ba, a + "/best.safetensors", &ma, &err, false) || !load(b + "/best.safetensors", &bb) ||
+        !load(a + "/ckpt-00000030.safetensors", &last_a) || !load(b + "/ckpt-00000030.safetensors", &last_b)) {
+        check(false, "best.safetensors and ckpt-30 of both runs load: %s", err.c_str());
+        return;
+    }
+    check(ba.step == std::atoll(ra[best].c_str()), "best.safetensors is the step of the lowest logged dev loss (%lld; log %s)",
+          (long long)ba.step, ra[best].c_str());
+    check(ba.step <= 15 && best + 1 < ra.size(), "the case tests the resume: the best (step %lld) precedes the resume "
+          "point (15), later evaluations are worse (last: %s)", (long long)ba.step, ra.back().c_str());
+    check(same_bits(host_params(ba), host_params(bb)), "best.safetensors equal after resume (bitwise)");
+    check(same_bits(host_params(last_a), host_params(last_b)), "evaluating during training keeps resume exact (step 30 bitwise)");
+}
+
 int main() {
     char tmpl[] = "/tmp/test_train.XXXXXX";
     g_tmp = mkdtemp(tmpl);
@@ -171,6 +433,12 @@ int main() {
     kill_during_write();
     std::printf("-- averaging\n");
     averaging();
+    std::printf("-- fine-tuning (--init-from)\n");
+    fine_tuning();
+    std::printf("-- Adam's betas and epsilon\n");
+    adam_options();
+    std::printf("-- the best checkpoint and resume\n");
+    best_survives_resume();
     fs::remove_all(g_tmp);
     return check_summary("train");
 }

@@ -37,6 +37,15 @@ static std::string format_duration(double s) {
 static std::atomic<bool> g_stop_requested{false};
 static void on_signal(int) { g_stop_requested = true; }
 
+// The best evaluation so far by the run's metric (best.safetensors holds its parameters) and
+// the evaluations since it (early stopping). Saved in every checkpoint, restored on resume.
+struct BestState {
+    std::string metric;       // "bleu" (higher is better) or "loss" (lower is better)
+    double value = NAN;       // NAN: no evaluation yet
+    int64_t step = -1;
+    int64_t evals_since = 0;  // evaluations without improvement since the best one
+};
+
 // Everything one run holds.
 struct Run {
     TrainOptions opt;
@@ -49,6 +58,8 @@ struct Run {
     double time_before = 0;   // training seconds of earlier runs (resume)
     double start = 0;
     int64_t last_saved_step = -1;
+    std::vector<std::string> dev_src, dev_ref;   // the dev lines dev BLEU is computed on
+    BestState best;
     FILE* csv = nullptr;
     ~Run() { if (csv) std::fclose(csv); }
     double elapsed() const { return time_before + (now_s() - start); }
@@ -92,22 +103,49 @@ static bool read_all_lines(const std::vector<std::string>& paths, std::vector<st
     return true;
 }
 
-// The tokenizer: from the checkpoint on resume, else out/vocab.bpe, else learned and saved.
-static bool setup_tokenizer(Run& r, const Metadata* resume_meta) {
+// Reads a vocabulary in the vocab.bpe format (what ./bpe learn and ./train write).
+static bool read_vocab_file(const std::string& path, Tokenizer* tok) {
+    std::vector<std::string> text;
+    if (!read_all_lines({path}, &text)) return false;
+    std::string joined, err;
+    for (const std::string& l : text) joined += l + "\n";
+    if (!Tokenizer::deserialize(joined, tok, &err)) return fail(path + ": " + err);
+    return true;
+}
+
+// Writes the run's tokenizer to out/vocab.bpe.
+static bool write_vocab_file(const Run& r) {
+    const std::string vocab = r.path("vocab.bpe");
+    FILE* f = std::fopen(vocab.c_str(), "wb");
+    std::string text = r.tok.serialize();
+    bool written = f && std::fwrite(text.data(), 1, text.size(), f) == text.size();
+    if (f && std::fclose(f) != 0) written = false;
+    if (!written) return fail("cannot write " + vocab + ": " + std::strerror(errno));
+    return true;
+}
+
+// The tokenizer: from the checkpoint on resume or fine-tuning (ckpt_meta), else --vocab,
+// else out/vocab.bpe, else learned; out/vocab.bpe is written whenever it is new.
+static bool setup_tokenizer(Run& r, const Metadata* ckpt_meta) {
     std::string err;
-    if (resume_meta) {
-        auto it = resume_meta->find("tokenizer");
-        if (it == resume_meta->end() || !Tokenizer::deserialize(it->second, &r.tok, &err))
+    if (ckpt_meta) {
+        auto it = ckpt_meta->find("tokenizer");
+        if (it == ckpt_meta->end() || !Tokenizer::deserialize(it->second, &r.tok, &err))
             return fail("the checkpoint carries no valid tokenizer: " + err);
-        return true;
+        Tokenizer given;
+        if (!r.opt.vocab_file.empty() &&
+            (!read_vocab_file(r.opt.vocab_file, &given) || given.serialize() != r.tok.serialize()))
+            return fail("--vocab " + r.opt.vocab_file + " is not the checkpoint's tokenizer");
+        return r.opt.init_from.empty() || write_vocab_file(r);
+    }
+    if (!r.opt.vocab_file.empty()) {
+        if (!read_vocab_file(r.opt.vocab_file, &r.tok)) return false;
+        std::printf("BPE: %s (%d ids, --vocab)\n", r.opt.vocab_file.c_str(), r.tok.vocab_size());
+        return write_vocab_file(r);
     }
     const std::string vocab = r.path("vocab.bpe");
     if (fs::exists(vocab)) {
-        std::vector<std::string> text;
-        if (!read_all_lines({vocab}, &text)) return false;
-        std::string joined;
-        for (const std::string& l : text) joined += l + "\n";
-        if (!Tokenizer::deserialize(joined, &r.tok, &err)) return fail(vocab + ": " + err);
+        if (!read_vocab_file(vocab, &r.tok)) return false;
         std::printf("BPE: %s (%d ids)\n", vocab.c_str(), r.tok.vocab_size());
         return true;
     }
@@ -115,11 +153,7 @@ static bool setup_tokenizer(Run& r, const Metadata* resume_meta) {
     if (!read_all_lines({r.data("train", r.opt.src_lang), r.data("train", r.opt.tgt_lang)}, &lines)) return false;
     double t0 = now_s();
     r.tok = Tokenizer::learn(lines, r.opt.vocab_size);
-    FILE* f = std::fopen(vocab.c_str(), "wb");
-    std::string text = r.tok.serialize();
-    bool written = f && std::fwrite(text.data(), 1, text.size(), f) == text.size();
-    if (f && std::fclose(f) != 0) written = false;
-    if (!written) return fail("cannot write " + vocab + ": " + std::strerror(errno));
+    if (!write_vocab_file(r)) return false;
     std::printf("BPE: learned %d ids from %zu lines in %.1f s -> %s\n", r.tok.vocab_size(), lines.size(),
                 now_s() - t0, vocab.c_str());
     return true;
@@ -145,6 +179,12 @@ static double meta_double(const Metadata& m, const char* key, double fallback) {
     auto it = m.find(key);
     return it == m.end() ? fallback : std::strtod(it->second.c_str(), nullptr);
 }
+// A number as metadata text that reads back to the same double ("nan" for NAN).
+static std::string exact_text(double v) {
+    char buf[40];
+    std::snprintf(buf, sizeof buf, "%.17g", v);
+    return buf;
+}
 
 // On resume, the options that fix the data order and the schedule come from the checkpoint.
 static void restore_options(Run& r, const Metadata& meta) {
@@ -155,6 +195,66 @@ static void restore_options(Run& r, const Metadata& meta) {
     r.opt.lr_scale = meta_double(meta, "lr_scale", r.opt.lr_scale);
     r.opt.clip_norm = meta_double(meta, "clip_norm", r.opt.clip_norm);
     r.time_before = meta_double(meta, "time_used", 0);
+    r.opt.adam.beta1 = (float)meta_double(meta, "adam_beta1", r.opt.adam.beta1);
+    r.opt.adam.beta2 = (float)meta_double(meta, "adam_beta2", r.opt.adam.beta2);
+    r.opt.adam.eps = (float)meta_double(meta, "adam_eps", r.opt.adam.eps);
+}
+
+// Fine-tuning (--init-from): the checkpoint's parameters and config (dropout and label
+// smoothing replaceable), then a fresh optimizer and schedule: step 0, zero Adam state, the
+// dropout masks of this run's seed. The tokenizer comes from *meta (setup_tokenizer).
+static bool setup_init_from(Run& r, Metadata* meta) {
+    std::string err;
+    if (!checkpoint_load(&r.model, r.opt.init_from, meta, &err)) return fail(err);
+    const int64_t from_step = r.model.step;
+    Config& c = r.model.cfg;
+    const InitOverrides& o = r.opt.init_override;
+    if (o.p_drop) c.p_drop = r.opt.cfg.p_drop;
+    if (o.p_attn_drop) c.p_attn_drop = r.opt.cfg.p_attn_drop;
+    if (o.p_relu_drop) c.p_relu_drop = r.opt.cfg.p_relu_drop;
+    if (o.label_smoothing) c.label_smoothing = r.opt.cfg.label_smoothing;
+    std::string bad = config_error(c);
+    if (!bad.empty()) return fail("config: " + bad);
+    r.opt.cfg = c;
+    r.model.step = 0;
+    r.model.train_forwards = 0;
+    r.model.dropout_seed = r.opt.seed;
+    r.model.backend->fill_zero(r.model.adam_m, r.model.layout.total * sizeof(float));
+    r.model.backend->fill_zero(r.model.adam_v, r.model.layout.total * sizeof(float));
+    std::printf("Fine-tuning from %s (step %lld of its run): its config and tokenizer, a fresh optimizer and schedule\n",
+                r.opt.init_from.c_str(), (long long)from_step);
+    return true;
+}
+
+// Dev BLEU's lines (the first eval_lines of dev, all when 0), the best metric, and on resume
+// the best so far. --early-stopping and --best-metric need a dev set; bleu needs dev BLEU.
+static bool setup_validation(Run& r, const Metadata* resume_meta) {
+    const bool explicit_best = !r.opt.best_metric.empty();
+    if ((r.opt.early_stopping > 0 || explicit_best) && !r.have_dev)
+        return fail("--early-stopping and --best-metric need a dev set: " + r.data("dev", r.opt.src_lang) +
+                    " and " + r.data("dev", r.opt.tgt_lang));
+    if (r.opt.early_stopping > 0 && r.opt.eval_every_steps <= 0)
+        return fail("--early-stopping needs evaluations: --eval-every > 0");
+    const bool bleu = r.opt.eval_bleu && r.have_dev && r.opt.eval_every_steps > 0;
+    if (r.opt.best_metric == "bleu" && !bleu) return fail("--best-metric bleu needs dev BLEU (not --no-eval-bleu)");
+    r.best.metric = explicit_best ? r.opt.best_metric : bleu ? "bleu" : "loss";
+    std::string err;
+    if (bleu && (!read_text_lines(r.data("dev", r.opt.src_lang), &r.dev_src, &err) ||
+                 !read_text_lines(r.data("dev", r.opt.tgt_lang), &r.dev_ref, &err)))
+        return fail(err);
+    if (r.opt.eval_lines > 0 && r.dev_src.size() > (size_t)r.opt.eval_lines) {
+        r.dev_src.resize(r.opt.eval_lines);
+        r.dev_ref.resize(r.opt.eval_lines);
+    }
+    if (!resume_meta || !resume_meta->count("best_metric")) return true;
+    const std::string saved = resume_meta->at("best_metric");
+    if (saved != r.best.metric)
+        return fail("the run keeps its best checkpoint by dev " + saved + ", this resume by dev " + r.best.metric +
+                    ": resume with --best-metric " + saved);
+    r.best.value = meta_double(*resume_meta, "best_value", NAN);
+    r.best.step = (int64_t)meta_double(*resume_meta, "best_step", -1);
+    r.best.evals_since = (int64_t)meta_u64(*resume_meta, "evals_since_best", 0);
+    return true;
 }
 
 static bool setup_sampler(Run& r, const Metadata* resume_meta) {
@@ -187,6 +287,8 @@ static bool setup_backend(const TrainOptions& opt, Model* m, bool verbose) {
 
 static bool setup(Run& r) {
     std::error_code ec;
+    if (!r.opt.init_from.empty() && r.opt.resume)
+        return fail("--init-from starts a new run from a checkpoint, --resume continues one: pass only one");
     if (!setup_backend(r.opt, &r.model, !r.opt.quiet)) return false;
     fs::create_directories(r.opt.out_dir, ec);
     if (ec) return fail("cannot create " + r.opt.out_dir + ": " + ec.message());
@@ -203,18 +305,21 @@ static bool setup(Run& r) {
         restore_options(r, meta);
         std::printf("Resuming from %s (step %lld)\n", ckpts.back().c_str(), (long long)r.model.step);
     }
-    if (!setup_tokenizer(r, resuming ? &meta : nullptr)) return false;
+    const bool fine_tuning = !resuming && !r.opt.init_from.empty();
+    if (fine_tuning && !setup_init_from(r, &meta)) return false;
+    if (!setup_tokenizer(r, resuming || fine_tuning ? &meta : nullptr)) return false;
     bool have_train = false;
     if (!load_split(r, "train", true, &r.train, &have_train)) return false;
     if (!load_split(r, "dev", false, &r.dev, &r.have_dev)) return false;
     if (!load_split(r, "test", false, &r.test, &r.have_test)) return false;
-    if (!resuming) {
+    if (!resuming && !fine_tuning) {
         r.opt.cfg.vocab = r.tok.vocab_size();
         std::string bad = config_error(r.opt.cfg);
         if (!bad.empty()) return fail("config: " + bad);
         model_init(&r.model, r.opt.cfg, r.opt.seed);
     }
     if (!setup_sampler(r, resuming ? &meta : nullptr)) return false;
+    if (!setup_validation(r, resuming ? &meta : nullptr)) return false;
     r.last_saved_step = r.model.step;
     return true;
 }
@@ -264,6 +369,29 @@ static bool csv_row(Run& r, const char* event, double loss, double lr, double de
     return true;
 }
 
+struct Scores { double bleu = NAN; std::string line; double seconds = 0; size_t sentences = 0; };
+
+// Translates src (beam 1: greedy) and scores the output against ref with corpus BLEU.
+static Scores score_lines(Model* m, const Tokenizer& tok, const std::vector<std::string>& src,
+                          const std::vector<std::string>& ref, int beam, const TrainOptions& opt) {
+    Scores s;
+    DecodeOptions d;
+    d.beam = beam;
+    d.alpha = opt.alpha;
+    double t0 = now_s();
+    std::vector<std::string> hyp = translate_lines(m, tok, src, d, opt.decode_batch_tokens);
+    s.seconds = now_s() - t0;
+    s.sentences = src.size();
+    try {
+        BleuStats b = corpus_bleu(hyp, ref);
+        s.bleu = b.bleu;
+        s.line = format_bleu(b);
+    } catch (const std::exception& e) {
+        fail(std::string("BLEU: ") + e.what());
+    }
+    return s;
+}
+
 // Mean label-smoothed loss over the dev set's non-pad labels (no dropout).
 static double dev_loss(Run& r) {
     if (!r.have_dev || r.dev.pairs.empty() || !dist_is_root()) return NAN;
@@ -298,6 +426,18 @@ std::vector<std::string> list_checkpoints(const std::string& dir) {
     return out;
 }
 
+// The training state a checkpoint keeps beyond the existing options: Adam's betas and
+// epsilon, and the best evaluation (BestState).
+static void add_run_state(const Run& r, Metadata* meta) {
+    (*meta)["adam_beta1"] = exact_text(r.opt.adam.beta1);
+    (*meta)["adam_beta2"] = exact_text(r.opt.adam.beta2);
+    (*meta)["adam_eps"] = exact_text(r.opt.adam.eps);
+    (*meta)["best_metric"] = r.best.metric;
+    (*meta)["best_value"] = exact_text(r.best.value);
+    (*meta)["best_step"] = std::to_string(r.best.step);
+    (*meta)["evals_since_best"] = std::to_string(r.best.evals_since);
+}
+
 static bool save_checkpoint(Run& r) {
     if (!dist_is_root()) { r.last_saved_step = r.model.step; return true; }   // rank 0 alone writes
     char name[64];
@@ -313,15 +453,61 @@ static bool save_checkpoint(Run& r) {
         {"accum", std::to_string(r.opt.accum)},
         {"warmup", std::to_string(r.opt.warmup)},
         {"seed", std::to_string(r.opt.seed)},
-        {"lr_scale", std::to_string(r.opt.lr_scale)},
-        {"clip_norm", std::to_string(r.opt.clip_norm)},
+        {"lr_scale", exact_text(r.opt.lr_scale)},
+        {"clip_norm", exact_text(r.opt.clip_norm)},
     };
+    add_run_state(r, &meta);
     std::string err;
     if (!checkpoint_save(r.model, r.path(name), meta, true, &err)) return fail(err);
     r.last_saved_step = r.model.step;
     std::vector<std::string> all = list_checkpoints(r.opt.out_dir);
     for (size_t i = 0; i + (size_t)std::max(1, r.opt.keep) < all.size(); i++) fs::remove(all[i]);
     if (!r.opt.quiet) std::printf("saved %s\n", r.path(name).c_str());
+    return true;
+}
+
+// Keeps value when it improves on the best by the run's metric: best.safetensors (written
+// atomically: a temporary file renamed) gets the parameters; else one more evaluation
+// without improvement. NAN (no value) changes nothing.
+static bool update_best(Run& r, double value) {
+    BestState& b = r.best;
+    if (std::isnan(value)) return true;
+    const bool improved = std::isnan(b.value) || (b.metric == "bleu" ? value > b.value : value < b.value);
+    if (!improved) {
+        b.evals_since++;
+        return true;
+    }
+    b.value = value;
+    b.step = r.model.step;
+    b.evals_since = 0;
+    Metadata meta = {{"tokenizer", r.tok.serialize()}, {"best_metric", b.metric}, {"best_value", exact_text(value)}};
+    std::string err;
+    if (!checkpoint_save(r.model, r.path("best.safetensors"), meta, false, &err)) return fail(err);
+    return true;
+}
+
+static bool early_stop_reached(const Run& r) {
+    return r.opt.early_stopping > 0 && r.best.evals_since >= r.opt.early_stopping;
+}
+
+// Validation at an --eval-every step: dev loss and dev BLEU (its subset, --eval-beam) with the
+// parameters being trained, one progress line, one log.csv row, the best checkpoint.
+static bool evaluate(Run& r, double lr) {
+    double dl = dev_loss(r);
+    Scores bleu;
+    if (!r.dev_src.empty()) bleu = score_lines(&r.model, r.tok, r.dev_src, r.dev_ref, r.opt.eval_beam, r.opt);
+    if (!csv_row(r, "dev", NAN, lr, dl, bleu.bleu, NAN)) return false;
+    if (!update_best(r, r.best.metric == "bleu" ? bleu.bleu : dl)) return false;
+    if (r.opt.quiet || std::isnan(dl)) return true;
+    std::printf("step %6lld | dev loss %.4f", (long long)r.model.step, dl);
+    if (!std::isnan(bleu.bleu))
+        std::printf(" | dev BLEU %.2f (%zu lines, %s, %.1f s)", bleu.bleu, bleu.sentences,
+                    r.opt.eval_beam == 1 ? "greedy" : ("beam " + std::to_string(r.opt.eval_beam)).c_str(),
+                    bleu.seconds);
+    const char* unit = r.best.metric == "bleu" ? "BLEU" : "loss";
+    if (r.best.step == r.model.step) std::printf(" | best dev %s -> best.safetensors\n", unit);
+    else std::printf(" | best dev %s %.4g at step %lld (%lld evaluations ago)\n", unit, r.best.value,
+                     (long long)r.best.step, (long long)r.best.evals_since);
     return true;
 }
 
@@ -352,13 +538,15 @@ static StepResult train_step(Run& r) {
     }
     loss_sum = r.dp.end(loss_sum);         // summed over the ranks (gradients and loss)
     double lr = learning_rate(r.model.cfg, r.model.step + 1, r.opt.lr_scale, r.opt.warmup);
-    adam_update(&r.model, lr, r.opt.clip_norm);
+    adam_update(&r.model, lr, r.opt.clip_norm, r.opt.adam);
     return {loss_sum / std::max(1.0, labels), lr, tokens};
 }
 
 static bool budget_left_here(const Run& r) {
     if (r.opt.max_steps > 0 && r.model.step >= r.opt.max_steps) return false;
     if (r.opt.time_limit_s > 0 && r.elapsed() >= r.opt.time_limit_s) return false;
+    if (r.opt.max_epochs > 0 && r.sampler.position().epoch >= r.opt.max_epochs) return false;
+    if (early_stop_reached(r)) return false;
     return !g_stop_requested;
 }
 
@@ -368,7 +556,10 @@ static bool budget_left(const Run& r) { return dist_all_agree(budget_left_here(r
 static double remaining_s(const Run& r, double step_time) {
     double by_time = r.opt.time_limit_s > 0 ? r.opt.time_limit_s - r.elapsed() : INFINITY;
     double by_steps = r.opt.max_steps > 0 ? (r.opt.max_steps - r.model.step) * step_time : INFINITY;
-    return std::min(by_time, by_steps);
+    SamplerPosition p = r.sampler.position();
+    double batches_left = (double)(r.opt.max_epochs - p.epoch) * r.sampler.batches_per_epoch() - p.index;
+    double by_epochs = r.opt.max_epochs > 0 ? batches_left / std::max(1, r.opt.accum) * step_time : INFINITY;
+    return std::min({by_time, by_steps, by_epochs});
 }
 
 static bool train_loop(Run& r) {
@@ -395,11 +586,7 @@ static bool train_loop(Run& r) {
             window_steps = 0;
             window_start = last_log = now_s();
         }
-        if (r.opt.eval_every_steps > 0 && step % r.opt.eval_every_steps == 0) {
-            double dl = dev_loss(r);
-            if (!r.opt.quiet && !std::isnan(dl)) std::printf("step %6lld | dev loss %.4f\n", (long long)step, dl);
-            if (!csv_row(r, "dev", NAN, s.lr, dl, NAN, NAN)) return false;
-        }
+        if (r.opt.eval_every_steps > 0 && step % r.opt.eval_every_steps == 0 && !evaluate(r, s.lr)) return false;
         bool due = (r.opt.save_every_steps > 0 && step % r.opt.save_every_steps == 0) ||
                    (r.opt.save_every_s > 0 && now_s() - last_save >= r.opt.save_every_s);
         if (due) {
@@ -408,6 +595,10 @@ static bool train_loop(Run& r) {
         }
     }
     if (r.last_saved_step != r.model.step && !save_checkpoint(r)) return false;
+    if (early_stop_reached(r) && !r.opt.quiet)
+        std::printf("early stopping: dev %s did not improve in %lld evaluations; best %.4g at step %lld (%s)\n",
+                    r.best.metric.c_str(), (long long)r.best.evals_since, r.best.value, (long long)r.best.step,
+                    r.path("best.safetensors").c_str());
     return true;
 }
 
@@ -448,38 +639,33 @@ bool average_checkpoints(const std::vector<std::string>& inputs, const std::stri
     return checkpoint_save(avg, output, out_meta, false, error);
 }
 
-struct Scores { double bleu = NAN; std::string line; double seconds = 0; size_t sentences = 0; };
-
 static Scores score(Model* m, const Tokenizer& tok, const std::string& src_path, const std::string& ref_path,
                     int beam, const TrainOptions& opt) {
-    Scores s;
     std::vector<std::string> src, ref;
     std::string err;
     if (!read_text_lines(src_path, &src, &err) || !read_text_lines(ref_path, &ref, &err)) {
         fail(err);
-        return s;
+        return Scores();
     }
-    DecodeOptions d;
-    d.beam = beam;
-    d.alpha = opt.alpha;
-    double t0 = now_s();
-    std::vector<std::string> hyp = translate_lines(m, tok, src, d, opt.decode_batch_tokens);
-    s.seconds = now_s() - t0;
-    s.sentences = src.size();
-    try {
-        BleuStats b = corpus_bleu(hyp, ref);
-        s.bleu = b.bleu;
-        s.line = format_bleu(b);
-    } catch (const std::exception& e) {
-        fail(std::string("BLEU: ") + e.what());
-    }
-    return s;
+    return score_lines(m, tok, src, ref, beam, opt);
 }
 
 static void report(const char* what, const Scores& s) {
     std::printf("%-34s %s  (%zu sentences in %.1f s, %.1f sent/s)\n", what, s.line.c_str(), s.sentences,
                 s.seconds, s.sentences / std::max(1e-9, s.seconds));
     std::fflush(stdout);
+}
+
+// Test BLEU of best.safetensors, when the run kept one.
+static bool report_best(const Run& r) {
+    if (r.best.step < 0 || !fs::exists(r.path("best.safetensors"))) return true;
+    Model best;
+    std::string err;
+    if (!setup_backend(r.opt, &best, false)) return false;
+    if (!checkpoint_load(&best, r.path("best.safetensors"), nullptr, &err, false)) return fail(err);
+    report(("test, best (dev " + r.best.metric + "), beam").c_str(),
+           score(&best, r.tok, r.data("test", r.opt.src_lang), r.data("test", r.opt.tgt_lang), r.opt.beam, r.opt));
+    return true;
 }
 
 static bool final_evaluation(Run& r) {
@@ -514,6 +700,7 @@ static bool final_evaluation(Run& r) {
         report("test, averaged, beam", test_avg);
         report("test, averaged, greedy", score(&avg, r.tok, r.data("test", r.opt.src_lang), r.data("test", r.opt.tgt_lang), 1, r.opt));
         report("test, last checkpoint, beam", score(&r.model, r.tok, r.data("test", r.opt.src_lang), r.data("test", r.opt.tgt_lang), r.opt.beam, r.opt));
+        if (!report_best(r)) return false;
     }
     return csv_row(r, "final", NAN, NAN, dl, dev_avg.bleu, test_avg.bleu);
 }

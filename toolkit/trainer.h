@@ -7,6 +7,8 @@
 //   vocab.bpe                    the learned BPE (also inside every checkpoint)
 //   ckpt-<step>.safetensors      checkpoints with Adam state and the data position
 //   average.safetensors          the average of the last `average` checkpoints (translate's default)
+//   best.safetensors             the parameters of the best evaluation by best_metric (dev BLEU
+//                                or dev loss), rewritten atomically at each improvement
 //   log.csv                      step, epoch, loss, lr, dev loss, BLEU, elapsed seconds
 #pragma once
 #include <cstdint>
@@ -14,6 +16,12 @@
 #include <vector>
 
 #include "transformer.h"
+
+// Fine-tuning (--init-from): the checkpoint's config is used, except these regularisation
+// values, taken from TrainOptions::cfg when set (the command line gave them).
+struct InitOverrides {
+    bool p_drop = false, p_attn_drop = false, p_relu_drop = false, label_smoothing = false;
+};
 
 struct TrainOptions {
     Config cfg;                       // vocab is set from the tokenizer
@@ -40,6 +48,23 @@ struct TrainOptions {
     double log_every_s = 10;
     int64_t eval_every_steps = 500;   // dev loss interval (0: only at the end)
     bool resume = false;
+    // Validation at every eval_every_steps: dev loss, and dev BLEU (when eval_bleu) on the
+    // first eval_lines lines of dev (0: all of them) with beam eval_beam (1: greedy).
+    bool eval_bleu = true;
+    int eval_beam = 1;
+    int eval_lines = 500;
+    // best.safetensors is kept by best_metric: "bleu" (higher is better), "loss" (lower), or
+    // "" (bleu when dev BLEU is computed, else loss). Strict improvement counts.
+    std::string best_metric;
+    int early_stopping = 0;           // stop after this many evaluations without improvement (0: off)
+    int64_t max_epochs = 0;           // stop once this many epochs are done (0: no limit)
+    AdamParams adam;                  // betas and epsilon (the paper's by default)
+    // Fine-tuning: start from this checkpoint's parameters, config and tokenizer, with a fresh
+    // optimizer and schedule (step 0, zero Adam state), on the data of data_dir.
+    std::string init_from;
+    InitOverrides init_override;
+    // An existing vocabulary (the vocab.bpe format) instead of learning one.
+    std::string vocab_file;
     // Final evaluation.
     bool final_eval = true;
     int beam = 4;

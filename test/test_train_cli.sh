@@ -1,0 +1,187 @@
+#!/bin/sh
+# test/test_train_cli.sh — ./train's validation, early stopping, fine-tuning and vocabulary
+# options end to end, and ./average --last, each checked by its effect:
+#   dev BLEU in log.csv == ./translate (--beam 1, or --eval-beam) of the same dev lines scored
+#   by ./bleu; best.safetensors translates as the checkpoint of the logged best; early
+#   stopping ends at the evaluation the logged metric sequence predicts (and, with a learning
+#   rate that cannot move a parameter, at evaluation 1 + N); --max-epochs ends after that many
+#   epochs of batches; --vocab trains with the given vocabulary; --init-from keeps the
+#   checkpoint's tokenizer; ./average --last N == averaging those N files (bitwise); bad values
+#   exit 2 naming the option. (test_train checks --init-from's first loss and Adam's options
+#   numerically.) Run from the repository root after `make`; the optional argument is the
+#   folder holding the programs. Ends with "train_cli: N passed, M failed".
+set -u
+B=${1:-.}
+. test/check.sh
+T=$(mktemp -d)
+trap 'rm -rf "$T"' EXIT
+
+# A toy corpus a tiny model starts to learn in a few dozen steps: each word + "o", in order.
+mkdir -p "$T/corpus" "$T/other" "$T/nodev"
+awk 'BEGIN { srand(5); split("sun moon star sky sea land tree rock fire rain", w, " ");
+  for (i = 0; i < 1000; i++) { n = 2 + int(rand() * 4); en = ""; es = "";
+    for (j = 0; j < n; j++) { x = w[1 + int(rand() * 10)]; en = en (j ? " " : "") x; es = es (j ? " " : "") x "o" }
+    f = i < 40 ? "dev" : i < 60 ? "test" : "train";
+    print en > "'"$T"'/corpus/" f ".en"; print es > "'"$T"'/corpus/" f ".es" } }'
+# Other data for fine-tuning: the same words, reversed order.
+awk '{ n = split($0, w, " "); s = ""; for (i = n; i > 0; i--) s = s (s ? " " : "") w[i]; print s }' \
+    "$T/corpus/train.es" > "$T/other/train.es"
+cp "$T/corpus/train.en" "$T/other/train.en"
+cp "$T/corpus/train.en" "$T/corpus/train.es" "$T/nodev/"
+
+TB="--data $T/corpus --max-tokens 500 --warmup 50 --log-every 1000s"   # no model options (--init-from)
+TA="--config tiny --d-model 32 --d-ff 64 --dropout 0 $TB"
+V="--vocab-size 300"
+field() {  # field FILE EVENT STEP COLUMN: a log.csv value
+    awk -F, -v e="$2" -v s="$3" -v c="$4" '$1 == e && $2 == s { print $c }' "$1"
+}
+ckpt() { printf '%s/ckpt-%08d.safetensors' "$1" "$2"; }
+dev_bleu() {  # dev_bleu MODEL BEAM: ./translate the first 30 dev lines, ./bleu them
+    head -n 30 "$T/corpus/dev.en" | "$B"/translate --model "$1" --beam "$2" > "$T/hyp.txt" &&
+    head -n 30 "$T/corpus/dev.es" > "$T/ref.txt" && "$B"/bleu --score-only "$T/ref.txt" < "$T/hyp.txt"
+}
+same_number() {  # same_number LOGGED SCORED: the log's 6 decimals against ./bleu's 2
+    awk -v a="$1" -v b="$2" 'BEGIN { d = a - b; exit !(a != "" && b != "" && d <= 0.0050001 && d >= -0.0050001) }'
+}
+# Each evaluation's dev BLEU in RUN/log.csv against ./translate --beam BEAM of that step's
+# checkpoint scored by ./bleu, and at least one of them above 0 (so not only 0 == 0).
+logged_bleu_is_scored() {  # logged_bleu_is_scored RUN BEAM STEP...
+    run=$1 beam=$2; shift 2
+    nonzero=0
+    for s in "$@"; do
+        logged=$(field "$run/log.csv" dev "$s" 7)
+        scored=$(dev_bleu "$(ckpt "$run" "$s")" "$beam")
+        same_number "$logged" "$scored"
+        check $? "step $s: dev BLEU in log.csv ($logged) == ./translate --beam $beam of ckpt-$s | ./bleu ($scored)"
+        awk -v x="$logged" 'BEGIN { exit !(x > 0) }' && nonzero=1
+    done
+    [ $nonzero -eq 1 ]; check $? "some logged dev BLEU (beam $beam) is above 0: the comparison is not only 0 == 0"
+}
+# best.safetensors translates the dev lines as the checkpoint of the logged best evaluation
+# (column 7, dev BLEU, highest; column 6, dev loss, lowest); prints that step.
+best_step() {  # best_step RUN COLUMN
+    awk -F, -v c="$2" '$1 == "dev" && (!seen || (c == 7 ? $c > b : $c < b)) { b = $c; s = $2; seen = 1 }
+        END { print s }' "$1/log.csv"
+}
+best_is_logged() {  # best_is_logged RUN COLUMN WHAT
+    best=$(best_step "$1" "$2")
+    head -n 30 "$T/corpus/dev.en" | "$B"/translate --model "$1/best.safetensors" > "$T/best.txt"
+    head -n 30 "$T/corpus/dev.en" | "$B"/translate --model "$(ckpt "$1" "$best")" > "$T/at_best.txt"
+    cmp -s "$T/best.txt" "$T/at_best.txt"
+    check $? "best.safetensors translates as ckpt-$best, the $3"
+}
+# The step at which early stopping with patience N ends, from log.csv's evaluations of
+# column C (7: dev BLEU, higher is better; 6: dev loss, lower is better); else the last one.
+predicted_stop() {  # predicted_stop LOG C N
+    awk -F, -v c="$2" -v n="$3" '$1 == "dev" { v = $c + 0; last = $2
+        if (!seen || (c == 7 ? v > best : v < best)) { best = v; seen = 1; since = 0 } else since++
+        if (since >= n) { print $2; stopped = 1; exit } }
+      END { if (!stopped) print last }' "$1"
+}
+
+# ---- dev BLEU during training, the best checkpoint by BLEU ----------------------------------
+"$B"/train $TA $V --out "$T/run" --max-steps 50 --eval-every 25 --eval-lines 30 --save-every-steps 25 \
+    --no-eval > "$T/train.log" 2>&1
+check $? "./train with dev BLEU every 25 steps on 30 dev lines (exit $?)"
+grep -q "dev BLEU .*(30 lines, greedy" "$T/train.log"; check $? "the progress line shows dev BLEU: $(grep -m1 'dev BLEU' "$T/train.log")"
+logged_bleu_is_scored "$T/run" 1 25 50
+best_is_logged "$T/run" 7 "highest logged dev BLEU"
+
+# ---- --eval-beam ---------------------------------------------------------------------------
+"$B"/train $TA $V --out "$T/run2" --max-steps 60 --eval-every 10 --eval-lines 30 --eval-beam 2 \
+    --save-every-steps 10 --keep 10 --no-eval > "$T/train2.log" 2>&1
+check $? "./train --eval-beam 2 (exit $?)"
+logged_bleu_is_scored "$T/run2" 2 10 20 30 40 50 60
+
+# ---- early stopping against the logged sequence, --best-metric loss -------------------------
+# A learning rate too high on purpose: the dev loss falls, then climbs.
+"$B"/train $TA $V --out "$T/run2b" --lr-scale 30 --max-steps 100 --eval-every 5 --eval-lines 30 \
+    --best-metric loss --early-stopping 2 --save-every-steps 5 --keep 30 --no-eval > "$T/train2b.log" 2>&1
+check $? "./train --lr-scale 30 --best-metric loss --early-stopping 2 (exit $?)"
+want=$(predicted_stop "$T/run2b/log.csv" 6 2)
+last=$(awk -F, '$1 == "dev" { s = $2 } END { print s }' "$T/run2b/log.csv")
+end=$(ls "$T/run2b"/ckpt-*.safetensors | tail -n 1 | sed 's/.*ckpt-0*//; s/\.safetensors//')
+[ -n "$want" ] && [ "$want" -lt 100 ] && [ "$last" = "$want" ] && [ "$end" = "$want" ]
+check $? "early stopping ends where the logged dev losses predict, before --max-steps: step $want (last evaluation $last, last checkpoint $end)"
+[ "$(best_step "$T/run2b" 6)" != "$want" ]; check $? "the lowest dev loss is not the last evaluation's"
+best_is_logged "$T/run2b" 6 "lowest logged dev loss (--best-metric loss)"
+
+# ---- early stopping, constructed: a learning rate too small to change any parameter --------
+"$B"/train $TA $V --out "$T/run3" --lr-scale 1e-12 --max-steps 100 --eval-every 5 --eval-lines 30 \
+    --early-stopping 2 --save-every-steps 0 > "$T/train3.log" 2>&1
+check $? "./train --lr-scale 1e-12 --early-stopping 2 --eval-every 5, then the final evaluation (exit $?)"
+rows=$(awk -F, '$1 == "dev" { printf "%s ", $2 }' "$T/run3/log.csv")
+[ "$rows" = "5 10 15 " ] && [ "$(predicted_stop "$T/run3/log.csv" 7 2)" = 15 ] && [ -f "$(ckpt "$T/run3" 15)" ]
+check $? "nothing can improve: stops at evaluation 1 + 2, step 15 (evaluations at: $rows)"
+grep -q "^early stopping: dev bleu did not improve in 2 evaluations" "$T/train3.log" && grep -q "^final," "$T/run3/log.csv" &&
+    grep -q "test, best (dev bleu), beam *BLEU = " "$T/train3.log"
+check $? "it says so, then averages and evaluates as usual (final row, best checkpoint's test BLEU)"
+
+# ---- --max-epochs ---------------------------------------------------------------------------
+"$B"/train $TA $V --out "$T/run4" --max-epochs 2 --max-steps 0 --time 0 --eval-every 0 --no-eval \
+    --max-tokens 2000 > "$T/train4.log" 2>&1
+check $? "./train --max-epochs 2 (exit $?)"
+per=$(sed -n 's/^batches: \([0-9]*\) per epoch.*/\1/p' "$T/train4.log")
+end=$(ls "$T/run4"/ckpt-*.safetensors | tail -n 1 | sed 's/.*ckpt-0*//; s/\.safetensors//')
+[ -n "$per" ] && [ "$end" = $((2 * per)) ]; check $? "--max-epochs 2 ends after 2 x $per batches: step $end"
+
+# ---- --vocab, --init-from -------------------------------------------------------------------
+"$B"/bpe learn --vocab-size 280 --out "$T/given.bpe" "$T/corpus/test.en" "$T/corpus/test.es" > /dev/null 2>&1
+"$B"/train $TA --vocab "$T/given.bpe" --out "$T/run5" --max-steps 1 --no-eval > "$T/train5.log" 2>&1
+check $? "./train --vocab FILE (exit $?)"
+cmp -s "$T/given.bpe" "$T/run5/vocab.bpe" && ! cmp -s "$T/run/vocab.bpe" "$T/run5/vocab.bpe"
+check $? "--vocab: the run's vocab.bpe is the given file (the one learned from the data differs)"
+echo "sun moon" | "$B"/translate --model "$T/run5/ckpt-00000001.safetensors" > /dev/null
+check $? "its checkpoint translates"
+"$B"/train $TB --data "$T/other" --init-from "$T/run/ckpt-00000050.safetensors" --out "$T/tuned" --max-steps 2 \
+    --no-eval > "$T/train6.log" 2>&1
+check $? "./train --init-from ckpt-50 on other data (exit $?)"
+cmp -s "$T/run/vocab.bpe" "$T/tuned/vocab.bpe" && grep -q "^Fine-tuning from .*(step 50 of its run)" "$T/train6.log" &&
+    [ -f "$T/tuned/ckpt-00000002.safetensors" ]
+check $? "--init-from: the checkpoint's vocabulary, a fresh schedule (ckpt-00000002 after 2 steps)"
+
+# ---- ./average --last N DIR -----------------------------------------------------------------
+"$B"/average --last 3 --out "$T/last.safetensors" "$T/run2" > /dev/null
+check $? "./average --last 3 DIR (exit $?)"
+set -- $(ls "$T/run2"/ckpt-*.safetensors | tail -n 3)
+"$B"/average --out "$T/explicit.safetensors" "$@" > /dev/null
+cmp -s "$T/last.safetensors" "$T/explicit.safetensors"
+check $? "--last 3 == averaging the last 3 files explicitly, bitwise ($(basename "$1") .. $(basename "$3"))"
+"$B"/average --last 9 --out "$T/x.safetensors" "$T/run" > /dev/null 2> "$T/err.txt"
+s=$?; [ $s -eq 1 ] && grep -q "holds 2 checkpoints" "$T/err.txt"; check $? "--last 9 with 2 checkpoints: exit 1 ($s), $(cat "$T/err.txt")"
+"$B"/average --last 2 --out "$T/x.safetensors" "$T/run" "$T/run2" > /dev/null 2> "$T/err.txt"
+s=$?; [ $s -eq 2 ] && grep -q "one run folder" "$T/err.txt"; check $? "--last with two folders: exit 2 ($s)"
+
+# ---- bad values: exit 2 before any work, the message naming the option ----------------------
+refused() {  # refused OPTION ARGS...: ./train ARGS exits 2, says OPTION, prints nothing on stdout
+    opt=$1; shift
+    "$B"/train --max-steps 3 --no-eval --out "$T/never" "$@" > "$T/out.txt" 2> "$T/err.txt"; s=$?
+    [ $s -eq 2 ] && grep -q -- "$opt" "$T/err.txt" && [ ! -s "$T/out.txt" ]
+    check $? "./train $*: refused, exit 2 ($s), message: $(head -c 120 "$T/err.txt")"
+}
+C="$T/run/ckpt-00000050.safetensors"
+refused --adam-beta1 $TA --adam-beta1 1
+refused --adam-beta2 $TA --adam-beta2 -0.1
+refused --adam-beta2 $TA --adam-beta2 0.99999999
+refused --adam-eps $TA --adam-eps 0
+refused --adam-eps $TA --adam-eps 1e-50
+refused --adam-eps $TA --adam-eps nan
+refused --eval-beam $TA --eval-beam 0
+refused --eval-lines $TA --eval-lines -1
+refused --best-metric $TA --best-metric bleu4
+refused --early-stopping $TA --early-stopping -1
+refused --max-epochs $TA --max-epochs -2
+refused --early-stopping $TA --early-stopping 3 --eval-every 0
+refused --no-eval-bleu $TA --best-metric bleu --no-eval-bleu
+refused --resume $TB --init-from "$C" --resume
+refused --d-model $TB --init-from "$C" --d-model 64
+refused --vocab-size $TB --init-from "$C" --vocab-size 300
+refused --vocab $TB --init-from "$C" --vocab "$T/given.bpe"
+refused --vocab-size $TA --vocab "$T/given.bpe" --vocab-size 300
+[ ! -e "$T/never" ]; check $? "refused runs created nothing"
+"$B"/train $TA $V --data "$T/nodev" --early-stopping 2 --out "$T/nodev_run" --max-steps 3 > /dev/null 2> "$T/err.txt"
+s=$?; [ $s -eq 1 ] && grep -q "need a dev set" "$T/err.txt"; check $? "--early-stopping without dev data: exit 1 ($s), $(tail -n 1 "$T/err.txt")"
+"$B"/train $TB --init-from "$T/missing.safetensors" --out "$T/missing_run" --max-steps 3 > /dev/null 2> "$T/err.txt"
+s=$?; [ $s -eq 1 ] && grep -q "missing.safetensors: cannot open" "$T/err.txt"; check $? "--init-from a missing file: exit 1 ($s)"
+
+check_summary train_cli
