@@ -17,6 +17,7 @@
 #include "cli/options.h"
 #include "cli/text_io.h"
 #include "tokenizer.h"
+#include "toolkit/curves.h"
 #include "toolkit/trainer.h"
 
 // Bounds of the model's sizes (the same as config_error's in model/config.cpp).
@@ -57,7 +58,7 @@ int main(int argc, char** argv) {
     t.time_limit_s = 55 * 60;
     int layers = 0, d_k = 0, d_v = 0;
     std::string preset;
-    bool no_eval = false;
+    bool no_eval = false, redraw_curves = false;
     Options o("train", "Trains the Transformer of \"Attention Is All You Need\" on parallel text.");
     o.section("Model (paper Table 3)");
     o.add_custom("--config", "NAME", "preset: tiny, small, base, big (other options override it)",
@@ -93,6 +94,7 @@ int main(int argc, char** argv) {
     o.add("--tgt", &t.tgt_lang, "target file suffix", "EXT");
     o.add("--out", &t.out_dir, "folder for checkpoints, vocabulary, log, averaged model", "DIR");
     o.add_flag("--resume", &t.resume, "continue the run in --out from its last checkpoint");
+    o.add_flag("--redraw-curves", &redraw_curves, "only redraw --out's curves.svg from its log.csv, then exit");
     o.section("Optimisation");
     o.add("--max-tokens", &t.max_tokens, "padded source (and target) tokens per batch", at_least(1));
     o.add("--accum", &t.accum, "batches per Adam step (gradient accumulation)", at_least(1));
@@ -119,6 +121,12 @@ int main(int argc, char** argv) {
     o.add_choice("--precision", &t.precision, {"fp32", "bf16"},
                  "fp32 (the CPU; on the GPU TF32 off), or bf16 (the GPU default): bf16 weights and activations");
     if (!o.parse(argc, argv)) return o.exit_code();
+    if (redraw_curves) {
+        std::string err, out = t.out_dir + "/";
+        if (draw_training_curves(out + "log.csv", out + "curves.svg", &err)) return 0;
+        std::fprintf(stderr, "train: %s\n", err.c_str());
+        return 1;
+    }
     if (layers > 0) t.cfg.n_enc = t.cfg.n_dec = layers;
     if (t.cfg.n_heads > 0) {
         t.cfg.d_k = d_k > 0 ? d_k : t.cfg.d_model / t.cfg.n_heads;

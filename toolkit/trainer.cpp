@@ -13,6 +13,7 @@
 #include <stdexcept>
 
 #include "toolkit/bleu_score.h"
+#include "toolkit/curves.h"
 #include "model/checkpoint.h"
 #include "toolkit/parallel_data.h"
 #include "toolkit/decode.h"
@@ -250,6 +251,13 @@ static bool csv_row(Run& r, const char* event, double loss, double lr, double de
     return true;
 }
 
+// Redraws out/curves.svg from out/log.csv (toolkit/curves.h); false (with a message) when it
+// cannot be written.
+static bool redraw_curves(Run& r) {
+    std::string err;
+    return draw_training_curves(r.path("log.csv"), r.path("curves.svg"), &err) || fail(err);
+}
+
 // Mean label-smoothed loss over the dev set's non-pad labels (no dropout).
 static double dev_loss(Run& r) {
     if (!r.have_dev || r.dev.pairs.empty()) return NAN;
@@ -376,6 +384,7 @@ static bool train_loop(Run& r) {
             double dl = dev_loss(r);
             if (!r.opt.quiet && !std::isnan(dl)) std::printf("step %6lld | dev loss %.4f\n", (long long)step, dl);
             if (!csv_row(r, "dev", NAN, s.lr, dl, NAN, NAN)) return false;
+            if (!redraw_curves(r)) return false;
         }
         bool due = (r.opt.save_every_steps > 0 && step % r.opt.save_every_steps == 0) ||
                    (r.opt.save_every_s > 0 && now_s() - last_save >= r.opt.save_every_s);
@@ -475,7 +484,7 @@ static bool final_evaluation(Run& r) {
     }
     double dl = dev_loss(r);
     if (!std::isnan(dl)) std::printf("final dev loss (last checkpoint): %.4f\n", dl);
-    if (!r.opt.final_eval) return true;
+    if (!r.opt.final_eval) return redraw_curves(r);
     Model avg;
     std::string err;
     if (!setup_backend(r.opt, &avg, false)) return false;
@@ -492,7 +501,7 @@ static bool final_evaluation(Run& r) {
         report("test, averaged, greedy", score(&avg, r.tok, r.data("test", r.opt.src_lang), r.data("test", r.opt.tgt_lang), 1, r.opt));
         report("test, last checkpoint, beam", score(&r.model, r.tok, r.data("test", r.opt.src_lang), r.data("test", r.opt.tgt_lang), r.opt.beam, r.opt));
     }
-    return csv_row(r, "final", NAN, NAN, dl, dev_avg.bleu, test_avg.bleu);
+    return csv_row(r, "final", NAN, NAN, dl, dev_avg.bleu, test_avg.bleu) && redraw_curves(r);
 }
 
 int run_training(TrainOptions opt) {
