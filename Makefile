@@ -78,7 +78,7 @@ LIB_OBJ := $(LIB_SRC:%.cpp=$(BUILD)/%.o)
 HEADERS := $(wildcard *.h */*.h)
 
 PROGRAMS := train translate average bleu bpe
-TESTS := test_core test_ops test_decode test_train test_gemm test_gemm_int8 test_tokenizer test_data \
+TESTS := test_core test_ops test_decode test_train test_gemm test_gemm_int8 test_tokenizer test_data test_attention \
          test_bleu test_cuda
 
 .PHONY: all test test-asan gpu-check bench bench-deps bench-decode bench-translate bench-split-long \

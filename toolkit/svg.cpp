@@ -6,10 +6,22 @@
 #include <cstdio>
 #include <cstring>
 
+#include "tokenizer.h"   // utf8_char
+
 std::string xml_escape(const std::string& s) {
     std::string out;
     out.reserve(s.size());
-    for (unsigned char c : s) {
+    const unsigned char* p = (const unsigned char*)s.data();
+    for (size_t i = 0; i < s.size(); i++) {
+        const unsigned char c = p[i];
+        if (c >= 0x80) {   // a multi-byte character as it is; invalid UTF-8 as U+FFFD
+            uint32_t cp;
+            const int len = utf8_char(p + i, s.size() - i, &cp);
+            if (len == 0 || cp == 0xFFFE || cp == 0xFFFF) out += "\xEF\xBF\xBD";
+            else out.append(s, i, (size_t)len);
+            i += len > 0 ? (size_t)len - 1 : 0;
+            continue;
+        }
         switch (c) {
         case '&': out += "&amp;"; break;
         case '<': out += "&lt;"; break;

@@ -9,13 +9,14 @@
 //   if (!write_file_atomic("out.svg", svg.finish(), &err)) ...
 //
 // Every text and attribute value passes through xml_escape (&, <, >, ", '), so a sentence may
-// hold any character; bytes that XML 1.0 forbids (control characters other than tab, newline
-// and carriage return) become U+FFFD, so the file stays well-formed whatever the input.
+// hold any character; what XML 1.0 forbids (control characters other than tab, newline and
+// carriage return, invalid UTF-8, U+FFFE/U+FFFF) becomes U+FFFD, so the file stays
+// well-formed whatever the input or a model's output.
 #pragma once
 #include <string>
 #include <vector>
 
-// s with &, <, >, " and ' written as entities and XML-forbidden control bytes as U+FFFD.
+// s with &, <, >, " and ' written as entities and what XML forbids as U+FFFD.
 std::string xml_escape(const std::string& s);
 // ' name="value"' with the value escaped; numbers are written with up to 6 significant
 // digits (%g), so a value read back differs from the float by at most 5e-7 relative.
