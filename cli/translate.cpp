@@ -263,7 +263,7 @@ static bool parse_options(int argc, char** argv, TranslateOptions* op, int* stat
              in_range(0, 64));
     opts.add_flag("--alignment", &o.inspect.alignment, "append \" ||| 0-0 1-2 ...\": source-target word pairs");
     opts.add("--alignment-layer", &o.inspect.alignment_layer,
-             "decoder layer whose cross-attention aligns, 1-based (0: the last but one)", in_range(0, 64));
+             "decoder layer whose cross-attention aligns, 1-based (0: the last)", in_range(0, 64));
     if (!opts.parse(argc, argv)) {
         *status = opts.exit_code();
         return false;

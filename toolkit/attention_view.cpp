@@ -11,7 +11,8 @@
 
 namespace fs = std::filesystem;
 
-int default_alignment_layer(const Config& cfg) { return std::max(1, cfg.n_dec - 1); }
+// The last: on the trained default model it aligned identical words (names) best (README).
+int default_alignment_layer(const Config& cfg) { return cfg.n_dec; }
 
 std::string inspect_options_error(const InspectOptions& opt, const Config& cfg) {
     const int both = std::min(cfg.n_enc, cfg.n_dec);

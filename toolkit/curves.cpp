@@ -172,7 +172,8 @@ std::string training_curves_svg(const std::string& log_csv, std::string* error) 
     svg.text(W / 2, 22, "Training curves (" + std::to_string(log.rows.size()) + " rows of log.csv)",
              attr("font-size", 14) + attr("font-weight", "bold") + attr("text-anchor", "middle"));
     const Panel panels[2] = {{56, 240, 80, 600}, {360, 150, 80, 600}};
-    const Axis xa = nice_axis(std::isfinite(x_lo) ? x_lo : 0, std::isfinite(x_hi) ? x_hi : 1, true);
+    Axis xa = nice_axis(std::isfinite(x_lo) ? x_lo : 0, std::isfinite(x_hi) ? x_hi : 1, true);
+    if (std::isfinite(x_hi) && x_hi > xa.lo) xa.hi = x_hi;   // the axis ends at the last step
     const char* titles[2][2] = {{"loss", "BLEU"}, {"learning rate", hours ? "wall time (h)" : "wall time (min)"}};
     for (int p = 0; p < 2; p++) {
         for (int right = 0; right < 2; right++) {
