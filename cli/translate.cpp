@@ -4,6 +4,8 @@
 //   ./translate < input.txt > output.txt
 //   ./translate --model runs/default/average.safetensors --beam 1 < input.txt   (greedy)
 //   ./translate --nbest 4 < input.txt     "LINE ||| translation ||| score ||| logprob" x 4
+//   ./translate --alignment < input.txt   "translation ||| 0-0 1-2 ..." (toolkit/attention_view.h)
+//   ./translate --attention DIR           also DIR/000001.svg, ...: every layer's and head's attention
 //
 // Lines available together are translated together (sorted by length, batches of at most
 // --batch-tokens padded source tokens, results restored to input order). An empty line gives

@@ -8,6 +8,7 @@
 //   ckpt-<step>.safetensors      checkpoints with Adam state and the data position
 //   average.safetensors          the average of the last `average` checkpoints (translate's default)
 //   log.csv                      step, epoch, loss, lr, dev loss, BLEU, elapsed seconds
+//   curves.svg                   log.csv drawn (toolkit/curves.h), redrawn at each evaluation and at the end
 #pragma once
 #include <cstdint>
 #include <string>
