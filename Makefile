@@ -91,13 +91,14 @@ endif
 MODEL_SRC := transformer.cpp model/backend.cpp model/config.cpp model/model.cpp model/checkpoint.cpp \
              cpu/gemm.cpp cpu/gemm_int8.cpp
 TEXT_SRC := tokenizer.cpp toolkit/decode.cpp toolkit/parallel_data.cpp toolkit/bleu_score.cpp \
+            toolkit/svg.cpp toolkit/attention_view.cpp toolkit/curves.cpp \
             toolkit/trainer.cpp toolkit/distributed.cpp
 LIB_SRC := $(MODEL_SRC) $(TEXT_SRC)
 LIB_OBJ := $(LIB_SRC:%.cpp=$(BUILD)/%.o)
 HEADERS := $(wildcard *.h */*.h)
 
 PROGRAMS := train translate average bleu bpe
-TESTS := test_core test_ops test_decode test_train test_gemm test_gemm_int8 test_tokenizer test_data \
+TESTS := test_core test_ops test_decode test_train test_gemm test_gemm_int8 test_tokenizer test_data test_attention \
          test_bleu test_cuda
 
 .PHONY: all test test-asan gpu-check bench bench-deps bench-decode bench-translate bench-split-long \

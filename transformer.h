@@ -415,3 +415,20 @@ void model_decode_begin(Model* m, const std::vector<std::vector<int>>& sources,
 // chosen.
 void model_decode_step(Model* m, int t, const DecodeRows& rows, int k, int banned,
                        std::vector<int>* top_tokens, std::vector<float>* top_logp);
+
+// ---- Looking inside: the attention of a translation (./translate --attention, --alignment) ----
+// Every layer's and head's attention probabilities for one (source, target) pair.
+struct AttentionMaps {
+    int S = 0, T = 0, H = 0, n_enc = 0, n_dec = 0;
+    std::vector<float> enc;     // (n_enc, H, S, S) encoder self-attention: query row, key column
+    std::vector<float> dec;     // (n_dec, H, T, T) decoder self-attention (causal)
+    std::vector<float> cross;   // (n_dec, H, T, S) encoder-decoder attention
+};
+// One teacher-forced forward without dropout over source (ending with </s>) and target (the
+// tokens a search produced, with its </s> when it finished): decoder input <s> + target[0 ..
+// T-2], so row i is the step that produced target[i]. Reads back the probabilities that the
+// training forward keeps for its backward. The cached decoder (model_decode_step) computes
+// the same function up to float rounding (test_decode checks it), so these are the
+// probabilities the search used. Leaves the logits of this pass for model_logits.
+void model_attention(Model* m, const std::vector<int>& source, const std::vector<int>& target,
+                     AttentionMaps* out);

@@ -20,6 +20,7 @@
 #include "cli/text_io.h"
 #include "tokenizer.h"
 #include "toolkit/distributed.h"
+#include "toolkit/curves.h"
 #include "toolkit/trainer.h"
 
 // Bounds of the model's sizes (the same as config_error's in model/config.cpp).
@@ -84,7 +85,7 @@ int main(int argc, char** argv) {
     t.time_limit_s = 55 * 60;
     int layers = 0, d_k = 0, d_v = 0;
     std::string preset;
-    bool no_eval = false;
+    bool no_eval = false, redraw_curves = false;
     double dist_timeout_s = 30 * 60;
     Options o("train", std::string("Trains the Transformer of \"Attention Is All You Need\" on parallel text.\n\n") +
               (dist_mpi_built() ? "Data parallel (this build has MPI)" : "Data parallel (not in this build: no mpicxx when it was built)") +
@@ -132,6 +133,7 @@ int main(int argc, char** argv) {
     o.add("--init-from", &t.init_from, "fine-tune: start from this checkpoint's parameters, config and tokenizer "
           "with a fresh optimizer and schedule", "CKPT");
     o.add("--vocab", &t.vocab_file, "train with this vocabulary (vocab.bpe format) instead of learning one", "FILE");
+    o.add_flag("--redraw-curves", &redraw_curves, "only redraw --out's curves.svg from its log.csv, then exit");
     o.section("Optimisation");
     o.add("--max-tokens", &t.max_tokens, "padded source (and target) tokens per batch", at_least(1));
     o.add("--accum", &t.accum, "batches per Adam step (gradient accumulation)", at_least(1));
@@ -176,6 +178,12 @@ int main(int argc, char** argv) {
     if (!o.parse(argc, argv)) return o.exit_code();
     std::string bad = check_run_options(o, t, beta1, beta2, eps, no_eval_bleu);
     if (!bad.empty()) return o.usage_error(bad);
+    if (redraw_curves) {
+        std::string err, out = t.out_dir + "/";
+        if (draw_training_curves(out + "log.csv", out + "curves.svg", &err)) return 0;
+        std::fprintf(stderr, "train: %s\n", err.c_str());
+        return 1;
+    }
     if (layers > 0) t.cfg.n_enc = t.cfg.n_dec = layers;
     if (t.cfg.n_heads > 0) {
         t.cfg.d_k = d_k > 0 ? d_k : t.cfg.d_model / t.cfg.n_heads;

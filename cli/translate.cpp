@@ -4,6 +4,8 @@
 //   ./translate < input.txt > output.txt
 //   ./translate --model runs/default/average.safetensors --beam 1 < input.txt   (greedy)
 //   ./translate --nbest 4 < input.txt     "LINE ||| translation ||| score ||| logprob" x 4
+//   ./translate --alignment < input.txt   "translation ||| 0-0 1-2 ..." (toolkit/attention_view.h)
+//   ./translate --attention DIR           also DIR/000001.svg, ...: every layer's and head's attention
 //
 // Lines available together are translated together (sorted by length, batches of at most
 // --batch-tokens padded source tokens, results restored to input order). An empty line gives
@@ -17,7 +19,9 @@
 #include <algorithm>
 #include <cerrno>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
+#include <filesystem>
 #include <string>
 #include <vector>
 
@@ -25,6 +29,7 @@
 #include "cli/text_io.h"
 #include "model/checkpoint.h"
 #include "tokenizer.h"
+#include "toolkit/attention_view.h"
 #include "toolkit/decode.h"
 
 // Reads stdin line by line and says whether another line is ready without blocking. A line
@@ -111,6 +116,7 @@ struct TranslateOptions {
     bool split_long = false;
     std::string device = "auto";      // auto | cpu | cuda
     std::string precision;            // "" (the device's default) | fp32 | bf16 (GPU) | int8 (CPU)
+    InspectOptions inspect;           // --attention DIR, --attention-words/-layer, --alignment
 };
 
 struct Translator {
@@ -118,6 +124,18 @@ struct Translator {
     Model model;
     Tokenizer tok;
     long line_number = 0;
+
+    // --attention / --alignment for one output line: writes its picture (picture = true) and
+    // returns " ||| pairs" (or ""); a picture that cannot be written ends the program (exit 1).
+    std::string inspect(long line, const std::vector<int>& source, const Hypothesis& h, bool picture) {
+        if (opt.inspect.dir.empty() && !opt.inspect.alignment) return "";
+        std::string suffix, err;
+        if (!inspect_translation(&model, tok, opt.inspect, line, source, h.tokens, picture, &suffix, &err)) {
+            std::fprintf(stderr, "translate: %s\n", err.c_str());
+            std::exit(1);
+        }
+        return suffix;
+    }
 
     // Encodes one input line, checking it; false + message on bad input.
     bool encode(std::string line, std::vector<std::vector<int>>* pieces, std::string* err) {
@@ -161,13 +179,14 @@ struct Translator {
                 std::string out;
                 for (size_t p = 0; p < lines[i].size(); p++, k++)
                     out += (p ? " " : "") + tok.decode(hyps[k][0].tokens);
+                if (lines[i].size() == 1) out += inspect(first_line + (long)i, sources[k - 1], hyps[k - 1][0], true);
                 out += '\n';
                 write_stdout(out);
                 continue;
             }
             for (const Hypothesis& h : hyps[k])
-                std::printf("%ld ||| %s ||| %.6f ||| %.6f\n", first_line + (long)i, tok.decode(h.tokens).c_str(),
-                            h.score, h.logprob);
+                std::printf("%ld ||| %s ||| %.6f ||| %.6f%s\n", first_line + (long)i, tok.decode(h.tokens).c_str(),
+                            h.score, h.logprob, inspect(first_line + (long)i, sources[k], h, &h == &hyps[k][0]).c_str());
             k++;
         }
         flush_stdout();   // ends the program on a write error (a full disk, a closed pipe)
@@ -202,6 +221,18 @@ static bool load(Translator* t) {
         std::fprintf(stderr, "translate: %s\n", err.c_str());
         return false;
     }
+    err = inspect_options_error(t->opt.inspect, t->model.cfg);
+    if (!err.empty()) {
+        std::fprintf(stderr, "translate: %s\n", err.c_str());
+        return false;
+    }
+    std::error_code ec;
+    if (!t->opt.inspect.dir.empty() && !std::filesystem::is_directory(t->opt.inspect.dir) &&
+        !std::filesystem::create_directories(t->opt.inspect.dir, ec)) {
+        std::fprintf(stderr, "translate: --attention %s: cannot create the folder: %s\n",
+                     t->opt.inspect.dir.c_str(), ec ? ec.message().c_str() : "not a folder");
+        return false;
+    }
     const int limit = t->model.cfg.learned_pos ? t->model.cfg.max_len - 1 : 1024;
     if (t->opt.max_input_tokens <= 0 || t->opt.max_input_tokens > limit) t->opt.max_input_tokens = limit;
     return true;
@@ -228,6 +259,13 @@ static bool parse_options(int argc, char** argv, TranslateOptions* op, int* stat
              at_least(0));
     opts.add_flag("--replace-invalid", &o.replace_invalid, "replace invalid UTF-8 with U+FFFD instead of failing");
     opts.add_flag("--split-long", &o.split_long, "translate over-long lines in pieces instead of failing");
+    opts.add("--attention", &o.inspect.dir, "write each line's attention maps to DIR/000001.svg, ...", "DIR");
+    opts.add_flag("--attention-words", &o.inspect.words, "attention maps over words instead of BPE pieces");
+    opts.add("--attention-layer", &o.inspect.layer, "layer of the pictures' line view, 1-based (0: the last)",
+             in_range(0, 64));
+    opts.add_flag("--alignment", &o.inspect.alignment, "append \" ||| 0-0 1-2 ...\": source-target word pairs");
+    opts.add("--alignment-layer", &o.inspect.alignment_layer,
+             "decoder layer whose cross-attention aligns, 1-based (0: the last)", in_range(0, 64));
     if (!opts.parse(argc, argv)) {
         *status = opts.exit_code();
         return false;
@@ -235,6 +273,10 @@ static bool parse_options(int argc, char** argv, TranslateOptions* op, int* stat
     if (o.decode.nbest > o.decode.beam) {
         *status = opts.usage_error("--nbest " + std::to_string(o.decode.nbest) + " is more than --beam " +
                                    std::to_string(o.decode.beam) + " (n-best lists come from the beam)");
+        return false;
+    }
+    if (o.split_long && (o.inspect.alignment || !o.inspect.dir.empty())) {
+        *status = opts.usage_error("--attention and --alignment need whole lines: not with --split-long");
         return false;
     }
     return true;

@@ -180,16 +180,16 @@ static void plan_encoder(Activations* a, Plan& mem, const Config& c, int B, int 
 // Everything model_forward (and backward, when train) needs for a (B, S, T) batch; top_k
 // entries are reserved for full-recompute decoding.
 static size_t plan_forward(Activations* a, const Config& c, int B, int S, int T, bool train,
-                           size_t top_k, Plan mem) {
+                           size_t top_k, Plan mem, bool keep = false) {
     const size_t d = c.d_model, rs = (size_t)B * S, rt = (size_t)B * T;
     const size_t max_rows = std::max(rs, rt);
     const size_t qk = (size_t)c.n_heads * c.d_k, vv = (size_t)c.n_heads * c.d_v;
     a->src = mem.i32(rs);
     a->tgt_in = mem.i32(rt);
     a->labels = mem.i32(rt);
-    plan_encoder(a, mem, c, B, S, train);
+    plan_encoder(a, mem, c, B, S, train || keep);
     a->tgt_x = mem.fX(rt * d);
-    plan_stack(mem, c, a->dec, 1, c.n_dec, DECODER_LAYER, B, T, T, S, train);
+    plan_stack(mem, c, a->dec, 1, c.n_dec, DECODER_LAYER, B, T, T, S, train || keep);
     a->dec_out = mem.fX(rt * d);
     a->dec_mean = mem.f32(rt);
     a->dec_rstd = mem.f32(rt);
@@ -611,14 +611,15 @@ static void check_batch(const Model* m, const Batch& bt) {
 }
 
 // Encoder, decoder, logits and loss over a batch (model_forward; top_k > 0 also reserves
-// full-recompute decoding's top-k results).
-static float forward(Model* m, const Batch& bt, bool train, size_t top_k) {
+// full-recompute decoding's top-k results; keep: every block its own buffers, as training
+// has them, so that each layer's attention probabilities survive the pass).
+static float forward(Model* m, const Batch& bt, bool train, size_t top_k, bool keep = false) {
     check_batch(m, bt);
     MODEL_CHECK(!train || m->backend->precision() != Precision::INT8,
                 "training forward on an int8-quantized model (model_dequantize first)");
     MODEL_CHECK(!train || m->grads, "training forward on a model loaded for inference");
     Activations* a = m->acts;
-    plan_arena(m, [&](Plan p) { return plan_forward(a, m->cfg, bt.B, bt.S, bt.T, train, top_k, p); });
+    plan_arena(m, [&](Plan p) { return plan_forward(a, m->cfg, bt.B, bt.S, bt.T, train, top_k, p, keep); });
     Backend& ops = *m->backend;
     ops.upload(a->src, bt.src.data(), bt.src.size() * sizeof(int));
     ops.upload(a->tgt_in, bt.tgt_in.data(), bt.tgt_in.size() * sizeof(int));
@@ -657,6 +658,40 @@ void model_logits(const Model* m, std::vector<float>* logits) {
     const Activations* a = m->acts;
     MODEL_CHECK(a && a->logits, "model_logits needs a forward first");
     download_floatx(*m->backend, logits, a->logits, (size_t)a->B * a->T * m->cfg.vocab);
+}
+
+// ---------------------------------------------------------------------------------------------
+// Looking inside: the attention probabilities of a (source, target) pair
+// ---------------------------------------------------------------------------------------------
+void model_attention(Model* m, const std::vector<int>& source, const std::vector<int>& target,
+                     AttentionMaps* out) {
+    MODEL_CHECK(!source.empty() && !target.empty(), "model_attention needs a source and a target");
+    const Config& c = m->cfg;
+    Batch b;
+    b.B = 1;
+    b.S = (int)source.size();
+    b.T = (int)target.size();
+    b.src = source;
+    b.tgt_in.assign(1, BOS_ID);
+    b.tgt_in.insert(b.tgt_in.end(), target.begin(), target.end() - 1);
+    b.labels = target;
+    b.src_tokens = b.S;
+    b.tgt_tokens = b.T;
+    forward(m, b, false, 0, true);
+    const Activations* a = m->acts;
+    *out = AttentionMaps{};
+    out->S = b.S, out->T = b.T, out->H = c.n_heads, out->n_enc = c.n_enc, out->n_dec = c.n_dec;
+    const size_t H = c.n_heads, S = b.S, T = b.T;
+    out->enc.resize(c.n_enc * H * S * S);
+    out->dec.resize(c.n_dec * H * T * T);
+    out->cross.resize(c.n_dec * H * T * S);
+    Backend& ops = *m->backend;
+    for (int l = 0; l < c.n_enc; l++)   // (1, H, S, S) per layer
+        ops.download(out->enc.data() + l * H * S * S, a->enc[2 * l].probs, H * S * S * sizeof(float));
+    for (int l = 0; l < c.n_dec; l++) {
+        ops.download(out->dec.data() + l * H * T * T, a->dec[3 * l].probs, H * T * T * sizeof(float));
+        ops.download(out->cross.data() + l * H * T * S, a->dec[3 * l + 1].probs, H * T * S * sizeof(float));
+    }
 }
 
 // ---------------------------------------------------------------------------------------------

@@ -49,6 +49,7 @@ run corpus sh test/test_corpus.sh
 run cli sh test/test_cli.sh "$BIN"
 run dist sh test/test_dist.sh "$BIN"
 run train_cli sh test/test_train_cli.sh "$BIN"
+run pictures sh test/test_pictures.sh "$BUILD" "$BIN"
 run bench_env sh test/test_bench_env.sh "$BUILD" "$BIN"
 rm -f "$log"
 echo "tests: $passed passed, $failed failed"

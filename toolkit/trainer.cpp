@@ -13,6 +13,7 @@
 #include <stdexcept>
 
 #include "toolkit/bleu_score.h"
+#include "toolkit/curves.h"
 #include "model/checkpoint.h"
 #include "toolkit/parallel_data.h"
 #include "toolkit/decode.h"
@@ -392,6 +393,14 @@ static Scores score_lines(Model* m, const Tokenizer& tok, const std::vector<std:
     return s;
 }
 
+// Redraws out/curves.svg from out/log.csv (toolkit/curves.h); false (with a message) when it
+// cannot be written.
+static bool redraw_curves(Run& r) {
+    if (!dist_is_root()) return true;   // data parallelism: rank 0 alone writes
+    std::string err;
+    return draw_training_curves(r.path("log.csv"), r.path("curves.svg"), &err) || fail(err);
+}
+
 // Mean label-smoothed loss over the dev set's non-pad labels (no dropout).
 static double dev_loss(Run& r) {
     if (!r.have_dev || r.dev.pairs.empty() || !dist_is_root()) return NAN;
@@ -493,10 +502,13 @@ static bool early_stop_reached(const Run& r) {
 // Validation at an --eval-every step: dev loss and dev BLEU (its subset, --eval-beam) with the
 // parameters being trained, one progress line, one log.csv row, the best checkpoint.
 static bool evaluate(Run& r, double lr) {
+    // Data parallelism: rank 0 alone evaluates and keeps best.safetensors; its early-stopping
+    // decision reaches the other ranks through budget_left's agreement.
+    if (!dist_is_root()) return true;
     double dl = dev_loss(r);
     Scores bleu;
     if (!r.dev_src.empty()) bleu = score_lines(&r.model, r.tok, r.dev_src, r.dev_ref, r.opt.eval_beam, r.opt);
-    if (!csv_row(r, "dev", NAN, lr, dl, bleu.bleu, NAN)) return false;
+    if (!csv_row(r, "dev", NAN, lr, dl, bleu.bleu, NAN) || !redraw_curves(r)) return false;
     if (!update_best(r, r.best.metric == "bleu" ? bleu.bleu : dl)) return false;
     if (r.opt.quiet || std::isnan(dl)) return true;
     std::printf("step %6lld | dev loss %.4f", (long long)r.model.step, dl);
@@ -684,7 +696,7 @@ static bool final_evaluation(Run& r) {
     }
     double dl = dev_loss(r);
     if (!std::isnan(dl)) std::printf("final dev loss (last checkpoint): %.4f\n", dl);
-    if (!r.opt.final_eval) return true;
+    if (!r.opt.final_eval) return redraw_curves(r);
     Model avg;
     std::string err;
     if (!setup_backend(r.opt, &avg, false)) return false;
@@ -702,7 +714,7 @@ static bool final_evaluation(Run& r) {
         report("test, last checkpoint, beam", score(&r.model, r.tok, r.data("test", r.opt.src_lang), r.data("test", r.opt.tgt_lang), r.opt.beam, r.opt));
         if (!report_best(r)) return false;
     }
-    return csv_row(r, "final", NAN, NAN, dl, dev_avg.bleu, test_avg.bleu);
+    return csv_row(r, "final", NAN, NAN, dl, dev_avg.bleu, test_avg.bleu) && redraw_curves(r);
 }
 
 int run_training(TrainOptions opt) {

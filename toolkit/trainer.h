@@ -10,6 +10,7 @@
 //   best.safetensors             the parameters of the best evaluation by best_metric (dev BLEU
 //                                or dev loss), rewritten atomically at each improvement
 //   log.csv                      step, epoch, loss, lr, dev loss, BLEU, elapsed seconds
+//   curves.svg                   log.csv drawn (toolkit/curves.h), redrawn at each evaluation and at the end
 #pragma once
 #include <cstdint>
 #include <string>

@@ -1,0 +1,276 @@
+// test/test_attention.cpp — looking inside (toolkit/attention_view.h, toolkit/curves.h,
+// toolkit/svg.h): hard word alignment on constructed attention with known answers, pieces to
+// words, XML escaping, model_attention against the decoder it explains (the teacher-forced
+// pass reproduces every hypothesis' log-probability from greedy and beam search; with the
+// query projection of a layer zeroed every row is exactly uniform over the keys its masks
+// allow; rows sum to 1, the causal half is 0), and, given OUT_DIR, the files that
+// test/test_pictures.sh checks with python3 and rsvg-convert: pieces.svg and words.svg (one
+// translation's picture) with maps.json (the probabilities model_attention returned), and
+// curves.svg from a synthetic log.csv.
+//
+//   build/test_attention [OUT_DIR]      (make test runs it through test/test_pictures.sh)
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <string>
+#include <vector>
+
+#include "test/check.h"
+#include "tokenizer.h"
+#include "toolkit/attention_view.h"
+#include "toolkit/curves.h"
+#include "toolkit/decode.h"
+#include "toolkit/svg.h"
+
+// ---------------------------------------------------------------------------------------------
+// Alignment and words
+// ---------------------------------------------------------------------------------------------
+static void test_hard_alignment() {
+    // Source pieces: w0 | w1 w1 | w2 | </s>;  target pieces: w0 w0 | w1 | w2 | </s>.
+    const std::vector<int> src_word = {0, 1, 1, 2, -1}, tgt_word = {0, 0, 1, 2, -1};
+    const int S = 5, T = 5;
+    const std::vector<float> attn = {
+        // target word 0, first piece: source word 2 (0.4) beats word 0 (0.35)...
+        0.35f, 0.05f, 0.05f, 0.40f, 0.15f,
+        // ... second piece: word 0 0.5, word 2 0.2: averaged, word 0 (0.425) beats 2 (0.30)
+        0.50f, 0.10f, 0.10f, 0.20f, 0.10f,
+        // target word 1: source word 1 as the sum of its two pieces (0.3 + 0.3 > 0.4)
+        0.40f, 0.30f, 0.30f, 0.00f, 0.00f,
+        // target word 2: a tie between source words 0 and 2 goes to the lower index
+        0.30f, 0.10f, 0.10f, 0.30f, 0.20f,
+        // </s> row: ignored (belongs to no word), however it attends
+        0.00f, 0.00f, 0.00f, 0.00f, 1.00f};
+    std::string got = format_alignment(hard_alignment(attn, T, S, src_word, tgt_word));
+    check(got == "0-0 1-1 0-2", "hard alignment on constructed attention: '%s' (want '0-0 1-1 0-2')", got.c_str());
+    // Crossing alignment (a permutation), and a source of no words at all.
+    const std::vector<float> perm = {0, 0, 1, 1, 0, 0, 0, 1, 0};
+    got = format_alignment(hard_alignment(perm, 3, 3, {0, 1, 2}, {0, 1, 2}));
+    check(got == "2-0 0-1 1-2", "crossing alignment: '%s' (want '2-0 0-1 1-2')", got.c_str());
+    got = format_alignment(hard_alignment(perm, 3, 3, {-1, -1, -1}, {0, 1, 2}));
+    check(got.empty(), "a source without words aligns nothing: '%s'", got.c_str());
+}
+
+// The expected word of every byte piece of text (byte pieces: one piece per byte), by walking
+// the text: a byte belongs to the run of non-spaces it is in; spaces to the next word.
+static std::vector<int> expected_byte_words(const std::string& text, int* words) {
+    std::vector<int> word(text.size(), -1);
+    int n = 0;
+    for (size_t i = 0; i < text.size(); i++)
+        if (text[i] != ' ' && (i == 0 || text[i - 1] == ' ')) n++;
+    *words = n;
+    int current = -1;
+    for (size_t i = 0; i < text.size(); i++) {
+        if (text[i] != ' ' && (i == 0 || text[i - 1] == ' ')) current++;
+        word[i] = text[i] == ' ' ? std::min(current + 1, n - 1) : current;
+    }
+    return word;
+}
+
+static void test_piece_words() {
+    Tokenizer tok;   // byte pieces only: one piece per byte
+    for (const std::string text : {"a < b & \"c\"", "  two  spaces ", "one", "   "}) {
+        std::vector<int> ids = tok.encode(text);
+        int n = 0, want_n = 0;
+        std::vector<int> got = piece_words(tok, ids, &n);
+        std::vector<int> want = expected_byte_words(text, &want_n);
+        check(got == want && n == want_n, "piece_words('%s'): %d words (want %d), every piece's word as expected",
+              text.c_str(), n, want_n);
+    }
+    std::vector<int> ids = tok.encode("a b");
+    ids.push_back(EOS_ID);
+    int n = 0;
+    std::vector<int> w = piece_words(tok, ids, &n);
+    check(w.back() == -1 && n == 2, "</s> belongs to no word (%d), 2 words (%d)", w.back(), n);
+}
+
+static void test_escape() {
+    const std::string got = xml_escape("a<b & \"c\" 'd'>\x01\xC3(\xC3\xA9");
+    const std::string want = "a&lt;b &amp; &quot;c&quot; &apos;d&apos;&gt;\xEF\xBF\xBD\xEF\xBF\xBD(\xC3\xA9";
+    check(got == want, "xml_escape: entities, a control byte and invalid UTF-8 as U+FFFD, é kept: '%s'", got.c_str());
+}
+
+// ---------------------------------------------------------------------------------------------
+// model_attention against the decoder
+// ---------------------------------------------------------------------------------------------
+static Config small_config() {
+    Config c;
+    c.n_enc = 2, c.n_dec = 2, c.d_model = 32, c.d_ff = 64, c.n_heads = 4, c.d_k = 8, c.d_v = 8;
+    c.vocab = 260;   // the byte tokenizer's ids, so that pictures can label the pieces
+    c.max_len = 64;
+    c.p_drop = 0.1f;   // must not apply: model_attention runs without dropout
+    return c;
+}
+
+static bool rows_sum_to_one(const std::vector<float>& p, int rows, int cols, double* worst) {
+    *worst = 0;
+    for (size_t r = 0; r < p.size() / cols; r++) {
+        double s = 0;
+        for (int j = 0; j < cols; j++) s += p[r * cols + j];
+        *worst = std::max(*worst, std::fabs(s - 1));
+    }
+    (void)rows;
+    return *worst < 1e-5;
+}
+
+// The teacher-forced pass's log-probability of the hypothesis (from its logits).
+static double teacher_forced_logprob(const Model& m, const std::vector<int>& target) {
+    std::vector<float> logits;
+    model_logits(&m, &logits);
+    const int V = m.cfg.vocab;
+    double sum = 0;
+    for (size_t t = 0; t < target.size(); t++) {
+        const float* z = &logits[t * V];
+        double mx = *std::max_element(z, z + V), se = 0;
+        for (int v = 0; v < V; v++) se += std::exp((double)z[v] - mx);
+        sum += z[target[t]] - mx - std::log(se);
+    }
+    return sum;
+}
+
+static void check_maps(const AttentionMaps& a, const char* what) {
+    double w1 = 0, w2 = 0, w3 = 0;
+    bool ok = rows_sum_to_one(a.enc, a.S, a.S, &w1);
+    ok = rows_sum_to_one(a.dec, a.T, a.T, &w2) && ok;
+    ok = rows_sum_to_one(a.cross, a.T, a.S, &w3) && ok;
+    check(ok, "%s: every row of every map sums to 1 (max |sum - 1| %.1e %.1e %.1e)", what, w1, w2, w3);
+    float above = 0;
+    for (size_t m = 0; m < (size_t)a.n_dec * a.H; m++)
+        for (int i = 0; i < a.T; i++)
+            for (int j = i + 1; j < a.T; j++) above = std::max(above, a.dec[(m * a.T + i) * a.T + j]);
+    check(above == 0.0f, "%s: decoder self-attention is 0 above the diagonal (max %.1e)", what, above);
+}
+
+static void test_against_decoder(Model* m, const std::vector<std::vector<int>>& sources) {
+    for (int beam : {1, 4}) {
+        DecodeOptions opt;
+        opt.beam = beam;
+        opt.max_len_a = 0, opt.max_len_b = 12;
+        std::vector<std::vector<Hypothesis>> hyps = decode_batch(m, sources, opt);
+        double worst = 0;
+        bool no_pad = true;
+        for (size_t i = 0; i < sources.size(); i++) {
+            const Hypothesis& h = hyps[i][0];
+            for (int t : h.tokens) no_pad &= t != PAD_ID;
+            AttentionMaps a;
+            model_attention(m, sources[i], h.tokens, &a);
+            worst = std::max(worst, std::fabs(teacher_forced_logprob(*m, h.tokens) - h.logprob));
+            if (i == 0) check_maps(a, beam == 1 ? "greedy" : "beam 4");
+        }
+        check(no_pad, "beam %d: no hypothesis holds <pad> (a <pad> input would be masked in the teacher-forced pass)", beam);
+        check(worst < 1e-4, "beam %d: the teacher-forced pass gives each best hypothesis' log-probability "
+              "(%zu sentences, max |diff| %.2e < 1e-4): it is the computation the search ran", beam,
+              sources.size(), worst);
+    }
+}
+
+// With layer 0's query projections zeroed, every score is 0: rows are uniform over the keys
+// the masks allow (1/S for encoder and cross-attention, 1/(i+1) for decoder row i).
+static void test_uniform(Model* m, const std::vector<int>& source, const std::vector<int>& target) {
+    std::vector<float> p(m->layout.total), saved;
+    model_get_params(m, p.data());
+    saved = p;
+    for (const LinearP* q : {&m->layout.enc[0].self_attn.q, &m->layout.dec[0].self_attn.q, &m->layout.dec[0].cross_attn.q}) {
+        std::fill(p.begin() + q->w, p.begin() + q->w + (size_t)q->out * q->in, 0.0f);
+        std::fill(p.begin() + q->b, p.begin() + q->b + q->out, 0.0f);
+    }
+    model_set_params(m, p.data());
+    AttentionMaps a;
+    model_attention(m, source, target, &a);
+    const int S = a.S, T = a.T;
+    double err_enc = 0, err_dec = 0, err_cross = 0;
+    for (int h = 0; h < a.H; h++) {
+        for (int i = 0; i < S; i++)
+            for (int j = 0; j < S; j++) err_enc = std::max(err_enc, std::fabs(a.enc[((size_t)h * S + i) * S + j] - 1.0 / S));
+        for (int i = 0; i < T; i++) {
+            for (int j = 0; j < T; j++)
+                err_dec = std::max(err_dec, std::fabs(a.dec[((size_t)h * T + i) * T + j] - (j <= i ? 1.0 / (i + 1) : 0.0)));
+            for (int j = 0; j < S; j++) err_cross = std::max(err_cross, std::fabs(a.cross[((size_t)h * T + i) * S + j] - 1.0 / S));
+        }
+    }
+    check(err_enc < 1e-6 && err_dec < 1e-6 && err_cross < 1e-6,
+          "query projections of layer 1 zeroed: uniform rows as the masks allow (max error enc %.1e, "
+          "decoder 1/(i+1) %.1e, cross 1/S %.1e)", err_enc, err_dec, err_cross);
+    model_set_params(m, saved.data());
+}
+
+// ---------------------------------------------------------------------------------------------
+// Files for test/test_pictures.sh
+// ---------------------------------------------------------------------------------------------
+static std::string json_array(const std::vector<float>& v) {
+    std::string s = "[";
+    char buf[32];
+    for (size_t i = 0; i < v.size(); i++) {
+        std::snprintf(buf, sizeof buf, "%s%.9g", i ? "," : "", v[i]);
+        s += buf;
+    }
+    return s + "]";
+}
+
+static void write_files(Model* m, const Tokenizer& tok, const std::string& dir) {
+    const std::string line = "a < b & \"c\" 'd'";
+    std::vector<int> source = tok.encode(line);
+    source.push_back(EOS_ID);
+    DecodeOptions opt;
+    opt.beam = 4;
+    opt.max_len_a = 0, opt.max_len_b = 10;
+    Hypothesis h = decode_batch(m, {source}, opt)[0][0];
+    AttentionMaps a;
+    model_attention(m, source, h.tokens, &a);
+    std::string err;
+    InspectOptions io;
+    bool ok = write_file_atomic(dir + "/pieces.svg", attention_svg(tok, io, 1, source, h.tokens, a), &err);
+    io.words = true;
+    io.layer = 1;
+    ok = ok && write_file_atomic(dir + "/words.svg", attention_svg(tok, io, 1, source, h.tokens, a), &err);
+    char head[160];
+    std::snprintf(head, sizeof head, "{\"S\": %d, \"T\": %d, \"H\": %d, \"n_enc\": %d, \"n_dec\": %d, ", a.S, a.T,
+                  a.H, a.n_enc, a.n_dec);
+    ok = ok && write_file_atomic(dir + "/maps.json", std::string(head) + "\"enc\": " + json_array(a.enc) +
+                                 ", \"dec\": " + json_array(a.dec) + ", \"cross\": " + json_array(a.cross) + "}\n", &err);
+    // A log as resumed runs, other helpers' events and missing values leave it: unknown
+    // event names, a non-finite loss, a step that goes back after a resume, BLEU at the end.
+    const std::string log =
+        "event,step,epoch,train_loss,lr,dev_loss,bleu_dev,bleu_test,elapsed_s,extra\n"
+        "train,10,0.1,9.5,0.0001,,,,12.0,x\n"
+        "train,20,0.2,8.1,0.0002,,,,24.5,\n"
+        "dev,20,0.2,,0.0002,7.9,,,30.0\n"
+        "nonfinite,25,0.25,inf,0.00025,,,,33.0\n"
+        "train,30,0.3,7.0,0.0003,,,,40.0\n"
+        "train,28,0.28,7.2,0.00028,,,,41.0\n"
+        "eval,40,0.4,,0.0004,6.0,3.5,,55.0\n"
+        "final,40,0.4,,,6.1,4.0,4.5,70.0\n";
+    ok = ok && write_file_atomic(dir + "/log.csv", log, &err);
+    ok = ok && draw_training_curves(dir + "/log.csv", dir + "/curves.svg", &err);
+    check(ok, "pictures written to %s %s", dir.c_str(), err.c_str());
+}
+
+static void test_curves_refusals() {
+    std::string err;
+    bool refused = training_curves_svg("", &err).empty() && !err.empty();
+    check(refused, "curves: an empty log is refused (%s)", err.c_str());
+    err.clear();
+    refused = training_curves_svg("event,epoch\ntrain,1\n", &err).empty() && !err.empty();
+    check(refused, "curves: a log without a step column is refused (%s)", err.c_str());
+    err.clear();
+    refused = !draw_training_curves("/nonexistent/log.csv", "/nonexistent/curves.svg", &err) && !err.empty();
+    check(refused, "curves: a missing log is an error (%s)", err.c_str());
+}
+
+int main(int argc, char** argv) {
+    test_hard_alignment();
+    test_piece_words();
+    test_escape();
+    test_curves_refusals();
+    Model m;
+    model_init(&m, small_config(), 7);
+    Tokenizer tok;
+    std::vector<std::vector<int>> sources;
+    for (const char* s : {"sun moon", "a < b & c", "the star", "x", "rain on the sea, then fire"}) {
+        sources.push_back(tok.encode(s));
+        sources.back().push_back(EOS_ID);
+    }
+    test_against_decoder(&m, sources);
+    test_uniform(&m, sources[1], {40, 50, 60, EOS_ID});
+    if (argc > 1) write_files(&m, tok, argv[1]);
+    return check_summary("attention");
+}
