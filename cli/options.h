@@ -107,10 +107,13 @@ public:
             }
             std::string bad = o->set(value);
             if (!bad.empty()) return fail(a + " " + bad);
+            given_.push_back(o->name);
         }
         return true;
     }
     int exit_code() const { return code_; }
+    // The options parse() set, by name, in command-line order (repeats included).
+    const std::vector<std::string>& given() const { return given_; }
     // A usage error found after parse() (e.g. two options that contradict each other):
     // prints "program: msg" and returns 2, the exit status for usage errors.
     int usage_error(const std::string& msg) { fail(msg); return code_; }
@@ -133,6 +136,7 @@ private:
     };
     std::string program_, summary_, usage_;
     std::vector<Opt> opts_;
+    std::vector<std::string> given_;
     int code_ = 0;
 
     void add_value(const char* name, const std::string& metavar, const std::string& help,

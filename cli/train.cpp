@@ -101,6 +101,9 @@ int main(int argc, char** argv) {
     o.add("--warmup", &t.warmup, "warmup steps", at_least(1));
     o.add("--clip-norm", &t.clip_norm, "global gradient-norm clipping (0: off)", at_least(0));
     o.add("--seed", &t.seed, "initialisation, dropout and batch order");
+    o.add("--max-nonfinite", &t.max_nonfinite,
+          "non-finite steps (loss or gradient) in a row that stop the run, exit 3 (each is skipped)",
+          at_least(1));
     o.section("Budget and bookkeeping");
     o.add("--max-steps", &t.max_steps, "stop after this many steps (0: no limit)", at_least(0));
     add_duration(o, "--time", &t.time_limit_s, "wall-clock training budget, e.g. 90s, 8m, 2h (0: none)");
@@ -119,6 +122,7 @@ int main(int argc, char** argv) {
     o.add_choice("--precision", &t.precision, {"fp32", "bf16"},
                  "fp32 (the CPU; on the GPU TF32 off), or bf16 (the GPU default): bf16 weights and activations");
     if (!o.parse(argc, argv)) return o.exit_code();
+    t.given = o.given();
     if (layers > 0) t.cfg.n_enc = t.cfg.n_dec = layers;
     if (t.cfg.n_heads > 0) {
         t.cfg.d_k = d_k > 0 ? d_k : t.cfg.d_model / t.cfg.n_heads;

@@ -6,7 +6,7 @@
 //
 // (default cpu, fp32; run from anywhere). The backend comes from make_backend(); when it
 // cannot be had (--device cuda in a build without the CUDA backend, bf16 on the CPU) the
-// program prints "SKIP test_ops on <device>: <reason>" and "ops: 0 passed, 0 failed", exit 0:
+// program prints "SKIP test_ops on <device>: <reason>" and "ops: 0 passed, 0 failed, 1 skipped", exit 0:
 // a skip is never counted as passed.
 //
 // For each op, in transformer.h's order (device memory; §3.4/§3.5 embeddings; linear layers;
@@ -1559,7 +1559,7 @@ int main(int argc, char** argv) {
     std::string error;
     std::unique_ptr<Backend> be = make_backend(device, precision, &error);
     if (!be) {
-        std::printf("SKIP test_ops on %s: %s\n", device.c_str(), error.c_str());
+        check_skip("test_ops on %s: %s", device.c_str(), error.c_str());
         return check_summary("ops");
     }
     TOL = be->floatx_size() == 2 ? BF16_TOL : FP32_TOL;
