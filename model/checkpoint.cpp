@@ -5,6 +5,7 @@
 #include "model/checkpoint.h"
 
 #include <algorithm>
+#include <cmath>
 #include <cstring>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -44,14 +45,17 @@ static bool parse_entry(const std::string& name, const Json& v, TensorEntry* t, 
     t->name = name;
     t->dtype = dt->str;
     for (const Json& s : sh->items) {
-        if (s.type != Json::NUMBER || s.number < 0 || s.number > 1e12) {
+        if (s.type != Json::NUMBER || s.number < 0 || s.number > 1e12 || s.number != std::floor(s.number)) {
             *why = "tensor \"" + name + "\" has a bad shape";
             return false;
         }
         t->shape.push_back((int64_t)s.number);
     }
+    const double kMaxOffset = 9007199254740992.0;   // 2^53: integers a double holds exactly
     if (off->items[0].type != Json::NUMBER || off->items[1].type != Json::NUMBER ||
-        off->items[0].number < 0 || off->items[1].number < off->items[0].number) {
+        off->items[0].number < 0 || off->items[1].number < off->items[0].number ||
+        off->items[1].number > kMaxOffset || off->items[0].number != std::floor(off->items[0].number) ||
+        off->items[1].number != std::floor(off->items[1].number)) {
         *why = "tensor \"" + name + "\" has bad data_offsets";
         return false;
     }
@@ -336,16 +340,20 @@ static bool read_model_buffers(SafeTensorsFile& file, Model* m, bool training, s
     return true;
 }
 
-// The parameters a config needs must be in the file: checked before allocating them, so that
-// a damaged or forged config cannot make the loader allocate more than the file holds.
+// Every parameter tensor the config needs must be in the file with its shape: checked before
+// allocating, so that a damaged or forged config cannot make the loader allocate more than
+// the file holds (the tensors' extents lie inside the file and do not overlap).
 static bool config_fits_file(const SafeTensorsFile& file, const Config& cfg, std::string* why) {
-    size_t held = 0;
-    for (const TensorEntry& t : file.tensors) held += t.end - t.begin;
-    size_t needed = make_layout(cfg).total;
-    if (needed <= held / sizeof(float)) return true;
-    *why = "the config needs " + std::to_string(needed) + " parameters, the file holds " +
-           std::to_string(held / sizeof(float)) + " values (truncated file or wrong config)";
-    return false;
+    for (const TensorInfo& t : make_layout(cfg).tensors) {
+        const TensorEntry* e = file.find(t.name);
+        if (!e) { *why = "no tensor \"" + t.name + "\""; return false; }
+        if (e->shape != shape64(t.shape)) {
+            *why = "tensor \"" + t.name + "\" has shape " + shape_text(e->shape) + ", the config needs " +
+                   shape_text(shape64(t.shape));
+            return false;
+        }
+    }
+    return true;
 }
 
 bool checkpoint_load(Model* m, const std::string& path, Metadata* meta, std::string* error,

@@ -1416,6 +1416,18 @@ void test_global_norm(Backend& be, Backend* cpu) {
               (name + " deterministic").c_str());
         if (cpu) close_scalar(name + " vs CPU", got, run(*cpu, nullptr), NORM_TOL);
     }
+    // ./train skips a step whose gradient norm is not finite: one NaN or Inf anywhere in the
+    // buffer must make the norm NaN or Inf (a reduction that dropped it would let Adam apply it).
+    const size_t n = (1 << 20) + 7;
+    for (float bad : {NAN, INFINITY, -INFINITY})
+        for (size_t at : {(size_t)0, n / 2 + 1, n - 1}) {
+            Vec g = rand_f(n);
+            g[at] = bad;
+            Mem gm = put_f(be, g);
+            const double got = be.global_norm(gm.f(), n);
+            check(std::isnan(bad) ? std::isnan(got) : std::isinf(got), "%-52s %g",
+                  fmt("global_norm with %g at %zu of %zu is not finite", bad, at, n).c_str(), got);
+        }
 }
 
 // x *= s: one float product per element, bit for bit.
