@@ -11,7 +11,7 @@ B=${2:-.}
 . test/check.sh
 T=$(mktemp -d)
 trap 'rm -rf "$T"' EXIT
-STEPS=$((20 + 8 * KILLS))
+STEPS=$((20 + 5 * KILLS))
 SEED=${SOAK_SEED:-$$}
 RANDOM=$SEED
 
@@ -40,7 +40,7 @@ while [ $kills -lt "$KILLS" ] && [ $runs -lt $((KILLS * 3)) ]; do
     "$B"/train $ARGS --out "$T/soak" --resume > "$T/run.log" 2>&1 &
     pid=$!
     # One kill in four at a random moment of the start-up (BPE, data, loading the checkpoint);
-    # the others once this run has trained (a new checkpoint on disk), then 0 to 2 s later:
+    # the others once this run has trained (a new checkpoint on disk), then 0 to 0.9 s later:
     # during a step or a checkpoint write.
     if [ $((RANDOM % 4)) -eq 0 ]; then
         sleep "0.$((RANDOM % 10))"
@@ -52,7 +52,7 @@ while [ $kills -lt "$KILLS" ] && [ $runs -lt $((KILLS * 3)) ]; do
             kill -0 $pid 2> /dev/null || break
             sleep 0.1
         done
-        sleep "$((RANDOM % 3 / 2)).$((RANDOM % 10))"
+        sleep "0.$((RANDOM % 10))"
     fi
     if kill -9 $pid 2> /dev/null; then
         wait $pid 2> /dev/null
