@@ -453,7 +453,7 @@ static bool train_loop(Run& r) {
             std::printf("step %6lld | epoch %6.2f | loss %.4f | lr %.2e | %7.0f tok/s | %s elapsed | %s left\n",
                         (long long)step, epoch, window_loss / window_steps, s.lr, window_tokens / dt,
                         format_duration(r.elapsed()).c_str(), std::isinf(left) ? "?" : format_duration(left).c_str());
-            if (std::fflush(stdout) != 0) return fail(std::string("cannot write to stdout: ") + std::strerror(errno));
+            if (std::fflush(stdout) != 0) return fail(std::string("cannot write to standard output: ") + std::strerror(errno));
             if (!csv_row(r, "train", window_loss / window_steps, s.lr, NAN, NAN, NAN)) return false;
             window_loss = window_tokens = 0;
             window_steps = 0;
