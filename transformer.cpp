@@ -39,6 +39,9 @@ namespace cpu {
 // error about 2e-7 (1-2 ulp). Inputs are clamped to [-87, 88]: below, the result is a tiny
 // positive value, so callers zero masked entries themselves, never through exp(-inf).
 static inline float exp_fast(float x) {
+    const float in = x;
+    const bool nan = x != x;   // NaN stays NaN (a diverged step must show as one), without
+    x = nan ? 0.0f : x;        // converting NaN to int below (undefined behaviour)
     x = x < -87.0f ? -87.0f : x;
     x = x > 88.0f ? 88.0f : x;
     const float round_magic = 12582912.0f;   // 1.5 * 2^23: adding it rounds to an integer
@@ -52,7 +55,7 @@ static inline float exp_fast(float x) {
     p = p * r + 5.0000001201e-1f;
     p = p * r * r + r + 1.0f;
     int32_t bits = ((int32_t)n + 127) << 23;   // 2^n
-    return p * __builtin_bit_cast(float, bits);
+    return nan ? in : p * __builtin_bit_cast(float, bits);
 }
 
 // ============================================================================================

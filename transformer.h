@@ -385,6 +385,9 @@ struct AdamParams {
 // the whole buffer; increments step.
 // clip_norm > 0 first rescales the gradient to that global norm when it is larger.
 void adam_update(Model* m, double lr, double clip_norm = 0, const AdamParams& adam = AdamParams());
+// The same with the gradient's global norm already computed (grad_norm: the trainer checks it
+// for non-finite values before the step, and clipping reuses it instead of a second reduction).
+void adam_update(Model* m, double lr, double clip_norm, double norm, const AdamParams& adam = AdamParams());
 
 // Int8 inference (CPU, opt-in: ./translate --precision int8): quantizes every weight matrix
 // the products read (gemm_int8.h), so that every forward that is not training runs its

@@ -128,6 +128,8 @@ public:
         return out;
     }
     int exit_code() const { return code_; }
+    // The options parse() set, by name, in command-line order (repeats included).
+    const std::vector<std::string>& given() const { return given_; }
     // A usage error found after parse() (e.g. two options that contradict each other):
     // prints "program: msg" and returns 2, the exit status for usage errors.
     int usage_error(const std::string& msg) { fail(msg); return code_; }

@@ -146,6 +146,9 @@ int main(int argc, char** argv) {
     o.add("--adam-beta1", &beta1, "Adam's beta1", in_range_open(0, 1));
     o.add("--adam-beta2", &beta2, "Adam's beta2", in_range_open(0, 1));
     o.add("--adam-eps", &eps, "Adam's epsilon", greater_than(0));
+    o.add("--max-nonfinite", &t.max_nonfinite,
+          "non-finite steps (loss or gradient) in a row that stop the run, exit 3 (each is skipped)",
+          at_least(1));
     o.section("Budget and bookkeeping");
     o.add("--max-steps", &t.max_steps, "stop after this many steps (0: no limit)", at_least(0));
     o.add("--max-epochs", &t.max_epochs, "stop after this many epochs (0: no limit)", at_least(0));
@@ -176,6 +179,7 @@ int main(int argc, char** argv) {
     add_duration(o, "--dist-timeout", &dist_timeout_s,
                  "end the job when a step's all-reduce waits this long for the other ranks (0: never)");
     if (!o.parse(argc, argv)) return o.exit_code();
+    t.given = o.given();
     std::string bad = check_run_options(o, t, beta1, beta2, eps, no_eval_bleu);
     if (!bad.empty()) return o.usage_error(bad);
     if (redraw_curves) {

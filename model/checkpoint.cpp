@@ -5,6 +5,7 @@
 #include "model/checkpoint.h"
 
 #include <algorithm>
+#include <cmath>
 #include <cstring>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -44,14 +45,17 @@ static bool parse_entry(const std::string& name, const Json& v, TensorEntry* t, 
     t->name = name;
     t->dtype = dt->str;
     for (const Json& s : sh->items) {
-        if (s.type != Json::NUMBER || s.number < 0 || s.number > 1e12) {
+        if (s.type != Json::NUMBER || s.number < 0 || s.number > 1e12 || s.number != std::floor(s.number)) {
             *why = "tensor \"" + name + "\" has a bad shape";
             return false;
         }
         t->shape.push_back((int64_t)s.number);
     }
+    const double kMaxOffset = 9007199254740992.0;   // 2^53: integers a double holds exactly
     if (off->items[0].type != Json::NUMBER || off->items[1].type != Json::NUMBER ||
-        off->items[0].number < 0 || off->items[1].number < off->items[0].number) {
+        off->items[0].number < 0 || off->items[1].number < off->items[0].number ||
+        off->items[1].number > kMaxOffset || off->items[0].number != std::floor(off->items[0].number) ||
+        off->items[1].number != std::floor(off->items[1].number)) {
         *why = "tensor \"" + name + "\" has bad data_offsets";
         return false;
     }
@@ -225,6 +229,32 @@ static const float* host_floats(const Model& m, const float* device, std::vector
     return staging->data();
 }
 
+// A 64-bit checksum (FNV-1a over 8-byte words, then the tail bytes) as 16 hex digits: it
+// detects damaged data (a flipped bit, a wrong block) at memory speed; it is no signature.
+static std::string checksum_hex(const void* data, size_t bytes, uint64_t h = 0xcbf29ce484222325ull) {
+    const unsigned char* p = (const unsigned char*)data;
+    size_t i = 0;
+    for (; i + 8 <= bytes; i += 8) {
+        uint64_t w;
+        std::memcpy(&w, p + i, 8);
+        h = (h ^ w) * 0x100000001b3ull;
+    }
+    for (; i < bytes; i++) h = (h ^ p[i]) * 0x100000001b3ull;
+    char buf[17];
+    std::snprintf(buf, sizeof buf, "%016llx", (unsigned long long)h);
+    return buf;
+}
+
+// Checks a checksum written by checkpoint_save (absent in files of earlier versions: nothing
+// to check); false + message naming what is damaged.
+static bool checksum_ok(const Metadata& meta, const char* key, const void* data, size_t bytes,
+                        const std::string& what, std::string* why) {
+    auto it = meta.find(key);
+    if (it == meta.end() || it->second == checksum_hex(data, bytes)) return true;
+    *why = what + ": checksum mismatch (a damaged file: flipped bits, a bad copy); refusing to use it";
+    return false;
+}
+
 bool checkpoint_save(const Model& m, const std::string& path, const Metadata& extra,
                      bool with_optimizer, std::string* error) {
     if (with_optimizer && !m.adam_m) {
@@ -236,11 +266,18 @@ bool checkpoint_save(const Model& m, const std::string& path, const Metadata& ex
     std::vector<TensorOut> out;
     for (const TensorInfo& t : m.layout.tensors)
         out.push_back({t.name, "F32", shape64(t.shape), params + t.offset});
-    if (with_optimizer) {
-        out.push_back({"optimizer.m", "F32", {(int64_t)m.layout.total}, host_floats(m, m.adam_m, &staging_m)});
-        out.push_back({"optimizer.v", "F32", {(int64_t)m.layout.total}, host_floats(m, m.adam_v, &staging_v)});
-    }
     Metadata meta = extra;
+    const size_t bytes = m.layout.total * sizeof(float);
+    meta["params_checksum"] = checksum_hex(params, bytes);
+    if (with_optimizer) {
+        const float* am = host_floats(m, m.adam_m, &staging_m);
+        const float* av = host_floats(m, m.adam_v, &staging_v);
+        out.push_back({"optimizer.m", "F32", {(int64_t)m.layout.total}, am});
+        out.push_back({"optimizer.v", "F32", {(int64_t)m.layout.total}, av});
+        meta["optimizer_checksum"] = checksum_hex(av, bytes, std::stoull(checksum_hex(am, bytes), nullptr, 16));
+    }
+    auto tok = extra.find("tokenizer");   // the vocabulary is part of the model's identity
+    if (tok != extra.end()) meta["tokenizer_checksum"] = checksum_hex(tok->second.data(), tok->second.size());
     meta["format"] = CHECKPOINT_FORMAT;
     meta["config"] = config_to_json(m.cfg);
     meta["step"] = std::to_string(m.step);
@@ -275,9 +312,15 @@ static bool parse_u64(const Metadata& meta, const char* key, uint64_t* out) {
 // into them on the CPU, through a host copy elsewhere.
 static bool read_model_buffers(SafeTensorsFile& file, Model* m, bool training, std::string* error) {
     const bool host = m->backend->device() == Device::CPU;
+    const size_t bytes = m->layout.total * sizeof(float);
     std::vector<float> staging(host ? 0 : m->layout.total);
     float* dst = host ? m->params : staging.data();
     if (!read_parameters(file, m->layout, "", dst, error)) return false;
+    std::string why;
+    if (!checksum_ok(file.metadata, "params_checksum", dst, bytes, "the parameters", &why)) {
+        *error = file.path + ": " + why;
+        return false;
+    }
     model_set_params(m, dst);
     if (!training || (!file.find("optimizer.m") && !file.find("optimizer.v"))) return true;
     std::vector<float> mv(host ? 0 : 2 * m->layout.total);
@@ -286,7 +329,30 @@ static bool read_model_buffers(SafeTensorsFile& file, Model* m, bool training, s
     if (!file.read("optimizer.m", "F32", dm, m->layout.total, error) ||
         !file.read("optimizer.v", "F32", dv, m->layout.total, error))
         return false;
+    auto sum = file.metadata.find("optimizer_checksum");
+    if (sum != file.metadata.end() &&
+        sum->second != checksum_hex(dv, bytes, std::stoull(checksum_hex(dm, bytes), nullptr, 16))) {
+        *error = file.path + ": Adam's state: checksum mismatch (a damaged file: flipped bits, a bad copy); "
+                 "refusing to resume from it";
+        return false;
+    }
     model_set_adam(m, dm, dv);
+    return true;
+}
+
+// Every parameter tensor the config needs must be in the file with its shape: checked before
+// allocating, so that a damaged or forged config cannot make the loader allocate more than
+// the file holds (the tensors' extents lie inside the file and do not overlap).
+static bool config_fits_file(const SafeTensorsFile& file, const Config& cfg, std::string* why) {
+    for (const TensorInfo& t : make_layout(cfg).tensors) {
+        const TensorEntry* e = file.find(t.name);
+        if (!e) { *why = "no tensor \"" + t.name + "\""; return false; }
+        if (e->shape != shape64(t.shape)) {
+            *why = "tensor \"" + t.name + "\" has shape " + shape_text(e->shape) + ", the config needs " +
+                   shape_text(shape64(t.shape));
+            return false;
+        }
+    }
     return true;
 }
 
@@ -305,6 +371,7 @@ bool checkpoint_load(Model* m, const std::string& path, Metadata* meta, std::str
     std::string err;
     if (!config_from_json(file.metadata["config"], &cfg, &err)) return fail(err);
     if (!m->params) {
+        if (!config_fits_file(file, cfg, &err)) return fail(err);
         model_allocate(m, cfg, training);
     } else {
         std::string diff = config_difference(m->cfg, cfg);
@@ -313,6 +380,9 @@ bool checkpoint_load(Model* m, const std::string& path, Metadata* meta, std::str
     }
     uint64_t step = 0, forwards = 0, seed = 0;
     if (!parse_u64(file.metadata, "step", &step)) return fail("metadata has no valid \"step\"");
+    const std::string& tok = file.metadata["tokenizer"];
+    if (!checksum_ok(file.metadata, "tokenizer_checksum", tok.data(), tok.size(), "the vocabulary (tokenizer)", &err))
+        return fail(err);
     if (!read_model_buffers(file, m, training, error)) return false;
     m->step = (int64_t)step;
     if (parse_u64(file.metadata, "train_forwards", &forwards)) m->train_forwards = (int64_t)forwards;

@@ -1,6 +1,7 @@
 // config.cpp — the model configuration (presets, validation, JSON for checkpoints, the printed
 // table) and the parameter layout: the name, shape and offset of every tensor in the one
 // contiguous parameter buffer (names and shapes as DESIGN.md and PyTorch's nn.Linear).
+#include <cmath>
 #include <cstdio>
 #include <functional>
 
@@ -38,8 +39,11 @@ std::string config_error(const Config& c) {
     if (!positive(c.d_model) || !positive(c.d_ff) || !positive(c.n_heads) || !positive(c.d_k) ||
         !positive(c.d_v))
         return "d_model, d_ff, heads, d_k and d_v must be positive";
+    if ((long long)c.n_heads * c.d_k > (1 << 24) || (long long)c.n_heads * c.d_v > (1 << 24))
+        return "heads x d_k and heads x d_v must be at most 2^24";
     if (c.vocab < 5) return "vocabulary must have more than the 4 special tokens";
-    if (c.max_len < 2) return "max_len must be at least 2";
+    if (c.vocab > (1 << 24)) return "vocabulary must have at most 2^24 ids";
+    if (c.max_len < 2 || c.max_len > (1 << 24)) return "max_len must be in 2..2^24";
     for (float p : {c.p_drop, c.p_attn_drop, c.p_relu_drop})
         if (!(p >= 0.0f && p < 1.0f)) return "dropout probabilities must be in [0, 1)";
     if (!(c.label_smoothing >= 0.0f && c.label_smoothing < 1.0f))
@@ -99,6 +103,10 @@ bool config_from_json(const std::string& text, Config* cfg, std::string* error) 
     for (const ConfigField& f : config_fields()) {
         const Json* v = j.get(f.key);
         if (!v) { *error = std::string("config has no \"") + f.key + "\""; return false; }
+        if (v->type == Json::NUMBER && !(std::fabs(v->number) <= (1 << 30))) {   // NaN too
+            *error = std::string("config \"") + f.key + "\" is out of range";
+            return false;
+        }
         if (v->type == Json::NUMBER) f.set(&c, v->number);
         else if (v->type == Json::BOOL) f.set(&c, v->boolean ? 1 : 0);
         else { *error = std::string("config \"") + f.key + "\" is not a number"; return false; }

@@ -970,12 +970,13 @@ double grad_norm(const Model* m) { return m->backend->global_norm(m->grads, m->l
 
 // §5.3 Optimizer: one Adam step over the whole parameter buffer (optional clipping first).
 void adam_update(Model* m, double lr, double clip_norm, const AdamParams& adam) {
+    adam_update(m, lr, clip_norm, clip_norm > 0 ? grad_norm(m) : 0.0, adam);
+}
+
+void adam_update(Model* m, double lr, double clip_norm, double norm, const AdamParams& adam) {
     Backend& ops = *m->backend;
     const size_t n = m->layout.total;
-    if (clip_norm > 0) {
-        double norm = grad_norm(m);
-        if (norm > clip_norm) ops.scale(m->grads, n, (float)(clip_norm / norm));
-    }
+    if (clip_norm > 0 && norm > clip_norm) ops.scale(m->grads, n, (float)(clip_norm / norm));
     m->step++;
     floatX* copy = (void*)m->weights == (void*)m->params ? nullptr : m->weights;
     ops.adam_step(m->params, m->grads, m->adam_m, m->adam_v, copy, n, (float)lr, adam.beta1, adam.beta2,

@@ -2,14 +2,15 @@
 //
 // Each check prints one line (what was compared, the numbers, PASS/FAIL) and is counted.
 // A test program ends with `return check_summary("name");`, which prints
-// "N passed, M failed" alone on a line and returns non-zero when M > 0.
+// "N passed, M failed" (", K skipped" when checks were skipped) alone on a line and returns
+// non-zero when M > 0. A skipped check says SKIP and why (check_skip) and is never a pass.
 #pragma once
 #include <cmath>
 #include <cstdarg>
 #include <cstdio>
 #include <cstddef>
 
-struct CheckCounts { int passed = 0, failed = 0; };
+struct CheckCounts { int passed = 0, failed = 0, skipped = 0; };
 inline CheckCounts& check_counts() { static CheckCounts c; return c; }
 
 // Records one boolean outcome with a printf-style description.
@@ -23,6 +24,18 @@ inline bool check(bool ok, const char* fmt, ...) {
     (ok ? check_counts().passed : check_counts().failed)++;
     std::fflush(stdout);
     return ok;
+}
+
+// Records a check that could not run here, with the reason (printf-style): "SKIP reason".
+inline void check_skip(const char* fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    std::printf("SKIP ");
+    std::vprintf(fmt, ap);
+    std::printf("\n");
+    va_end(ap);
+    check_counts().skipped++;
+    std::fflush(stdout);
 }
 
 // Compares two float arrays. Error is normalised by the reference's largest magnitude:
@@ -45,6 +58,9 @@ inline bool check_close(const char* what, const float* got, const float* want, s
 // Prints the closing line and returns the process exit status.
 inline int check_summary(const char* suite) {
     const CheckCounts& c = check_counts();
-    std::printf("%s: %d passed, %d failed\n", suite, c.passed, c.failed);
+    if (c.skipped)
+        std::printf("%s: %d passed, %d failed, %d skipped\n", suite, c.passed, c.failed, c.skipped);
+    else
+        std::printf("%s: %d passed, %d failed\n", suite, c.passed, c.failed);
     return c.failed > 0 ? 1 : 0;
 }

@@ -1,13 +1,15 @@
 #!/bin/sh
 # test/run_tests.sh BUILD_DIR [PROGRAM_DIR] — runs every test of `make test` from the repository root, each
 # to its end even when an earlier one fails, and adds up their closing lines
-# ("NAME: N passed, M failed"). Ends with "tests: N passed, M failed"; exits 1 on any failure
-# or on a test that crashed or printed no closing line.
+# ("NAME: N passed, M failed[, K skipped]"). Ends with "tests: N passed, M failed, K skipped";
+# exits 1 on any failure, on a test that crashed or printed no closing line, and on a suite
+# that checked nothing without a SKIP line saying why (skips are counted apart, never passed).
 set -u
 BUILD=${1:-build}
 BIN=${2:-.}
 passed=0
 failed=0
+skipped=0
 log=$(mktemp)
 
 run() {  # run NAME COMMAND...: runs one suite, tees its output, adds its counts
@@ -26,13 +28,21 @@ run() {  # run NAME COMMAND...: runs one suite, tees its output, adds its counts
     fi
     p=$(echo "$line" | sed -E 's/.*: ([0-9]+) passed, ([0-9]+) failed.*/\1/')
     f=$(echo "$line" | sed -E 's/.*: ([0-9]+) passed, ([0-9]+) failed.*/\2/')
+    k=$(echo "$line" | sed -nE 's/.*failed, ([0-9]+) skipped.*/\1/p')
+    k=${k:-0}
     if [ "$status" -ne 0 ] && [ "$f" -eq 0 ]; then
         echo "FAIL $name: exit status $status"
         f=1
     fi
+    # A suite that checked nothing passes only when it says what it skipped and why.
+    if [ "$p" -eq 0 ] && [ "$f" -eq 0 ] && { [ "$k" -eq 0 ] || ! grep -q '^SKIP ' "$log"; }; then
+        echo "FAIL $name: it checked nothing (0 passed, 0 failed) and skipped nothing with a reason"
+        f=1
+    fi
     passed=$((passed + p))
     failed=$((failed + f))
-    echo "=== $name: $p passed, $f failed ($(( $(date +%s) - start )) s)"
+    skipped=$((skipped + k))
+    echo "=== $name: $p passed, $f failed, $k skipped ($(( $(date +%s) - start )) s)"
 }
 
 run core "$BUILD/test_core"
@@ -50,7 +60,12 @@ run cli sh test/test_cli.sh "$BIN"
 run dist sh test/test_dist.sh "$BIN"
 run train_cli sh test/test_train_cli.sh "$BIN"
 run pictures sh test/test_pictures.sh "$BUILD" "$BIN"
+run robust bash test/test_robust.sh "$BIN"
+run soak bash test/soak.sh 3 "$BIN"
 run bench_env sh test/test_bench_env.sh "$BUILD" "$BIN"
+for t in tokenizer vocab safetensors checkpoint parallel translate; do   # fuzz seeds + regressions
+    run "fuzz_$t" "$BUILD/fuzz_replay_$t" "test/fuzz/$t"
+done
 rm -f "$log"
-echo "tests: $passed passed, $failed failed"
+echo "tests: $passed passed, $failed failed, $skipped skipped"
 [ "$failed" -eq 0 ]

@@ -38,7 +38,7 @@ torch_checks() {
 
     . bench/torch_env.sh   # TORCH: the environment bench.sh gives PyTorch
     if [ ! -f "$LIB/openblas-openmp/libblas.so.3" ] || [ ! -f "$TCMALLOC" ]; then
-        echo "SKIP OpenBLAS kernel, tcmalloc and the at-its-best environment: libopenblas0-openmp or" \
+        skip "OpenBLAS kernel, tcmalloc and the at-its-best environment: libopenblas0-openmp or" \
              "libgoogle-perftools4 not installed (make bench-deps)"
         return
     fi
@@ -48,7 +48,7 @@ torch_checks() {
         [ $? -eq 1 ] && grep -q '^no ratio: OpenBLAS runs its Prescott kernel' "$T/prescott.txt"
         check $? "OpenBLAS pinned to Prescott on an AVX2+ CPU: $(refusal "$T/prescott.txt")"
     else
-        echo "SKIP OpenBLAS kernel check: this CPU has no AVX2, so Prescott may be its best kernel"
+        skip "OpenBLAS kernel check: this CPU has no AVX2, so Prescott may be its best kernel"
     fi
     $(echo "$TORCH" | sed 's/LD_PRELOAD=[^ ]*//') $PY bench/torch_check.py --no-speed > "$T/nomalloc.txt" 2>&1
     [ $? -eq 1 ] && grep -q '^no ratio: tcmalloc is not loaded' "$T/nomalloc.txt"
@@ -78,16 +78,16 @@ ct2_checks() {
 }
 
 if ! $PY -c 'import torch' 2> /dev/null; then
-    echo "SKIP PyTorch anchor checks: $PY cannot import torch (apt-get install python3-torch)"
+    skip "PyTorch anchor checks: $PY cannot import torch (apt-get install python3-torch)"
 elif [ ! -f "$LIB/blas/libblas.so.3" ]; then
-    echo "SKIP PyTorch anchor checks: no reference BLAS at $LIB/blas to cripple PyTorch with (libblas3)"
+    skip "PyTorch anchor checks: no reference BLAS at $LIB/blas to cripple PyTorch with (libblas3)"
 else
     torch_checks
 fi
 if ! $CT2 -c 'import ctranslate2' 2> /dev/null; then
-    echo "SKIP CTranslate2 anchor checks: $CT2 cannot import ctranslate2 ($CT2 -m pip install ctranslate2)"
+    skip "CTranslate2 anchor checks: $CT2 cannot import ctranslate2 ($CT2 -m pip install ctranslate2)"
 elif [ "$avx2" != 1 ]; then
-    echo "SKIP CTranslate2 anchor checks: this CPU has no AVX2 (GENERIC may be its best)"
+    skip "CTranslate2 anchor checks: this CPU has no AVX2 (GENERIC may be its best)"
 else
     ct2_checks
 fi

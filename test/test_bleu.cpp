@@ -6,7 +6,6 @@
 #include "cli/text_io.h"
 #include "test/check.h"
 
-#include <chrono>
 #include <cmath>
 #include <cstdint>
 #include <cstdio>
@@ -303,7 +302,8 @@ std::string cases_dir() {
 void test_tok13a_tsv(const std::string& dir) {
     std::string text;
     if (!read_file(dir + "/tok13a.tsv", &text)) {
-        std::printf("SKIP tok13a.tsv: cannot open %s/tok13a.tsv\n", dir.c_str());
+        check(false, "tok13a.tsv: cannot open %s/tok13a.tsv (the shared sacreBLEU cases are part "
+                     "of the project: run from the repo root, or set BLEU_CASES_DIR)", dir.c_str());
         return;
     }
     int n = 0;
@@ -326,9 +326,7 @@ void check_expected_case(const std::string& dir, const Json& c) {
         return;
     }
     std::vector<std::string> hyps = split_lines(hyp_text), refs = split_lines(ref_text);
-    auto t0 = std::chrono::steady_clock::now();
     BleuStats s = corpus_bleu(hyps, refs);
-    double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     bool counts_ok = s.sys_len == (int64_t)c["sys_len"].num && s.ref_len == (int64_t)c["ref_len"].num;
     for (int n = 0; n < 4; n++)
         counts_ok &= s.counts[n] == (int64_t)c["counts"].items[n].num &&
@@ -342,14 +340,13 @@ void check_expected_case(const std::string& dir, const Json& c) {
           s.bleu, c["bleu"].str.c_str(), std::fabs(s.bleu - want_bleu), s.bleu == want_bleu ? " (bit-exact)" : "");
     check(std::fabs(s.bp - want_bp) <= 1e-9, "%-18s bp %.17g want %s diff %.1e%s", name.c_str(), s.bp,
           c["bp"].str.c_str(), std::fabs(s.bp - want_bp), s.bp == want_bp ? " (bit-exact)" : "");
-    check(secs < 1.0, "%-18s scored %zu lines in %.3f s (< 1 s)", name.c_str(), hyps.size(), secs);
 }
 
 void test_expected_json(const std::string& dir) {
     std::string text;
     if (!read_file(dir + "/expected.json", &text)) {
-        std::printf("SKIP sacreBLEU cases: cannot open %s/expected.json "
-                    "(run from the repo root, or set BLEU_CASES_DIR)\n", dir.c_str());
+        check(false, "sacreBLEU cases: cannot open %s/expected.json (the shared sacreBLEU cases are "
+                     "part of the project: run from the repo root, or set BLEU_CASES_DIR)", dir.c_str());
         return;
     }
     Json root = parse_json(text);

@@ -76,9 +76,17 @@ static void compare_case(const std::string& name) {
     model_zero_grad(&m);
     model_backward(&m, batch);
     const std::vector<float> grads = host_grads(m);
+    size_t ref_grads = 0;   // every gradient of the reference must be one of the model's
+    for (const TensorEntry& e : f.tensors) ref_grads += e.name.compare(0, 5, "grad.") == 0;
+    check(ref_grads == m.layout.tensors.size(), "%sthe reference has %zu gradients, the model %zu tensors",
+          p.c_str(), ref_grads, m.layout.tensors.size());
     for (const TensorInfo& t : m.layout.tensors) {
         std::vector<float> want = read_f32(f, "grad." + t.name);
-        if (want.size() != t.numel) continue;
+        if (want.size() != t.numel) {   // read_f32 has already failed a missing tensor
+            check(false, "%sgrad %s: the reference has %zu values, the model %zu", p.c_str(), t.name.c_str(),
+                  want.size(), t.numel);
+            continue;
+        }
         if (is_key_bias(t.name)) {   // exact gradient 0: both sides must be rounding noise
             double ours = 0, ref = 0;
             for (size_t i = 0; i < t.numel; i++) {
@@ -179,7 +187,13 @@ static void finite_difference_check(const char* label, Config cfg) {
         const TensorInfo* t = nullptr;
         for (const TensorInfo& ti : m.layout.tensors)
             if (ti.name == name) t = &ti;
-        if (!t) continue;
+        if (!t) {   // only the tensors this config does not have may be absent
+            std::string n = name;
+            bool absent_ok = (n == "pos_embed.weight" && !cfg.learned_pos) ||
+                             (n.find(".norm.") != std::string::npos && !cfg.pre_ln);
+            if (!absent_ok) check(false, "%s finite difference %s: no such tensor in the model", label, name);
+            continue;
+        }
         // the entry with the largest analytic gradient, where relative noise is smallest
         size_t best = t->offset;
         for (size_t i = t->offset; i < t->offset + t->numel; i++)

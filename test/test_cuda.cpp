@@ -23,7 +23,7 @@ static int g_curve_steps = 200;
 static std::unique_ptr<Backend> gpu(const char* precision) {
     std::string err;
     std::unique_ptr<Backend> b = make_backend("cuda", precision, &err);
-    if (!b) std::printf("SKIP %s: %s\n", precision, err.c_str());
+    if (!b) check_skip("%s: %s", precision, err.c_str());
     return b;
 }
 
@@ -212,7 +212,7 @@ int main(int argc, char** argv) {
     }
     std::string why;
     if (!make_backend("cuda", "fp32", &why)) {
-        std::printf("SKIP test_cuda: %s\n", why.c_str());
+        check_skip("test_cuda: %s", why.c_str());
         return check_summary("cuda");
     }
     std::printf("-- training step, GPU fp32 vs CPU\n");

@@ -19,12 +19,12 @@ set -u
 B=${1:-.}
 . test/check.sh
 if ! command -v mpirun > /dev/null 2>&1; then
-    echo "SKIP data-parallel tests: mpirun not found (Debian: apt-get install openmpi-bin libopenmpi-dev, then make)"
+    skip "data-parallel tests: mpirun not found (Debian: apt-get install openmpi-bin libopenmpi-dev, then make)"
     check_summary dist
     exit $?
 fi
 if ! ldd "$B/train" 2> /dev/null | grep -q libmpi; then
-    echo "SKIP data-parallel tests: $B/train was built without MPI (mpicxx not found at build time; make info)"
+    skip "data-parallel tests: $B/train was built without MPI (mpicxx not found at build time; make info)"
     check_summary dist
     exit $?
 fi

@@ -6,7 +6,7 @@
 //
 // (default cpu, fp32; run from anywhere). The backend comes from make_backend(); when it
 // cannot be had (--device cuda in a build without the CUDA backend, bf16 on the CPU) the
-// program prints "SKIP test_ops on <device>: <reason>" and "ops: 0 passed, 0 failed", exit 0:
+// program prints "SKIP test_ops on <device>: <reason>" and "ops: 0 passed, 0 failed, 1 skipped", exit 0:
 // a skip is never counted as passed.
 //
 // For each op, in transformer.h's order (device memory; §3.4/§3.5 embeddings; linear layers;
@@ -1416,6 +1416,18 @@ void test_global_norm(Backend& be, Backend* cpu) {
               (name + " deterministic").c_str());
         if (cpu) close_scalar(name + " vs CPU", got, run(*cpu, nullptr), NORM_TOL);
     }
+    // ./train skips a step whose gradient norm is not finite: one NaN or Inf anywhere in the
+    // buffer must make the norm NaN or Inf (a reduction that dropped it would let Adam apply it).
+    const size_t n = (1 << 20) + 7;
+    for (float bad : {NAN, INFINITY, -INFINITY})
+        for (size_t at : {(size_t)0, n / 2 + 1, n - 1}) {
+            Vec g = rand_f(n);
+            g[at] = bad;
+            Mem gm = put_f(be, g);
+            const double got = be.global_norm(gm.f(), n);
+            check(std::isnan(bad) ? std::isnan(got) : std::isinf(got), "%-52s %g",
+                  fmt("global_norm with %g at %zu of %zu is not finite", bad, at, n).c_str(), got);
+        }
 }
 
 // x *= s: one float product per element, bit for bit.
@@ -1579,7 +1591,7 @@ int main(int argc, char** argv) {
     std::string error;
     std::unique_ptr<Backend> be = make_backend(device, precision, &error);
     if (!be) {
-        std::printf("SKIP test_ops on %s: %s\n", device.c_str(), error.c_str());
+        check_skip("test_ops on %s: %s", device.c_str(), error.c_str());
         return check_summary("ops");
     }
     TOL = be->floatx_size() == 2 ? BF16_TOL : FP32_TOL;

@@ -30,7 +30,7 @@ absorb() {
 }
 
 if ! command -v rsvg-convert > /dev/null || ! command -v python3 > /dev/null; then
-    echo "SKIP every rendering check: rsvg-convert (Debian's librsvg2-bin) or python3 missing"
+    skip "every rendering check: rsvg-convert (Debian's librsvg2-bin) or python3 missing"
     absorb "$BUILD/test_attention"
     check_summary pictures
     exit $?

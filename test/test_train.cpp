@@ -120,7 +120,11 @@ static void kill_during_write() {
                 checkpoint_save(m, path, {}, true, &err);
             }
         }
-        usleep(20000 + 37000 * t);   // mid-write at different points
+        // mid-write at different points: 1 to 29 ms after the child's temporary file appeared
+        // (waiting for it, rather than a fixed delay from the fork, holds on a loaded machine)
+        const std::string tmp = path + ".tmp." + std::to_string(pid);
+        for (int i = 0; i < 20000 && !fs::exists(tmp); i++) usleep(500);
+        usleep(1000 + 7000 * t);
         kill(pid, SIGKILL);
         waitpid(pid, nullptr, 0);
         Model back;

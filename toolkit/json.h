@@ -87,13 +87,25 @@ private:
         if (c == 'n') { v->type = Json::NUL; return literal("null"); }
         return number(v);
     }
+    // JSON's number grammar exactly: -?(0|[1-9][0-9]*)(.[0-9]+)?([eE][+-]?[0-9]+)? (strtod
+    // alone would also take "NaN", "inf", hex, a leading '+' or spaces).
     bool number(Json* v) {
-        const char* begin = s_.c_str() + pos_;
-        char* end = nullptr;
-        v->number = std::strtod(begin, &end);
-        if (end == begin) return fail("expected a value");
+        size_t p = pos_;
+        auto digit = [&](size_t i) { return i < s_.size() && s_[i] >= '0' && s_[i] <= '9'; };
+        auto digits = [&] { if (!digit(p)) return false; while (digit(p)) p++; return true; };
+        if (p < s_.size() && s_[p] == '-') p++;
+        if (!digit(p)) return fail("expected a value");
+        if (s_[p] == '0') p++;
+        else digits();
+        if (p < s_.size() && s_[p] == '.' && (++p, !digits())) return fail("bad number: no digit after '.'");
+        if (p < s_.size() && (s_[p] == 'e' || s_[p] == 'E')) {
+            p++;
+            if (p < s_.size() && (s_[p] == '+' || s_[p] == '-')) p++;
+            if (!digits()) return fail("bad number: no digit in the exponent");
+        }
+        v->number = std::strtod(s_.substr(pos_, p - pos_).c_str(), nullptr);
         v->type = Json::NUMBER;
-        pos_ += (size_t)(end - begin);
+        pos_ = p;
         return true;
     }
     static void put_utf8(std::string* out, uint32_t cp) {

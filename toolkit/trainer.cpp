@@ -61,6 +61,10 @@ struct Run {
     int64_t last_saved_step = -1;
     std::vector<std::string> dev_src, dev_ref;   // the dev lines dev BLEU is computed on
     BestState best;
+    int64_t nonfinite_in_a_row = 0, nonfinite_total = 0;   // skipped steps
+    int64_t attempts = 0;                // steps tried by this process (skipped ones included)
+    std::vector<int64_t> poison_steps;   // test-only: attempts whose gradient is made NaN
+    int fail_status = 1;                 // exit status when setup or the loop fails
     FILE* csv = nullptr;
     ~Run() { if (csv) std::fclose(csv); }
     double elapsed() const { return time_before + (now_s() - start); }
@@ -115,13 +119,19 @@ static bool read_vocab_file(const std::string& path, Tokenizer* tok) {
 }
 
 // Writes the run's tokenizer to out/vocab.bpe.
+// Written as checkpoints are (a temporary file, then renamed), so that a run killed here never
+// leaves a truncated vocab.bpe for the next --resume to trip on.
 static bool write_vocab_file(const Run& r) {
-    const std::string vocab = r.path("vocab.bpe");
-    FILE* f = std::fopen(vocab.c_str(), "wb");
+    const std::string vocab = r.path("vocab.bpe"), tmp = vocab + ".tmp";
+    FILE* f = std::fopen(tmp.c_str(), "wb");
     std::string text = r.tok.serialize();
     bool written = f && std::fwrite(text.data(), 1, text.size(), f) == text.size();
     if (f && std::fclose(f) != 0) written = false;
-    if (!written) return fail("cannot write " + vocab + ": " + std::strerror(errno));
+    if (!written || std::rename(tmp.c_str(), vocab.c_str()) != 0) {
+        std::string why = std::strerror(errno);
+        std::remove(tmp.c_str());
+        return fail("cannot write " + vocab + ": " + why);
+    }
     return true;
 }
 
@@ -185,6 +195,30 @@ static std::string exact_text(double v) {
     char buf[40];
     std::snprintf(buf, sizeof buf, "%.17g", v);
     return buf;
+}
+
+// An optimisation option given on the command line must agree with the resumed checkpoint's
+// value (which is the one that wins): a contradiction is refused, naming both values.
+static bool check_resume_conflicts(Run& r, const Metadata& meta) {
+    auto same = [](double a, double b) { return a == b || std::fabs(a - b) <= 1e-6 * std::fabs(b); };
+    const struct { const char* option; const char* key; double given; } opts[] = {
+        {"--max-tokens", "max_tokens", (double)r.opt.max_tokens}, {"--accum", "accum", (double)r.opt.accum},
+        {"--warmup", "warmup", (double)r.opt.warmup}, {"--seed", "seed", (double)r.opt.seed},
+        {"--lr-scale", "lr_scale", r.opt.lr_scale}, {"--clip-norm", "clip_norm", r.opt.clip_norm}};
+    for (const auto& o : opts) {
+        bool given = std::find(r.opt.given.begin(), r.opt.given.end(), o.option) != r.opt.given.end();
+        auto it = meta.find(o.key);
+        if (!given || it == meta.end()) continue;
+        double saved = std::strtod(it->second.c_str(), nullptr);
+        if (same(o.given, saved)) continue;
+        char buf[256];
+        std::snprintf(buf, sizeof buf, "--resume: %s %g contradicts the checkpoint's %g; a resumed run keeps "
+                      "its optimisation options (drop %s, or start a new run with another --out)",
+                      o.option, o.given, saved, o.option);
+        r.fail_status = 2;
+        return fail(buf);
+    }
+    return true;
 }
 
 // On resume, the options that fix the data order and the schedule come from the checkpoint.
@@ -303,6 +337,7 @@ static bool setup(Run& r) {
     if (resuming) {
         std::string err;
         if (!checkpoint_load(&r.model, ckpts.back(), &meta, &err)) return fail(err);
+        if (!check_resume_conflicts(r, meta)) return false;
         restore_options(r, meta);
         std::printf("Resuming from %s (step %lld)\n", ckpts.back().c_str(), (long long)r.model.step);
     }
@@ -467,7 +502,13 @@ static bool save_checkpoint(Run& r) {
     };
     add_run_state(r, &meta);
     std::string err;
-    if (!checkpoint_save(r.model, r.path(name), meta, true, &err)) return fail(err);
+    if (!checkpoint_save(r.model, r.path(name), meta, true, &err)) {
+        std::vector<std::string> kept = list_checkpoints(r.opt.out_dir);
+        return fail(err + "; training stops here. " +
+                    (kept.empty() ? std::string("No earlier checkpoint exists")
+                                  : "The previous checkpoint " + kept.back() + " is intact") +
+                    " (free some space, then continue with --resume)");
+    }
     r.last_saved_step = r.model.step;
     std::vector<std::string> all = list_checkpoints(r.opt.out_dir);
     for (size_t i = 0; i + (size_t)std::max(1, r.opt.keep) < all.size(); i++) fs::remove(all[i]);
@@ -526,7 +567,7 @@ static bool evaluate(Run& r, double lr) {
 // ---------------------------------------------------------------------------------------------
 // The loop
 // ---------------------------------------------------------------------------------------------
-struct StepResult { double loss; double lr; size_t tokens; };
+struct StepResult { double loss; double lr; size_t tokens; double norm; bool skipped; };
 
 // One Adam step over `accum` batches; the loss gradient is a mean over all their labels.
 static StepResult train_step(Run& r) {
@@ -550,8 +591,48 @@ static StepResult train_step(Run& r) {
     }
     loss_sum = r.dp.end(loss_sum);         // summed over the ranks (gradients and loss)
     double lr = learning_rate(r.model.cfg, r.model.step + 1, r.opt.lr_scale, r.opt.warmup);
-    adam_update(&r.model, lr, r.opt.clip_norm, r.opt.adam);
-    return {loss_sum / std::max(1.0, labels), lr, tokens};
+    if (std::find(r.poison_steps.begin(), r.poison_steps.end(), ++r.attempts) != r.poison_steps.end())
+        r.model.backend->scale(r.model.grads, r.model.layout.total, NAN);   // test-only
+    // The loss is on the host already; the gradient norm is the one clipping needs (without
+    // clipping, one reduction over the gradient buffer more per step).
+    double loss = loss_sum / std::max(1.0, labels), norm = grad_norm(&r.model);
+    if (!std::isfinite(loss) || !std::isfinite(norm)) return {loss, lr, tokens, norm, true};
+    adam_update(&r.model, lr, r.opt.clip_norm, norm, r.opt.adam);
+    return {loss, lr, tokens, norm, false};
+}
+
+// A skipped step: says so on stdout and in log.csv ("nonfinite" rows); false when the run
+// must stop (too many in a row: exit 3, the last checkpoint on disk kept as it is).
+static bool note_nonfinite(Run& r, const StepResult& s) {
+    r.nonfinite_in_a_row++;
+    r.nonfinite_total++;
+    std::printf("step %6lld | non-finite loss %g or gradient norm %g: step skipped (%lld in a row, %lld in all)\n",
+                (long long)r.model.step + 1, s.loss, s.norm, (long long)r.nonfinite_in_a_row,
+                (long long)r.nonfinite_total);
+    std::fflush(stdout);
+    if (!csv_row(r, "nonfinite", s.loss, s.lr, NAN, NAN, NAN)) return false;
+    if (r.nonfinite_in_a_row < r.opt.max_nonfinite) return true;
+    std::vector<std::string> kept = list_checkpoints(r.opt.out_dir);
+    r.fail_status = 3;
+    return fail(std::to_string(r.nonfinite_in_a_row) + " non-finite steps in a row (--max-nonfinite " +
+                std::to_string(r.opt.max_nonfinite) + "): stopping without saving; " +
+                (kept.empty() ? std::string("no checkpoint was written yet")
+                              : "the last good checkpoint is " + kept.back()) +
+                " (lower --lr-scale, set --clip-norm, or check the data)");
+}
+
+// Test-only: TRAIN_TEST_NONFINITE=N[,N...] makes the gradient NaN at the N-th step this process
+// tries (1-based, skipped steps counted).
+static std::vector<int64_t> poison_steps_from_env() {
+    std::vector<int64_t> steps;
+    const char* env = std::getenv("TRAIN_TEST_NONFINITE");
+    for (const char* p = env; p && *p;) {
+        char* end = nullptr;
+        steps.push_back(std::strtoll(p, &end, 10));
+        if (end == p) break;
+        p = *end == ',' ? end + 1 : end;
+    }
+    return steps;
 }
 
 static bool budget_left_here(const Run& r) {
@@ -580,6 +661,11 @@ static bool train_loop(Run& r) {
     double window_start = now_s();
     while (budget_left(r)) {
         StepResult s = train_step(r);
+        if (s.skipped) {
+            if (!note_nonfinite(r, s)) return false;
+            continue;
+        }
+        r.nonfinite_in_a_row = 0;
         window_loss += s.loss;
         window_tokens += s.tokens;
         window_steps++;
@@ -592,7 +678,7 @@ static bool train_loop(Run& r) {
             std::printf("step %6lld | epoch %6.2f | loss %.4f | lr %.2e | %7.0f tok/s | %s elapsed | %s left\n",
                         (long long)step, epoch, window_loss / window_steps, s.lr, window_tokens / dt,
                         format_duration(r.elapsed()).c_str(), std::isinf(left) ? "?" : format_duration(left).c_str());
-            if (std::fflush(stdout) != 0) return fail(std::string("cannot write to stdout: ") + std::strerror(errno));
+            if (std::fflush(stdout) != 0) return fail(std::string("cannot write to standard output: ") + std::strerror(errno));
             if (!csv_row(r, "train", window_loss / window_steps, s.lr, NAN, NAN, NAN)) return false;
             window_loss = window_tokens = 0;
             window_steps = 0;
@@ -720,8 +806,12 @@ static bool final_evaluation(Run& r) {
 int run_training(TrainOptions opt) {
     Run r;
     r.opt = opt;
+    r.poison_steps = poison_steps_from_env();
+    // A file-size limit (ulimit -f) makes a write fail with EFBIG, reported like a full disk,
+    // instead of killing the process with SIGXFSZ in the middle of a checkpoint.
+    std::signal(SIGXFSZ, SIG_IGN);
     r.opt.accum *= dist_size();   // batches per global step (a resume takes the checkpoint's)
-    if (!dist_in_rank_order([&] { return setup(r); })) return 1;
+    if (!dist_in_rank_order([&] { return setup(r); })) return r.fail_status;
     if (!setup_data_parallel(r)) return 1;
     print_summary(r);
     std::signal(SIGINT, on_signal);
@@ -730,7 +820,7 @@ int run_training(TrainOptions opt) {
     bool ok = train_loop(r);
     std::signal(SIGINT, SIG_DFL);
     std::signal(SIGTERM, SIG_DFL);
-    if (!ok) return 1;
+    if (!ok) return r.fail_status;
     std::string replica_error;
     if (!dist_check_replicas(r.model, r.sampler.fingerprint(), &replica_error)) {
         fail(replica_error);
@@ -739,6 +829,9 @@ int run_training(TrainOptions opt) {
     if (!opt.quiet)
         std::printf("trained %lld steps in %s (this run %s)\n", (long long)r.model.step,
                     format_duration(r.elapsed()).c_str(), format_duration(now_s() - r.start).c_str());
+    if (r.nonfinite_total > 0)
+        std::printf("skipped %lld steps with a non-finite loss or gradient (log.csv: event nonfinite)\n",
+                    (long long)r.nonfinite_total);
     if (g_stop_requested) {
         std::printf("interrupted: checkpoint saved; continue with --resume\n");
         return 130;

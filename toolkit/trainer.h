@@ -75,10 +75,18 @@ struct TrainOptions {
     // Device: "auto" (the GPU when one is present), "cpu", "cuda"; precision "" (the device's
     // default: fp32 on the CPU, bf16 on the GPU), "fp32" or "bf16".
     std::string device = "auto", precision;
+    // Robustness (README "Non-finite steps", "A full disk"): a step whose loss or gradient norm
+    // is not finite is skipped, counted and logged; this many in a row stop the run (exit 3).
+    int max_nonfinite = 10;
+    // Names of the options given on the command line ("--lr-scale", ...): --resume refuses
+    // an optimisation option that contradicts the checkpoint's value (exit 2).
+    std::vector<std::string> given;
 };
 
 // Runs training as configured; returns the process exit status (0 on success), printing a
-// clear message for every error (missing or misaligned data, bad config, unreadable checkpoint).
+// clear message for every error (missing or misaligned data, bad config, unreadable checkpoint):
+// 1 an error, 2 an option that contradicts the resumed checkpoint, 3 too many non-finite steps
+// in a row, 130 interrupted (a checkpoint saved).
 int run_training(TrainOptions opt);
 
 // Checkpoint files ckpt-*.safetensors in dir, oldest (lowest step) first.

@@ -1,0 +1,70 @@
+// test/fuzz/fuzz_translate.cpp — ./translate's line handling (cli/translate.cpp: LineReader on
+// stdin, then Translator::encode: CR, invalid UTF-8, --replace-invalid, --max-input-tokens,
+// --split-long) on arbitrary stdin bytes. The first byte holds the switches and the token
+// limit. Checked: the lines read are the input's lines; a line is refused only for invalid
+// UTF-8 (without --replace-invalid) or length (without --split-long), with a message; an
+// accepted line's pieces each fit the limit and decode to the line.
+#include <fcntl.h>
+
+#include "test/fuzz/fuzz.h"
+#define main translate_main
+#include "cli/translate.cpp"
+#undef main
+
+// Serves the bytes as file descriptor 0, as a shell redirection would.
+static void set_stdin(const std::string& bytes) {
+    std::string path = fuzz_write("stdin.txt", bytes.data(), bytes.size());
+    int fd = open(path.c_str(), O_RDONLY);
+    FUZZ_CHECK(fd >= 0 && dup2(fd, 0) == 0, "stdin from a file");
+    close(fd);
+}
+
+static void check_line(Translator& t, std::string line) {
+    std::vector<std::vector<int>> pieces;
+    std::string err;
+    bool ok = t.encode(line, &pieces, &err);
+    if (!line.empty() && line.back() == '\r') line.pop_back();
+    bool valid = invalid_utf8_at(line) < 0;
+    if (!valid && !t.opt.replace_invalid) {
+        FUZZ_CHECK(!ok && err.find("invalid UTF-8") != std::string::npos, "invalid UTF-8 refused");
+        return;
+    }
+    std::string text = valid ? line : replace_invalid(line);
+    FUZZ_CHECK(invalid_utf8_at(text) < 0, "replacement gives valid UTF-8");
+    size_t n = t.tok.encode(text).size();
+    if ((int)n > t.opt.max_input_tokens && !t.opt.split_long) {
+        FUZZ_CHECK(!ok && err.find("--max-input-tokens") != std::string::npos, "long line refused");
+        return;
+    }
+    FUZZ_CHECK(ok, "a good line is accepted");
+    std::vector<int> all;
+    for (const auto& p : pieces) {
+        FUZZ_CHECK((int)p.size() <= t.opt.max_input_tokens, "each piece fits the limit");
+        all.insert(all.end(), p.begin(), p.end());
+    }
+    FUZZ_CHECK(t.tok.decode(all) == text, "the pieces decode to the line");
+}
+
+extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
+    if (size == 0 || size > 1 << 20) return 0;
+    std::string input = fuzz_rest(data, size, 1);
+    Translator t;
+    t.tok = fuzz_tokenizer();
+    t.opt.replace_invalid = data[0] & 1;
+    t.opt.split_long = data[0] & 2;
+    t.opt.max_input_tokens = 1 + (data[0] >> 2);
+    set_stdin(input);
+    LineReader in;
+    std::string line, joined;
+    while (in.next(&line)) {
+        t.line_number++;
+        joined += line + "\n";
+        check_line(t, line);
+        (void)in.line_ready();
+    }
+    FUZZ_CHECK(in.read_error() == 0, "stdin read without error");
+    std::string expect = input;
+    if (!expect.empty() && expect.back() != '\n') expect += '\n';
+    FUZZ_CHECK(joined == expect, "the lines read are the input's lines");
+    return 0;
+}

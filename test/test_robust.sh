@@ -1,0 +1,177 @@
+#!/bin/bash
+# test/test_robust.sh — bad input and bad luck, end to end (README "Bad input" table; the rows
+# not already covered by test/test_cli.sh): damaged, foreign and mismatched checkpoints, a
+# vocabulary that is not the model's, odd input lines, bad training data, --resume with a
+# contradicting option, non-finite steps (an absurd learning rate; a test-only NaN gradient)
+# and a checkpoint write on a full disk (a small tmpfs; without mount, a file-size limit).
+# Run from the repository root after `make`; argument: the folder holding the programs.
+# Ends with "robust: N passed, M failed[, K skipped]".
+set -u
+B=${1:-.}
+. test/check.sh
+T=$(mktemp -d)
+MNT=""
+cleanup() { [ -n "$MNT" ] && umount "$MNT" 2> /dev/null; rm -rf "$T"; }
+trap cleanup EXIT
+
+mkdir -p "$T/corpus"
+awk 'BEGIN { srand(3); split("sun moon star sky sea land tree rock fire rain", w, " ");
+  for (i = 0; i < 300; i++) { n = 2 + int(rand() * 5); en = ""; es = "";
+    for (j = 0; j < n; j++) { x = w[1 + int(rand() * 10)]; en = en (j ? " " : "") x; es = x "o" (j ? " " : "") es }
+    print en > "'"$T"'/corpus/train.en"; print es > "'"$T"'/corpus/train.es" } }'
+TA="--config tiny --d-model 32 --d-ff 64 --vocab-size 300 --max-tokens 400 --no-eval --time 0 --save-every 0"
+"$B"/train $TA --data "$T/corpus" --out "$T/run" --max-steps 4 --save-every-steps 2 > "$T/train.log" 2>&1
+check $? "a tiny model to damage (4 steps): $(tail -n 1 "$T/train.log")"
+C="$T/run/ckpt-00000004.safetensors"
+
+# expect WHAT STATUS PATTERN: the last command's status ($s) and stderr ($T/err.txt)
+expect() {
+    [ "$s" = "$2" ] && grep -q -- "$3" "$T/err.txt"
+    check $? "$1: exit $s (want $2), message: $(grep -m1 -- "$3" "$T/err.txt" | head -c 160 || head -c 160 "$T/err.txt")"
+}
+translate_with() { echo "sun moon" | "$B"/translate --model "$1" > "$T/out.txt" 2> "$T/err.txt"; s=$?; }
+# damage FILE OUT PYTHON: OUT is FILE changed by PYTHON (a function of f, the bytes; n, the header length)
+damage() {
+    python3 - "$1" "$2" "$3" <<'PY'
+import sys, struct, json
+f = bytearray(open(sys.argv[1], "rb").read()); n = struct.unpack("<Q", f[:8])[0]
+exec(sys.argv[3])
+open(sys.argv[2], "wb").write(f)
+PY
+}
+# rewrite_meta FILE OUT PYTHON: OUT is FILE with its header (h, a dict) changed by PYTHON
+rewrite_meta() {
+    python3 - "$1" "$2" "$3" <<'PY'
+import sys, struct, json
+f = open(sys.argv[1], "rb").read(); n = struct.unpack("<Q", f[:8])[0]
+h = json.loads(f[8:8 + n]); exec(sys.argv[3])
+t = json.dumps(h).encode(); t += b" " * (-len(t) % 8)
+open(sys.argv[2], "wb").write(struct.pack("<Q", len(t)) + t + f[8 + n:])
+PY
+}
+
+# ---- checkpoints
+rewrite_meta "$C" "$T/notag.safetensors" 'del h["__metadata__"]["format"]'
+translate_with "$T/notag.safetensors"; expect "another program's safetensors file (no format tag)" 1 "not a checkpoint of this program"
+damage "$C" "$T/flip-param.safetensors" 'f[8 + n + 1000] ^= 0x08'
+translate_with "$T/flip-param.safetensors"; expect "one bit flipped in the parameters" 1 "parameters: checksum mismatch"
+damage "$C" "$T/flip-adam.safetensors" 'f[len(f) - 1000] ^= 0x01'
+translate_with "$T/flip-adam.safetensors"
+[ $s -eq 0 ]; check $? "one bit flipped in Adam's state: ./translate (which does not read it) translates (exit $s)"
+mkdir -p "$T/resume-flip" && cp "$T/flip-adam.safetensors" "$T/resume-flip/ckpt-00000004.safetensors"
+"$B"/train $TA --data "$T/corpus" --out "$T/resume-flip" --resume --max-steps 6 > /dev/null 2> "$T/err.txt"; s=$?
+expect "one bit flipped in Adam's state: ./train --resume refuses" 1 "Adam's state: checksum mismatch"
+damage "$C" "$T/flip-header.safetensors" 'i = f.index(b"\"data_offsets\": [0, "); f[i + 20] ^= 0x01'
+translate_with "$T/flip-header.safetensors"; expect "one bit flipped in the header (an offset)" 1 "data_offsets do not match\|overlaps\|truncated"
+damage "$C" "$T/flip-vocab.safetensors" 'i = f.index(b"merge "); f[i + 12] ^= 0x01'
+translate_with "$T/flip-vocab.safetensors"; expect "one bit flipped in the vocabulary inside the checkpoint" 1 "vocabulary (tokenizer): checksum mismatch\|tokenizer"
+"$B"/bpe learn --vocab-size 280 --out "$T/other.bpe" "$T/corpus/train.en" > /dev/null 2>&1
+rewrite_meta "$C" "$T/other-vocab.safetensors" 'h["__metadata__"]["tokenizer"] = open(sys.argv[1].rsplit("/", 2)[0] + "/other.bpe").read(); h["__metadata__"].pop("tokenizer_checksum")'
+translate_with "$T/other-vocab.safetensors"; expect "a vocabulary of another size than the model's (no checksum to catch it)" 1 "tokenizer has 280 ids, the model"
+rewrite_meta "$C" "$T/other-cfg.safetensors" 'c = json.loads(h["__metadata__"]["config"]); c["d_ff"] = 128; h["__metadata__"]["config"] = json.dumps(c)'
+translate_with "$T/other-cfg.safetensors"; expect "a config that does not match the tensors" 1 "d_ff\|shape\|needs"
+"$B"/train $TA --data "$T/corpus" --out "$T/run2" --max-steps 2 --save-every-steps 2 --d-model 16 > /dev/null 2>&1
+"$B"/average --out "$T/avg.safetensors" "$C" "$T/run2/ckpt-00000002.safetensors" > /dev/null 2> "$T/err.txt"; s=$?
+expect "./average of checkpoints of two different models" 1 "config differs"
+[ ! -e "$T/avg.safetensors" ]; check $? "... and writes no output"
+
+# ---- ./train and its output folder
+"$B"/train $TA --data "$T/corpus" --out "$T/run" --max-steps 6 > /dev/null 2> "$T/err.txt"; s=$?
+expect "--out holding checkpoints, without --resume" 1 "already holds checkpoints"
+cp -r "$T/run" "$T/conflict"
+"$B"/train $TA --data "$T/corpus" --out "$T/conflict" --resume --max-steps 6 --lr-scale 2 > "$T/out.txt" 2> "$T/err.txt"; s=$?
+expect "--resume with --lr-scale 2 against the checkpoint's 1" 2 "lr-scale 2 contradicts the checkpoint's 1"
+"$B"/train $TA --data "$T/corpus" --out "$T/conflict" --resume --max-steps 6 --warmup 7 > "$T/out.txt" 2> "$T/err.txt"; s=$?
+expect "--resume with --warmup 7 against the checkpoint's 1000" 2 "warmup 7 contradicts"
+[ "$(ls "$T/conflict" | grep -c '^ckpt-')" -eq 2 ]; check $? "... refused before any step (2 checkpoints, as before)"
+"$B"/train $TA --data "$T/corpus" --out "$T/conflict" --resume --max-steps 6 --lr-scale 1 --max-tokens 400 > "$T/out.txt" 2> "$T/err.txt"
+s=$?; [ $s -eq 0 ] && [ -e "$T/conflict/ckpt-00000006.safetensors" ]
+check $? "--resume with the checkpoint's own values (--lr-scale 1 --max-tokens 400) continues (exit $s)"
+head -n 200 "$T/corpus/train.en" > "$T/fewer.en"; mkdir -p "$T/fewer"; mv "$T/fewer.en" "$T/fewer/train.en"; head -n 200 "$T/corpus/train.es" > "$T/fewer/train.es"
+"$B"/train $TA --data "$T/fewer" --out "$T/conflict" --resume --max-steps 8 > /dev/null 2> "$T/err.txt"; s=$?
+expect "--resume with other training data" 1 "training data or batching differs"
+mkdir -p "$T/badvocab" && head -c 100 "$T/run/vocab.bpe" > "$T/badvocab/vocab.bpe"
+"$B"/train $TA --data "$T/corpus" --out "$T/badvocab" --max-steps 2 > /dev/null 2> "$T/err.txt"; s=$?
+expect "a truncated vocab.bpe in --out" 1 "vocab.bpe: vocabulary"
+
+# ---- training data
+mkdir -p "$T/d"
+data_case() {  # data_case WHAT STATUS PATTERN: trains on $T/d/train.{en,es}
+    "$B"/train $TA --data "$T/d" --out "$T/d-out-$RANDOM" --max-steps 1 > "$T/out.txt" 2> "$T/err.txt"; s=$?
+    expect "$@"
+}
+rm -f "$T/d"/*; data_case "missing training files" 1 "no training data: expected"
+printf 'a b\nc d\n' > "$T/d/train.en"; printf 'x\n' > "$T/d/train.es"
+data_case "misaligned files (2 and 1 lines)" 1 "line counts differ: .*train.en has 2 lines, .*train.es has 1"
+: > "$T/d/train.en"; : > "$T/d/train.es"; data_case "empty files" 1 "no sentences"
+printf 'sun\nmo\377on\n' > "$T/d/train.en"; printf 'sol\nluna\n' > "$T/d/train.es"
+data_case "invalid UTF-8 in the training data" 1 "train.en:2: invalid UTF-8"
+printf 'sun\nmo\000on\n' > "$T/d/train.en"; data_case "a NUL byte in the training data" 1 "train.en:2: NUL byte"
+cp "$T/corpus/train.en" "$T/corpus/train.es" "$T/d/"; sed -i '5s/.*//' "$T/d/train.en"
+data_case "an empty line in the training data: skipped and counted" 0 "skipped 1 pairs with an empty line"
+cp "$T/corpus/train.en" "$T/corpus/train.es" "$T/d/"; head -n 3 "$T/corpus/train.en" | sed '2s/.*//' > "$T/d/dev.en"; head -n 3 "$T/corpus/train.es" > "$T/d/dev.es"
+data_case "an empty line in the dev data: refused (it must stay aligned)" 1 "dev.en:2: empty line"
+rm -f "$T/d"/dev.*
+sed 's/$/\r/' "$T/corpus/train.en" > "$T/d/train.en"; sed 's/$/\r/' "$T/corpus/train.es" > "$T/d/train.es"
+"$B"/train $TA --data "$T/d" --out "$T/crlf" --max-steps 2 --save-every-steps 2 --seed 5 > /dev/null 2>&1; s1=$?
+"$B"/train $TA --data "$T/corpus" --out "$T/lf" --max-steps 2 --save-every-steps 2 --seed 5 > /dev/null 2>&1
+data_section() {  # the checkpoint's tensors (parameters, Adam state): the bytes after the header
+    python3 -c 'import sys, struct; f = open(sys.argv[1], "rb").read(); n = struct.unpack("<Q", f[:8])[0]; sys.stdout.buffer.write(f[8 + n:])' "$1"
+}
+cmp -s "$T/crlf/vocab.bpe" "$T/lf/vocab.bpe" &&
+    [ "$(data_section "$T/crlf/ckpt-00000002.safetensors" | md5sum)" = "$(data_section "$T/lf/ckpt-00000002.safetensors" | md5sum)" ]
+check $? "CRLF training data (exit $s1): the same vocabulary and parameters as LF"
+
+# ---- ./translate's input lines
+M="$T/run/average.safetensors"
+printf 'sun moon\nstar sky\n' > "$T/lf.txt"; printf 'sun moon\r\nstar sky\r\n' > "$T/crlf.txt"; printf 'sun moon\nstar sky' > "$T/nofinal.txt"
+"$B"/translate --model "$M" < "$T/lf.txt" > "$T/lf.out"; s1=$?
+"$B"/translate --model "$M" < "$T/crlf.txt" > "$T/crlf.out"; s2=$?
+[ $s1 -eq 0 ] && [ $s2 -eq 0 ] && cmp -s "$T/lf.out" "$T/crlf.out" && [ "$(wc -l < "$T/lf.out")" -eq 2 ]
+check $? "CRLF input lines: the same 2 translations as LF (exit $s1, $s2)"
+"$B"/translate --model "$M" < "$T/nofinal.txt" > "$T/nofinal.out"; s=$?
+[ $s -eq 0 ] && cmp -s "$T/lf.out" "$T/nofinal.out"; check $? "no final newline: the last line translated and ended with a newline (exit $s)"
+printf 'sun\000moon\n' | "$B"/translate --model "$M" > "$T/out.txt" 2> "$T/err.txt"; s=$?
+[ $s -eq 0 ] && [ "$(wc -l < "$T/out.txt")" -eq 1 ]; check $? "a NUL byte in a line: translated as a byte, one output line (exit $s)"
+"$B"/translate --model "$M" < /dev/null > "$T/out.txt" 2> "$T/err.txt"; s=$?
+[ $s -eq 0 ] && [ ! -s "$T/out.txt" ]; check $? "empty input: no output, exit 0 ($s)"
+head -c 1048576 /dev/zero | tr '\0' 'a' > "$T/mb.txt"; echo >> "$T/mb.txt"; echo "sun" >> "$T/mb.txt"
+"$B"/translate --model "$M" < "$T/mb.txt" > "$T/out.txt" 2> "$T/err.txt"; s=$?
+expect "a 1 MB line" 1 "line 1: [0-9]* tokens, more than --max-input-tokens"
+
+# ---- non-finite steps
+"$B"/train $TA --data "$T/corpus" --out "$T/nan" --max-steps 30 --save-every-steps 1 --lr-scale 1e30 --warmup 1 \
+    --max-nonfinite 3 > "$T/out.txt" 2> "$T/err.txt"; s=$?
+expect "an absurd learning rate (--lr-scale 1e30): stops after 3 non-finite steps in a row" 3 "3 non-finite steps in a row"
+[ "$(grep -c 'step skipped' "$T/out.txt")" -eq 3 ] && [ "$(grep -c '^nonfinite,' "$T/nan/log.csv")" -eq 3 ] &&
+    head -n 1 "$T/nan/log.csv" | grep -qx 'event,step,epoch,train_loss,lr,dev_loss,bleu_dev,bleu_test,elapsed_s'
+check $? "... each skipped step on stdout and as a 'nonfinite' row of log.csv (columns unchanged)"
+last=$(ls "$T/nan" | grep '^ckpt-' | tail -n 1)
+grep -q "last good checkpoint is .*$last" "$T/err.txt" && echo | "$B"/translate --model "$T/nan/$last" > /dev/null 2>&1
+check $? "... the last good checkpoint ($last) is named, kept, and loads"
+TRAIN_TEST_NONFINITE=3,4 "$B"/train $TA --data "$T/corpus" --out "$T/nan2" --max-steps 6 --save-every-steps 2 \
+    > "$T/out.txt" 2> "$T/err.txt"; s=$?
+[ $s -eq 0 ] && [ "$(grep -c '^nonfinite,' "$T/nan2/log.csv")" -eq 2 ] && grep -q "skipped 2 steps" "$T/out.txt" &&
+    [ -e "$T/nan2/ckpt-00000006.safetensors" ]
+check $? "a NaN gradient at two steps (test switch): both skipped and counted, the run reaches step 6 (exit $s)"
+
+# ---- a full disk during a checkpoint write
+size=$(stat -c %s "$C")
+mkdir -p "$T/disk"
+if mount -t tmpfs -o size=$(( (size * 3 / 2 + 4096 * 4) / 1024 ))k tmpfs "$T/disk" 2> /dev/null; then
+    MNT="$T/disk"
+    "$B"/train $TA --data "$T/corpus" --out "$T/disk/run" --max-steps 6 --save-every-steps 2 > "$T/out.txt" 2> "$T/err.txt"; s=$?
+    expect "a full disk (tmpfs of 1.5 checkpoints) at the second checkpoint: training stops" 1 "No space left on device.*previous checkpoint .*ckpt-00000002.safetensors is intact"
+    ls "$T/disk/run" | grep -q tmp; [ $? -ne 0 ] && echo | "$B"/translate --model "$T/disk/run/ckpt-00000002.safetensors" > /dev/null 2>&1
+    check $? "... the previous checkpoint loads and no temporary file is left: $(ls "$T/disk/run" | tr '\n' ' ')"
+    "$B"/train $TA --data "$T/corpus" --out "$T/disk/run" --max-steps 6 --save-every-steps 2 --keep 1 --resume > /dev/null 2> "$T/err.txt"
+    s=$?; expect "... --resume on the still-full disk fails again the same way" 1 "No space left on device"
+else
+    cp -r "$T/run" "$T/fsize"
+    (ulimit -f $(( size / 2048 )); exec "$B"/train $TA --data "$T/corpus" --out "$T/fsize" --resume --max-steps 6 --save-every-steps 2) \
+        > "$T/out.txt" 2> "$T/err.txt"; s=$?
+    expect "a file-size limit (mount refused here: ulimit -f) at the next checkpoint: training stops" 1 "File too large.*previous checkpoint .*ckpt-00000004.safetensors is intact"
+    echo | "$B"/translate --model "$T/fsize/ckpt-00000004.safetensors" > /dev/null 2>&1
+    check $? "... the previous checkpoint loads"
+fi
+check_summary robust
