@@ -623,22 +623,25 @@ void logsoftmax_gather(float* logp, const float* logits, const int* tokens, int 
 }
 
 // The sampling threshold of z (V): the largest value tau such that the tokens with z >= tau
-// number at least topk (topk > 0) and hold at least topp of the mass w (topp < 1); w[i] =
-// exp((z[i] - max) / temperature), total its sum.
+// number at least topk (topk > 0) and hold at least topp of the mass w (topp < 1); the
+// smallest value (every token) when neither cut is asked. w[i] = exp((z[i] - max) /
+// temperature), total its sum.
 static float sampling_threshold(const float* z, const float* w, int V, double total, int topk, float topp) {
     std::vector<int> order(V);
     for (int i = 0; i < V; i++) order[i] = i;
     std::sort(order.begin(), order.end(), [&](int a, int b) { return z[a] > z[b]; });
-    float tau = z[order[V - 1]];
-    if (topk > 0 && topk < V) tau = std::max(tau, z[order[topk - 1]]);
+    if (topk <= 0 && topp >= 1.0f) return z[order[V - 1]];
+    float tau_k = z[order[0]], tau_p = z[order[0]];
+    if (topk > 0) tau_k = z[order[std::min(topk, V) - 1]];
     if (topp < 1.0f) {
         double mass = 0;
         for (int j = 0; j < V; j++) {
             mass += w[order[j]];
-            if (mass >= topp * total) { tau = std::max(tau, z[order[j]]); break; }
+            tau_p = z[order[j]];
+            if (mass >= topp * total) break;
         }
     }
-    return tau;
+    return std::min(tau_k, tau_p);
 }
 
 // tokens, logp (rows): one token per row drawn with uniform[r] from softmax(z / temperature)

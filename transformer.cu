@@ -715,8 +715,9 @@ __global__ void logsoftmax_sample_kernel(int* tokens, float* logp, const float* 
     float total = 0.0f;   // the same sum as passes() computes over every token
     for (int i = threadIdx.x; i < V; i += blockDim.x) total += weight(i);
     total = block_reduce(total, Add(), sf);
-    long long lo = float_key(mn), hi = float_key(mx);
-    if (passes((int)hi, total)) lo = hi;
+    long long lo = float_key(mn), hi = float_key(mx);   // neither cut asked: every token
+    if (topk <= 0 && topp >= 1.0f) hi = lo;
+    else if (passes((int)hi, total)) lo = hi;
     while (hi - lo > 1) {   // passes(lo), not passes(hi)
         const long long mid = lo + (hi - lo) / 2;
         if (passes((int)mid, total)) lo = mid;

@@ -281,8 +281,8 @@ public:
     // Sampling (back-translation): per row, one token drawn with uniform[r] in [0, 1) from
     // softmax(z / temperature) restricted to the kept tokens: those whose z is at least a
     // threshold, the largest for which (top-k, topk > 0) at least topk tokens are kept and
-    // (top-p, topp < 1) the kept tokens' probability reaches topp; ties at the threshold are
-    // all kept. The draw: the first kept token, in id order, whose cumulative weight
+    // (top-p, topp < 1) the kept tokens' probability reaches topp (both: the larger set);
+    // every token when neither is asked. Ties at the threshold are all kept. The draw: the first kept token, in id order, whose cumulative weight
     // exceeds uniform[r] times the kept total. tokens (rows) gets it, logp (rows) its
     // log-probability at temperature 1 (z - logsumexp(z), the model's). logp may be uniform.
     virtual void logsoftmax_sample(int* tokens, float* logp, const float* uniform,
