@@ -47,6 +47,7 @@ run bleu "$BUILD/test_bleu"
 run cuda "$BUILD/test_cuda"
 run corpus sh test/test_corpus.sh
 run cli sh test/test_cli.sh "$BIN"
+run translate_options sh test/test_translate_options.sh "$BIN"
 run bench_env sh test/test_bench_env.sh "$BUILD" "$BIN"
 rm -f "$log"
 echo "tests: $passed passed, $failed failed"
