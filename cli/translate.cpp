@@ -152,12 +152,14 @@ struct AlignedFile {
     }
 };
 
-// "SOURCE ||| SECOND" -> the two sides, spaces around '|||' dropped; false on a malformed line.
-static bool split_pair(const std::string& line, std::string* first, std::string* second, std::string* err) {
+// "SOURCE ||| SECOND" -> the two sides, spaces around '|||' dropped; false on a malformed line
+// (`second_name`: TARGET or PREFIX, for the message).
+static bool split_pair(const std::string& line, const char* second_name, std::string* first, std::string* second,
+                       std::string* err) {
     const size_t bar = line.find("|||");
     if (bar == std::string::npos || line.find("|||", bar + 3) != std::string::npos) {
-        *err = bar == std::string::npos ? "expected 'SOURCE ||| TARGET', found no '|||'"
-                                        : "expected 'SOURCE ||| TARGET', found more than one '|||'";
+        *err = std::string("expected 'SOURCE ||| ") + second_name + "', found " +
+               (bar == std::string::npos ? "no '|||'" : "more than one '|||'");
         return false;
     }
     size_t a = bar, b = bar + 3;
@@ -192,7 +194,7 @@ struct Translator {
         const std::string where = "line " + std::to_string(line_number) + ": ";
         if (!use_second_file) {
             std::string first;
-            if (!split_pair(*line, &first, second, err)) return *err = where + *err, false;
+            if (!split_pair(*line, opt.score ? "TARGET" : "PREFIX", &first, second, err)) return *err = where + *err, false;
             *line = first;
             return true;
         }
@@ -406,7 +408,7 @@ static void add_extra_options(Options& opts, TranslateOptions* op) {
              "(also -o)", "FILE");
     opts.add("-o", &o.output, "the same as --output", "FILE");
     opts.add("--threads", &o.threads, "OpenMP threads (0: OpenMP's default, OMP_NUM_THREADS)", in_range(0, 1024));
-    opts.add_flag("--quiet", &o.quiet, "no speed summary (nor notes) on stderr");
+    opts.add_flag("--quiet", &o.quiet, "no speed summary on stderr");
     opts.add_flag("--version", &o.version, "print the version and exit");
 }
 

@@ -148,7 +148,7 @@ refused 1 "line 1: expected 'SOURCE ||| TARGET', found no '|||'" --score
 printf 'sun ||| soon ||| x\n' > "$T/stdin.txt"
 refused 1 "line 1: expected 'SOURCE ||| TARGET', found more than one '|||'" --score
 printf 'sun ||| soon\nmoon\n' > "$T/stdin.txt"
-refused 1 "line 2: expected 'SOURCE ||| TARGET'" --prefix-inline
+refused 1 "line 2: expected 'SOURCE ||| PREFIX', found no '|||'" --prefix-inline
 printf 'sun\nmoon\nstar\n' > "$T/stdin.txt"
 printf 'suno\nmoono\n' > "$T/two.txt"
 refused 1 "two.txt has only 2 lines" --score --ref "$T/two.txt"
