@@ -48,7 +48,8 @@ struct DecodeOptions {
 
 // Per-sentence inputs besides the source, optional (empty vectors: none).
 struct DecodeInputs {
-    std::vector<std::vector<int>> prefix;   // forced first target tokens (no </s>), may be empty
+    std::vector<std::vector<int>> prefix;   // forced first target tokens (ids of text, no special
+                                            // ids), may be empty
     std::vector<uint64_t> stream;           // sampling: the sentence's random stream id
                                             // (default: its index in the call's sources)
 };
