@@ -616,6 +616,72 @@ void logsoftmax_topk(int* tokens, float* logp, const float* logits, int rows, in
     }
 }
 
+// logp (rows) = z[tokens[r]] - logsumexp(z) per row (stride ld); PAD_ID tokens give 0.
+void logsoftmax_gather(float* logp, const float* logits, const int* tokens, int rows, int V, int ld) {
+#pragma omp parallel for schedule(static)
+    for (int r = 0; r < rows; r++) {
+        const float* z = logits + (size_t)r * ld;
+        logp[r] = tokens[r] == PAD_ID ? 0.0f : z[tokens[r]] - logsumexp(z, V);
+    }
+}
+
+// The sampling threshold of z (V): the largest value tau such that the tokens with z >= tau
+// number at least topk (topk > 0) and hold at least topp of the mass w (topp < 1); the
+// smallest value (every token) when neither cut is asked. w[i] = exp((z[i] - max) /
+// temperature), total its sum.
+static float sampling_threshold(const float* z, const float* w, int V, double total, int topk, float topp) {
+    std::vector<int> order(V);
+    for (int i = 0; i < V; i++) order[i] = i;
+    std::sort(order.begin(), order.end(), [&](int a, int b) { return z[a] > z[b]; });
+    if (topk <= 0 && topp >= 1.0f) return z[order[V - 1]];
+    float tau_k = z[order[0]], tau_p = z[order[0]];
+    if (topk > 0) tau_k = z[order[std::min(topk, V) - 1]];
+    if (topp < 1.0f) {
+        double mass = 0;
+        for (int j = 0; j < V; j++) {
+            mass += w[order[j]];
+            tau_p = z[order[j]];
+            if (mass >= topp * total) break;
+        }
+    }
+    return std::min(tau_k, tau_p);
+}
+
+// tokens, logp (rows): one token per row drawn with uniform[r] from softmax(z / temperature)
+// over the tokens at or above the sampling threshold (transformer.h); logp its z - lse.
+// logp may alias uniform.
+void logsoftmax_sample(int* tokens, float* logp, const float* uniform, const float* logits, int rows,
+                       int V, int ld, float temperature, int topk, float topp) {
+#pragma omp parallel
+    {
+        std::vector<float> w(V);
+#pragma omp for schedule(static)
+        for (int r = 0; r < rows; r++) {
+            const float* z = logits + (size_t)r * ld;
+            const float u = uniform[r];
+            float mx = -INFINITY;
+            for (int i = 0; i < V; i++) mx = std::max(mx, z[i]);
+            double total = 0;
+            for (int i = 0; i < V; i++) total += w[i] = std::exp((z[i] - mx) / temperature);
+            const float tau = sampling_threshold(z, w.data(), V, total, topk, topp);
+            double kept = 0;
+            int last = -1;
+            for (int i = 0; i < V; i++)
+                if (z[i] >= tau) kept += w[i], last = i;
+            const double target = u * kept;
+            double acc = 0;
+            int pick = last;   // rounding: the last kept token
+            for (int i = 0; i < V; i++) {
+                if (z[i] < tau) continue;
+                acc += w[i];
+                if (acc > target) { pick = i; break; }
+            }
+            tokens[r] = pick;
+            logp[r] = z[pick] - logsumexp(z, V);
+        }
+    }
+}
+
 // ============================================================================================
 // §5.3 Optimizer: Adam, PyTorch's formulation: m = b1 m + (1-b1) g; v = b2 v + (1-b2) g^2;
 // p -= lr / (1 - b1^t) * m / (sqrt(v) / sqrt(1 - b2^t) + eps). Gradient norm for clipping.
@@ -791,6 +857,14 @@ public:
     void logsoftmax_topk(int* tokens, float* logp, const floatX* logits, int rows, int V, int ld,
                          int k, int banned) override {
         cpu::logsoftmax_topk(tokens, logp, F(logits), rows, V, ld, k, banned);
+    }
+    void logsoftmax_gather(float* logp, const floatX* logits, const int* tokens, int rows, int V,
+                           int ld) override {
+        cpu::logsoftmax_gather(logp, F(logits), tokens, rows, V, ld);
+    }
+    void logsoftmax_sample(int* tokens, float* logp, const float* uniform, const floatX* logits,
+                           int rows, int V, int ld, float temperature, int topk, float topp) override {
+        cpu::logsoftmax_sample(tokens, logp, uniform, F(logits), rows, V, ld, temperature, topk, topp);
     }
 
     double global_norm(const float* g, size_t n) override { return cpu::global_norm(g, n); }

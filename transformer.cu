@@ -658,6 +658,99 @@ __global__ void logsoftmax_topk_kernel(int* tokens, float* logp, const T* logits
     }
 }
 
+// Scoring and forced tokens: logp[r] = z[tokens[r]] - logsumexp(z), one block per row; PAD_ID
+// gives 0.
+template <class T>
+__global__ void logsoftmax_gather_kernel(float* logp, const T* logits, const int* tokens, int V, int ld) {
+    __shared__ float sf[32];
+    const int r = blockIdx.x, y = tokens[r];
+    const T* z = logits + (size_t)r * ld;
+    float mx = -INFINITY;
+    for (int i = threadIdx.x; i < V; i += blockDim.x) mx = fmaxf(mx, to_float(z[i]));
+    mx = block_reduce(mx, Max(), sf);
+    float sum = 0.0f;
+    for (int i = threadIdx.x; i < V; i += blockDim.x) sum += expf(to_float(z[i]) - mx);
+    sum = block_reduce(sum, Add(), sf);
+    if (threadIdx.x == 0) logp[r] = y == PAD_ID ? 0.0f : to_float(z[y]) - (mx + logf(sum));
+}
+
+// Floats as ordered integers (a < b iff float_key(a) < float_key(b) for finite values), so a
+// threshold can be bisected exactly in 32 steps.
+__device__ __forceinline__ int float_key(float f) {
+    const int i = __float_as_int(f);
+    return i >= 0 ? i : i ^ 0x7fffffff;
+}
+__device__ __forceinline__ float key_float(int k) { return __int_as_float(k >= 0 ? k : k ^ 0x7fffffff); }
+
+// Sampling, one block per row (transformer.h: logsoftmax_sample). The threshold is the largest
+// key whose kept set passes top-k and top-p, by bisection over keys (a block count and a block
+// sum per step); then thread 0 walks per-thread chunk sums in id order to the drawn token.
+template <class T>
+__global__ void logsoftmax_sample_kernel(int* tokens, float* logp, const float* uniform, const T* logits,
+                                         int V, int ld, float temperature, int topk, float topp) {
+    __shared__ float sf[32];
+    __shared__ int si[32];
+    __shared__ float part[THREADS];
+    const int r = blockIdx.x;
+    const float u = uniform[r];
+    const T* z = logits + (size_t)r * ld;
+    float mx = -INFINITY, mn = INFINITY;
+    for (int i = threadIdx.x; i < V; i += blockDim.x) {
+        const float v = to_float(z[i]);
+        mx = fmaxf(mx, v), mn = fminf(mn, v);
+    }
+    mx = block_reduce(mx, Max(), sf);
+    mn = -block_reduce(-mn, Max(), sf);
+    auto weight = [&](int i) { return expf((to_float(z[i]) - mx) / temperature); };
+    // Whether the tokens with key >= kk pass both tests (total: the mass of all tokens).
+    auto passes = [&](int kk, float total) {
+        int count = 0;
+        float mass = 0.0f;
+        for (int i = threadIdx.x; i < V; i += blockDim.x)
+            if (float_key(to_float(z[i])) >= kk) count++, mass += weight(i);
+        count = block_reduce(count, Add(), si);
+        mass = block_reduce(mass, Add(), sf);
+        return (topk <= 0 || count >= topk) && (topp >= 1.0f || mass >= topp * total);
+    };
+    float total = 0.0f;   // the same sum as passes() computes over every token
+    for (int i = threadIdx.x; i < V; i += blockDim.x) total += weight(i);
+    total = block_reduce(total, Add(), sf);
+    long long lo = float_key(mn), hi = float_key(mx);   // neither cut asked: every token
+    if (topk <= 0 && topp >= 1.0f) hi = lo;
+    else if (passes((int)hi, total)) lo = hi;
+    while (hi - lo > 1) {   // passes(lo), not passes(hi)
+        const long long mid = lo + (hi - lo) / 2;
+        if (passes((int)mid, total)) lo = mid;
+        else hi = mid;
+    }
+    const float tau = key_float((int)lo);
+    float sum = 0.0f;   // logsumexp at temperature 1
+    for (int i = threadIdx.x; i < V; i += blockDim.x) sum += expf(to_float(z[i]) - mx);
+    sum = block_reduce(sum, Add(), sf);
+    const int chunk = (V + blockDim.x - 1) / blockDim.x;
+    const int c0 = min(V, (int)threadIdx.x * chunk), c1 = min(V, c0 + chunk);
+    float kept = 0.0f;
+    for (int i = c0; i < c1; i++)
+        if (to_float(z[i]) >= tau) kept += weight(i);
+    part[threadIdx.x] = kept;
+    __syncthreads();
+    if (threadIdx.x != 0) return;
+    float all = 0.0f;
+    for (int t = 0; t < (int)blockDim.x; t++) all += part[t];
+    const float target = u * all;
+    float acc = 0.0f;
+    int pick = -1;
+    for (int t = 0; t < (int)blockDim.x && pick < 0; t++) {
+        if (acc + part[t] <= target) { acc += part[t]; continue; }
+        for (int i = t * chunk; i < min(V, (t + 1) * chunk) && pick < 0; i++)
+            if (to_float(z[i]) >= tau && (acc += weight(i)) > target) pick = i;
+    }
+    for (int i = V - 1; pick < 0 && i >= 0; i--)   // rounding: the last kept token
+        if (to_float(z[i]) >= tau) pick = i;
+    tokens[r] = pick;
+    logp[r] = to_float(z[pick]) - (mx + logf(sum));
+}
+
 // =============================================================================================
 // §5.3 Optimizer
 // =============================================================================================
@@ -941,6 +1034,15 @@ public:
         }
         if (bf()) launch(cuda::logsoftmax_topk_kernel<bf16>, dim3(rows), dim3(cuda::THREADS), 0, tokens, logp, (const bf16*)logits, V, ld, k, banned);
         else launch(cuda::logsoftmax_topk_kernel<float>, dim3(rows), dim3(cuda::THREADS), 0, tokens, logp, (const float*)logits, V, ld, k, banned);
+    }
+    void logsoftmax_gather(float* logp, const floatX* logits, const int* tokens, int rows, int V, int ld) override {
+        if (bf()) launch(cuda::logsoftmax_gather_kernel<bf16>, dim3(rows), dim3(cuda::THREADS), 0, logp, (const bf16*)logits, tokens, V, ld);
+        else launch(cuda::logsoftmax_gather_kernel<float>, dim3(rows), dim3(cuda::THREADS), 0, logp, (const float*)logits, tokens, V, ld);
+    }
+    void logsoftmax_sample(int* tokens, float* logp, const float* uniform, const floatX* logits, int rows, int V,
+                           int ld, float temperature, int topk, float topp) override {
+        if (bf()) launch(cuda::logsoftmax_sample_kernel<bf16>, dim3(rows), dim3(cuda::THREADS), 0, tokens, logp, uniform, (const bf16*)logits, V, ld, temperature, topk, topp);
+        else launch(cuda::logsoftmax_sample_kernel<float>, dim3(rows), dim3(cuda::THREADS), 0, tokens, logp, uniform, (const float*)logits, V, ld, temperature, topk, topp);
     }
 
     double global_norm(const float* g, size_t n) override {

@@ -273,6 +273,21 @@ public:
     // sum too.
     virtual void logsoftmax_topk(int* tokens, float* logp, const floatX* logits, int rows,
                                  int V, int ld, int k, int banned) = 0;
+    // Scoring and forced tokens (a target prefix): logp (rows) = z[tokens[r]] - logsumexp(z)
+    // per row of logits (rows, V; row stride ld); a PAD_ID token gives 0 (as the loss ignores
+    // PAD labels).
+    virtual void logsoftmax_gather(float* logp, const floatX* logits, const int* tokens,
+                                   int rows, int V, int ld) = 0;
+    // Sampling (back-translation): per row, one token drawn with uniform[r] in [0, 1) from
+    // softmax(z / temperature) restricted to the kept tokens: those whose z is at least a
+    // threshold, the largest for which (top-k, topk > 0) at least topk tokens are kept and
+    // (top-p, topp < 1) the kept tokens' probability reaches topp (both: the larger set);
+    // every token when neither is asked. Ties at the threshold are all kept. The draw: the first kept token, in id order, whose cumulative weight
+    // exceeds uniform[r] times the kept total. tokens (rows) gets it, logp (rows) its
+    // log-probability at temperature 1 (z - logsumexp(z), the model's). logp may be uniform.
+    virtual void logsoftmax_sample(int* tokens, float* logp, const float* uniform,
+                                   const floatX* logits, int rows, int V, int ld,
+                                   float temperature, int topk, float topp) = 0;
 
     // ---- §5.3 Optimizer -----------------------------------------------------------------------
     // sqrt(sum of g^2) over g (n), in double, in an order that does not depend on threads.
@@ -418,6 +433,19 @@ void model_decode_begin(Model* m, const std::vector<std::vector<int>>& sources,
 // chosen.
 void model_decode_step(Model* m, int t, const DecodeRows& rows, int k, int banned,
                        std::vector<int>* top_tokens, std::vector<float>* top_logp);
+// After model_decode_step, on the same rows: the log-probability (n) of tokens[r] at that
+// step (a target prefix's forced tokens; PAD_ID gives 0).
+void model_decode_logp(Model* m, const std::vector<int>& tokens, std::vector<float>* logp);
+// After model_decode_step, on the same rows: one token per row drawn with uniform[r] in
+// [0, 1) by the backend's logsoftmax_sample (temperature, topk, topp), and its log-probability
+// at temperature 1.
+void model_decode_sample(Model* m, const std::vector<float>& uniform, float temperature,
+                         int topk, float topp, std::vector<int>* tokens, std::vector<float>* logp);
+
+// ---- Scoring: the log-probability of given targets (teacher forcing, one forward) --------
+// logp (B*T): each label's log-probability under the model (no dropout, no label smoothing),
+// 0 at PAD labels; a sentence's log-probability is the sum of its row.
+void model_score(Model* m, const Batch& batch, std::vector<float>* logp);
 
 // ---- Looking inside: the attention of a translation (./translate --attention, --alignment) ----
 // Every layer's and head's attention probabilities for one (source, target) pair.

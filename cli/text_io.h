@@ -56,15 +56,18 @@ inline std::vector<std::string> split_lines(const std::string& text) {
 
 namespace text_io_detail {
 inline std::string program = "program";
+inline std::string stdout_name = "standard output";   // what messages call it (e.g. an -o file)
+inline void (*stdout_cleanup)() = nullptr;             // runs before a write error ends the program
 
 // A write to stdout failed with error e (0: unknown): a broken pipe ends as SIGPIPE would,
 // anything else with a message and exit status 1. Safe to call from an exit handler.
 [[noreturn]] inline void stdout_failed(int e) {
+    if (stdout_cleanup) stdout_cleanup();
     if (e == EPIPE) {
         std::signal(SIGPIPE, SIG_DFL);
         std::raise(SIGPIPE);
     }
-    std::fprintf(stderr, "%s: error writing to standard output: %s\n", program.c_str(),
+    std::fprintf(stderr, "%s: error writing to %s: %s\n", program.c_str(), stdout_name.c_str(),
                  e ? std::strerror(e) : "write failed");
     _exit(1);
 }

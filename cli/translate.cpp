@@ -4,6 +4,11 @@
 //   ./translate < input.txt > output.txt
 //   ./translate --model runs/default/average.safetensors --beam 1 < input.txt   (greedy)
 //   ./translate --nbest 4 < input.txt     "LINE ||| translation ||| score ||| logprob" x 4
+//                                         (LINE counts from 0, as Moses and Marian do)
+//   ./translate --score < pairs.txt       "SOURCE ||| TARGET" lines -> "score ||| logprob"
+//   ./translate --prefix prefixes.txt     the output starts with each line's prefix
+//   ./translate --beam 1 --sampling topk:10 --seed 7    sampling (back-translation)
+//   ./translate -i input.txt -o output.txt --threads 2 --quiet
 //   ./translate --alignment < input.txt   "translation ||| 0-0 1-2 ..." (toolkit/attention_view.h)
 //   ./translate --attention DIR           also DIR/000001.svg, ...: every layer's and head's attention
 //
@@ -13,11 +18,18 @@
 // line (exit 1) unless --replace-invalid / --split-long say how to handle them. Option values
 // are checked by cli/options.h (exit 2); a failed write to stdout is an error (exit 1,
 // cli/text_io.h).
+#include <fcntl.h>
 #include <poll.h>
+#include <sys/stat.h>
 #include <unistd.h>
+#ifdef _OPENMP
+#include <omp.h>
+#endif
 
 #include <algorithm>
 #include <cerrno>
+#include <chrono>
+#include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -106,6 +118,8 @@ static std::string replace_invalid(const std::string& s) {
 // proportion to the beam, and past ~10 beams BLEU stops improving (it usually drops: the
 // "beam search curse"); 64 still admits wide n-best lists at 16x the default beam's cost.
 constexpr int kMaxBeam = 64;
+// ./translate --version.
+constexpr const char* kVersion = "1.1";
 
 struct TranslateOptions {
     std::string model = "runs/default/average.safetensors";
@@ -117,6 +131,55 @@ struct TranslateOptions {
     std::string device = "auto";      // auto | cpu | cuda
     std::string precision;            // "" (the device's default) | fp32 | bf16 (GPU) | int8 (CPU)
     InspectOptions inspect;           // --attention DIR, --attention-words/-layer, --alignment
+    std::string input, output;        // -i / -o: files instead of stdin / stdout ("": those)
+    int threads = 0;                  // OpenMP threads (0: OpenMP's default)
+    bool quiet = false, version = false;
+    bool score = false;               // score given targets instead of searching
+    bool score_tokens = false;        // --score: each token's log-probability too
+    std::string ref;                  // --score: targets, one per input line ("": inline)
+    std::string prefix;               // target prefixes, one per input line
+    bool prefix_inline = false;       // input lines are "SOURCE ||| PREFIX"
+    std::string sampling;             // "" | topk:K | topp:P (as given)
+};
+
+// A text file read whole, one line per input line (--ref, --prefix).
+struct AlignedFile {
+    std::string path;
+    std::vector<std::string> lines;
+    bool load(const std::string& p, std::string* err) {
+        path = p;
+        std::string text;
+        if (!read_file(p, &text)) {
+            *err = "cannot read " + p + ": " + std::strerror(errno ? errno : EIO);
+            return false;
+        }
+        split_lines(text, &lines);
+        return true;
+    }
+};
+
+// "SOURCE ||| SECOND" -> the two sides, spaces around '|||' dropped; false on a malformed line
+// (`second_name`: TARGET or PREFIX, for the message).
+static bool split_pair(const std::string& line, const char* second_name, std::string* first, std::string* second,
+                       std::string* err) {
+    const size_t bar = line.find("|||");
+    if (bar == std::string::npos || line.find("|||", bar + 3) != std::string::npos) {
+        *err = std::string("expected 'SOURCE ||| ") + second_name + "', found " +
+               (bar == std::string::npos ? "no '|||'" : "more than one '|||'");
+        return false;
+    }
+    size_t a = bar, b = bar + 3;
+    while (a > 0 && line[a - 1] == ' ') a--;
+    while (b < line.size() && line[b] == ' ') b++;
+    *first = line.substr(0, a);
+    *second = line.substr(b);
+    return true;
+}
+
+// Sentences and target tokens done, for the speed summary on stderr.
+struct Progress {
+    long sentences = 0, tokens = 0;
+    std::chrono::steady_clock::time_point start = std::chrono::steady_clock::now();
 };
 
 struct Translator {
@@ -124,6 +187,72 @@ struct Translator {
     Model model;
     Tokenizer tok;
     long line_number = 0;
+    AlignedFile second_file;   // --ref or --prefix FILE
+    bool use_second_file = false;
+    Progress progress;
+
+    // Splits off the line's second text (the target of --score, the prefix of --prefix): after
+    // '|||' on the line, or the aligned file's line. False + message when it is missing.
+    bool split_second(std::string* line, std::string* second, bool* has, std::string* err) {
+        *has = opt.score || opt.prefix_inline || use_second_file;
+        if (!*has) return true;
+        if (!line->empty() && line->back() == '\r') line->pop_back();
+        const std::string where = "line " + std::to_string(line_number) + ": ";
+        if (!use_second_file) {
+            std::string first;
+            if (!split_pair(*line, opt.score ? "TARGET" : "PREFIX", &first, second, err)) return *err = where + *err, false;
+            *line = first;
+            return true;
+        }
+        if (line_number > (long)second_file.lines.size()) {
+            *err = where + second_file.path + " has only " + std::to_string(second_file.lines.size()) +
+                   " lines (it must have one per input line)";
+            return false;
+        }
+        *second = second_file.lines[line_number - 1];
+        return true;
+    }
+
+    // Encodes a target or prefix text (checked as a source line is); false + message.
+    bool encode_target(std::string text, std::vector<int>* ids, std::string* err) {
+        if (!text.empty() && text.back() == '\r') text.pop_back();
+        const char* what = opt.score ? "target" : "prefix";
+        long bad = invalid_utf8_at(text);
+        if (bad >= 0 && !opt.replace_invalid) {
+            *err = "line " + std::to_string(line_number) + ": invalid UTF-8 in the " + what + " at byte " +
+                   std::to_string(bad) + " (--replace-invalid substitutes U+FFFD)";
+            return false;
+        }
+        if (bad >= 0) text = replace_invalid(text);
+        *ids = tok.encode(text);
+        if ((int)ids->size() >= opt.max_input_tokens) {
+            *err = "line " + std::to_string(line_number) + ": the " + what + " has " + std::to_string(ids->size()) +
+                   " tokens, more than --max-input-tokens " + std::to_string(opt.max_input_tokens) + " - 1";
+            return false;
+        }
+        return true;
+    }
+
+    // --score: prints "score ||| logprob" (and " ||| " + each token's log-probability with
+    // --score-tokens) per pair; sources end with </s>.
+    void score(const std::vector<std::vector<int>>& sources, const std::vector<std::vector<int>>& targets) {
+        std::vector<std::vector<float>> token_logp;
+        std::vector<Hypothesis> r = score_sorted(&model, sources, targets, opt.decode.alpha, opt.batch_tokens,
+                                                 opt.score_tokens ? &token_logp : nullptr);
+        char buf[64];
+        for (size_t i = 0; i < r.size(); i++) {
+            std::snprintf(buf, sizeof buf, "%.6f ||| %.6f", r[i].score, r[i].logprob);
+            std::string out = buf;
+            for (size_t j = 0; opt.score_tokens && j < token_logp[i].size(); j++) {
+                std::snprintf(buf, sizeof buf, "%s%.6f", j ? " " : " ||| ", token_logp[i][j]);
+                out += buf;
+            }
+            write_stdout(out + '\n');
+            progress.tokens += (long)r[i].tokens.size();
+        }
+        progress.sentences += (long)r.size();
+        flush_stdout();
+    }
 
     // --attention / --alignment for one output line: writes its picture (picture = true) and
     // returns " ||| pairs" (or ""); a picture that cannot be written ends the program (exit 1).
@@ -165,31 +294,65 @@ struct Translator {
     }
 
     // Translates the lines' pieces and prints one output line (or nbest lines) per input line.
-    void translate(const std::vector<std::vector<std::vector<int>>>& lines, long first_line) {
+    // first_line: the 0-based index of lines[0] (n-best numbering, sampling streams);
+    // prefixes (optional): per line, the target prefix of its first piece.
+    void translate(const std::vector<std::vector<std::vector<int>>>& lines, long first_line,
+                   const std::vector<std::vector<int>>* prefixes = nullptr) {
         std::vector<std::vector<int>> sources;
-        for (const auto& pieces : lines)
-            for (const auto& p : pieces) {
-                sources.push_back(p);
-                if (!p.empty()) sources.back().push_back(EOS_ID);
+        DecodeInputs in;
+        for (size_t i = 0; i < lines.size(); i++)
+            for (size_t p = 0; p < lines[i].size(); p++) {
+                const bool prefixed = prefixes && p == 0 && !(*prefixes)[i].empty();
+                sources.push_back(lines[i][p]);
+                if (!lines[i][p].empty() || prefixed) sources.back().push_back(EOS_ID);
+                in.prefix.push_back(prefixed ? (*prefixes)[i] : std::vector<int>());
+                in.stream.push_back(((uint64_t)(first_line + (long)i) << 20) + p);   // a line's sample: its own
             }
-        std::vector<std::vector<Hypothesis>> hyps = decode_sorted(&model, sources, opt.decode, opt.batch_tokens);
+        std::vector<std::vector<Hypothesis>> hyps = decode_sorted(&model, sources, opt.decode, opt.batch_tokens, &in);
         size_t k = 0;
         for (size_t i = 0; i < lines.size(); i++) {
-            if (opt.decode.nbest <= 1 || lines[i].size() != 1) {
-                std::string out;
-                for (size_t p = 0; p < lines[i].size(); p++, k++)
-                    out += (p ? " " : "") + tok.decode(hyps[k][0].tokens);
-                if (lines[i].size() == 1) out += inspect(first_line + (long)i, sources[k - 1], hyps[k - 1][0], true);
-                out += '\n';
-                write_stdout(out);
+            std::vector<Joined> joined = join_pieces(hyps, k, lines[i].size());
+            const size_t first = k;
+            const bool whole = lines[i].size() == 1;   // --attention/--alignment: lines not cut
+            k += lines[i].size();
+            progress.sentences++;
+            progress.tokens += joined[0].tokens;
+            if (opt.decode.nbest <= 1) {
+                std::string extra = whole ? inspect(first_line + (long)i, sources[first], hyps[first][0], true) : "";
+                write_stdout(joined[0].text + extra + '\n');
                 continue;
             }
-            for (const Hypothesis& h : hyps[k])
-                std::printf("%ld ||| %s ||| %.6f ||| %.6f%s\n", first_line + (long)i, tok.decode(h.tokens).c_str(),
-                            h.score, h.logprob, inspect(first_line + (long)i, sources[k], h, &h == &hyps[k][0]).c_str());
-            k++;
+            for (size_t j = 0; j < joined.size(); j++) {
+                std::string extra = whole ? inspect(first_line + (long)i, sources[first], hyps[first][j], j == 0) : "";
+                std::printf("%ld ||| %s ||| %.6f ||| %.6f%s\n", first_line + (long)i, joined[j].text.c_str(),
+                            joined[j].score, joined[j].logprob, extra.c_str());
+            }
         }
         flush_stdout();   // ends the program on a write error (a full disk, a closed pipe)
+    }
+
+    // One output hypothesis of a line: its text, scores and token count (with </s>).
+    struct Joined { std::string text; float score = 0, logprob = 0; long tokens = 0; };
+
+    // The hypotheses of a line cut into n pieces (hyps[k .. k + n), one piece when not cut):
+    // entry j joins each piece's j-th best (or its last when it has fewer), texts joined by a
+    // space, log-probabilities added, the length penalty over all tokens (n-best of a
+    // --split-long line: not a search over all combinations).
+    std::vector<Joined> join_pieces(const std::vector<std::vector<Hypothesis>>& hyps, size_t k, size_t n) const {
+        size_t entries = 1;
+        for (size_t p = 0; p < n; p++) entries = std::max(entries, hyps[k + p].size());
+        std::vector<Joined> out(entries);
+        for (size_t j = 0; j < entries; j++) {
+            for (size_t p = 0; p < n; p++) {
+                const Hypothesis& h = hyps[k + p][std::min(j, hyps[k + p].size() - 1)];
+                out[j].text += (p ? " " : "") + tok.decode(h.tokens);
+                out[j].logprob += h.logprob;
+                out[j].tokens += (long)h.tokens.size();
+            }
+            out[j].score = n == 1 ? hyps[k][j].score
+                                  : out[j].logprob / length_penalty((int)out[j].tokens, opt.decode.alpha);
+        }
+        return out;
     }
 };
 
@@ -238,6 +401,85 @@ static bool load(Translator* t) {
     return true;
 }
 
+// "topk:K" (K >= 1) or "topp:P" (0 < P <= 1) into the decode options; false when malformed.
+static bool parse_sampling(const std::string& s, DecodeOptions* d) {
+    char* end = nullptr;
+    const std::string value = s.size() > 5 ? s.substr(5) : "";
+    if (s.rfind("topk:", 0) == 0 && !value.empty() && value.find_first_not_of("0123456789") == std::string::npos) {
+        const long k = std::strtol(value.c_str(), &end, 10);
+        if (k < 1 || k > 1000000) return false;
+        d->sample_topk = (int)k, d->sample_topp = 1.0f;
+    } else if (s.rfind("topp:", 0) == 0 && !value.empty()) {
+        const double p = std::strtod(value.c_str(), &end);
+        if (*end || !(p > 0 && p <= 1)) return false;
+        d->sample_topp = (float)p, d->sample_topk = 0;
+    } else {
+        return false;
+    }
+    d->sampling = true;
+    return true;
+}
+
+// The options of scoring, prefixes, sampling and the program's input/output.
+static void add_extra_options(Options& opts, TranslateOptions* op) {
+    TranslateOptions& o = *op;
+    opts.section("scoring, target prefixes, sampling");
+    opts.add_flag("--score", &o.score, "print the log-probability of given targets instead of searching: "
+                  "'SOURCE ||| TARGET' lines (or --ref) -> 'score ||| logprob'");
+    opts.add("--ref", &o.ref, "--score: the targets, one per input line", "FILE");
+    opts.add_flag("--score-tokens", &o.score_tokens, "--score: append ' ||| ' and each token's log-probability");
+    opts.add("--prefix", &o.prefix, "target prefixes, one per input line: each output starts with its prefix", "FILE");
+    opts.add_flag("--prefix-inline", &o.prefix_inline, "input lines are 'SOURCE ||| PREFIX'");
+    opts.add_custom("--sampling", "topk:K|topp:P", "draw each token (needs --beam 1) from the K most probable "
+                    "or the nucleus of probability P, 0 < P <= 1",
+                    [&o] { return o.sampling.empty() ? std::string("off") : o.sampling; },
+                    [&o](const std::string& s) { o.sampling = s; return parse_sampling(s, &o.decode); });
+    opts.add("--temperature", &o.decode.temperature, "sampling: from softmax(logits / T)", greater_than(0));
+    opts.add("--seed", &o.decode.seed, "sampling: the random numbers' seed (same seed, same text)");
+    opts.section("input, output, threads");
+    opts.add("--input", &o.input, "read this file instead of stdin (also -i)", "FILE");
+    opts.add("-i", &o.input, "the same as --input", "FILE");
+    opts.add("--output", &o.output, "write this file (a temporary file renamed when done) instead of stdout "
+             "(also -o)", "FILE");
+    opts.add("-o", &o.output, "the same as --output", "FILE");
+    opts.add("--threads", &o.threads, "OpenMP threads (0: OpenMP's default, OMP_NUM_THREADS)", in_range(0, 1024));
+    opts.add_flag("--quiet", &o.quiet, "no speed summary on stderr");
+    opts.add_flag("--version", &o.version, "print the version and exit");
+}
+
+// Whether argv names the option (as "--name VALUE" or "--name=VALUE").
+static bool given(int argc, char** argv, const std::string& name) {
+    for (int i = 1; i < argc && std::string(argv[i]) != "--"; i++)
+        if (argv[i] == name || std::string(argv[i]).rfind(name + "=", 0) == 0) return true;
+    return false;
+}
+
+// Combinations the table cannot check; false + *status 2 on a contradiction.
+static bool check_extra_options(Options& opts, int argc, char** argv, TranslateOptions* op, int* status) {
+    TranslateOptions& o = *op;
+    std::string bad;
+    if (o.decode.sampling && o.decode.beam > 1 && given(argc, argv, "--beam"))
+        bad = "--sampling draws one token per step: it needs --beam 1, not --beam " + std::to_string(o.decode.beam);
+    else if (o.decode.sampling && o.decode.nbest > 1)
+        bad = "--sampling gives one hypothesis per line: --nbest must be 1";
+    else if (!o.ref.empty() && !o.score)
+        bad = "--ref gives the targets of --score; add --score";
+    else if (o.score_tokens && !o.score)
+        bad = "--score-tokens needs --score";
+    else if (o.score && (!o.prefix.empty() || o.prefix_inline || o.decode.sampling))
+        bad = "--score scores given targets: --prefix, --prefix-inline and --sampling do not apply";
+    else if (!o.prefix.empty() && o.prefix_inline)
+        bad = "--prefix FILE and --prefix-inline exclude each other";
+    else if (o.score && o.split_long)
+        bad = "--score does not split lines: --split-long does not apply";
+    if (!bad.empty()) {
+        *status = opts.usage_error(bad);
+        return false;
+    }
+    if (o.decode.sampling) o.decode.beam = 1;   // the default beam 4 gives way to sampling
+    return true;
+}
+
 // Fills *o from the command line; false when the program should exit with *status (0 after
 // --help, 2 on a bad option).
 static bool parse_options(int argc, char** argv, TranslateOptions* op, int* status) {
@@ -266,10 +508,12 @@ static bool parse_options(int argc, char** argv, TranslateOptions* op, int* stat
     opts.add_flag("--alignment", &o.inspect.alignment, "append \" ||| 0-0 1-2 ...\": source-target word pairs");
     opts.add("--alignment-layer", &o.inspect.alignment_layer,
              "decoder layer whose cross-attention aligns, 1-based (0: the last)", in_range(0, 64));
+    add_extra_options(opts, &o);
     if (!opts.parse(argc, argv)) {
         *status = opts.exit_code();
         return false;
     }
+    if (!check_extra_options(opts, argc, argv, &o, status)) return false;
     if (o.decode.nbest > o.decode.beam) {
         *status = opts.usage_error("--nbest " + std::to_string(o.decode.nbest) + " is more than --beam " +
                                    std::to_string(o.decode.beam) + " (n-best lists come from the beam)");
@@ -282,36 +526,136 @@ static bool parse_options(int argc, char** argv, TranslateOptions* op, int* stat
     return true;
 }
 
+// -o FILE: output goes to FILE.tmp.PID (as stdout, so every write is checked), renamed over
+// FILE when the run succeeds and removed when it fails.
+static std::string g_output_tmp;
+static bool g_output_done = false;
+static void remove_partial_output() {
+    if (!g_output_tmp.empty() && !g_output_done) unlink(g_output_tmp.c_str());
+}
+
+// -i, -o, --threads, --ref/--prefix FILE: false + message on a file that cannot be used.
+static bool setup_io(Translator* t) {
+    const TranslateOptions& o = t->opt;
+#ifdef _OPENMP
+    if (o.threads > 0) omp_set_num_threads(o.threads);
+#endif
+    std::string err;
+    const std::string& aligned = !o.ref.empty() ? o.ref : o.prefix;
+    if (!aligned.empty()) {
+        if (!t->second_file.load(aligned, &err)) return std::fprintf(stderr, "translate: %s\n", err.c_str()), false;
+        t->use_second_file = true;
+    }
+    if (!o.input.empty() && o.input != "-") {
+        const int fd = open(o.input.c_str(), O_RDONLY);
+        if (fd < 0 || dup2(fd, 0) < 0)
+            return std::fprintf(stderr, "translate: cannot open %s: %s\n", o.input.c_str(), std::strerror(errno)), false;
+        close(fd);
+    }
+    if (!o.output.empty() && o.output != "-") {
+        struct stat st;
+        if (stat(o.output.c_str(), &st) == 0 && !S_ISREG(st.st_mode))
+            return std::fprintf(stderr, "translate: %s: not a regular file (the output is written to a temporary "
+                                        "file and renamed over it)\n", o.output.c_str()), false;
+        g_output_tmp = o.output + ".tmp." + std::to_string(getpid());
+        const int fd = open(g_output_tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+        if (fd < 0 || dup2(fd, 1) < 0)
+            return std::fprintf(stderr, "translate: cannot create %s: %s\n", g_output_tmp.c_str(), std::strerror(errno)), false;
+        close(fd);
+        std::atexit(remove_partial_output);
+        text_io_detail::stdout_name = o.output;
+        text_io_detail::stdout_cleanup = remove_partial_output;
+    }
+    return true;
+}
+
+// -o FILE: flushes, syncs and renames the temporary file into place; false + message.
+static bool commit_output(const TranslateOptions& o) {
+    if (g_output_tmp.empty()) return true;
+    flush_stdout();
+    if (fsync(1) != 0 || std::rename(g_output_tmp.c_str(), o.output.c_str()) != 0) {
+        std::fprintf(stderr, "translate: cannot write %s: %s\n", o.output.c_str(), std::strerror(errno));
+        return false;
+    }
+    g_output_done = true;
+    return true;
+}
+
+// Reads, encodes and translates (or scores) the input in chunks of lines available together.
+// Returns the exit status.
+static int process(Translator& t) {
+    LineReader in;
+    std::string line, second, err;
+    std::vector<std::vector<std::vector<int>>> chunk;
+    std::vector<std::vector<int>> targets;   // per line: the prefix, or the target of --score
+    long first = 0;                           // 0-based index of the chunk's first line
+    auto run = [&] {
+        if (chunk.empty()) return;
+        if (!t.opt.score) {
+            t.translate(chunk, first, t.use_second_file || t.opt.prefix_inline ? &targets : nullptr);
+        } else {
+            std::vector<std::vector<int>> sources;
+            for (const auto& pieces : chunk) {
+                sources.push_back(pieces[0]);
+                sources.back().push_back(EOS_ID);   // an empty source is </s> alone
+            }
+            t.score(sources, targets);
+        }
+        first = t.line_number;
+        chunk.clear();
+        targets.clear();
+    };
+    while (in.next(&line)) {
+        t.line_number++;
+        bool has_second = false;
+        std::vector<std::vector<int>> pieces;
+        std::vector<int> target;
+        bool ok = t.split_second(&line, &second, &has_second, &err) && t.encode(line, &pieces, &err) &&
+                  (!has_second || t.encode_target(second, &target, &err));
+        if (!ok) {
+            run();
+            std::fprintf(stderr, "translate: %s\n", err.c_str());
+            return 1;
+        }
+        chunk.push_back(pieces);
+        targets.push_back(target);
+        if (chunk.size() >= 2000 || !in.line_ready()) run();
+    }
+    run();
+    if (in.read_error()) {
+        std::fprintf(stderr, "translate: cannot read %s after line %ld: %s\n",
+                     t.opt.input.empty() ? "stdin" : t.opt.input.c_str(), t.line_number, std::strerror(in.read_error()));
+        return 1;
+    }
+    if (t.use_second_file && (long)t.second_file.lines.size() != t.line_number) {
+        std::fprintf(stderr, "translate: %s has %zu lines, the input %ld (one per input line)\n",
+                     t.second_file.path.c_str(), t.second_file.lines.size(), t.line_number);
+        return 1;
+    }
+    return 0;
+}
+
+// The one-line speed summary on stderr.
+static void print_summary(const Progress& p) {
+    const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - p.start).count();
+    std::fprintf(stderr, "translate: %ld sentences, %ld tokens (target, with </s>) in %.2f s: %.1f sentences/s, %.1f tokens/s\n",
+                 p.sentences, p.tokens, s, s > 0 ? p.sentences / s : 0.0, s > 0 ? p.tokens / s : 0.0);
+}
+
 int main(int argc, char** argv) {
     guard_stdout("translate");
     Translator t;
     int status = 0;
     if (!parse_options(argc, argv, &t.opt, &status)) return status;
-    if (!load(&t)) return 1;
-    LineReader in;
-    std::string line, err;
-    std::vector<std::vector<std::vector<int>>> chunk;
-    long first = 1;
-    while (in.next(&line)) {
-        t.line_number++;
-        std::vector<std::vector<int>> pieces;
-        if (!t.encode(line, &pieces, &err)) {
-            if (!chunk.empty()) t.translate(chunk, first);
-            std::fprintf(stderr, "translate: %s\n", err.c_str());
-            return 1;
-        }
-        chunk.push_back(pieces);
-        if (chunk.size() >= 2000 || !in.line_ready()) {
-            t.translate(chunk, first);
-            first = t.line_number + 1;
-            chunk.clear();
-        }
+    if (t.opt.version) {
+        std::printf("translate (Attention Is All You Need in C++/CUDA) %s; checkpoints aiayn-transformer/1; "
+                    "backends: cpu%s\n", kVersion, cuda_built() ? ", cuda" : "");
+        return 0;
     }
-    if (!chunk.empty()) t.translate(chunk, first);
-    if (in.read_error()) {
-        std::fprintf(stderr, "translate: cannot read stdin after line %ld: %s\n", t.line_number,
-                     std::strerror(in.read_error()));
-        return 1;
-    }
-    return 0;
+    if (!setup_io(&t) || !load(&t)) return 1;
+    t.progress = Progress();
+    status = process(t);
+    if (status == 0 && !commit_output(t.opt)) status = 1;
+    if (status == 0 && !t.opt.quiet) print_summary(t.progress);
+    return status;
 }

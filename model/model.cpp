@@ -68,6 +68,11 @@ struct DecodeState {
     floatX *x = nullptr, *out = nullptr, *logits = nullptr;   // (R, d), (R, d), (R, V)
     float *mean = nullptr, *rstd = nullptr;                   // (R)
     int* top = nullptr;                      // (R * kmax) tokens, then as many log-probs
+    // The last step's logits (last_n rows, stride last_ld) and a scratch of >= 2 * last_n ints
+    // (its top-k buffer, downloaded already): model_decode_logp / model_decode_sample.
+    const floatX* last_logits = nullptr;
+    int last_ld = 0, last_n = 0;
+    int* last_scratch = nullptr;
 };
 
 struct Activations {
@@ -712,6 +717,7 @@ void model_decode_begin(Model* m, const std::vector<std::vector<int>>& sources,
     ds.max_steps = max_steps;
     ds.kmax = 2 * rows_per_sentence;
     ds.cur = 0;
+    ds.last_logits = nullptr;
     MODEL_CHECK(!c.learned_pos || (ds.S <= c.max_len && max_steps <= c.max_len),
                 "decoding beyond the learned position table (%d > %d)", std::max(ds.S, max_steps),
                 c.max_len);
@@ -766,6 +772,7 @@ static void decode_step_recompute(Model* m, int t, const DecodeRows& rows, int k
     floatX* last = (floatX*)((char*)a->logits + (size_t)t * V * m->backend->floatx_size());
     m->backend->logsoftmax_topk(a->top, (float*)(a->top + (size_t)n * k), last, n, V, b.T * V, k, banned);
     m->backend->download(top, a->top, 2 * (size_t)n * k * sizeof(int));
+    a->ds.last_logits = last, a->ds.last_ld = b.T * V, a->ds.last_scratch = a->top;
 }
 
 void model_decode_step(Model* m, int t, const DecodeRows& rows, int k, int banned,
@@ -805,10 +812,63 @@ void model_decode_step(Model* m, int t, const DecodeRows& rows, int k, int banne
         ops.logsoftmax_topk(ds.top, (float*)(ds.top + (size_t)n * k), ds.logits, n, c.vocab,
                             c.vocab, k, banned);
         ops.download(top.data(), ds.top, top.size() * sizeof(int));
+        ds.last_logits = ds.logits, ds.last_ld = c.vocab, ds.last_scratch = ds.top;
     }
+    ds.last_n = n;
     top_tokens->assign(top.begin(), top.begin() + (size_t)n * k);
     top_logp->resize((size_t)n * k);
     std::memcpy(top_logp->data(), top.data() + (size_t)n * k, (size_t)n * k * sizeof(float));
+}
+
+// The last decoding step's rows: checks that `n` values were given for them.
+static DecodeState& last_step(Model* m, size_t n, const char* what) {
+    DecodeState& ds = m->acts->ds;
+    MODEL_CHECK(ds.last_logits && (int)n == ds.last_n, "%s needs model_decode_step first, on the same %d rows (got %zu)",
+                what, ds.last_n, n);
+    return ds;
+}
+
+void model_decode_logp(Model* m, const std::vector<int>& tokens, std::vector<float>* logp) {
+    DecodeState& ds = last_step(m, tokens.size(), "model_decode_logp");
+    const int n = (int)tokens.size(), V = m->cfg.vocab;
+    for (int t : tokens) MODEL_CHECK(t >= 0 && t < V, "token id %d outside the vocabulary (%d)", t, V);
+    Backend& ops = *m->backend;
+    float* out = (float*)(ds.last_scratch + n);
+    ops.upload(ds.last_scratch, tokens.data(), (size_t)n * sizeof(int));
+    ops.logsoftmax_gather(out, ds.last_logits, ds.last_scratch, n, V, ds.last_ld);
+    logp->resize(n);
+    ops.download(logp->data(), out, (size_t)n * sizeof(float));
+}
+
+void model_decode_sample(Model* m, const std::vector<float>& uniform, float temperature,
+                         int topk, float topp, std::vector<int>* tokens, std::vector<float>* logp) {
+    DecodeState& ds = last_step(m, uniform.size(), "model_decode_sample");
+    MODEL_CHECK(temperature > 0 && topp > 0 && topp <= 1 && topk >= 0,
+                "sampling needs temperature > 0, 0 < topp <= 1, topk >= 0 (%g, %g, %d)", temperature, topp, topk);
+    const int n = (int)uniform.size();
+    Backend& ops = *m->backend;
+    float* u = (float*)(ds.last_scratch + n);   // the log-probabilities overwrite the uniforms
+    ops.upload(u, uniform.data(), (size_t)n * sizeof(float));
+    ops.logsoftmax_sample(ds.last_scratch, u, u, ds.last_logits, n, m->cfg.vocab, ds.last_ld, temperature, topk, topp);
+    std::vector<int> out(2 * (size_t)n);   // tokens, then the log-probabilities' bits
+    ops.download(out.data(), ds.last_scratch, out.size() * sizeof(int));
+    tokens->assign(out.begin(), out.begin() + n);
+    logp->resize(n);
+    std::memcpy(logp->data(), out.data() + n, (size_t)n * sizeof(float));
+}
+
+// ---------------------------------------------------------------------------------------------
+// Scoring
+// ---------------------------------------------------------------------------------------------
+void model_score(Model* m, const Batch& bt, std::vector<float>* logp) {
+    const size_t rows = (size_t)bt.B * bt.T;
+    forward(m, bt, false, rows);   // reserves a->top: 2 * rows ints
+    Activations* a = m->acts;
+    float* out = (float*)a->top;
+    m->backend->logsoftmax_gather(out, a->logits, a->labels, (int)rows, m->cfg.vocab, m->cfg.vocab);
+    logp->resize(rows);
+    m->backend->download(logp->data(), out, rows * sizeof(float));
+    a->ds.last_logits = nullptr;   // the arena was re-planned: no decoding step to refer to
 }
 
 // ---------------------------------------------------------------------------------------------

@@ -11,13 +11,7 @@ T=$(mktemp -d)
 trap 'rm -rf "$T"' EXIT
 
 
-# A toy corpus: Spanish-like suffixes on reversed words.
-mkdir -p "$T/corpus"
-awk 'BEGIN { srand(3); split("sun moon star sky sea land tree rock fire rain", w, " ");
-  for (i = 0; i < 600; i++) { n = 2 + int(rand() * 5); en = ""; es = "";
-    for (j = 0; j < n; j++) { x = w[1 + int(rand() * 10)]; en = en (j ? " " : "") x; es = x "o" (j ? " " : "") es }
-    print en > "'"$T"'/corpus/train.en"; print es > "'"$T"'/corpus/train.es";
-    if (i < 20) { print en > "'"$T"'/corpus/test.en"; print es > "'"$T"'/corpus/test.es" } } }'
+toy_corpus "$T/corpus"
 
 "$B"/train --config tiny --d-model 32 --d-ff 64 --vocab-size 300 --data "$T/corpus" --out "$T/run" \
     --max-steps 40 --max-tokens 400 --save-every-steps 10 --warmup 20 --log-every 1000s > "$T/train.log" 2>&1

@@ -1,11 +1,14 @@
 // test/test_decode.cpp — greedy and beam search against the PyTorch reference decoder
 // (test/ref/decode.safetensors: a small model the reference trained on a copy task, decoded
 // one sentence at a time with a full recompute), the incremental cache against a full
-// recompute, batched against one sentence at a time, and a model trained here on a copy task.
+// recompute, batched against one sentence at a time, and a model trained here on a copy task;
+// scoring (teacher forcing) against the search's own log-probabilities, target prefixes and
+// sampling (reproducible per seed, top-k 1 == greedy).
 //
 //   make test   (or build/test_decode [REF_DIR], from the repository root)
 #include <cmath>
 #include <cstdio>
+#include <algorithm>
 #include <cstdlib>
 #include <string>
 #include <vector>
@@ -247,6 +250,219 @@ static void copy_task() {
     }
 }
 
+// ---------------------------------------------------------------------------------------------
+// Scoring, target prefixes and sampling (./translate --score, --prefix, --sampling)
+
+// The hypotheses that end with </s> (a scored target always does), without it.
+static void finished_targets(const std::vector<std::vector<Hypothesis>>& hyps, const std::vector<std::vector<int>>& sources,
+                             std::vector<std::vector<int>>* src, std::vector<std::vector<int>>* tgt,
+                             std::vector<const Hypothesis*>* h) {
+    for (size_t i = 0; i < hyps.size(); i++)
+        for (const Hypothesis& x : hyps[i]) {
+            if (x.tokens.empty() || x.tokens.back() != EOS_ID) continue;
+            src->push_back(sources[i]);
+            tgt->emplace_back(x.tokens.begin(), x.tokens.end() - 1);
+            h->push_back(&x);
+        }
+}
+
+// Teacher-forced scores of the search's own hypotheses equal the log-probabilities (and
+// length-normalised scores) the search reported, within 1e-4; per-token values add up.
+static void scores_match_search(Model* m, const std::vector<std::vector<int>>& sources, DecodeOptions opt,
+                                const char* label) {
+    std::vector<std::vector<Hypothesis>> hyps = decode_batch(m, sources, opt);
+    std::vector<std::vector<int>> src, tgt;
+    std::vector<const Hypothesis*> h;
+    finished_targets(hyps, sources, &src, &tgt, &h);
+    std::vector<std::vector<float>> per_token;
+    std::vector<Hypothesis> scored = score_sorted(m, src, tgt, opt.alpha, 40, &per_token);
+    double lp_diff = 0, score_diff = 0, token_sum_diff = 0;
+    bool same_tokens = true;
+    for (size_t i = 0; i < h.size(); i++) {
+        lp_diff = std::max(lp_diff, (double)std::fabs(scored[i].logprob - h[i]->logprob));
+        score_diff = std::max(score_diff, (double)std::fabs(scored[i].score - h[i]->score));
+        double sum = 0;
+        for (float x : per_token[i]) sum += x;
+        token_sum_diff = std::max(token_sum_diff, std::fabs(sum - scored[i].logprob));
+        same_tokens = same_tokens && scored[i].tokens == h[i]->tokens && per_token[i].size() == h[i]->tokens.size();
+    }
+    check(h.size() >= sources.size() / 2 && same_tokens && lp_diff <= 1e-4 && score_diff <= 1e-4 && token_sum_diff <= 1e-4,
+          "%s: score_sorted of the search's %zu finished hypotheses: logprob within %.2e, score within %.2e "
+          "of the search's (<= 1e-4), per-token values add up (%.2e)",
+          label, h.size(), lp_diff, score_diff, token_sum_diff);
+}
+
+// The largest |search logprob - teacher-forced logprob| over every hypothesis: its tokens
+// scored (without a final </s>; one that stopped at the length limit: the sum over its tokens
+// alone, the </s> that score_sorted adds left out). *n: hypotheses compared.
+static double max_logprob_gap(Model* m, const std::vector<std::vector<int>>& sources,
+                              const std::vector<std::vector<Hypothesis>>& hyps, size_t* n) {
+    std::vector<std::vector<int>> src, tgt;
+    std::vector<const Hypothesis*> h;
+    for (size_t i = 0; i < hyps.size(); i++)
+        for (const Hypothesis& x : hyps[i]) {
+            const bool eos = !x.tokens.empty() && x.tokens.back() == EOS_ID;
+            src.push_back(sources[i]);
+            tgt.emplace_back(x.tokens.begin(), x.tokens.end() - (eos ? 1 : 0));
+            h.push_back(&x);
+        }
+    std::vector<std::vector<float>> per_token;
+    score_sorted(m, src, tgt, 0.6f, 1000, &per_token);
+    double gap = 0;
+    for (size_t i = 0; i < h.size(); i++) {
+        float sum = 0;
+        for (size_t j = 0; j < h[i]->tokens.size(); j++) sum += per_token[i][j];
+        gap = std::max(gap, (double)std::fabs(sum - h[i]->logprob));
+    }
+    *n = h.size();
+    return gap;
+}
+
+// Whether every hypothesis of every sentence starts with its prefix.
+static bool starts_with_prefix(const std::vector<std::vector<Hypothesis>>& hyps, const DecodeInputs& in) {
+    for (size_t i = 0; i < hyps.size(); i++)
+        for (const Hypothesis& h : hyps[i])
+            if (h.tokens.size() < in.prefix[i].size() ||
+                !std::equal(in.prefix[i].begin(), in.prefix[i].end(), h.tokens.begin()))
+                return false;
+    return true;
+}
+
+static bool same_hypotheses(const std::vector<std::vector<Hypothesis>>& a, const std::vector<std::vector<Hypothesis>>& b,
+                            double tol, double* max_diff) {
+    *max_diff = 0;
+    if (a.size() != b.size()) return false;
+    for (size_t i = 0; i < a.size(); i++) {
+        if (a[i].size() != b[i].size()) return false;
+        for (size_t j = 0; j < a[i].size(); j++) {
+            if (a[i][j].tokens != b[i][j].tokens) return false;
+            *max_diff = std::max(*max_diff, (double)std::fabs(a[i][j].logprob - b[i][j].logprob));
+        }
+    }
+    return *max_diff <= tol;
+}
+
+static void prefixes_honoured(Model* m, const std::vector<std::vector<int>>& sources, DecodeOptions opt,
+                              const char* label) {
+    opt.nbest = opt.beam;
+    std::vector<std::vector<Hypothesis>> plain = decode_batch(m, sources, opt);
+    // An empty prefix is no prefix.
+    DecodeInputs empty;
+    empty.prefix.assign(sources.size(), {});
+    double diff;
+    bool ok = same_hypotheses(decode_batch(m, sources, opt, &empty), plain, 0.0, &diff);
+    check(ok, "%s: empty prefixes give the same n-best lists as no prefix (max logprob diff %.1e)", label, diff);
+    // The first tokens of the search's own best hypothesis as the prefix: the same search.
+    DecodeInputs own;
+    for (const auto& hs : plain) own.prefix.emplace_back(hs[0].tokens.begin(), hs[0].tokens.begin() + hs[0].tokens.size() / 2);
+    std::vector<std::vector<Hypothesis>> continued = decode_batch(m, sources, opt, &own);
+    bool same_best = true;
+    double lp_diff = 0;
+    for (size_t i = 0; i < sources.size(); i++) {
+        same_best = same_best && continued[i][0].tokens == plain[i][0].tokens;
+        lp_diff = std::max(lp_diff, (double)std::fabs(continued[i][0].logprob - plain[i][0].logprob));
+    }
+    const bool greedy = opt.beam == 1;   // a beam that starts from a forced prefix may find a better path
+    check(starts_with_prefix(continued, own) && (!greedy || (same_best && lp_diff <= 1e-5)),
+          "%s: half of the search's own best output as prefix: every hypothesis starts with it%s (logprob diff %.1e)",
+          label, greedy ? ", the same output and log-probability" : "", lp_diff);
+    // Arbitrary prefixes (tokens the model would not choose): honoured, scored like any target.
+    DecodeInputs forced;
+    for (size_t i = 0; i < sources.size(); i++) forced.prefix.push_back({(int)(4 + i % 5), (int)(5 + i % 3), 6});
+    std::vector<std::vector<Hypothesis>> got = decode_batch(m, sources, opt, &forced);
+    check(starts_with_prefix(got, forced), "%s: arbitrary 3-token prefixes: every n-best entry starts with its prefix", label);
+    size_t n = 0;
+    const double gap = max_logprob_gap(m, sources, got, &n);
+    check(n > 0 && gap <= 1e-4, "%s: the prefix tokens' log-probabilities count: %zu hypotheses scored within %.2e (<= 1e-4)",
+          label, n, gap);
+    opt.recompute = true;
+    ok = same_hypotheses(decode_batch(m, sources, opt, &forced), got, 1e-4, &diff);
+    check(ok, "%s: with prefixes, cache == full recompute (max logprob diff %.2e)", label, diff);
+}
+
+static void sampling_checks(Model* m, const std::vector<std::vector<int>>& sources, const char* label) {
+    DecodeOptions greedy;
+    greedy.beam = 1;
+    greedy.max_len_b = 12;
+    DecodeOptions s = greedy;
+    s.sampling = true;
+    s.sample_topk = 1;
+    double diff;
+    bool ok = same_hypotheses(decode_batch(m, sources, s), decode_batch(m, sources, greedy), 0.0, &diff);
+    check(ok, "%s: top-k 1 sampling == greedy (tokens and log-probabilities, diff %.1e)", label, diff);
+    for (int kind = 0; kind < 2; kind++) {
+        s.sample_topk = kind == 0 ? 5 : 0;
+        s.sample_topp = kind == 0 ? 1.0f : 0.9f;
+        s.temperature = kind == 0 ? 1.0f : 1.5f;
+        const std::string what = std::string(label) + (kind == 0 ? ", top-k 5" : ", top-p 0.9 T 1.5");
+        s.seed = 7;
+        std::vector<std::vector<Hypothesis>> a = decode_batch(m, sources, s), b = decode_batch(m, sources, s);
+        s.seed = 8;
+        std::vector<std::vector<Hypothesis>> c = decode_batch(m, sources, s);
+        int differ = 0;
+        for (size_t i = 0; i < sources.size(); i++) differ += a[i][0].tokens != c[i][0].tokens;
+        ok = same_hypotheses(a, b, 0.0, &diff);
+        check(ok, "%s: the same seed samples the same tokens and log-probabilities", what.c_str());
+        check(differ > 0, "%s: another seed samples other tokens for %d/%zu sentences (> 0)", what.c_str(), differ,
+              sources.size());
+        // A sentence's sample does not depend on its batch: alone (its stream given) == in the batch.
+        bool alone_same = true;
+        for (size_t i = 0; i < sources.size(); i++) {
+            DecodeInputs one;
+            one.stream = {i};
+            s.seed = 7;
+            alone_same = alone_same && decode_batch(m, {sources[i]}, s, &one)[0][0].tokens == a[i][0].tokens;
+        }
+        check(alone_same, "%s: each sentence sampled alone == sampled in the batch", what.c_str());
+        s.recompute = true;
+        ok = same_hypotheses(decode_batch(m, sources, s), a, 1e-4, &diff);
+        check(ok, "%s: cache == full recompute (max logprob diff %.2e)", what.c_str(), diff);
+        s.recompute = false;
+        size_t n = 0;
+        const double gap = max_logprob_gap(m, sources, a, &n);
+        check(n > 0 && gap <= 1e-4, "%s: %zu samples' log-probabilities (temperature 1) == teacher-forced scores within %.2e (<= 1e-4)",
+              what.c_str(), n, gap);
+    }
+}
+
+static void scoring_prefix_sampling() {
+    Model ref;
+    DecodeCase dc;
+    if (load_decode_case(g_ref_dir + "/decode.safetensors", &ref, &dc)) {
+        DecodeOptions opt = dc.opt;
+        opt.beam = 1;
+        scores_match_search(&ref, dc.sources, opt, "reference model, greedy");
+        opt.beam = dc.opt.beam;
+        opt.nbest = opt.beam;
+        scores_match_search(&ref, dc.sources, opt, "reference model, beam 4 n-best");
+        opt.nbest = 1;
+        for (int beam : {1, dc.opt.beam}) {
+            opt.beam = beam;
+            prefixes_honoured(&ref, dc.sources, opt, beam == 1 ? "reference model, greedy" : "reference model, beam 4");
+        }
+    }
+    // A random pre-LN model with learned positions and d_k != d_v: flat distributions, so
+    // sampling has room to vary.
+    Config c;
+    c.n_enc = 2, c.n_dec = 2, c.d_model = 24, c.d_ff = 40, c.n_heads = 3, c.d_k = 5, c.d_v = 7;
+    c.vocab = 30, c.max_len = 40, c.pre_ln = true, c.learned_pos = true;
+    Model m;
+    model_init(&m, c, 11);
+    std::vector<std::vector<int>> sources;
+    for (int i = 0; i < 12; i++) {
+        sources.push_back({});
+        for (int j = 0; j < 2 + i % 6; j++) sources.back().push_back(4 + (i * 7 + j * 3) % 26);
+        sources.back().push_back(EOS_ID);
+    }
+    DecodeOptions opt;
+    opt.max_len_b = 8;
+    opt.beam = 3, opt.nbest = 3;
+    scores_match_search(&m, sources, opt, "random pre-LN model, beam 3 n-best");
+    opt.beam = 1, opt.nbest = 1;
+    prefixes_honoured(&m, sources, opt, "random pre-LN model, greedy");
+    sampling_checks(&m, sources, "random pre-LN model");
+}
+
 int main(int argc, char** argv) {
     if (argc > 1) g_ref_dir = argv[1];
     reference_decoding();
@@ -254,5 +470,7 @@ int main(int argc, char** argv) {
     cache_matches_recompute();
     std::printf("-- copy task\n");
     copy_task();
+    std::printf("-- scoring, target prefixes, sampling\n");
+    scoring_prefix_sampling();
     return check_summary("decode");
 }

@@ -23,7 +23,8 @@
 //    check that they are overwritten, with beta 1 (and 0.5) with random values;
 //  - exact ops bit for bit: copies, copy_rows, convert_weights, the positional table
 //    (numerics.h's sinusoid), ReLU, dropout masks, cache_reorder, the key transpose, top-k
-//    token ids, scale, Adam's weight copy;
+//    token ids, sampled token ids (logsoftmax_sample against its contract in float64), scale,
+//    Adam's weight copy;
 //  - when the device is not the CPU (or with --against-cpu, which exercises this path on
 //    the CPU), every op also runs on a CPU backend with the same inputs and the two results
 //    are compared: this is how each CUDA op is checked against its CPU op.
@@ -1392,6 +1393,131 @@ void test_logsoftmax_topk(Backend& be, Backend* cpu) {
     }
 }
 
+// logp (rows) = z[tokens[r]] - logsumexp(z), 0 for PAD_ID. float64.
+DVec ref_gather(const Vec& logits, const IVec& tokens, int rows, int V, int ld) {
+    DVec out(rows, 0.0);
+    for (int r = 0; r < rows; r++) {
+        if (tokens[r] == PAD_ID) continue;
+        const float* z = logits.data() + (size_t)r * ld;
+        double mx = -INFINITY, sum = 0;
+        for (int i = 0; i < V; i++) mx = std::max(mx, (double)z[i]);
+        for (int i = 0; i < V; i++) sum += std::exp(z[i] - mx);
+        out[r] = z[tokens[r]] - (mx + std::log(sum));
+    }
+    return out;
+}
+
+void test_logsoftmax_gather(Backend& be, Backend* cpu) {
+    struct Case { int rows, V, ld; };
+    for (const Case& c : {Case{5, 50, 50}, Case{9, 1000, 1003}, Case{3, 8000, 8000}}) {
+        Vec z = rand_x(be, (size_t)c.rows * c.ld, -6, 6);
+        IVec tokens = rand_tokens(c.rows, c.V);
+        tokens[1] = PAD_ID;   // gives 0
+        auto run = [&](Backend& b) {
+            Mem zm = put_x(b, z), tm = put_i(b, tokens), out(b, c.rows * sizeof(float));
+            b.logsoftmax_gather(out.f(), zm.x(), tm.i(), c.rows, c.V, c.ld);
+            return get_f(b, out.f(), c.rows);
+        };
+        const std::string name = fmt("logsoftmax_gather rows=%d V=%d ld=%d (a PAD row)", c.rows, c.V, c.ld);
+        Vec got = run(be);
+        close(name + " vs float64", got, ref_gather(z, tokens, c.rows, c.V, c.ld), TOL.fwd);
+        check(got[1] == 0.0f, "%-52s %g", (name + ": the PAD row is 0").c_str(), got[1]);
+        if (cpu) close(name + " vs CPU", got, run(*cpu), TOL.cross_fwd);
+    }
+}
+
+// The sampling op's contract (transformer.h), in float64: the threshold is the largest value
+// of z whose kept set {z >= it} has >= topk tokens and >= topp of the tempered mass; the
+// draw walks the kept tokens in id order to cumulative weight > u * kept total.
+void ref_sample(const Vec& logits, const Vec& u, int rows, int V, int ld, double temperature, int topk,
+                double topp, IVec* tokens, DVec* logp) {
+    tokens->assign(rows, -1);
+    logp->assign(rows, 0.0);
+    for (int r = 0; r < rows; r++) {
+        const float* z = logits.data() + (size_t)r * ld;
+        double mx = -INFINITY, sum = 0, total = 0;
+        for (int i = 0; i < V; i++) mx = std::max(mx, (double)z[i]);
+        DVec w(V);
+        for (int i = 0; i < V; i++) total += w[i] = std::exp((z[i] - mx) / temperature), sum += std::exp(z[i] - mx);
+        Vec values(z, z + V);
+        std::sort(values.begin(), values.end(), std::greater<float>());
+        double tau = values[V - 1];   // neither cut asked: every token
+        for (float v : values) {
+            if (topk <= 0 && topp >= 1) break;   // descending: the first value that passes is the largest
+            int count = 0;
+            double mass = 0;
+            for (int i = 0; i < V; i++)
+                if (z[i] >= v) count++, mass += w[i];
+            if ((topk <= 0 || count >= topk) && (topp >= 1 || mass >= topp * total)) { tau = v; break; }
+        }
+        double kept = 0, acc = 0;
+        for (int i = 0; i < V; i++)
+            if (z[i] >= tau) kept += w[i];
+        for (int i = 0; i < V && (*tokens)[r] < 0; i++)
+            if (z[i] >= tau && (acc += w[i]) > u[r] * kept) (*tokens)[r] = i;
+        (*logp)[r] = z[(*tokens)[r]] - (mx + std::log(sum));
+    }
+}
+
+void test_logsoftmax_sample(Backend& be, Backend* cpu) {
+    struct Case { const char* what; int rows, V, ld; float temperature; int topk; float topp; bool ties; };
+    const Case cases[] = {
+        {"top-k 1 (the argmax)", 16, 300, 300, 1.0f, 1, 1.0f, false},
+        {"top-k 5", 64, 300, 307, 1.0f, 5, 1.0f, false},
+        {"top-k 5, integer logits (ties kept)", 32, 200, 200, 1.0f, 5, 1.0f, true},
+        {"top-k 3, temperature 0.5", 32, 100, 100, 0.5f, 3, 1.0f, false},
+        {"top-k >= V (all kept)", 16, 20, 20, 1.0f, 50, 1.0f, false},
+        {"top-p 0.5", 64, 300, 300, 1.0f, 0, 0.5f, false},
+        {"top-p 0.9, temperature 2", 64, 1000, 1001, 2.0f, 0, 0.9f, false},
+        {"top-p 1 (all kept), temperature 0.7", 32, 300, 300, 0.7f, 0, 1.0f, false},
+        {"top-k 10 and top-p 0.6", 32, 300, 300, 1.0f, 10, 0.6f, false},
+    };
+    for (const Case& c : cases) {
+        Vec z((size_t)c.rows * c.ld);
+        for (size_t i = 0; i < z.size(); i++) z[i] = held(be, c.ties ? (float)randint(6) : uniform(-3, 3));
+        Vec u = rand_f(c.rows, 0.0f, 1.0f);
+        auto run = [&](Backend& b, IVec* tok) {
+            Mem zm = put_x(b, z), um = put_f(b, u), tm(b, c.rows * sizeof(int));
+            b.logsoftmax_sample(tm.i(), um.f(), um.f(), zm.x(), c.rows, c.V, c.ld, c.temperature, c.topk, c.topp);
+            *tok = get_i(b, tm.i(), c.rows);
+            return get_f(b, um.f(), c.rows);   // logp wrote over the uniforms
+        };
+        const std::string name = fmt("logsoftmax_sample %s rows=%d V=%d", c.what, c.rows, c.V);
+        IVec want_tok, got_tok;
+        DVec want_lp;
+        ref_sample(z, u, c.rows, c.V, c.ld, c.temperature, c.topk, c.topp, &want_tok, &want_lp);
+        Vec got_lp = run(be, &got_tok);
+        same(name + " tokens vs float64", got_tok, want_tok);
+        close(name + " logp vs float64", got_lp, want_lp, TOL.fwd);
+        if (cpu) {
+            IVec cpu_tok;
+            Vec cpu_lp = run(*cpu, &cpu_tok);
+            same(name + " tokens vs CPU", got_tok, cpu_tok);
+            close(name + " logp vs CPU", got_lp, cpu_lp, TOL.cross_fwd);
+        }
+    }
+    // The draw follows the distribution: one row repeated with u = (i + 0.5) / N gives each
+    // kept token about N * its tempered probability among the kept (within 1 + N * 1e-5).
+    const int N = 4000, V = 12, topk = 4;
+    const float temperature = 0.8f;
+    Vec row = held(be, rand_f(V, -2, 2)), z, u(N);
+    for (int i = 0; i < N; i++) z.insert(z.end(), row.begin(), row.end()), u[i] = (i + 0.5f) / N;
+    Mem zm = put_x(be, z), um = put_f(be, u), tm(be, N * sizeof(int));
+    be.logsoftmax_sample(tm.i(), um.f(), um.f(), zm.x(), N, V, V, temperature, topk, 1.0f);
+    IVec tok = get_i(be, tm.i(), N);
+    Vec sorted = row;
+    std::sort(sorted.begin(), sorted.end(), std::greater<float>());
+    double kept = 0, worst = 0;
+    for (int j = 0; j < V; j++)
+        if (row[j] >= sorted[topk - 1]) kept += std::exp((row[j] - sorted[0]) / temperature);
+    for (int j = 0; j < V; j++) {
+        const double p = row[j] >= sorted[topk - 1] ? std::exp((row[j] - sorted[0]) / temperature) / kept : 0.0;
+        worst = std::max(worst, std::fabs(std::count(tok.begin(), tok.end(), j) - N * p));
+    }
+    check(worst <= 1.0 + N * 1e-5, "%-52s max |count - N p| = %.2f (<= 1)",
+          "logsoftmax_sample: counts over a uniform grid of u", worst);
+}
+
 // =============================================================================================
 // §5.3 Optimizer
 // =============================================================================================
@@ -1564,6 +1690,8 @@ const OpTest TESTS[] = {
     {"§3.4 the loss, §5.4 Label Smoothing; decoding's top-k", test_crossentropy_forward},
     {nullptr, test_crossentropy_backward},
     {nullptr, test_logsoftmax_topk},
+    {nullptr, test_logsoftmax_gather},
+    {nullptr, test_logsoftmax_sample},
     {"§5.3 Optimizer", test_global_norm},
     {nullptr, test_scale},
     {nullptr, test_add_inplace},

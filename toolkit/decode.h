@@ -15,7 +15,17 @@
 //   its ancestors' entries through the model's cache_reorder op); cross-attention
 //   keys/values are computed once per sentence. The search sees each hypothesis' top
 //   candidates, never logits.
+// - Target prefix (DecodeInputs::prefix, CTranslate2's target_prefix): the first steps of a
+//   sentence feed the given tokens instead of choosing; their log-probabilities (from the
+//   model, model_decode_logp) count in the hypothesis' logprob, and the length penalty counts
+//   them. Beam search branches after the prefix. The maximum length is at least prefix + 1.
+// - Sampling (DecodeOptions::sampling, beam 1 only): at each step a token drawn from
+//   softmax(z / temperature) over the top-k tokens or the nucleus (top-p), by the backend's
+//   logsoftmax_sample op (model_decode_sample); the uniform number of sentence s at step t
+//   is sampling_uniform(seed, stream of s, t), so a sentence's sample does not depend on the
+//   batch it was decoded in. Its logprob is the model's (temperature 1) log-probability.
 #pragma once
+#include <cstdint>
 #include <string>
 #include <vector>
 
@@ -29,7 +39,23 @@ struct DecodeOptions {
     int nbest = 1;             // hypotheses returned per sentence (<= beam)
     bool recompute = false;    // testing: run the full decoder over the prefix every step
     int force_length = 0;      // benchmarks: exactly this many tokens, </s> never chosen
+    bool sampling = false;     // draw each token (beam 1) instead of taking the argmax
+    int sample_topk = 0;       // sampling among the top k tokens (0: no top-k cut)
+    float sample_topp = 1.0f;  // sampling within the nucleus of mass p, 0 < p <= 1 (1: no cut)
+    float temperature = 1.0f;  // sampling from softmax(z / temperature), > 0
+    uint64_t seed = 1;         // sampling: the random numbers' seed
 };
+
+// Per-sentence inputs besides the source, optional (empty vectors: none).
+struct DecodeInputs {
+    std::vector<std::vector<int>> prefix;   // forced first target tokens (ids of text, no special
+                                            // ids), may be empty
+    std::vector<uint64_t> stream;           // sampling: the sentence's random stream id
+                                            // (default: its index in the call's sources)
+};
+
+// Sampling's uniform number in [0, 1) for (seed, stream, step): 24 bits of splitmix64.
+float sampling_uniform(uint64_t seed, uint64_t stream, int step);
 
 struct Hypothesis {
     std::vector<int> tokens;   // generated ids, ending with </s> when it finished
@@ -38,19 +64,33 @@ struct Hypothesis {
 };
 
 int max_output_length(int source_length, const DecodeOptions& opt);
+// GNMT's length penalty ((5 + n) / 6)^alpha for n tokens (counting </s>).
+float length_penalty(int n, float alpha);
 
 // Translates sentences given as token ids (each ending with </s>), all in one batch.
 // Returns, per sentence, the best opt.nbest hypotheses, best first.
 std::vector<std::vector<Hypothesis>> decode_batch(Model* m,
                                                   const std::vector<std::vector<int>>& sources,
-                                                  const DecodeOptions& opt);
+                                                  const DecodeOptions& opt,
+                                                  const DecodeInputs* inputs = nullptr);
 
 // Decodes many sentences: sorted by length, cut into batches of at most batch_tokens padded
 // source tokens, results returned in the input order. An empty source (no tokens) gives one
 // empty hypothesis without running the model.
 std::vector<std::vector<Hypothesis>> decode_sorted(Model* m,
                                                    const std::vector<std::vector<int>>& sources,
-                                                   const DecodeOptions& opt, int batch_tokens);
+                                                   const DecodeOptions& opt, int batch_tokens,
+                                                   const DecodeInputs* inputs = nullptr);
+
+// Scoring (teacher forcing, model_score): the log-probability of each target (ids without
+// </s>; </s> is scored after them) given its source (ids ending with </s>), in batches of at
+// most batch_tokens padded tokens (source or target), sorted by length. Per pair: logprob
+// (the sum), score (logprob / lp(|target| + 1), the search's length penalty) and, when
+// token_logp is given, each token's log-probability (|target| + 1 values, </s> last).
+std::vector<Hypothesis> score_sorted(Model* m, const std::vector<std::vector<int>>& sources,
+                                     const std::vector<std::vector<int>>& targets, float alpha,
+                                     int batch_tokens,
+                                     std::vector<std::vector<float>>* token_logp = nullptr);
 
 struct Tokenizer;
 // Text in, text out: encodes each line (+ </s>), decode_sorted, detokenizes the best

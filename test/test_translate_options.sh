@@ -1,0 +1,160 @@
+#!/bin/sh
+# test/test_translate_options.sh — ./translate's scoring, target prefixes, sampling, files and
+# n-best options end to end, each checked by its effect: --score of the program's own n-best
+# output gives back its log-probabilities, prefixes start the output, a seed reproduces a
+# sample, -i/-o equal stdin/stdout, n-best lines count from 0; bad values are refused.
+# Trains a tiny model first (about 10 s). Run from the repository root after `make`; the
+# optional argument is the folder holding the programs. Ends with
+# "translate_options: N passed, M failed".
+set -u
+B=${1:-.}
+. test/check.sh
+T=$(mktemp -d)
+trap 'rm -rf "$T"' EXIT
+
+toy_corpus "$T/corpus"
+"$B"/train --config tiny --d-model 32 --d-ff 64 --vocab-size 300 --data "$T/corpus" --out "$T/run" \
+    --max-steps 60 --max-tokens 400 --save-every-steps 30 --warmup 20 --log-every 1000s --no-eval > "$T/train.log" 2>&1
+check $? "a tiny model trains"
+M="$T/run/average.safetensors"
+IN="$T/corpus/test.en"
+tr() { "$B"/translate --model "$M" --quiet "$@"; }
+
+# max |a - b| over two columns of numbers: "maxdiff FILE_A FILE_B"
+maxdiff() { paste "$1" "$2" | awk '{ d = $1 - $2; if (d < 0) d = -d; if (d > m) m = d } END { printf "%.2e", m + 0 }'; }
+# field N (1-based) of " ||| "-separated lines
+field() { awk -F ' [|][|][|] ' -v n="$1" '{ print $n }' "$2"; }
+# the source line of each n-best line ("i ||| hyp ||| ..."), paired: "SOURCE ||| hyp"
+pairs() { awk -F ' [|][|][|] ' 'NR == FNR { src[NR - 1] = $0; next } { print src[$1] " ||| " $2 }' "$1" "$2"; }
+
+# ---- n-best lines count from 0, every line numbered in order
+tr --nbest 3 < "$IN" > "$T/nbest.txt"
+n=$(wc -l < "$IN")
+field 1 "$T/nbest.txt" | uniq > "$T/ids.txt"
+seq 0 $((n - 1)) | cmp -s - "$T/ids.txt"; check $? "--nbest 3: lines numbered 0..$((n - 1)) in input order ($(head -n 1 "$T/ids.txt")..$(tail -n 1 "$T/ids.txt"))"
+[ "$(wc -l < "$T/nbest.txt")" -eq $((3 * n)) ]; check $? "--nbest 3: 3 entries per line ($(wc -l < "$T/nbest.txt") for $n lines)"
+awk 'BEGIN { for (i = 0; i < 30; i++) printf "sun moon "; print "" }' > "$T/long.txt"
+tr --split-long --max-input-tokens 16 --nbest 2 < "$T/long.txt" > "$T/long_nbest.txt"
+s=$?; [ $s -eq 0 ] && [ "$(wc -l < "$T/long_nbest.txt")" -eq 2 ] && [ "$(field 1 "$T/long_nbest.txt" | sort -u)" = 0 ]
+check $? "--split-long --nbest 2: a line cut in pieces keeps 2 numbered n-best entries (exit $s, $(wc -l < "$T/long_nbest.txt") lines)"
+
+# ---- scoring: the program's own output scored gives back its log-probabilities (n-best
+# rescoring: the n-best lines paired with their sources, then --score; test_decode checks
+# greedy and beam hypotheses by their token ids)
+tr --beam 4 --nbest 4 < "$IN" > "$T/own4.txt"
+pairs "$IN" "$T/own4.txt" > "$T/pairs4.txt"
+tr --score < "$T/pairs4.txt" > "$T/scored4.txt"; s=$?
+[ $s -eq 0 ] && [ "$(wc -l < "$T/scored4.txt")" -eq "$(wc -l < "$T/pairs4.txt")" ]
+check $? "--score on the n-best output: one line per pair (exit $s)"
+field 4 "$T/own4.txt" > "$T/a.txt"; field 2 "$T/scored4.txt" > "$T/b.txt"
+d=$(maxdiff "$T/a.txt" "$T/b.txt")
+awk -v d="$d" 'BEGIN { exit !(d <= 1e-4) }'; check $? "--score of the beam-4 n-best output == its logprobs (max diff $d <= 1e-4, $(wc -l < "$T/a.txt") hypotheses)"
+field 3 "$T/own4.txt" > "$T/a.txt"; field 1 "$T/scored4.txt" > "$T/b.txt"
+d=$(maxdiff "$T/a.txt" "$T/b.txt")
+awk -v d="$d" 'BEGIN { exit !(d <= 1e-4) }'; check $? "--score: the length-normalised scores == the n-best scores (max diff $d <= 1e-4)"
+cut -f1 -d'|' "$T/pairs4.txt" | sed 's/ *$//' > "$T/src4.txt"
+field 2 "$T/pairs4.txt" > "$T/ref4.txt"
+tr --score --ref "$T/ref4.txt" < "$T/src4.txt" > "$T/scored_ref.txt"
+cmp -s "$T/scored_ref.txt" "$T/scored4.txt"; check $? "--score --ref FILE == 'SOURCE ||| TARGET' lines"
+tr --score --score-tokens < "$T/pairs4.txt" > "$T/tokens.txt"
+awk -F ' [|][|][|] ' '{ n = split($3, v, " "); s = 0; for (i = 1; i <= n; i++) s += v[i]; d = s - $2; if (d < 0) d = -d; if (d > m) m = d }
+    END { exit !(NR > 0 && m <= 1e-4) }' "$T/tokens.txt"
+check $? "--score-tokens: the per-token log-probabilities add up to the line's"
+awk -F ' [|][|][|] ' '{ print $1 " ||| " $2 }' "$T/tokens.txt" | cmp -s - "$T/scored4.txt"
+check $? "--score-tokens: the first two fields unchanged"
+
+# ---- target prefixes
+head -n 6 "$IN" > "$T/in6.txt"
+printf 'sun\n\nrocko moono\nmoono\n\nfireo\n' > "$T/prefix.txt"
+for beam in 1 4; do
+    tr --beam $beam --prefix "$T/prefix.txt" < "$T/in6.txt" > "$T/prefixed$beam.txt"
+    s=$?
+    paste -d '\t' "$T/prefix.txt" "$T/prefixed$beam.txt" | awk -F '\t' '$1 != "" && index($2, $1) != 1 { bad++ } END { exit bad > 0 }'
+    check $? "--prefix, beam $beam: each output starts with its prefix (exit $s)"
+    tr --beam $beam < "$T/in6.txt" > "$T/plain$beam.txt"
+    paste -d '\t' "$T/prefix.txt" "$T/prefixed$beam.txt" "$T/plain$beam.txt" | awk -F '\t' '$1 == "" && $2 != $3 { bad++ } END { exit bad > 0 }'
+    check $? "--prefix, beam $beam: an empty prefix gives the output of no prefix"
+    paste -d '\t' "$T/in6.txt" "$T/prefix.txt" | sed 's/\t/ ||| /' | tr --beam $beam --prefix-inline > "$T/inline$beam.txt"
+    cmp -s "$T/inline$beam.txt" "$T/prefixed$beam.txt"; check $? "--prefix-inline, beam $beam: the same as --prefix FILE"
+done
+# (whole output words as prefixes here: a prefix that ends inside a word, such as 'sun' of
+# 'suno', is re-tokenized differently once the word is complete, and --score scores text)
+printf 'rocko\n\nrocko moono\nmoono\n\nfireo\n' > "$T/prefix_words.txt"
+tr --beam 4 --nbest 2 --prefix "$T/prefix_words.txt" < "$T/in6.txt" > "$T/prefixed_nbest.txt"
+pairs "$T/in6.txt" "$T/prefixed_nbest.txt" | tr --score > "$T/prefixed_scored.txt"
+field 4 "$T/prefixed_nbest.txt" > "$T/a.txt"; field 2 "$T/prefixed_scored.txt" > "$T/b.txt"
+d=$(maxdiff "$T/a.txt" "$T/b.txt")
+awk -v d="$d" 'BEGIN { exit !(d <= 1e-4) }'; check $? "--prefix: the prefix's log-probabilities count (n-best logprob == --score, max diff $d)"
+
+# ---- sampling
+tr --sampling topk:5 --seed 3 < "$IN" > "$T/s3a.txt"
+tr --sampling topk:5 --seed 3 < "$IN" > "$T/s3b.txt"
+tr --sampling topk:5 --seed 4 < "$IN" > "$T/s4.txt"
+cmp -s "$T/s3a.txt" "$T/s3b.txt"; check $? "--sampling topk:5: the same seed samples the same text"
+differ=$(paste -d '\t' "$T/s3a.txt" "$T/s4.txt" | awk -F '\t' '$1 != $2' | wc -l)
+[ "$differ" -gt 0 ]; check $? "--sampling topk:5: another seed samples other text ($differ of $n lines differ)"
+tr --sampling topp:0.9 --temperature 1.5 --seed 3 < "$IN" > "$T/p3a.txt"
+tr --sampling topp:0.9 --temperature 1.5 --seed 3 --batch-tokens 7 < "$IN" > "$T/p3b.txt"
+cmp -s "$T/p3a.txt" "$T/p3b.txt"; check $? "--sampling topp:0.9: the same seed, other batches: the same text"
+tr --sampling topk:1 < "$IN" > "$T/k1.txt"
+tr --beam 1 < "$IN" | cmp -s - "$T/k1.txt"; check $? "--sampling topk:1 == greedy (--beam 1)"
+
+# ---- -i / -o, --threads, --quiet, --version, the speed summary
+tr < "$IN" > "$T/stdout.txt"
+tr -i "$IN" -o "$T/out.txt"; s=$?
+[ $s -eq 0 ] && cmp -s "$T/out.txt" "$T/stdout.txt"; check $? "-i FILE -o FILE == stdin/stdout (exit $s)"
+tr --input "$IN" --output "$T/out2.txt" --threads 1 && cmp -s "$T/out2.txt" "$T/stdout.txt"
+check $? "--input/--output, --threads 1: the same output"
+ls "$T" | grep -q '\.tmp\.'; [ $? -ne 0 ]; check $? "-o: no temporary file left"
+printf 'sun\nsun \377\n' > "$T/bad.txt"
+tr -i "$T/bad.txt" -o "$T/never.txt" 2> "$T/err.txt"; s=$?
+[ $s -eq 1 ] && [ ! -e "$T/never.txt" ] && ! ls "$T" | grep -q '\.tmp\.'
+check $? "-o with an input error: exit 1 ($s), no output file and no temporary left"
+awk 'BEGIN { for (i = 0; i < 1500; i++) print "sun moon star sky" }' > "$T/many.txt"
+(trap '' XFSZ; ulimit -f 8; exec "$B"/translate --model "$M" --quiet --beam 1 -i "$T/many.txt" -o "$T/limited.txt") 2> "$T/err.txt"; s=$?
+[ $s -eq 1 ] && grep -q "limited.txt: File too large" "$T/err.txt" && [ ! -e "$T/limited.txt" ] && ! ls "$T" | grep -q '\.tmp\.'
+check $? "-o past a file-size limit: exit 1 ($s), message naming the file ($(head -c 90 "$T/err.txt")), nothing left"
+tr -o /dev/full < "$IN" 2> "$T/err.txt"; s=$?
+[ $s -eq 1 ] && grep -q "not a regular file" "$T/err.txt"; check $? "-o /dev/full: refused (renaming over a device), exit 1 ($s)"
+tr -i "$T/missing.txt" > /dev/null 2> "$T/err.txt"; s=$?
+[ $s -eq 1 ] && grep -q "cannot open $T/missing.txt" "$T/err.txt"; check $? "-i missing file: clear error, exit 1 ($s)"
+"$B"/translate --model "$M" < "$IN" > /dev/null 2> "$T/err.txt"
+grep -Eq "^translate: $n sentences, [0-9]+ tokens \(target, with </s>\) in [0-9.]+ s: [0-9.]+ sentences/s, [0-9.]+ tokens/s$" "$T/err.txt"
+check $? "the speed summary on stderr: $(cat "$T/err.txt")"
+tr < "$IN" > /dev/null 2> "$T/err.txt"; [ ! -s "$T/err.txt" ]; check $? "--quiet: nothing on stderr"
+"$B"/translate --version > "$T/version.txt"; s=$?
+[ $s -eq 0 ] && grep -q "^translate .*[0-9]" "$T/version.txt"; check $? "--version: exit 0 ($s), $(cat "$T/version.txt")"
+
+# ---- bad values: exit 2 for options, exit 1 for bad input, each with a clear message
+refused() {  # refused STATUS PATTERN ARGS... (stdin: $T/stdin.txt)
+    want=$1 pat=$2; shift 2
+    "$B"/translate --model "$M" "$@" < "$T/stdin.txt" > /dev/null 2> "$T/err.txt"; s=$?
+    [ $s -eq "$want" ] && grep -q -- "$pat" "$T/err.txt"
+    check $? "translate $*: exit $want ($s), message: $(head -c 110 "$T/err.txt")"
+}
+echo "sun moon" > "$T/stdin.txt"
+refused 2 "--sampling" --sampling topp:0
+refused 2 "--sampling" --sampling topp:1.5
+refused 2 "--sampling" --sampling topk:0
+refused 2 "--sampling" --sampling topx:3
+refused 2 "--temperature" --sampling topk:5 --temperature 0
+refused 2 "--temperature" --sampling topk:5 --temperature -1
+refused 2 "needs --beam 1" --sampling topk:5 --beam 4
+refused 2 "--score-tokens needs --score" --score-tokens
+refused 2 "add --score" --ref "$T/ref4.txt"
+refused 2 "exclude each other" --prefix "$T/prefix.txt" --prefix-inline
+refused 2 "do not apply" --score --sampling topk:3
+refused 1 "line 1: expected 'SOURCE ||| TARGET', found no '|||'" --score
+printf 'sun ||| soon ||| x\n' > "$T/stdin.txt"
+refused 1 "line 1: expected 'SOURCE ||| TARGET', found more than one '|||'" --score
+printf 'sun ||| soon\nmoon\n' > "$T/stdin.txt"
+refused 1 "line 2: expected 'SOURCE ||| PREFIX', found no '|||'" --prefix-inline
+printf 'sun\nmoon\nstar\n' > "$T/stdin.txt"
+printf 'suno\nmoono\n' > "$T/two.txt"
+refused 1 "two.txt has only 2 lines" --score --ref "$T/two.txt"
+printf 'sun\n' > "$T/stdin.txt"
+refused 1 "two.txt has 2 lines, the input 1" --score --ref "$T/two.txt"
+refused 1 "two.txt has 2 lines, the input 1" --prefix "$T/two.txt"
+refused 1 "cannot read" --score --ref "$T/missing.txt"
+
+check_summary translate_options
