@@ -71,7 +71,7 @@ endif
 MODEL_SRC := transformer.cpp model/backend.cpp model/config.cpp model/model.cpp model/checkpoint.cpp \
              cpu/gemm.cpp cpu/gemm_int8.cpp
 TEXT_SRC := tokenizer.cpp toolkit/decode.cpp toolkit/parallel_data.cpp toolkit/bleu_score.cpp \
-            toolkit/trainer.cpp
+            toolkit/trainer.cpp toolkit/batch_queue.cpp
 LIB_SRC := $(MODEL_SRC) $(TEXT_SRC)
 LIB_OBJ := $(LIB_SRC:%.cpp=$(BUILD)/%.o)
 HEADERS := $(wildcard *.h */*.h)
@@ -106,6 +106,14 @@ $(BUILD)/libtransformer_cuda.so: transformer.cu transformer.h numerics.h $(FLAGS
 
 $(PROGRAMS:%=$(BIN)/%): $(BIN)/%: $(BUILD)/cli/%.o $(LIB_OBJ) | $(CUDA_LIB)
 	$(CXX) $(CXXFLAGS) $(filter %.o,$^) -o $@ $(LDLIBS)
+
+# ./translate --serve: cli/serve.cpp with Debian's cpp-httplib (libcpp-httplib-dev: httplib.h and
+# its compiled part, libcpp-httplib.so), flags from its pkg-config file.
+HTTPLIB_CFLAGS := $(shell pkg-config --cflags cpp-httplib 2>/dev/null)
+HTTPLIB_LIBS := $(or $(shell pkg-config --libs cpp-httplib 2>/dev/null),-lcpp-httplib) -pthread
+$(BUILD)/cli/serve.o: CXXFLAGS += $(HTTPLIB_CFLAGS)
+$(BIN)/translate: $(BUILD)/cli/serve.o
+$(BIN)/translate: LDLIBS += $(HTTPLIB_LIBS)
 
 $(BUILD)/test_%: $(BUILD)/test/test_%.o $(LIB_OBJ) | $(CUDA_LIB)
 	$(CXX) $(CXXFLAGS) $(filter %.o,$^) -o $@ $(LDLIBS)

@@ -11,6 +11,9 @@
 // line (exit 1) unless --replace-invalid / --split-long say how to handle them. Option values
 // are checked by cli/options.h (exit 2); a failed write to stdout is an error (exit 1,
 // cli/text_io.h).
+//
+// `--serve [HOST:]PORT` answers HTTP/JSON requests instead of reading stdin (cli/serve.cpp),
+// with the same model, decoding options and line rules.
 #include <poll.h>
 #include <unistd.h>
 
@@ -21,7 +24,9 @@
 #include <string>
 #include <vector>
 
+#include "cli/line_check.h"
 #include "cli/options.h"
+#include "cli/serve.h"
 #include "cli/text_io.h"
 #include "model/checkpoint.h"
 #include "tokenizer.h"
@@ -78,25 +83,6 @@ private:
     }
 };
 
-// s with each byte that does not start a valid UTF-8 character (tokenizer.h's utf8_char)
-// replaced by U+FFFD; valid characters are kept.
-static std::string replace_invalid(const std::string& s) {
-    std::string out;
-    const unsigned char* p = (const unsigned char*)s.data();
-    for (size_t i = 0; i < s.size();) {
-        uint32_t cp;
-        int len = utf8_char(p + i, s.size() - i, &cp);
-        if (len == 0) {
-            out += "\xEF\xBF\xBD";   // U+FFFD
-            i += 1;
-        } else {
-            out.append(s, i, (size_t)len);
-            i += (size_t)len;
-        }
-    }
-    return out;
-}
-
 // The largest --beam (and --nbest). A line's decoding time and cache memory grow in
 // proportion to the beam, and past ~10 beams BLEU stops improving (it usually drops: the
 // "beam search curse"); 64 still admits wide n-best lists at 16x the default beam's cost.
@@ -111,6 +97,7 @@ struct TranslateOptions {
     bool split_long = false;
     std::string device = "auto";      // auto | cpu | cuda
     std::string precision;            // "" (the device's default) | fp32 | bf16 (GPU) | int8 (CPU)
+    ServeOptions serve;               // --serve and its limits (cli/serve.h)
 };
 
 struct Translator {
@@ -121,29 +108,8 @@ struct Translator {
 
     // Encodes one input line, checking it; false + message on bad input.
     bool encode(std::string line, std::vector<std::vector<int>>* pieces, std::string* err) {
-        if (!line.empty() && line.back() == '\r') line.pop_back();
-        long bad = invalid_utf8_at(line);
-        if (bad >= 0 && !opt.replace_invalid) {
-            *err = "line " + std::to_string(line_number) + ": invalid UTF-8 at byte " + std::to_string(bad) +
-                   " (--replace-invalid substitutes U+FFFD)";
-            return false;
-        }
-        if (bad >= 0) line = replace_invalid(line);
-        std::vector<int> ids = tok.encode(line);
-        pieces->clear();
-        if ((int)ids.size() <= opt.max_input_tokens) {
-            pieces->push_back(ids);
-            return true;
-        }
-        if (!opt.split_long) {
-            *err = "line " + std::to_string(line_number) + ": " + std::to_string(ids.size()) +
-                   " tokens, more than --max-input-tokens " + std::to_string(opt.max_input_tokens) +
-                   " (--split-long translates it in pieces)";
-            return false;
-        }
-        for (size_t i = 0; i < ids.size(); i += opt.max_input_tokens)
-            pieces->emplace_back(ids.begin() + i, ids.begin() + std::min(ids.size(), i + opt.max_input_tokens));
-        return true;
+        LineRules rules{opt.max_input_tokens, opt.replace_invalid, opt.split_long};
+        return check_line(tok, line, rules, "line " + std::to_string(line_number), pieces, err);
     }
 
     // Translates the lines' pieces and prints one output line (or nbest lines) per input line.
@@ -228,6 +194,7 @@ static bool parse_options(int argc, char** argv, TranslateOptions* op, int* stat
              at_least(0));
     opts.add_flag("--replace-invalid", &o.replace_invalid, "replace invalid UTF-8 with U+FFFD instead of failing");
     opts.add_flag("--split-long", &o.split_long, "translate over-long lines in pieces instead of failing");
+    add_serve_options(&opts, &o.serve);
     if (!opts.parse(argc, argv)) {
         *status = opts.exit_code();
         return false;
@@ -246,6 +213,10 @@ int main(int argc, char** argv) {
     int status = 0;
     if (!parse_options(argc, argv, &t.opt, &status)) return status;
     if (!load(&t)) return 1;
+    if (!t.opt.serve.address.empty())
+        return serve({&t.model, &t.tok, t.opt.decode, t.opt.batch_tokens,
+                      {t.opt.max_input_tokens, t.opt.replace_invalid, t.opt.split_long}, t.opt.model},
+                     t.opt.serve);
     LineReader in;
     std::string line, err;
     std::vector<std::vector<std::vector<int>>> chunk;

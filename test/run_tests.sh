@@ -47,6 +47,7 @@ run bleu "$BUILD/test_bleu"
 run cuda "$BUILD/test_cuda"
 run corpus sh test/test_corpus.sh
 run cli sh test/test_cli.sh "$BIN"
+run serve python3 test/test_serve.py "$BIN"
 run bench_env sh test/test_bench_env.sh "$BUILD" "$BIN"
 rm -f "$log"
 echo "tests: $passed passed, $failed failed"
