@@ -8,6 +8,7 @@
 #   make bench-decode     decoding speed, ours vs PyTorch
 #   make bench-translate  the same on the real test set with the trained model, and BLEU
 #   make bench-split-long ./translate --split-long on one line of 50k/100k/200k words
+#   make bench-serve      ./translate --serve: lines/s and latency, 1/8/32 clients, vs stdin mode
 #   make bench-bpe        BPE learn/encode speed, ours vs SentencePiece
 #   make bench-gemm       matrix-product speed, ours vs OpenBLAS
 #   make bench-gemm-int8  int8 linear layer (gemm_int8.cpp) speed vs our fp32 sgemm
@@ -80,7 +81,7 @@ PROGRAMS := train translate average bleu bpe
 TESTS := test_core test_ops test_decode test_train test_gemm test_gemm_int8 test_tokenizer test_data \
          test_bleu test_cuda
 
-.PHONY: all test test-asan gpu-check bench bench-deps bench-decode bench-translate bench-split-long \
+.PHONY: all test test-asan gpu-check bench bench-deps bench-decode bench-translate bench-split-long bench-serve \
         bench-bpe bench-gemm bench-gemm-int8 data reference reference-check info clean
 all: $(PROGRAMS:%=$(BIN)/%)
 
@@ -163,6 +164,11 @@ gpu-check:
 # one very long line (MODEL=..., default runs/default/average.safetensors; skipped without it)
 bench-split-long: $(BIN)/translate
 	@bash bench/bench_split_long.sh $(MODEL)
+
+# ./translate --serve against stdin mode (MODEL=..., default runs/default/average.safetensors;
+# skipped without it): 1, 8 and 32 clients, dynamic batching on and off (bench/bench_serve.py)
+bench-serve: $(BIN)/translate
+	@TRANSLATE=$(BIN)/translate python3 bench/bench_serve.py $(MODEL)
 
 bench-bpe: $(BIN)/bpe data
 	@bash bench/bench_bpe.sh
