@@ -59,8 +59,10 @@ void add_serve_options(Options* opts, ServeOptions* o) {
     opts->add("--max-request-lines", &o->max_request_lines, "lines per request (more: 413)", in_range(1, 1000000));
     opts->add("--max-request-bytes", &o->max_request_bytes, "request body size (more: 413)", in_range(1, 1LL << 32));
     opts->add("--max-request-beam", &o->max_request_beam, "largest per-request beam and nbest", in_range(1, 64));
+    Bounds timeout = in_range(0, 1e6);   // (0, 11 days]: a deadline that a clock can hold
+    timeout.lo_open = true;
     opts->add("--request-timeout", &o->request_timeout_s, "seconds a request may wait for its translation (then 503)",
-              greater_than(0));
+              timeout);
     opts->add("--serve-threads", &o->threads, "HTTP connections served at once", in_range(1, 4096));
 }
 

@@ -214,12 +214,12 @@ def main():
     results = []
     lock = threading.Lock()
 
-    def client(seed, n_requests, server, pool=pool, expected=expected):
+    def client(seed, n_requests, server, pool=pool, expected=expected, **opts):
         r = random.Random(seed)
         for _ in range(n_requests):
             lines = [r.choice(pool) for _ in range(r.randint(1, 30))]
             try:
-                status, out, _ = server.translate(items(lines))
+                status, out, _ = server.translate(items(lines, **opts))
                 e = answer_errors(status, out, lines, expected)
             except Exception as ex:   # noqa: BLE001 - any failure is a failed answer
                 e = f"exception {ex!r}"
@@ -238,6 +238,20 @@ def main():
           f"in {time.time() - start:.1f} s {bad[:2]}")
     status, out, _ = s.request("GET", "/health")
     check(status == 200, f"healthy after the concurrent clients ({status})")
+
+    # Concurrent requests of two searches (greedy, beam 4) never share a batch: each gets its own.
+    greedy = dict(zip(pool, translate_stdin(model, pool, "--beam", "1")))
+    results.clear()
+    threads = [threading.Thread(target=client, args=(300 + i, 5, s), kwargs=dict(beam=1, expected=greedy))
+               for i in range(4)]
+    threads += [threading.Thread(target=client, args=(400 + i, 5, s)) for i in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(CALL_TIMEOUT_S * 2)
+    bad = [e for e in results if e]
+    check(len(results) == 40 and not bad, f"4 greedy + 4 beam-4 concurrent clients: 40 answers equal "
+                                          f"./translate --beam 1 / --beam 4 {bad[:2]}")
 
     # Bad requests: status and message.
     too_many = json.dumps(items(["sun"] * 51)).encode()
@@ -314,9 +328,15 @@ def main():
                        stderr=subprocess.PIPE, timeout=120)
     check(r.returncode == 1 and b"cannot listen on 127.0.0.1" in r.stderr,
           f"--serve on a port in use: exit 1 ({r.returncode}), {r.stderr.decode(errors='replace').strip()[:120]}")
-    r = subprocess.run([TRANSLATE, "--model", model, "--serve", "127.0.0.1:99999"], stdout=subprocess.DEVNULL,
-                       stderr=subprocess.PIPE, timeout=120)
-    check(r.returncode == 2 and b"--serve" in r.stderr, f"--serve 127.0.0.1:99999: exit 2 ({r.returncode})")
+    for opts, name in [(["--serve", "127.0.0.1:99999"], "--serve"), (["--serve", "localhost:"], "--serve"),
+                       (["--serve", "eighty"], "--serve"), (["--serve", "0", "--batch-wait", "-1"], "--batch-wait"),
+                       (["--serve", "0", "--request-timeout", "0"], "--request-timeout"),
+                       (["--serve", "0", "--max-request-beam", "65"], "--max-request-beam"),
+                       (["--serve", "0", "--beam", "20"], "--max-request-beam")]:
+        r = subprocess.run([TRANSLATE, "--model", model, *opts], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+                           timeout=120)
+        check(r.returncode == 2 and name.encode() in r.stderr,
+              f"{' '.join(opts)}: refused, exit 2 ({r.returncode}), {r.stderr.decode(errors='replace').strip()[:100]}")
     code = s.stop()
     check(code == 0, f"the first server stops on SIGTERM, exit 0 ({code})")
 
@@ -339,19 +359,23 @@ def main():
     check(len(results) == 20 and not bad, f"int8, --no-batching, 4 concurrent clients: 20 answers correct {bad[:2]}")
     s8.stop()
 
-    # The per-request timeout, and --batch-tokens starting a batch before --batch-wait.
-    st = Server(model, "--batch-wait", "4000", "--batch-tokens", "60", "--request-timeout", "1")
+    # The per-request timeout; --batch-tokens starting a batch long before --batch-wait.
+    st = Server(model, "--batch-wait", "10000", "--request-timeout", "1")
     t0 = time.time()
     status, out, _ = st.translate(items(["sun"]))
     took = time.time() - t0
-    check(status == 503 and "--request-timeout 1 s" in out.get("error", "") and took < 3.5,
+    check(status == 503 and "--request-timeout 1 s" in out.get("error", "") and took < 5,
           f"a request waiting longer than --request-timeout: 503 after {took:.1f} s, {out}")
+    check(st.request("GET", "/health")[0] == 200, "healthy after the timeout")
+    st.stop()
+    sb = Server(model, "--batch-wait", "10000", "--batch-tokens", "60")
     t0 = time.time()
-    status, out, _ = st.translate(items(pool[:30]))
+    status, out, _ = sb.translate(items(pool[:30]))
     took = time.time() - t0
     err = answer_errors(status, out, pool[:30], expected)
-    check(err == "" and took < 3.5, f"30 lines (> --batch-tokens 60) start a batch at once: {took:.1f} s {err}")
-    st.stop()
+    check(err == "" and took < 9, f"30 lines (> --batch-tokens 60) decoded at once, not after --batch-wait 10 s: "
+                                  f"{took:.1f} s {err}")
+    sb.stop()
 
     # SIGTERM while a request waits: it is answered, new connections are refused, exit 0.
     sg = Server(model, "--batch-wait", "2000")
