@@ -8,9 +8,10 @@ and off (--no-batching). Prints lines/s, the ratio to stdin mode, and the median
 request latency, and checks that every answer equals stdin mode's translation.
 
   MODEL      checkpoint (default runs/default/average.safetensors); SKIP, saying so, when absent
-  DATA       source text (default data/corpus/default/test.en); LINES first lines (default 400)
+  DATA       source text (default data/corpus/default/test.en); LINES first lines (default 200)
   CLIENTS    concurrent clients (default "1 8 32"); WAIT --batch-wait in ms (default 5)
   TRANSLATE  the program (default ./translate); extra ./translate options in OPTS (e.g. --beam 1)
+  THREADS    OpenMP threads of both sides (default: OpenMP's, all cores)
 Python's standard library is the client (threads, http.client); it shares the machine's cores
 with the server, as a real client on the same machine would.
 """
@@ -28,11 +29,13 @@ import time
 
 MODEL = sys.argv[1] if len(sys.argv) > 1 and sys.argv[1] else "runs/default/average.safetensors"
 DATA = os.environ.get("DATA", "data/corpus/default/test.en")
-LINES = int(os.environ.get("LINES", "400"))
+LINES = int(os.environ.get("LINES", "200"))
 CLIENTS = [int(c) for c in os.environ.get("CLIENTS", "1 8 32").split()]
 WAIT = os.environ.get("WAIT", "5")
 TRANSLATE = os.environ.get("TRANSLATE", "./translate")
 OPTS = shlex.split(os.environ.get("OPTS", ""))
+if os.environ.get("THREADS"):
+    os.environ["OMP_NUM_THREADS"] = os.environ["THREADS"]
 
 
 def stdin_mode(lines):
@@ -106,7 +109,9 @@ def main():
     with open(DATA, encoding="utf-8") as f:
         lines = [x.rstrip("\n") for x in f][:LINES]
     cpu = next((l.split(":", 1)[1].strip() for l in open("/proc/cpuinfo") if l.startswith("model name")), "?")
-    print(f"# CPU: {cpu}; {os.cpu_count()} cores; load average {open('/proc/loadavg').read().split()[0]}")
+    threads = os.environ.get("OMP_NUM_THREADS", "all")
+    print(f"# CPU: {cpu}; {os.cpu_count()} cores, OpenMP threads: {threads}; "
+          f"load average {open('/proc/loadavg').read().split()[0]}")
     print(f"# {TRANSLATE} --model {MODEL} {' '.join(OPTS)}; {len(lines)} lines of {DATA}; one line per request")
     secs, load, reference = stdin_mode(lines)
     base = len(lines) / secs
