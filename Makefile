@@ -10,6 +10,7 @@
 #   make bench-decode     decoding speed, ours vs PyTorch
 #   make bench-translate  the same on the real test set with the trained model, and BLEU
 #   make bench-split-long ./translate --split-long on one line of 50k/100k/200k words
+#   make bench-serve      ./translate --serve: lines/s and latency, 1/8/32 clients, vs stdin mode
 #   make bench-bpe        BPE learn/encode speed, ours vs SentencePiece
 #   make bench-gemm       matrix-product speed, ours vs OpenBLAS
 #   make bench-gemm-int8  int8 linear layer (gemm_int8.cpp) speed vs our fp32 sgemm
@@ -94,7 +95,7 @@ MODEL_SRC := transformer.cpp model/backend.cpp model/config.cpp model/model.cpp 
              cpu/gemm.cpp cpu/gemm_int8.cpp
 TEXT_SRC := tokenizer.cpp toolkit/decode.cpp toolkit/parallel_data.cpp toolkit/bleu_score.cpp \
             toolkit/svg.cpp toolkit/attention_view.cpp toolkit/curves.cpp \
-            toolkit/trainer.cpp toolkit/distributed.cpp
+            toolkit/trainer.cpp toolkit/distributed.cpp toolkit/batch_queue.cpp
 LIB_SRC := $(MODEL_SRC) $(TEXT_SRC)
 LIB_OBJ := $(LIB_SRC:%.cpp=$(BUILD)/%.o)
 
@@ -104,7 +105,7 @@ TESTS := test_core test_ops test_decode test_train test_gemm test_gemm_int8 test
 # libFuzzer targets (test/fuzz/fuzz_*.cpp); make test replays their seeds and regression inputs.
 FUZZ_TARGETS := tokenizer vocab safetensors checkpoint parallel translate
 
-.PHONY: all test test-asan fuzz soak gpu-check bench bench-deps bench-decode bench-translate bench-split-long \
+.PHONY: all test test-asan fuzz soak gpu-check bench bench-deps bench-decode bench-translate bench-split-long bench-serve \
         bench-bpe bench-gemm bench-gemm-int8 bench-dist data reference reference-check info clean
 all: $(PROGRAMS:%=$(BIN)/%)
 
@@ -142,6 +143,14 @@ $(BUILD)/libtransformer_nccl.so: toolkit/nccl_allreduce.cu $(FLAGS_STAMP)
 
 $(PROGRAMS:%=$(BIN)/%): $(BIN)/%: $(BUILD)/cli/%.o $(LIB_OBJ) | $(CUDA_LIB) $(NCCL_LIB)
 	$(CXX) $(CXXFLAGS) $(filter %.o,$^) -o $@ $(LDLIBS)
+
+# ./translate --serve: cli/serve.cpp with Debian's cpp-httplib (libcpp-httplib-dev: httplib.h and
+# its compiled part, libcpp-httplib.so), flags from its pkg-config file.
+HTTPLIB_CFLAGS := $(shell pkg-config --cflags cpp-httplib 2>/dev/null)
+HTTPLIB_LIBS := $(or $(shell pkg-config --libs cpp-httplib 2>/dev/null),-lcpp-httplib) -pthread
+$(BUILD)/cli/serve.o: CXXFLAGS += $(HTTPLIB_CFLAGS)
+$(BIN)/translate: $(BUILD)/cli/serve.o
+$(BIN)/translate: LDLIBS += $(HTTPLIB_LIBS)
 
 $(BUILD)/test_%: $(BUILD)/test/test_%.o $(LIB_OBJ) | $(CUDA_LIB)
 	$(CXX) $(CXXFLAGS) $(filter %.o,$^) -o $@ $(LDLIBS)
@@ -221,6 +230,11 @@ gpu-check:
 # one very long line (MODEL=..., default runs/default/average.safetensors; skipped without it)
 bench-split-long: $(BIN)/translate
 	@bash bench/bench_split_long.sh $(MODEL)
+
+# ./translate --serve against stdin mode (MODEL=..., default runs/default/average.safetensors;
+# skipped without it): 1, 8 and 32 clients, dynamic batching on and off (bench/bench_serve.py)
+bench-serve: $(BIN)/translate
+	@TRANSLATE=$(BIN)/translate python3 bench/bench_serve.py $(MODEL)
 
 bench-bpe: $(BIN)/bpe data
 	@bash bench/bench_bpe.sh

@@ -18,6 +18,9 @@
 // line (exit 1) unless --replace-invalid / --split-long say how to handle them. Option values
 // are checked by cli/options.h (exit 2); a failed write to stdout is an error (exit 1,
 // cli/text_io.h).
+//
+// `--serve [HOST:]PORT` answers HTTP/JSON requests instead of reading stdin (cli/serve.cpp),
+// with the same model, decoding options and line rules.
 #include <fcntl.h>
 #include <poll.h>
 #include <sys/stat.h>
@@ -37,7 +40,9 @@
 #include <string>
 #include <vector>
 
+#include "cli/line_check.h"
 #include "cli/options.h"
+#include "cli/serve.h"
 #include "cli/text_io.h"
 #include "model/checkpoint.h"
 #include "tokenizer.h"
@@ -95,25 +100,6 @@ private:
     }
 };
 
-// s with each byte that does not start a valid UTF-8 character (tokenizer.h's utf8_char)
-// replaced by U+FFFD; valid characters are kept.
-static std::string replace_invalid(const std::string& s) {
-    std::string out;
-    const unsigned char* p = (const unsigned char*)s.data();
-    for (size_t i = 0; i < s.size();) {
-        uint32_t cp;
-        int len = utf8_char(p + i, s.size() - i, &cp);
-        if (len == 0) {
-            out += "\xEF\xBF\xBD";   // U+FFFD
-            i += 1;
-        } else {
-            out.append(s, i, (size_t)len);
-            i += (size_t)len;
-        }
-    }
-    return out;
-}
-
 // The largest --beam (and --nbest). A line's decoding time and cache memory grow in
 // proportion to the beam, and past ~10 beams BLEU stops improving (it usually drops: the
 // "beam search curse"); 64 still admits wide n-best lists at 16x the default beam's cost.
@@ -140,6 +126,7 @@ struct TranslateOptions {
     std::string prefix;               // target prefixes, one per input line
     bool prefix_inline = false;       // input lines are "SOURCE ||| PREFIX"
     std::string sampling;             // "" | topk:K | topp:P (as given)
+    ServeOptions serve;               // --serve and its limits (cli/serve.h)
 };
 
 // A text file read whole, one line per input line (--ref, --prefix).
@@ -268,29 +255,8 @@ struct Translator {
 
     // Encodes one input line, checking it; false + message on bad input.
     bool encode(std::string line, std::vector<std::vector<int>>* pieces, std::string* err) {
-        if (!line.empty() && line.back() == '\r') line.pop_back();
-        long bad = invalid_utf8_at(line);
-        if (bad >= 0 && !opt.replace_invalid) {
-            *err = "line " + std::to_string(line_number) + ": invalid UTF-8 at byte " + std::to_string(bad) +
-                   " (--replace-invalid substitutes U+FFFD)";
-            return false;
-        }
-        if (bad >= 0) line = replace_invalid(line);
-        std::vector<int> ids = tok.encode(line);
-        pieces->clear();
-        if ((int)ids.size() <= opt.max_input_tokens) {
-            pieces->push_back(ids);
-            return true;
-        }
-        if (!opt.split_long) {
-            *err = "line " + std::to_string(line_number) + ": " + std::to_string(ids.size()) +
-                   " tokens, more than --max-input-tokens " + std::to_string(opt.max_input_tokens) +
-                   " (--split-long translates it in pieces)";
-            return false;
-        }
-        for (size_t i = 0; i < ids.size(); i += opt.max_input_tokens)
-            pieces->emplace_back(ids.begin() + i, ids.begin() + std::min(ids.size(), i + opt.max_input_tokens));
-        return true;
+        LineRules rules{opt.max_input_tokens, opt.replace_invalid, opt.split_long};
+        return check_line(tok, line, rules, "line " + std::to_string(line_number), pieces, err);
     }
 
     // Translates the lines' pieces and prints one output line (or nbest lines) per input line.
@@ -472,6 +438,13 @@ static bool check_extra_options(Options& opts, int argc, char** argv, TranslateO
         bad = "--prefix FILE and --prefix-inline exclude each other";
     else if (o.score && o.split_long)
         bad = "--score does not split lines: --split-long does not apply";
+    else if (o.score && (!o.inspect.dir.empty() || o.inspect.alignment))
+        bad = "--attention and --alignment show a search's translations: not with --score";
+    else if (!o.serve.address.empty() && (o.score || !o.prefix.empty() || o.prefix_inline || o.decode.sampling ||
+                                          !o.input.empty() || !o.output.empty() || !o.inspect.dir.empty() ||
+                                          o.inspect.alignment))
+        bad = "--serve answers HTTP requests: --score, --prefix, --sampling, -i/-o, --attention and "
+              "--alignment are options of stdin mode";
     if (!bad.empty()) {
         *status = opts.usage_error(bad);
         return false;
@@ -509,6 +482,7 @@ static bool parse_options(int argc, char** argv, TranslateOptions* op, int* stat
     opts.add("--alignment-layer", &o.inspect.alignment_layer,
              "decoder layer whose cross-attention aligns, 1-based (0: the last)", in_range(0, 64));
     add_extra_options(opts, &o);
+    add_serve_options(&opts, &o.serve);
     if (!opts.parse(argc, argv)) {
         *status = opts.exit_code();
         return false;
@@ -651,6 +625,12 @@ int main(int argc, char** argv) {
         std::printf("translate (Attention Is All You Need in C++/CUDA) %s; checkpoints aiayn-transformer/1; "
                     "backends: cpu%s\n", kVersion, cuda_built() ? ", cuda" : "");
         return 0;
+    }
+    if (!t.opt.serve.address.empty()) {
+        if (!load(&t)) return 1;
+        return serve({&t.model, &t.tok, t.opt.decode, t.opt.batch_tokens,
+                      {t.opt.max_input_tokens, t.opt.replace_invalid, t.opt.split_long}, t.opt.model},
+                     t.opt.serve);
     }
     if (!setup_io(&t) || !load(&t)) return 1;
     t.progress = Progress();

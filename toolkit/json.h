@@ -1,5 +1,6 @@
-// json.h — a small, strict JSON reader and string escaper, enough for safetensors headers and
-// the config in checkpoint metadata. Header-only. Parse errors carry the byte offset.
+// json.h — a small, strict JSON reader and string escaper, enough for safetensors headers, the
+// config in checkpoint metadata and ./translate --serve's requests. Header-only. Parse errors
+// carry the byte offset; numbers follow RFC 8259's grammar exactly (no nan, inf, hex).
 //
 //   Json v; std::string err;
 //   if (!json_parse(text, &v, &err)) ...;  v.get("key") -> const Json* or nullptr
@@ -87,25 +88,34 @@ private:
         if (c == 'n') { v->type = Json::NUL; return literal("null"); }
         return number(v);
     }
-    // JSON's number grammar exactly: -?(0|[1-9][0-9]*)(.[0-9]+)?([eE][+-]?[0-9]+)? (strtod
-    // alone would also take "NaN", "inf", hex, a leading '+' or spaces).
+    // RFC 8259's number: -?(0|[1-9][0-9]*)(.[0-9]+)?([eE][+-]?[0-9]+)?; strtod alone would
+    // also take nan, inf, hex, a leading '+' or '.', which JSON does not have.
+    size_t digits(size_t i) const {
+        while (i < s_.size() && s_[i] >= '0' && s_[i] <= '9') i++;
+        return i;
+    }
     bool number(Json* v) {
-        size_t p = pos_;
-        auto digit = [&](size_t i) { return i < s_.size() && s_[i] >= '0' && s_[i] <= '9'; };
-        auto digits = [&] { if (!digit(p)) return false; while (digit(p)) p++; return true; };
-        if (p < s_.size() && s_[p] == '-') p++;
-        if (!digit(p)) return fail("expected a value");
-        if (s_[p] == '0') p++;
-        else digits();
-        if (p < s_.size() && s_[p] == '.' && (++p, !digits())) return fail("bad number: no digit after '.'");
-        if (p < s_.size() && (s_[p] == 'e' || s_[p] == 'E')) {
-            p++;
-            if (p < s_.size() && (s_[p] == '+' || s_[p] == '-')) p++;
-            if (!digits()) return fail("bad number: no digit in the exponent");
+        size_t i = pos_;
+        if (i < s_.size() && s_[i] == '-') i++;
+        size_t int_end = digits(i);
+        if (int_end == i) return fail(i == pos_ ? "expected a value" : "expected a digit");
+        if (s_[i] == '0' && int_end > i + 1) return fail("leading zero in a number");
+        i = int_end;
+        if (i < s_.size() && s_[i] == '.') {
+            size_t frac_end = digits(i + 1);
+            if (frac_end == i + 1) { pos_ = i + 1; return fail("expected a digit after '.'"); }
+            i = frac_end;
         }
-        v->number = std::strtod(s_.substr(pos_, p - pos_).c_str(), nullptr);
+        if (i < s_.size() && (s_[i] == 'e' || s_[i] == 'E')) {
+            size_t j = i + 1;
+            if (j < s_.size() && (s_[j] == '+' || s_[j] == '-')) j++;
+            size_t exp_end = digits(j);
+            if (exp_end == j) { pos_ = j; return fail("expected a digit in the exponent"); }
+            i = exp_end;
+        }
+        v->number = std::strtod(s_.substr(pos_, i - pos_).c_str(), nullptr);   // overflow: +-HUGE_VAL
         v->type = Json::NUMBER;
-        pos_ = p;
+        pos_ = i;
         return true;
     }
     static void put_utf8(std::string* out, uint32_t cp) {

@@ -1,0 +1,73 @@
+// cli/line_check.h — ./translate's rules for one input line, shared by stdin mode
+// (cli/translate.cpp) and the HTTP server (cli/serve.cpp), so both accept and refuse the same
+// lines with the same messages:
+//   - a trailing '\r' is dropped (CRLF text);
+//   - invalid UTF-8 is an error naming the line and the byte, unless replace_invalid (each
+//     bad byte becomes U+FFFD);
+//   - a line of more than max_input_tokens tokens is an error, unless split_long (it is cut
+//     into pieces of max_input_tokens tokens, each translated on its own).
+//
+//   LineRules rules{max_input_tokens, replace_invalid, split_long};
+//   if (!check_line(tok, line, rules, "line 7", &pieces, &err)) ...   err: "line 7: invalid ..."
+#pragma once
+#include <algorithm>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "tokenizer.h"
+
+struct LineRules {
+    int max_input_tokens = 1024;   // longest accepted line in tokens
+    bool replace_invalid = false;  // invalid UTF-8 -> U+FFFD instead of an error
+    bool split_long = false;       // over-long lines in pieces instead of an error
+};
+
+// s with each byte that does not start a valid UTF-8 character (tokenizer.h's utf8_char)
+// replaced by U+FFFD; valid characters are kept.
+inline std::string replace_invalid_utf8(const std::string& s) {
+    std::string out;
+    const unsigned char* p = (const unsigned char*)s.data();
+    for (size_t i = 0; i < s.size();) {
+        uint32_t cp;
+        int len = utf8_char(p + i, s.size() - i, &cp);
+        if (len == 0) {
+            out += "\xEF\xBF\xBD";   // U+FFFD
+            i += 1;
+        } else {
+            out.append(s, i, (size_t)len);
+            i += (size_t)len;
+        }
+    }
+    return out;
+}
+
+// Checks and encodes one line by the rules above. *pieces gets its token ids (one piece, or
+// several when split; no </s>); false + *err ("WHERE: what is wrong (the option that
+// helps)") on bad input. *clean (optional) gets the text that was encoded.
+inline bool check_line(const Tokenizer& tok, std::string line, const LineRules& rules, const std::string& where,
+                       std::vector<std::vector<int>>* pieces, std::string* err, std::string* clean = nullptr) {
+    if (!line.empty() && line.back() == '\r') line.pop_back();
+    long bad = invalid_utf8_at(line);
+    if (bad >= 0 && !rules.replace_invalid) {
+        *err = where + ": invalid UTF-8 at byte " + std::to_string(bad) + " (--replace-invalid substitutes U+FFFD)";
+        return false;
+    }
+    if (bad >= 0) line = replace_invalid_utf8(line);
+    std::vector<int> ids = tok.encode(line);
+    if (clean) *clean = line;
+    pieces->clear();
+    const size_t limit = (size_t)std::max(1, rules.max_input_tokens);
+    if (ids.size() <= limit) {
+        pieces->push_back(ids);
+        return true;
+    }
+    if (!rules.split_long) {
+        *err = where + ": " + std::to_string(ids.size()) + " tokens, more than --max-input-tokens " +
+               std::to_string(rules.max_input_tokens) + " (--split-long translates it in pieces)";
+        return false;
+    }
+    for (size_t i = 0; i < ids.size(); i += limit)
+        pieces->emplace_back(ids.begin() + i, ids.begin() + std::min(ids.size(), i + limit));
+    return true;
+}

@@ -1,0 +1,346 @@
+// cli/serve.cpp — `./translate --serve [HOST:]PORT`: a translation service over HTTP/JSON
+// with dynamic batching. HTTP is Debian's cpp-httplib (httplib.h): the request parser, a
+// thread pool of connections, keep-alive, body-size limits and timeouts.
+//
+//   POST /translate   OpenNMT-py's REST format: [{"src": "text", "id": 1}, ...] ->
+//                     [[{"src": ..., "tgt": ..., "n_best": N, "pred_score": S}, ...], ...]
+//                     (N lists, the k-th holding every item's k-th best); optional per-request
+//                     "beam", "nbest", "alpha" in the items (the same in every item that sets
+//                     them), within the server's limits
+//   GET /health       200 {"status": "ok", ...} once the model is loaded
+//   GET /info         the model's config, vocabulary size, device, precision, limits, version
+//
+// Threads: cpp-httplib's pool runs the handlers, which check and encode a request's lines
+// (cli/line_check.h: stdin mode's rules), queue them as one job (toolkit/batch_queue.h) and
+// wait. The calling thread (the one that loaded the Model) is the only one that decodes:
+// it takes queued jobs together, up to --batch-tokens or --batch-wait, whichever comes first.
+// Errors are JSON {"error": "..."}: 400 bad JSON, types, values, UTF-8 or line length
+// (naming the item), 413 body or line count over the limits, 404 unknown path, 503 a request
+// not answered within --request-timeout. SIGTERM / SIGINT: stop accepting, answer the
+// requests in flight, return 0.
+#include "cli/serve.h"
+
+#include <httplib.h>
+#include <signal.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <cerrno>
+#include <cmath>
+#include <cstdio>
+#include <cstring>
+#include <thread>
+
+#include "toolkit/batch_queue.h"
+#include "toolkit/json.h"
+
+// The version of this service's API (the request and response formats above).
+static const char* kServeApiVersion = "1";
+
+void add_serve_options(Options* opts, ServeOptions* o) {
+    opts->section("server (--serve)");
+    opts->add_custom("--serve", "[HOST:]PORT", "serve HTTP/JSON instead of reading stdin (host 127.0.0.1 unless given; port 0: any free one)",
+                     [o] { return o->address.empty() ? std::string("off") : o->address; },
+                     [o](const std::string& s) {
+                         size_t colon = s.rfind(':');
+                         std::string host = colon == std::string::npos ? "127.0.0.1" : s.substr(0, colon);
+                         std::string port = colon == std::string::npos ? s : s.substr(colon + 1);
+                         if (host.size() > 2 && host.front() == '[' && host.back() == ']') host = host.substr(1, host.size() - 2);
+                         if (host.empty() || port.empty() || port.size() > 5 ||
+                             port.find_first_not_of("0123456789") != std::string::npos || std::stoi(port) > 65535)
+                             return false;
+                         o->address = s;
+                         o->host = host;
+                         o->port = std::stoi(port);
+                         return true;
+                     });
+    opts->add("--batch-wait", &o->batch_wait_ms, "ms a batch waits for more lines (until --batch-tokens)", in_range(0, 10000));
+    opts->add_flag("--no-batching", &o->no_batching, "decode each request alone (for comparison)");
+    opts->add("--max-request-lines", &o->max_request_lines, "lines per request (more: 413)", in_range(1, 1000000));
+    opts->add("--max-request-bytes", &o->max_request_bytes, "request body size (more: 413)", in_range(1, 1LL << 32));
+    opts->add("--max-request-beam", &o->max_request_beam, "largest per-request beam and nbest", in_range(1, 64));
+    Bounds timeout = in_range(0, 1e6);   // (0, 11 days]: a deadline that a clock can hold
+    timeout.lo_open = true;
+    opts->add("--request-timeout", &o->request_timeout_s, "seconds a request may wait for its translation (then 503)",
+              timeout);
+    opts->add("--serve-threads", &o->threads, "HTTP connections served at once", in_range(1, 4096));
+}
+
+namespace {
+
+// A number as JSON text; digits = 9 round-trips a float, 7 shows a float option as typed.
+std::string json_number(double v, int digits = 9) {
+    if (!std::isfinite(v)) return "null";
+    char buf[40];
+    std::snprintf(buf, sizeof buf, "%.*g", digits, v);
+    return buf;
+}
+
+std::string json_error(const std::string& message) { return "{\"error\": " + json_quote(message) + "}"; }
+
+// An HTTP status and, for an error, its message.
+struct Status {
+    int code = 200;
+    std::string message;
+};
+Status fail(int code, std::string message) { return Status{code, std::move(message)}; }
+
+// One parsed POST /translate request.
+struct TranslateRequest {
+    std::vector<std::string> src;                    // the items' text, as checked (clean)
+    std::vector<std::vector<std::vector<int>>> pieces;   // per item: its pieces' token ids
+    DecodeOptions opt;
+};
+
+// Reads an optional per-request option from an item: a number (an integer when `integer`)
+// within lo..hi; it must agree with the value another item gave (*seen, *first_item).
+Status read_option(const Json& v, const std::string& key, int item, bool integer, double lo, double hi,
+                   double* value, int* first_item) {
+    std::string where = "item " + std::to_string(item) + ": \"" + key + "\"";
+    std::string range = std::to_string((long)lo) + ".." + (hi == (long)hi ? std::to_string((long)hi) : json_number(hi));
+    if (v.type != Json::NUMBER || (integer && v.number != std::floor(v.number)) || !(v.number >= lo && v.number <= hi))
+        return fail(400, where + " must be " + (integer ? "an integer" : "a number") + " in " + range);
+    if (*first_item && *value != v.number)
+        return fail(400, where + " is " + json_number(v.number) + ", item " + std::to_string(*first_item) +
+                             " said " + json_number(*value) + " (options apply to the whole request)");
+    if (!*first_item) *first_item = item;
+    *value = v.number;
+    return Status{};
+}
+
+// Parses and checks a POST /translate body into *req.
+Status parse_request(const std::string& body, const ServeModel& m, const ServeOptions& o, TranslateRequest* req) {
+    Json root;
+    std::string err;
+    if (!json_parse(body, &root, &err)) return fail(400, "malformed JSON: " + err);
+    if (root.type != Json::ARRAY)
+        return fail(400, "the body must be a JSON array of {\"src\": TEXT} objects (OpenNMT-py's REST format)");
+    if ((int64_t)root.items.size() > o.max_request_lines)
+        return fail(413, std::to_string(root.items.size()) + " lines, more than --max-request-lines " +
+                             std::to_string(o.max_request_lines));
+    double beam = m.defaults.beam, nbest = m.defaults.nbest, alpha = m.defaults.alpha;
+    int beam_from = 0, nbest_from = 0, alpha_from = 0;
+    for (size_t i = 0; i < root.items.size(); i++) {
+        const Json& item = root.items[i];
+        const int n = (int)i + 1;
+        const std::string where = "item " + std::to_string(n);
+        if (item.type != Json::OBJECT) return fail(400, where + ": must be an object {\"src\": TEXT}");
+        const Json* src = item.get("src");
+        if (!src) return fail(400, where + ": no \"src\"");
+        if (src->type != Json::STRING) return fail(400, where + ": \"src\" must be a string");
+        for (const auto& kv : item.members) {
+            Status s;
+            if (kv.first == "beam") s = read_option(kv.second, kv.first, n, true, 1, o.max_request_beam, &beam, &beam_from);
+            else if (kv.first == "nbest") s = read_option(kv.second, kv.first, n, true, 1, o.max_request_beam, &nbest, &nbest_from);
+            else if (kv.first == "alpha") s = read_option(kv.second, kv.first, n, false, 0, 10, &alpha, &alpha_from);
+            else if (kv.first != "src" && kv.first != "id")
+                s = fail(400, where + ": unknown key \"" + kv.first + "\" (known: src, id, beam, nbest, alpha)");
+            if (s.code != 200) return s;
+        }
+        req->pieces.emplace_back();
+        req->src.emplace_back();
+        if (!check_line(*m.tok, src->str, m.rules, where, &req->pieces.back(), &err, &req->src.back()))
+            return fail(400, err);
+    }
+    if (nbest > beam)
+        return fail(400, "\"nbest\" " + json_number(nbest) + " is more than \"beam\" " + json_number(beam) +
+                             " (n-best lists come from the beam)");
+    req->opt = m.defaults;
+    req->opt.beam = (int)beam;
+    req->opt.nbest = (int)nbest;
+    req->opt.alpha = (float)alpha;
+    return Status{};
+}
+
+// The OpenNMT-py response: nbest lists, the k-th holding each item's k-th best translation.
+// A line translated in pieces (--split-long) gets its pieces' k-th bests joined by a space,
+// scored by the sum of their scores.
+std::string format_response(const ServeModel& m, const TranslateRequest& req, const DecodeJob& job) {
+    const int nbest = req.opt.nbest;
+    std::string out = "[";
+    for (int k = 0; k < nbest; k++) {
+        out += k ? ", [" : "[";
+        size_t h = 0;   // index of the item's first piece in job.hyps
+        for (size_t i = 0; i < req.src.size(); i++) {
+            std::string tgt;
+            double score = 0;
+            for (size_t p = 0; p < req.pieces[i].size(); p++, h++) {
+                const std::vector<Hypothesis>& list = job.hyps[h];
+                const Hypothesis& hyp = list[std::min(list.size() - 1, (size_t)k)];
+                tgt += (p ? " " : "") + m.tok->decode(hyp.tokens);
+                score += hyp.score;
+            }
+            out += (i ? ", " : "") + std::string("{\"src\": ") + json_quote(req.src[i]) + ", \"tgt\": " +
+                   json_quote(tgt) + ", \"n_best\": " + std::to_string(nbest) + ", \"pred_score\": " +
+                   json_number(score) + "}";
+        }
+        out += "]";
+    }
+    return out + "]";
+}
+
+std::string info_json(const ServeModel& m, const ServeOptions& o) {
+    const Backend& b = *m.model->backend;
+    return std::string("{\"version\": ") + json_quote(kServeApiVersion) +
+           ", \"http\": " + json_quote(std::string("cpp-httplib ") + CPPHTTPLIB_VERSION) +
+           ", \"model\": " + json_quote(m.model_path) + ", \"config\": " + config_to_json(m.model->cfg) +
+           ", \"vocab_size\": " + std::to_string(m.tok->vocab_size()) +
+           ", \"device\": " + json_quote(b.device() == Device::CUDA ? "cuda" : "cpu") +
+           ", \"precision\": " + json_quote(precision_name(b.precision())) +
+           ", \"defaults\": {\"beam\": " + std::to_string(m.defaults.beam) + ", \"nbest\": " +
+           std::to_string(m.defaults.nbest) + ", \"alpha\": " + json_number(m.defaults.alpha, 7) +
+           ", \"max_len_a\": " + json_number(m.defaults.max_len_a, 7) + ", \"max_len_b\": " +
+           std::to_string(m.defaults.max_len_b) + "}" +
+           ", \"limits\": {\"max_request_lines\": " + std::to_string(o.max_request_lines) +
+           ", \"max_request_bytes\": " + std::to_string(o.max_request_bytes) +
+           ", \"max_request_beam\": " + std::to_string(o.max_request_beam) +
+           ", \"max_input_tokens\": " + std::to_string(m.rules.max_input_tokens) +
+           ", \"split_long\": " + (m.rules.split_long ? "true" : "false") +
+           ", \"replace_invalid\": " + (m.rules.replace_invalid ? "true" : "false") +
+           ", \"request_timeout_s\": " + json_number(o.request_timeout_s) + "}" +
+           ", \"batching\": {\"enabled\": " + (o.no_batching ? "false" : "true") +
+           ", \"batch_tokens\": " + std::to_string(m.batch_tokens) +
+           ", \"batch_wait_ms\": " + std::to_string(o.batch_wait_ms) + "}}";
+}
+
+// SIGTERM / SIGINT write a byte here; a watcher thread reads it and stops the server (the
+// handler itself does only what is async-signal-safe).
+int g_stop_pipe[2] = {-1, -1};
+std::atomic<int> g_stop_signal{0};
+extern "C" void on_stop_signal(int sig) {
+    g_stop_signal = sig;
+    char c = 1;
+    ssize_t r = write(g_stop_pipe[1], &c, 1);
+    (void)r;
+}
+
+bool install_stop_handlers(std::string* err) {
+    if (pipe(g_stop_pipe) != 0) {
+        *err = std::string("cannot create a pipe: ") + std::strerror(errno);
+        return false;
+    }
+    struct sigaction sa;
+    std::memset(&sa, 0, sizeof sa);
+    sa.sa_handler = on_stop_signal;
+    sa.sa_flags = SA_RESTART;
+    sigemptyset(&sa.sa_mask);
+    sigaction(SIGTERM, &sa, nullptr);
+    sigaction(SIGINT, &sa, nullptr);
+    signal(SIGPIPE, SIG_IGN);   // a client gone before its answer is a failed send, not death
+    return true;
+}
+
+void set_json(httplib::Response& res, int status, const std::string& body) {
+    res.status = status;
+    res.set_content(body, "application/json");
+}
+
+}  // namespace
+
+int serve(const ServeModel& m, const ServeOptions& o) {
+    if (m.defaults.beam > o.max_request_beam) {
+        std::fprintf(stderr, "translate: --beam %d is more than --max-request-beam %d\n", m.defaults.beam,
+                     o.max_request_beam);
+        return 2;
+    }
+    BatchQueue::Settings qs;
+    qs.batch_tokens = m.batch_tokens;
+    qs.wait = std::chrono::milliseconds(o.batch_wait_ms);
+    qs.batching = !o.no_batching;
+    BatchQueue queue(qs);
+    std::atomic<long> requests{0}, lines{0};
+
+    httplib::Server svr;
+    const int threads = o.threads;
+    svr.new_task_queue = [threads] { return new httplib::ThreadPool((size_t)threads); };
+    svr.set_payload_max_length((size_t)o.max_request_bytes);
+    svr.set_tcp_nodelay(true);
+    // SO_REUSEADDR alone: httplib's default adds SO_REUSEPORT, with which a second server
+    // could bind the same port and silently take half the connections.
+    svr.set_socket_options([](socket_t sock) {
+        int yes = 1;
+        setsockopt(sock, SOL_SOCKET, SO_REUSEADDR, &yes, sizeof yes);
+    });
+    svr.set_keep_alive_max_count(1000);
+
+    svr.Get("/health", [&](const httplib::Request&, httplib::Response& res) {
+        set_json(res, 200, "{\"status\": \"ok\", \"queued_lines\": " + std::to_string(queue.queued_sources()) +
+                               ", \"requests\": " + std::to_string(requests.load()) + "}");
+    });
+    const std::string info = info_json(m, o);
+    svr.Get("/info", [&](const httplib::Request&, httplib::Response& res) { set_json(res, 200, info); });
+    svr.Post("/translate", [&](const httplib::Request& http, httplib::Response& res) {
+        auto deadline = DecodeJob::Clock::now() + std::chrono::duration_cast<DecodeJob::Clock::duration>(
+                                                      std::chrono::duration<double>(o.request_timeout_s));
+        TranslateRequest req;
+        Status s = parse_request(http.body, m, o, &req);
+        if (s.code != 200) return set_json(res, s.code, json_error(s.message));
+        auto job = std::make_shared<DecodeJob>();
+        job->opt = req.opt;
+        for (const auto& pieces : req.pieces)
+            for (const auto& ids : pieces) job->add(ids);
+        if (!queue.run(job, deadline))
+            return set_json(res, 503, json_error("not translated within --request-timeout " +
+                                                 json_number(o.request_timeout_s) + " s"));
+        requests++;
+        lines += (long)req.src.size();
+        set_json(res, 200, format_response(m, req, *job));
+    });
+    // Answers httplib's own errors (404, 413, 400 on a bad request line) in JSON too.
+    svr.set_error_handler([&](const httplib::Request& http, httplib::Response& res) {
+        if (!res.body.empty()) return;
+        std::string msg = res.status == 404 ? "no such path: " + http.method + " " + http.path +
+                                                  " (POST /translate, GET /health, GET /info)"
+                        : res.status == 413 ? "request body larger than --max-request-bytes " +
+                                                  std::to_string(o.max_request_bytes)
+                                            : "HTTP status " + std::to_string(res.status);
+        set_json(res, res.status, json_error(msg));
+    });
+    svr.set_exception_handler([](const httplib::Request&, httplib::Response& res, std::exception_ptr ep) {
+        std::string what = "internal error";
+        try {
+            std::rethrow_exception(ep);
+        } catch (const std::exception& e) {
+            what += std::string(": ") + e.what();
+        } catch (...) {
+        }
+        set_json(res, 500, json_error(what));
+    });
+
+    int port = o.port;
+    bool bound = port == 0 ? (port = svr.bind_to_any_port(o.host)) > 0 : svr.bind_to_port(o.host, port);
+    if (!bound) {
+        std::fprintf(stderr, "translate: cannot listen on %s:%d (%s)\n", o.host.c_str(), o.port,
+                     errno ? std::strerror(errno) : "address not available");
+        return 1;
+    }
+    std::string err;
+    if (!install_stop_handlers(&err)) {
+        std::fprintf(stderr, "translate: %s\n", err.c_str());
+        return 1;
+    }
+    std::string shown_host = o.host.find(':') != std::string::npos ? "[" + o.host + "]" : o.host;
+    std::fprintf(stderr, "translate: serving %s on http://%s:%d (POST /translate, GET /health, GET /info)\n",
+                 m.model_path.c_str(), shown_host.c_str(), port);
+    std::fflush(stderr);
+
+    std::thread listener([&] {
+        svr.listen_after_bind();   // returns after stop(), once every handler has answered
+        queue.close();
+    });
+    std::thread watcher([&] {
+        char c;
+        while (read(g_stop_pipe[0], &c, 1) < 0 && errno == EINTR) {
+        }
+        svr.stop();
+    });
+    long batches = run_decoder(m.model, &queue, m.batch_tokens);   // until the queue is closed
+    listener.join();
+    const int sig = g_stop_signal;
+    if (!sig) on_stop_signal(0);   // the server ended by itself: release the watcher
+    watcher.join();
+    std::fprintf(stderr, "translate: stopped%s: %ld requests, %ld lines, %ld batches\n",
+                 sig == SIGTERM ? " (SIGTERM)" : sig == SIGINT ? " (SIGINT)" : " (the listening socket failed)",
+                 requests.load(), lines.load(), batches);
+    return sig ? 0 : 1;
+}

@@ -1,0 +1,421 @@
+#!/usr/bin/env python3
+"""test/test_serve.py — `./translate --serve` end to end, on 127.0.0.1 only, with a tiny model
+trained here (as test_cli.sh does). Python's standard library is the client.
+
+Checks: translations over HTTP equal ./translate's for the same lines and options (fp32, int8,
+n-best with scores, --split-long); 16 concurrent clients x 20 requests of 1-30 lines, every
+answer complete and correct; each bad request's status and message; a client that
+disconnects mid-request does not disturb the others; the per-request timeout; SIGTERM during
+a request answers it, refuses new connections and exits 0.
+
+Every server is started on port 0 (the kernel picks a free one, the server prints it), every
+call has a timeout, the whole test has one (alarm), and every server is killed at the end.
+Usage: python3 test/test_serve.py [PROGRAM_DIR]   Ends with "serve: N passed, M failed".
+"""
+import http.client
+import json
+import os
+import random
+import re
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+
+BIN = sys.argv[1] if len(sys.argv) > 1 else "."
+TRANSLATE = os.path.join(BIN, "translate")
+TOTAL_TIMEOUT_S = 900   # the whole test (sanitizer builds are slower)
+CALL_TIMEOUT_S = 120    # one HTTP call
+
+passed = 0
+failed = 0
+servers = []
+tmp = tempfile.mkdtemp()
+
+
+def check(ok, what):
+    global passed, failed
+    print(("PASS " if ok else "FAIL ") + what, flush=True)
+    if ok:
+        passed += 1
+    else:
+        failed += 1
+
+
+def cleanup():
+    for p in servers:
+        if p.poll() is None:
+            p.kill()
+            p.wait()
+    shutil.rmtree(tmp, ignore_errors=True)
+
+
+def on_alarm(signum, frame):
+    print(f"FAIL the test did not finish within {TOTAL_TIMEOUT_S} s", flush=True)
+    cleanup()
+    print(f"serve: {passed} passed, {failed + 1} failed", flush=True)
+    os._exit(1)
+
+
+# ---- a tiny model -----------------------------------------------------------------------------
+WORDS = "sun moon star sky sea land tree rock fire rain".split()
+
+
+def toy_sentence(rng, lo=2, hi=6):
+    return " ".join(rng.choice(WORDS) for _ in range(rng.randint(lo, hi)))
+
+
+def train_model():
+    rng = random.Random(3)
+    os.makedirs(f"{tmp}/corpus")
+    with open(f"{tmp}/corpus/train.en", "w") as en, open(f"{tmp}/corpus/train.es", "w") as es:
+        for _ in range(600):
+            words = toy_sentence(rng).split()
+            en.write(" ".join(words) + "\n")
+            es.write(" ".join(w + "o" for w in reversed(words)) + "\n")
+    cmd = [os.path.join(BIN, "train"), "--config", "tiny", "--d-model", "32", "--d-ff", "64", "--vocab-size", "300",
+           "--data", f"{tmp}/corpus", "--out", f"{tmp}/run", "--max-steps", "40", "--max-tokens", "400",
+           "--save-every-steps", "40", "--warmup", "20", "--log-every", "1000s", "--no-eval"]
+    r = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, timeout=300)
+    check(r.returncode == 0, f"a tiny model trains for the test (exit {r.returncode})")
+    if r.returncode != 0:
+        print(r.stdout.decode(errors="replace")[-2000:])
+    return f"{tmp}/run/average.safetensors"
+
+
+# ---- ./translate on stdin, the reference ------------------------------------------------------
+def translate_stdin(model, lines, *opts):
+    r = subprocess.run([TRANSLATE, "--model", model, *opts], input="\n".join(lines).encode() + b"\n",
+                       stdout=subprocess.PIPE, stderr=subprocess.PIPE, timeout=300)
+    if r.returncode != 0:
+        raise RuntimeError(f"./translate {' '.join(opts)} failed: {r.stderr.decode(errors='replace')}")
+    return r.stdout.decode().split("\n")[:-1]
+
+
+# ---- the server -------------------------------------------------------------------------------
+class Server:
+    def __init__(self, model, *opts, address="0"):
+        self.proc = subprocess.Popen([TRANSLATE, "--model", model, "--serve", address, *opts],
+                                     stderr=subprocess.PIPE, stdout=subprocess.DEVNULL)
+        servers.append(self.proc)
+        self.log = []
+        self.port = None
+        ready = threading.Event()
+
+        def read_stderr():
+            for raw in self.proc.stderr:
+                line = raw.decode(errors="replace")
+                self.log.append(line)
+                m = re.search(r"serving .* on http://127\.0\.0\.1:(\d+) ", line)
+                if m:
+                    self.port = int(m.group(1))
+                    ready.set()
+            ready.set()
+
+        threading.Thread(target=read_stderr, daemon=True).start()
+        ready.wait(120)
+
+    def request(self, method, path, body=None, headers=None):
+        """(status, parsed JSON or None, raw body)."""
+        conn = http.client.HTTPConnection("127.0.0.1", self.port, timeout=CALL_TIMEOUT_S)
+        try:
+            conn.request(method, path, body=body, headers=headers or {})
+            r = conn.getresponse()
+            raw = r.read()
+        finally:
+            conn.close()
+        try:
+            return r.status, json.loads(raw), raw
+        except ValueError:
+            return r.status, None, raw
+
+    def translate(self, items):
+        return self.request("POST", "/translate", json.dumps(items).encode(), {"Content-Type": "application/json"})
+
+    def stop(self):
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+        try:
+            return self.proc.wait(60)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            return self.proc.wait()
+
+
+def answer_errors(status, out, lines, expected, nbest=1):
+    """What is wrong with an answer to `lines` (a list of strings), or '' when it is right."""
+    if status != 200:
+        return f"status {status}"
+    if not isinstance(out, list) or len(out) != nbest or any(len(o) != len(lines) for o in out):
+        return "wrong shape"
+    for i, (line, item) in enumerate(zip(lines, out[0])):
+        if item.get("src") != line:
+            return f"item {i + 1}: src {item.get('src')!r}, sent {line!r}"
+        if item.get("tgt") != expected[line]:
+            return f"item {i + 1}: tgt {item.get('tgt')!r}, ./translate gave {expected[line]!r}"
+        if not isinstance(item.get("pred_score"), (int, float)) or item.get("n_best") != nbest:
+            return f"item {i + 1}: no pred_score / n_best"
+    return ""
+
+
+def items(lines, **opts):
+    return [dict(src=line, id=1, **opts) for line in lines]
+
+
+def main():
+    signal.signal(signal.SIGALRM, on_alarm)
+    signal.alarm(TOTAL_TIMEOUT_S)
+    model = train_model()
+    rng = random.Random(16)
+    pool = sorted(set(toy_sentence(rng, 1, 8) for _ in range(120))) + ["", "sun ñ moon", "star  sky\tsea"]
+    expected = dict(zip(pool, translate_stdin(model, pool)))
+    check(len(expected) == len(pool), f"./translate translated the {len(pool)} pool lines")
+
+    s = Server(model, "--max-request-lines", "50", "--max-request-bytes", "20000", "--max-input-tokens", "20")
+    check(s.port is not None, f"--serve 0 binds 127.0.0.1 and prints the port ({''.join(s.log).strip()[:150]})")
+    if s.port is None:
+        return
+    status, out, _ = s.request("GET", "/health")
+    check(status == 200 and out.get("status") == "ok", f"GET /health: 200 ok ({status})")
+    status, out, _ = s.request("GET", "/info")
+    ok = (status == 200 and out["config"]["d_model"] == 32 and out["vocab_size"] == out["config"]["vocab"] and
+          out["device"] == "cpu" and out["precision"] == "fp32" and "version" in out and
+          out["limits"]["max_request_lines"] == 50)
+    check(ok, f"GET /info: config, vocabulary, device, precision, version, limits ({status})")
+
+    # The same lines and options as ./translate: one request with all of them, then one per line.
+    status, out, _ = s.translate(items(pool[:50]))
+    err = answer_errors(status, out, pool[:50], expected)
+    check(err == "", f"50 lines in one request equal ./translate's {err}")
+    errs = [answer_errors(*s.translate(items([line]))[:2], [line], expected) for line in pool[50:70]]
+    check(all(e == "" for e in errs), f"20 one-line requests equal ./translate's {[e for e in errs if e][:1]}")
+
+    # n-best with scores, per-request beam/nbest/alpha, against ./translate --beam 3 --nbest 2 --alpha 1.
+    lines = [x for x in pool if x][:10]
+    ref = {}
+    for row in translate_stdin(model, lines, "--beam", "3", "--nbest", "2", "--alpha", "1"):
+        n, text, score, logprob = row.split(" ||| ")
+        ref.setdefault(int(n) - 1, []).append((text, float(score)))
+    status, out, _ = s.translate(items(lines, beam=3, nbest=2, alpha=1))
+    ok = status == 200 and len(out) == 2 and all(len(o) == len(lines) for o in out)
+    worst = 0.0
+    for k in range(2 if ok else 0):
+        for i in range(len(lines)):
+            ok = ok and out[k][i]["tgt"] == ref[i][k][0] and out[k][i]["n_best"] == 2
+            worst = max(worst, abs(out[k][i]["pred_score"] - ref[i][k][1]))
+    check(ok and worst <= 1e-5, f"beam 3, nbest 2, alpha 1: 2 lists of {len(lines)}, texts and scores equal "
+                                f"./translate --nbest's (largest score difference {worst:.2e}, status {status})")
+
+    # 16 concurrent clients x 20 requests of 1-30 lines each.
+    results = []
+    lock = threading.Lock()
+
+    def client(seed, n_requests, server, pool=pool, expected=expected, **opts):
+        r = random.Random(seed)
+        for _ in range(n_requests):
+            lines = [r.choice(pool) for _ in range(r.randint(1, 30))]
+            try:
+                status, out, _ = server.translate(items(lines, **opts))
+                e = answer_errors(status, out, lines, expected)
+            except Exception as ex:   # noqa: BLE001 - any failure is a failed answer
+                e = f"exception {ex!r}"
+            with lock:
+                results.append(e)
+
+    start = time.time()
+    threads = [threading.Thread(target=client, args=(i, 20, s)) for i in range(16)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(CALL_TIMEOUT_S * 2)
+    bad = [e for e in results if e]
+    check(len(results) == 320 and not bad,
+          f"16 clients x 20 requests of 1-30 lines: {len(results) - len(bad)}/320 complete and correct "
+          f"in {time.time() - start:.1f} s {bad[:2]}")
+    status, out, _ = s.request("GET", "/health")
+    check(status == 200, f"healthy after the concurrent clients ({status})")
+
+    # Concurrent requests of two searches (greedy, beam 4) never share a batch: each gets its own.
+    greedy = dict(zip(pool, translate_stdin(model, pool, "--beam", "1")))
+    results.clear()
+    threads = [threading.Thread(target=client, args=(300 + i, 5, s), kwargs=dict(beam=1, expected=greedy))
+               for i in range(4)]
+    threads += [threading.Thread(target=client, args=(400 + i, 5, s)) for i in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(CALL_TIMEOUT_S * 2)
+    bad = [e for e in results if e]
+    check(len(results) == 40 and not bad, f"4 greedy + 4 beam-4 concurrent clients: 40 answers equal "
+                                          f"./translate --beam 1 / --beam 4 {bad[:2]}")
+
+    # Bad requests: status and message.
+    too_many = json.dumps(items(["sun"] * 51)).encode()
+    too_big = json.dumps(items(["sun " * 7500])).encode()
+    too_long = json.dumps(items(["sun moon " * 15])).encode()
+    bad_requests = [
+        (b'[{"src": "a"', 400, "malformed JSON"),
+        (b'', 400, "malformed JSON"),
+        (b'[{"src": "a", "alpha": NaN}]', 400, "malformed JSON"),
+        (b'[' * 10000, 400, "nesting too deep"),
+        (b'{"src": "a"}', 400, "must be a JSON array"),
+        (b'[{"src": "a"}, "b"]', 400, "item 2: must be an object"),
+        (b'[{"id": 1}]', 400, 'item 1: no "src"'),
+        (b'[{"src": ["a"]}]', 400, 'item 1: "src" must be a string'),
+        (b'[{"src": "a", "beam": 99}]', 400, 'item 1: "beam" must be an integer in 1..16'),
+        (b'[{"src": "a", "beam": 2.5}]', 400, 'item 1: "beam" must be an integer'),
+        (b'[{"src": "a", "beam": "2"}]', 400, 'item 1: "beam" must be an integer'),
+        (b'[{"src": "a", "beam": 1e999}]', 400, 'item 1: "beam" must be an integer'),
+        (b'[{"src": "a", "alpha": -1}]', 400, 'item 1: "alpha" must be a number in 0..10'),
+        (b'[{"src": "a", "beam": 2, "nbest": 3}]', 400, '"nbest" 3 is more than "beam" 2'),
+        (b'[{"src": "a", "beam": 2}, {"src": "b", "beam": 3}]', 400, 'item 2: "beam" is 3, item 1 said 2'),
+        (b'[{"src": "a", "colour": 1}]', 400, 'item 1: unknown key "colour"'),
+        (b'[{"src": "a"}, {"src": "sun \xff moon"}]', 400, "item 2: invalid UTF-8 at byte 4"),
+        (b'[{"src": "sun \\ud800 moon"}]', 400, "item 1: invalid UTF-8 at byte 4"),
+        (too_long, 400, re.compile(r"^item 1: \d+ tokens, more than --max-input-tokens 20 \(--split-long")),
+        (too_many, 413, "51 lines, more than --max-request-lines 50"),
+        (too_big, 413, "larger than --max-request-bytes 20000"),
+    ]
+    for body, want_status, want_msg in bad_requests:
+        try:
+            status, out, raw = s.request("POST", "/translate", body)
+            msg = out.get("error", "") if isinstance(out, dict) else raw[:100]
+        except Exception as ex:   # noqa: BLE001
+            status, msg = None, repr(ex)
+        shown = body[:40] + (b"..." if len(body) > 40 else b"")
+        found = want_msg.search(msg) if isinstance(want_msg, re.Pattern) else want_msg in msg
+        check(status == want_status and found,
+              f"POST {shown!r}: {status} (want {want_status}), message: {msg}")
+    status, out, _ = s.request("GET", "/nope")
+    check(status == 404 and "no such path: GET /nope" in out.get("error", ""), f"GET /nope: {status} {out}")
+    status, out, _ = s.request("POST", "/translate/x", b"[]")
+    check(status == 404, f"POST /translate/x: {status}")
+    status, out, _ = s.translate([])
+    check(status == 200 and out == [[]], f"an empty list gives [[]] ({status} {out})")
+    t0 = time.time()
+    err = answer_errors(*s.translate(items(pool[:30]))[:2], pool[:30], expected)
+    decode_30 = time.time() - t0   # the control for the --batch-tokens check below
+    check(err == "" and s.proc.poll() is None, f"after the bad requests the server answers correctly {err}")
+
+    # Clients that disconnect mid-request (one while sending its body, one while its lines are
+    # decoded) beside 4 well-behaved ones.
+    def hang_up_sending():
+        with socket.create_connection(("127.0.0.1", s.port), timeout=10) as c:
+            c.sendall(b"POST /translate HTTP/1.1\r\nHost: x\r\nContent-Length: 10000\r\n\r\n[{\"src\": \"sun")
+
+    def hang_up_waiting():
+        body = json.dumps(items(pool[:30])).encode()
+        with socket.create_connection(("127.0.0.1", s.port), timeout=10) as c:
+            c.sendall(b"POST /translate HTTP/1.1\r\nHost: x\r\nContent-Length: %d\r\n\r\n" % len(body) + body)
+
+    results.clear()
+    threads = [threading.Thread(target=client, args=(100 + i, 5, s)) for i in range(4)]
+    threads += [threading.Thread(target=f) for f in (hang_up_sending, hang_up_waiting) * 3]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(CALL_TIMEOUT_S * 2)
+    bad = [e for e in results if e]
+    check(len(results) == 20 and not bad,
+          f"6 clients hanging up mid-request: the other 4 clients' 20 answers correct {bad[:2]}")
+    status, _, _ = s.request("GET", "/health")
+    check(status == 200 and s.proc.poll() is None, f"healthy after the hang-ups ({status})")
+
+    # The address: a port in use, a bad value.
+    r = subprocess.run([TRANSLATE, "--model", model, "--serve", f"127.0.0.1:{s.port}"], stdout=subprocess.DEVNULL,
+                       stderr=subprocess.PIPE, timeout=120)
+    check(r.returncode == 1 and b"cannot listen on 127.0.0.1" in r.stderr,
+          f"--serve on a port in use: exit 1 ({r.returncode}), {r.stderr.decode(errors='replace').strip()[:120]}")
+    for opts, name in [(["--serve", "127.0.0.1:99999"], "--serve"), (["--serve", "localhost:"], "--serve"),
+                       (["--serve", "eighty"], "--serve"), (["--serve", "0", "--batch-wait", "-1"], "--batch-wait"),
+                       (["--serve", "0", "--request-timeout", "0"], "--request-timeout"),
+                       (["--serve", "0", "--max-request-beam", "65"], "--max-request-beam"),
+                       (["--serve", "0", "--beam", "20"], "--max-request-beam")]:
+        r = subprocess.run([TRANSLATE, "--model", model, *opts], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+                           timeout=120)
+        check(r.returncode == 2 and name.encode() in r.stderr,
+              f"{' '.join(opts)}: refused, exit 2 ({r.returncode}), {r.stderr.decode(errors='replace').strip()[:100]}")
+    code = s.stop()
+    check(code == 0, f"the first server stops on SIGTERM, exit 0 ({code})")
+
+    # int8, --split-long, --no-batching: the same answers as ./translate with the same options.
+    long_line = " ".join(WORDS * 4)
+    lines = pool[:40] + [long_line]
+    ref8 = translate_stdin(model, lines, "--precision", "int8", "--split-long", "--max-input-tokens", "20")
+    s8 = Server(model, "--precision", "int8", "--split-long", "--max-input-tokens", "20", "--no-batching")
+    status, out, _ = s8.translate(items(lines))
+    got = [x["tgt"] for x in out[0]] if status == 200 else []
+    check(got == ref8, f"int8 --split-long: 41 lines (one over-long, cut into pieces) equal ./translate's ({status})")
+    expected8 = dict(zip(lines, ref8))
+    results.clear()
+    threads = [threading.Thread(target=client, args=(200 + i, 5, s8, lines[:40], expected8)) for i in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(CALL_TIMEOUT_S * 2)
+    bad = [e for e in results if e]
+    check(len(results) == 20 and not bad, f"int8, --no-batching, 4 concurrent clients: 20 answers correct {bad[:2]}")
+    s8.stop()
+
+    # The per-request timeout; --batch-tokens starting a batch long before --batch-wait.
+    st = Server(model, "--batch-wait", "10000", "--request-timeout", "1")
+    t0 = time.time()
+    status, out, _ = st.translate(items(["sun"]))
+    took = time.time() - t0
+    check(status == 503 and "--request-timeout 1 s" in out.get("error", "") and took < 5,
+          f"a request waiting longer than --request-timeout: 503 after {took:.1f} s, {out}")
+    check(st.request("GET", "/health")[0] == 200, "healthy after the timeout")
+    st.stop()
+    sb = Server(model, "--batch-wait", "10000", "--batch-tokens", "60")
+    t0 = time.time()
+    status, out, _ = sb.translate(items(pool[:30]))
+    took = time.time() - t0
+    err = answer_errors(status, out, pool[:30], expected)
+    check(err == "" and took < decode_30 + 8, f"30 lines (> --batch-tokens 60) decoded at once, not after "
+                                              f"--batch-wait 10 s: {took:.1f} s (with --batch-wait 5 ms: "
+                                              f"{decode_30:.1f} s) {err}")
+    sb.stop()
+
+    # SIGTERM while a request waits: it is answered, new connections are refused, exit 0.
+    sg = Server(model, "--batch-wait", "2000")
+    answer = {}
+
+    def in_flight():
+        answer["r"] = sg.translate(items(pool[:30]))
+
+    t = threading.Thread(target=in_flight)
+    t.start()
+    time.sleep(0.7)
+    sg.proc.send_signal(signal.SIGTERM)
+    time.sleep(0.5)
+    try:
+        socket.create_connection(("127.0.0.1", sg.port), timeout=5).close()
+        refused = False
+    except OSError:
+        refused = True
+    t.join(CALL_TIMEOUT_S)
+    err = answer_errors(*answer["r"][:2], pool[:30], expected) if "r" in answer else "no answer"
+    check(err == "", f"SIGTERM during a request: the request is answered completely {err}")
+    check(refused, "after SIGTERM new connections are refused")
+    try:
+        code = sg.proc.wait(60)
+    except subprocess.TimeoutExpired:
+        code = "still running after 60 s"
+    check(code == 0 and any("stopped (SIGTERM)" in x for x in sg.log),
+          f"after SIGTERM the server exits 0 ({code}), {sg.log[-1].strip() if sg.log else ''}")
+
+
+try:
+    main()
+except Exception as ex:   # noqa: BLE001 - an error anywhere is a failure, reported
+    import traceback
+    traceback.print_exc()
+    check(False, f"the test ran to its end ({ex!r})")
+finally:
+    cleanup()
+print(f"serve: {passed} passed, {failed} failed")
+sys.exit(1 if failed else 0)

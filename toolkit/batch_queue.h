@@ -1,0 +1,82 @@
+// batch_queue.h — dynamic batching for a translation service: many request threads queue
+// jobs (the token ids of a request's lines and its decoding options); one decoding thread,
+// the only one that touches the Model, takes queued jobs together and decodes them in one
+// decode_sorted call, then hands each job exactly its own hypotheses back, in its order.
+//
+//   BatchQueue q({batch_tokens, std::chrono::milliseconds(5), true});
+//   request threads:  auto job = std::make_shared<DecodeJob>(); job->opt = ...; job->add(ids);
+//                     if (!q.run(job, deadline)) ...timed out...;  job->hyps[i] ...
+//   decoding thread:  run_decoder(&model, &q, batch_tokens);   returns after q.close()
+//
+// When a batch starts: the decoder waits, from the arrival of the oldest queued job, until
+// the queued source tokens (lines + </s>) of jobs with the oldest job's options reach
+// batch_tokens or `wait` has passed, whichever comes first; then it takes those jobs in
+// arrival order until batch_tokens is reached (the oldest one always). Jobs with other
+// options (beam, n-best, alpha) wait for a later batch. With batching off every job is
+// decoded alone, in arrival order. A job whose requester gave up (timeout) is dropped if it
+// has not started, and its result discarded if it has.
+#pragma once
+#include <chrono>
+#include <condition_variable>
+#include <deque>
+#include <memory>
+#include <mutex>
+#include <vector>
+
+#include "toolkit/decode.h"
+
+struct DecodeJob {
+    using Clock = std::chrono::steady_clock;
+    DecodeOptions opt;
+    std::vector<std::vector<int>> sources;   // token ids, each ending with </s>; {} = empty line
+    size_t tokens = 0;                       // sum of the sources' lengths
+    Clock::time_point arrived;               // set by BatchQueue::run
+    std::vector<std::vector<Hypothesis>> hyps;   // the result: per source, best first
+    bool done = false;                       // guarded by the queue's mutex
+    bool cancelled = false;                  // guarded by the queue's mutex
+
+    // Adds one source (token ids without </s>; empty for an empty line).
+    void add(const std::vector<int>& ids);
+};
+
+// Whether two jobs can share a batch (the same search).
+bool same_search(const DecodeOptions& a, const DecodeOptions& b);
+
+class BatchQueue {
+public:
+    struct Settings {
+        int batch_tokens = 4000;                 // a batch starts when this many tokens wait
+        std::chrono::milliseconds wait{5};       // ... or when the oldest job waited this long
+        bool batching = true;                    // false: one job per batch
+    };
+    explicit BatchQueue(Settings s) : s_(s) {}
+
+    // A request thread: queues the job and waits for its hypotheses until deadline. False
+    // when the deadline passed first (the job is then dropped, or its result discarded).
+    bool run(const std::shared_ptr<DecodeJob>& job, DecodeJob::Clock::time_point deadline);
+
+    // The decoding thread: waits for the next batch (the rules above); false once the queue
+    // is closed and empty.
+    bool next_batch(std::vector<std::shared_ptr<DecodeJob>>* batch);
+    // The decoding thread: the batch's hyps are filled; wakes its requesters.
+    void complete(const std::vector<std::shared_ptr<DecodeJob>>& batch);
+    // No more jobs will come: next_batch returns what is queued at once, then false.
+    void close();
+    // Lines (sources) queued and not yet taken by the decoder.
+    size_t queued_sources();
+
+private:
+    Settings s_;
+    std::mutex mu_;
+    std::condition_variable work_;   // the decoder waits on it
+    std::condition_variable done_;   // requesters wait on it
+    std::deque<std::shared_ptr<DecodeJob>> queue_;
+    bool closed_ = false;
+
+    void take_batch(std::vector<std::shared_ptr<DecodeJob>>* batch);
+};
+
+// The decoding loop: takes batches from q until it is closed and empty, decodes each with
+// decode_sorted (batch_tokens padded source tokens per model batch) and completes them.
+// Returns the number of batches decoded.
+long run_decoder(Model* model, BatchQueue* q, int batch_tokens);
