@@ -151,6 +151,9 @@ HTTPLIB_LIBS := $(or $(shell pkg-config --libs cpp-httplib 2>/dev/null),-lcpp-ht
 $(BUILD)/cli/serve.o: CXXFLAGS += $(HTTPLIB_CFLAGS)
 $(BIN)/translate: $(BUILD)/cli/serve.o
 $(BIN)/translate: LDLIBS += $(HTTPLIB_LIBS)
+# the line-handling fuzz target includes cli/translate.cpp, so it links the server too
+$(BUILD)/fuzz_replay_translate: $(BUILD)/cli/serve.o
+$(BUILD)/fuzz_replay_translate: LDLIBS += $(HTTPLIB_LIBS)
 
 $(BUILD)/test_%: $(BUILD)/test/test_%.o $(LIB_OBJ) | $(CUDA_LIB)
 	$(CXX) $(CXXFLAGS) $(filter %.o,$^) -o $@ $(LDLIBS)
@@ -191,7 +194,10 @@ $(FUZZ_BUILD)/%.o: %.cpp
 	$(FUZZ_CXX) $(FUZZ_FLAGS) -fsanitize=fuzzer-no-link -MMD -MP -c $< -o $@
 -include $(wildcard $(FUZZ_BUILD)/*.d $(FUZZ_BUILD)/*/*.d $(FUZZ_BUILD)/*/*/*.d)
 $(FUZZ_BUILD)/fuzz_%: $(FUZZ_BUILD)/test/fuzz/fuzz_%.o $(LIB_SRC:%.cpp=$(FUZZ_BUILD)/%.o)
-	$(FUZZ_CXX) $(FUZZ_FLAGS) -fsanitize=fuzzer $^ -o $@ -ldl
+	$(FUZZ_CXX) $(FUZZ_FLAGS) -fsanitize=fuzzer $^ -o $@ -ldl $(FUZZ_LIBS)
+$(FUZZ_BUILD)/cli/serve.o: FUZZ_FLAGS += $(HTTPLIB_CFLAGS)
+$(FUZZ_BUILD)/fuzz_translate: $(FUZZ_BUILD)/cli/serve.o
+$(FUZZ_BUILD)/fuzz_translate: FUZZ_LIBS += $(HTTPLIB_LIBS)
 
 fuzz: $(FUZZ:%=$(FUZZ_BUILD)/fuzz_%)
 	@bash test/fuzz/run_fuzz.sh $(FUZZ_SECONDS) $(FUZZ)

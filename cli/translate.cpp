@@ -200,24 +200,17 @@ struct Translator {
         return true;
     }
 
-    // Encodes a target or prefix text (checked as a source line is); false + message.
-    bool encode_target(std::string text, std::vector<int>* ids, std::string* err) {
-        if (!text.empty() && text.back() == '\r') text.pop_back();
-        const char* what = opt.score ? "target" : "prefix";
-        long bad = invalid_utf8_at(text);
-        if (bad >= 0 && !opt.replace_invalid) {
-            *err = "line " + std::to_string(line_number) + ": invalid UTF-8 in the " + what + " at byte " +
-                   std::to_string(bad) + " (--replace-invalid substitutes U+FFFD)";
-            return false;
-        }
-        if (bad >= 0) text = replace_invalid(text);
-        *ids = tok.encode(text);
-        if ((int)ids->size() >= opt.max_input_tokens) {
-            *err = "line " + std::to_string(line_number) + ": the " + what + " has " + std::to_string(ids->size()) +
-                   " tokens, more than --max-input-tokens " + std::to_string(opt.max_input_tokens) + " - 1";
-            return false;
-        }
-        return true;
+    // Encodes a target or prefix text by a source line's rules (cli/line_check.h), one token
+    // fewer (its </s> or the continuation must fit); false + message.
+    bool encode_target(const std::string& text, std::vector<int>* ids, std::string* err) {
+        const std::string where = "line " + std::to_string(line_number) + ", " + (opt.score ? "target" : "prefix");
+        std::vector<std::vector<int>> pieces;
+        if (!check_line(tok, text, {INT32_MAX, opt.replace_invalid, false}, where, &pieces, err)) return false;
+        *ids = pieces[0];
+        if ((int)ids->size() < opt.max_input_tokens) return true;
+        *err = where + ": " + std::to_string(ids->size()) + " tokens, more than --max-input-tokens " +
+               std::to_string(opt.max_input_tokens) + " - 1";
+        return false;
     }
 
     // --score: prints "score ||| logprob" (and " ||| " + each token's log-probability with

@@ -432,6 +432,7 @@ static Scores score_lines(Model* m, const Tokenizer& tok, const std::vector<std:
 // cannot be written.
 static bool redraw_curves(Run& r) {
     if (!dist_is_root()) return true;   // data parallelism: rank 0 alone writes
+    if (!fs::exists(r.path("log.csv"))) return true;   // no row logged yet: nothing to draw
     std::string err;
     return draw_training_curves(r.path("log.csv"), r.path("curves.svg"), &err) || fail(err);
 }

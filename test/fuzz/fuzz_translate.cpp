@@ -29,7 +29,7 @@ static void check_line(Translator& t, std::string line) {
         FUZZ_CHECK(!ok && err.find("invalid UTF-8") != std::string::npos, "invalid UTF-8 refused");
         return;
     }
-    std::string text = valid ? line : replace_invalid(line);
+    std::string text = valid ? line : replace_invalid_utf8(line);
     FUZZ_CHECK(invalid_utf8_at(text) < 0, "replacement gives valid UTF-8");
     size_t n = t.tok.encode(text).size();
     if ((int)n > t.opt.max_input_tokens && !t.opt.split_long) {
