@@ -234,7 +234,8 @@ struct Translator {
         flush_stdout();
     }
 
-    // --attention / --alignment for one output line: writes its picture (picture = true) and
+    // --attention / --alignment for output line `line` (1-based: DIR/000001.svg is the first):
+    // writes its picture (picture = true) and
     // returns " ||| pairs" (or ""); a picture that cannot be written ends the program (exit 1).
     std::string inspect(long line, const std::vector<int>& source, const Hypothesis& h, bool picture) {
         if (opt.inspect.dir.empty() && !opt.inspect.alignment) return "";
@@ -277,12 +278,12 @@ struct Translator {
             progress.sentences++;
             progress.tokens += joined[0].tokens;
             if (opt.decode.nbest <= 1) {
-                std::string extra = whole ? inspect(first_line + (long)i, sources[first], hyps[first][0], true) : "";
+                std::string extra = whole ? inspect(first_line + (long)i + 1, sources[first], hyps[first][0], true) : "";
                 write_stdout(joined[0].text + extra + '\n');
                 continue;
             }
             for (size_t j = 0; j < joined.size(); j++) {
-                std::string extra = whole ? inspect(first_line + (long)i, sources[first], hyps[first][j], j == 0) : "";
+                std::string extra = whole ? inspect(first_line + (long)i + 1, sources[first], hyps[first][j], j == 0) : "";
                 std::printf("%ld ||| %s ||| %.6f ||| %.6f%s\n", first_line + (long)i, joined[j].text.c_str(),
                             joined[j].score, joined[j].logprob, extra.c_str());
             }

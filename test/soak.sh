@@ -11,7 +11,7 @@ B=${2:-.}
 . test/check.sh
 T=$(mktemp -d)
 trap 'rm -rf "$T"' EXIT
-STEPS=$((20 + 5 * KILLS))
+STEPS=$((40 + 40 * KILLS))
 SEED=${SOAK_SEED:-$$}
 RANDOM=$SEED
 
@@ -30,8 +30,15 @@ f = open(sys.argv[1], "rb").read(); n = struct.unpack("<Q", f[:8])[0]
 print(hashlib.sha256(f[8 + n:]).hexdigest(), len(f) - 8 - n)' "$1"
 }
 
+start_ms=$(date +%s%3N)
 "$B"/train $ARGS --out "$T/ref" > "$T/ref.log" 2>&1
 check $? "uninterrupted run of $STEPS steps: $(tail -n 1 "$T/ref.log")"
+# Kill moments scale with this machine's speed: at most a (2 * KILLS)-th of the uninterrupted
+# run after a new checkpoint (between 10 ms and 0.9 s), so that runs end by a kill, not by
+# finishing, on a fast machine as on a loaded one.
+WINDOW_MS=$(( ($(date +%s%3N) - start_ms) / (2 * KILLS) ))
+[ $WINDOW_MS -lt 10 ] && WINDOW_MS=10
+[ $WINDOW_MS -gt 900 ] && WINDOW_MS=900
 
 echo "seed $SEED (SOAK_SEED=$SEED repeats these kill moments)"
 kills=0 runs=0 bad_loads=0 finished=0
@@ -40,19 +47,19 @@ while [ $kills -lt "$KILLS" ] && [ $runs -lt $((KILLS * 3)) ]; do
     "$B"/train $ARGS --out "$T/soak" --resume > "$T/run.log" 2>&1 &
     pid=$!
     # One kill in four at a random moment of the start-up (BPE, data, loading the checkpoint);
-    # the others once this run has trained (a new checkpoint on disk), then 0 to 0.9 s later:
-    # during a step or a checkpoint write.
+    # the others once this run has trained (a new checkpoint on disk), then 0 to WINDOW_MS
+    # later: during a step or a checkpoint write.
     if [ $((RANDOM % 4)) -eq 0 ]; then
-        sleep "0.$((RANDOM % 10))"
+        sleep "$(printf '0.%03d' $((RANDOM % WINDOW_MS)))"
     else
         before=$(ls "$T/soak" 2> /dev/null | grep "^ckpt-" | grep -v tmp | tail -n 1)
-        for _ in $(seq 300); do
+        for _ in $(seq 1500); do
             now=$(ls "$T/soak" 2> /dev/null | grep '^ckpt-' | grep -v tmp | tail -n 1)
             [ -n "$now" ] && [ "$now" != "$before" ] && break
             kill -0 $pid 2> /dev/null || break
-            sleep 0.1
+            sleep 0.02
         done
-        sleep "0.$((RANDOM % 10))"
+        sleep "$(printf '0.%03d' $((RANDOM % WINDOW_MS)))"
     fi
     if kill -9 $pid 2> /dev/null; then
         wait $pid 2> /dev/null

@@ -11,7 +11,7 @@
 #     summation order (losses within 1e-4);
 #   - a killed rank ends the job in bounded time with Open MPI's message naming it, the last
 #     checkpoint intact; a stopped (hung) rank ends it through --dist-timeout's watchdog;
-#     SIGINT to mpirun stops both ranks at one step and rank 0 saves.
+#     SIGINT to the ranks stops both at one step and rank 0 saves.
 # Run from the repository root after `make`; the optional argument is the folder holding the
 # programs. SKIPs (counted as neither) without mpirun or without an MPI build of ./train.
 # Ends with "dist: N passed, M failed"; exits non-zero on failure.
@@ -152,18 +152,20 @@ last=$(ls "$T/hung"/ckpt-*.safetensors 2> /dev/null | tail -1)
 [ -n "$last" ] && "$B"/average --out "$T/hung.avg.safetensors" "$last" > /dev/null 2>&1
 check $? "its last checkpoint is intact (./average reads $(basename "${last:-none}"))"
 
-# Ctrl-C: mpirun passes SIGINT on; the ranks agree to stop at the same step and rank 0 saves.
+# SIGINT to the ranks: they agree to stop at the same step and rank 0 saves.
 timeout -k 5 60 $MPIRUN -np 2 "$B"/train $A --max-steps 0 --time 120s --save-every-steps 1000 --out "$T/int" \
     > "$T/int.log" 2>&1 &
 JOB=$!
 i=0
 rows() { n=$(grep -c '^train,' "$1" 2> /dev/null); echo "${n:-0}"; }
 while [ $i -lt 100 ] && [ "$(rows "$T/int/log.csv")" -lt 5 ]; do sleep 0.2; i=$((i + 1)); done
-kill -INT "$(pgrep -P $JOB)" 2> /dev/null
+# Open MPI's mpirun answers a SIGINT of its own by killing the ranks; the ranks' handler is what
+# saves, so the signal goes to them (on one machine's terminal, Ctrl-C reaches every process).
+kill -INT $(rank_pid $JOB 0) $(rank_pid $JOB 1) 2> /dev/null
 ends
 saved=$(ls "$T/int"/ckpt-*.safetensors 2> /dev/null | tail -1)
 [ $TOOK -le 30 ] && grep -q "interrupted: checkpoint saved" "$T/int.log" && [ -n "$saved" ] &&
     "$B"/average --out "$T/int.avg.safetensors" "$saved" > /dev/null 2>&1
-check $? "SIGINT to mpirun: the ranks stop together in ${TOOK} s, rank 0 saves $(basename "${saved:-nothing}")"
+check $? "SIGINT to the ranks: they stop together in ${TOOK} s, rank 0 saves $(basename "${saved:-nothing}")"
 
 check_summary dist

@@ -199,7 +199,7 @@ def main():
     ref = {}
     for row in translate_stdin(model, lines, "--beam", "3", "--nbest", "2", "--alpha", "1"):
         n, text, score, logprob = row.split(" ||| ")
-        ref.setdefault(int(n) - 1, []).append((text, float(score)))
+        ref.setdefault(int(n), []).append((text, float(score)))   # n-best lines count from 0
     status, out, _ = s.translate(items(lines, beam=3, nbest=2, alpha=1))
     ok = status == 200 and len(out) == 2 and all(len(o) == len(lines) for o in out)
     worst = 0.0

@@ -233,7 +233,10 @@ static bool replay_from(const std::string& ckpt, const TrainOptions& t, bool fre
 }
 
 // The forward and backward of one Adam step over `accum` batches (the gradient of the mean
-// loss over all their labels, in m.grads); returns that mean loss.
+// loss over all their labels, in m.grads); returns that mean loss. Each batch's gradient is
+// computed from zero and they are summed as the trainer sums them (toolkit/distributed.cpp:
+// sum = g0, sum += g1, ..., grads = g_last + sum), so that even rounding noise (k_proj.bias's
+// gradient is nothing else) replays bitwise.
 static double replay_gradients(Replay& r, int accum) {
     std::vector<Batch> micro;
     double labels = 0, loss = 0;
@@ -241,10 +244,21 @@ static double replay_gradients(Replay& r, int accum) {
         micro.push_back(r.sampler.next());
         labels += micro.back().tgt_tokens;
     }
-    model_zero_grad(&r.m);
-    for (const Batch& b : micro) {
-        loss += (double)model_forward(&r.m, b, true) * b.tgt_tokens;
-        model_backward(&r.m, b, labels);
+    std::vector<float> sum;
+    for (size_t i = 0; i < micro.size(); i++) {
+        model_zero_grad(&r.m);
+        loss += (double)model_forward(&r.m, micro[i], true) * micro[i].tgt_tokens;
+        model_backward(&r.m, micro[i], labels);
+        if (micro.size() == 1) break;
+        std::vector<float> g = host_grads(r.m);
+        if (i == 0) {
+            sum = g;
+        } else if (i + 1 < micro.size()) {
+            for (size_t k = 0; k < g.size(); k++) sum[k] += g[k];
+        } else {
+            for (size_t k = 0; k < g.size(); k++) g[k] += sum[k];
+            r.m.backend->upload(r.m.grads, g.data(), g.size() * sizeof(float));
+        }
     }
     return loss / labels;
 }
