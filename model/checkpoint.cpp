@@ -123,6 +123,7 @@ bool SafeTensorsFile::open(const std::string& p, std::string* error) {
         }
         TensorEntry t;
         if (!parse_entry(kv.first, kv.second, &t, &err)) return fail(err);
+        if (find(t.name)) return fail("tensor \"" + t.name + "\" is listed twice in the header");
         tensors.push_back(t);
     }
     data_start_ = 8 + n;
