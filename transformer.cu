@@ -457,6 +457,11 @@ __global__ void attention_backward_key_kernel(T* dkv, const float* dS, const flo
 // §3.2.3 The decoder one position at a time: a query of length one per (row, head), one warp
 // each, its scores in shared memory (no score matrix goes through device memory).
 // =============================================================================================
+// The warp's (row, head) index: these blocks hold step_warps(keys) warps, fewer than WARPS
+// once the scores of 8 warps no longer fit 48 KB (over 1536 keys), so global_warp() (which
+// assumes WARPS per block) would skip (row, head) pairs there and leave their ctx unwritten.
+__device__ __forceinline__ size_t step_warp() { return (size_t)blockIdx.x * (blockDim.x / 32) + threadIdx.x / 32; }
+
 // Softmax over sc[0..n) in shared memory by one warp, in place.
 __device__ void warp_softmax(float* sc, int n) {
     const int lane = lane_id();
@@ -477,7 +482,7 @@ template <class T>
 __global__ void attention_step_self_kernel(T* ctx, const T* q, const T* cache, int R, const int* slots,
                                            int ld_slots, int t, StepShape s) {
     extern __shared__ float step_scores[];
-    const size_t w = global_warp();
+    const size_t w = step_warp();
     const int lane = lane_id(), len = t + 1;
     float* sc = step_scores + (size_t)(threadIdx.x / 32) * len;
     if (w >= (size_t)s.n * s.H) return;
@@ -530,7 +535,7 @@ template <class T>
 __global__ void attention_step_cross_kernel(T* ctx, const T* q, const T* kt, const T* kv, int ld,
                                             const int* len, const int* sentence, int S, StepShape s) {
     extern __shared__ float step_scores[];
-    const size_t w = global_warp();
+    const size_t w = step_warp();
     const int lane = lane_id();
     float* sc = step_scores + (size_t)(threadIdx.x / 32) * S;
     if (w >= (size_t)s.n * s.H) return;
