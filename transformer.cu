@@ -1095,11 +1095,26 @@ private:
     template <class... KArgs, class... Args>
     void launch(void (*kernel)(KArgs...), dim3 blocks, dim3 threads, size_t smem, Args... args) {
         if (blocks.x == 0) return;
+        if (smem > 48 * 1024) allow_shared_memory(kernel, smem);
         kernel<<<blocks, threads, smem>>>(args...);
         LAUNCH_CHECK();
     }
+    // Dynamic shared memory above 48 KB fails to launch unless the kernel opts in (up to the
+    // device's sharedMemPerBlockOptin, 227 KB on sm_90): one-query attention over more than
+    // 12288 keys (a long --max-len-b, or a long source) needs it.
+    template <class... KArgs>
+    void allow_shared_memory(void (*kernel)(KArgs...), size_t smem) {
+        if (smem > prop_.sharedMemPerBlockOptin) {
+            std::fprintf(stderr, "error: a decoding step needs %zu bytes of shared memory per block, more than "
+                                 "this GPU's %zu: shorten the input or the output limit (--max-len-a, "
+                                 "--max-len-b)\n", smem, (size_t)prop_.sharedMemPerBlockOptin);
+            std::exit(1);
+        }
+        CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem));
+    }
 
-    // Warps per block for one-query attention over n keys: their scores fit 48 KB of shared memory.
+    // Warps per block for one-query attention over n keys: their scores fit 48 KB of shared
+    // memory (one warp over more than 12288 keys takes more, see allow_shared_memory).
     static int step_warps(int n) {
         return std::max(1, std::min(cuda::WARPS, (int)(48 * 1024 / (sizeof(float) * std::max(1, n)))));
     }
