@@ -3,6 +3,7 @@
 #   make                  the programs (CPU: g++ -O3 -march=native, OpenMP when available)
 #   make test             builds and runs every test (prints "tests: N passed, M failed, K skipped")
 #   make fuzz             libFuzzer on every parser, FUZZ_SECONDS each (default 60; clang)
+#   make test-emulated    the GPU tests with transformer.cu's kernels run by a CPU emulator (no GPU)
 #   make soak             kill -9 ./train at 20 random moments, resume, compare bitwise
 #   make bench-deps       install what the benchmarks compare with (apt-get, pip; as CI would)
 #   make bench            training-step speed, ours vs PyTorch on this machine
@@ -105,7 +106,7 @@ TESTS := test_core test_ops test_decode test_train test_gemm test_gemm_int8 test
 # libFuzzer targets (test/fuzz/fuzz_*.cpp); make test replays their seeds and regression inputs.
 FUZZ_TARGETS := tokenizer vocab safetensors checkpoint parallel translate
 
-.PHONY: all test test-asan fuzz soak gpu-check bench bench-deps bench-decode bench-translate bench-split-long bench-serve \
+.PHONY: all test test-asan test-emulated emulator fuzz soak gpu-check bench bench-deps bench-decode bench-translate bench-split-long bench-serve \
         bench-bpe bench-gemm bench-gemm-int8 bench-dist data reference reference-check info clean
 all: $(PROGRAMS:%=$(BIN)/%)
 
@@ -131,6 +132,40 @@ $(BUILD)/%.o: %.cpp $(FLAGS_STAMP)
 $(BUILD)/libtransformer_cuda.so: transformer.cu transformer.h numerics.h $(FLAGS_STAMP)
 	@mkdir -p $(dir $@)
 	$(NVCC) $(NVCCFLAGS) -shared $< -o $@ -L$(CUDA_HOME)/lib64 -Xlinker -rpath=$(CUDA_HOME)/lib64 -lcublasLt
+
+# The same transformer.cu built for the CUDA emulator (test/cuda_emulator): g++ compiles it as C++
+# against the emulator's stand-ins for the CUDA headers and its kernels run on the CPU, so that
+# the GPU tests run on a machine without a GPU or nvcc (make test runs them; the programs load
+# the library named by TRANSFORMER_CUDA_EMULATOR). The one kernel launch and the extern
+# __shared__ arrays are rewritten first; the build fails if one is left. In a SANITIZE=1 build
+# it has AddressSanitizer and UBSan too, which see a kernel reading past an allocation.
+EMU_BUILD := $(BUILD)/emu
+EMU_LIB := $(EMU_BUILD)/libtransformer_cuda.so
+EMU_FLAGS := -std=c++17 -I test/cuda_emulator/include -I. $(WARN) -Wno-unused-parameter -fPIC -g \
+             -fno-omit-frame-pointer $(if $(filter 1,$(SANITIZE)),-O1 -fsanitize=address$(comma)undefined -fno-sanitize-recover=undefined,-O2)
+comma := ,
+# kernel<<<config>>>(args) -> ::cuda_emulator::launch(kernel, ::cuda_emulator::Config{config}, args);
+# extern __shared__ T name[]; -> T* name = (T*)::cuda_emulator::dynamic_shared();
+EMU_KERNEL := ([A-Za-z_][A-Za-z_0-9:]*(<[^<>]*>)?)
+EMU_REWRITE := sed -E -e 's/$(EMU_KERNEL)<<<(.*)>>>\(\)/::cuda_emulator::launch(\1, ::cuda_emulator::Config{\3})/' \
+    -e 's/$(EMU_KERNEL)<<<(.*)>>>\(/::cuda_emulator::launch(\1, ::cuda_emulator::Config{\3}, /' \
+    -e 's/extern __shared__ ([A-Za-z_0-9]+) ([A-Za-z_0-9]+)\[\];/\1* \2 = (\1*)::cuda_emulator::dynamic_shared();/'
+$(EMU_BUILD)/%_emu.cpp: %.cu Makefile
+	@mkdir -p $(dir $@)
+	$(EMU_REWRITE) $< > $@.tmp
+	@! grep -nE '^([^/]|/[^/])*(<<<|extern __shared__)' $@.tmp || { echo "$@: a launch or extern __shared__ the emulator build cannot rewrite"; rm -f $@.tmp; exit 1; }
+	mv $@.tmp $@
+$(EMU_LIB): $(EMU_BUILD)/transformer_emu.cpp test/cuda_emulator/emulator.cpp test/cuda_emulator/emulator.h transformer.h numerics.h
+	$(CXX) $(EMU_FLAGS) -shared $(EMU_BUILD)/transformer_emu.cpp test/cuda_emulator/emulator.cpp -o $@ -ldl -pthread
+# The emulator checked on its own (kernels with known results, limits, the faults it stops on).
+$(BUILD)/test_emulator: $(EMU_BUILD)/test/cuda_emulator/test_emulator_emu.cpp test/cuda_emulator/emulator.cpp test/cuda_emulator/emulator.h test/check.h
+	$(CXX) $(EMU_FLAGS) $< test/cuda_emulator/emulator.cpp -o $@ -ldl -pthread
+emulator: $(EMU_LIB) $(BUILD)/test_emulator
+
+# The GPU tests with the emulated backend: every op against the CPU and float64 in fp32 and
+# bf16, the whole model (test_cuda --quick), ./translate on the emulated GPU against the CPU.
+test-emulated: $(EMU_LIB) $(BUILD)/test_ops $(BUILD)/test_cuda $(BIN)/translate
+	@sh test/test_emulated.sh $(EMU_LIB) $(BUILD) $(BIN)
 
 # Only distributed.cpp sees mpi.h.
 $(BUILD)/toolkit/distributed.o: CXXFLAGS += $(MPI_CFLAGS)

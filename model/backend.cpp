@@ -34,7 +34,15 @@ static std::string cuda_library_path() {
     return program_library_path("libtransformer_cuda.so", "TRANSFORMER_CUDA_LIB");
 }
 
-bool cuda_built() { return !cuda_library_path().empty(); }
+// TRANSFORMER_CUDA_EMULATOR: the emulator's build of the library (make emulator:
+// build/emu/libtransformer_cuda.so, test/cuda_emulator), whose kernels run on the CPU; it needs
+// no driver. Tests only: it is no GPU.
+static const char* emulator_library() {
+    const char* lib = std::getenv("TRANSFORMER_CUDA_EMULATOR");
+    return lib && *lib ? lib : nullptr;
+}
+
+bool cuda_built() { return emulator_library() || !cuda_library_path().empty(); }
 
 // The number of GPUs the driver sees, through the driver library itself; -1 + *error when
 // there is no driver.
@@ -56,12 +64,12 @@ static int driver_device_count(std::string* error) {
 }
 
 std::unique_ptr<Backend> make_cuda_backend(Precision precision, std::string* error) {
-    const std::string lib = cuda_library_path();
+    const std::string lib = emulator_library() ? emulator_library() : cuda_library_path();
     if (lib.empty()) {
         *error = "this build has no CUDA backend (nvcc was not found when it was built)";
         return nullptr;
     }
-    if (driver_device_count(error) <= 0) return nullptr;
+    if (!emulator_library() && driver_device_count(error) <= 0) return nullptr;
     void* handle = dlopen(lib.c_str(), RTLD_NOW | RTLD_LOCAL);   // kept loaded: backends live on
     if (!handle) {
         *error = std::string("cannot load the CUDA backend: ") + dlerror();

@@ -1091,6 +1091,27 @@ void test_attention_step_self(Backend& be, Backend* cpu) {
     }
 }
 
+// One step late in a long output (t = 1699: 1700 keys), where fewer than the usual 8 warps fit
+// a block's shared memory and the (row, head) pairs span several blocks: each block's warps
+// must cover their own pairs, none skipped (the cache and slots random, not built step by step).
+void test_attention_step_self_long(Backend& be, Backend* cpu) {
+    const int R = 3, n = 3, H = 4, dk = 4, dv = 3, t = 1699, ld = t + 2;
+    const int qk = H * dk, vv = H * dv, ldq = 2 * qk + vv, ldc = qk + vv;
+    const StepShape s{n, H, dk, dv, ldq};
+    const Vec cache0 = rand_x(be, (size_t)(t + 1) * R * ldc, -1.5f, 1.5f), q = rand_x(be, (size_t)n * ldq, -1.5f, 1.5f);
+    const IVec slots = rand_tokens((size_t)R * ld, n);
+    auto run = [&](Backend& b) {
+        Mem cache = put_x(b, cache0), qm = put_x(b, q), sl = put_i(b, slots), ctx(b, (size_t)n * vv * b.floatx_size());
+        b.attention_step_self(ctx.x(), qm.x(), cache.x(), R, sl.i(), ld, t, s);
+        return get_x(b, ctx.x(), (size_t)n * vv);
+    };
+    const DVec want = ref_step_self(D(q), D(cache0), R, slots, ld, t, s);
+    const std::string name = fmt("attention_step_self R=%d n=%d H=%d dk=%d dv=%d step %d alone", R, n, H, dk, dv, t);
+    Vec got = run(be);
+    close(name + " vs float64", got, want, TOL.fwd);
+    if (cpu) vs_cpu(name, got, run(*cpu), TOL.cross_fwd);
+}
+
 void test_cache_reorder(Backend& be, Backend* cpu) {
     struct Case { int n, t, ld; };
     const Case cases[] = {{1, 1, 4}, {5, 4, 6}, {8, 7, 7}, {16, 2, 10}};
@@ -1149,7 +1170,10 @@ void test_attention_keys_transpose(Backend& be, Backend* cpu) {
 // large "poison" values: reading them shows.
 void test_attention_step_cross(Backend& be, Backend* cpu) {
     struct Case { int B, S, H, dk, dv, n, q_pad; };
-    const Case cases[] = {{3, 9, 2, 5, 3, 7, 0}, {1, 1, 1, 4, 4, 1, 0}, {2, 20, 4, 16, 8, 8, 3}};
+    // The last two: 1700 keys (7 warps a block, 12 (row, head) pairs over 2 blocks) and 13000
+    // keys (one warp's scores take 52 KB, over the 48 KB a launch gets without asking).
+    const Case cases[] = {{3, 9, 2, 5, 3, 7, 0}, {1, 1, 1, 4, 4, 1, 0}, {2, 20, 4, 16, 8, 8, 3},
+                          {1, 1700, 4, 4, 3, 3, 0}, {1, 13000, 1, 4, 3, 2, 0}};
     for (const Case& c : cases) {
         const int qk = c.H * c.dk, vv = c.H * c.dv, ld = qk + vv, qs = qk + c.q_pad;
         const StepShape s{c.n, c.H, c.dk, c.dv, qs};
@@ -1684,6 +1708,7 @@ const OpTest TESTS[] = {
     {"§3.2.1 Scaled Dot-Product Attention, §3.2.2 Multi-Head Attention", test_attention_forward},
     {nullptr, test_attention_backward},
     {"§3.2.3 Decoding: attention over cached keys/values", test_attention_step_self},
+    {nullptr, test_attention_step_self_long},
     {nullptr, test_cache_reorder},
     {nullptr, test_attention_keys_transpose},
     {nullptr, test_attention_step_cross},

@@ -1,0 +1,3 @@
+// Stands in for the CUDA Toolkit's cublasLt.h in the emulator build (../emulator.h says why).
+#pragma once
+#include "../emulator.h"

@@ -1,0 +1,308 @@
+// test/cuda_emulator/test_emulator.cpp — the CUDA emulator checked on its own, before it is
+// trusted with transformer.cu: kernels whose results are known (block and warp reductions
+// through __syncthreads, __syncwarp and shuffles, 3-D indices, dynamic shared memory), the
+// launch limits and the runtime's refusals, cuBLASLt's product against a plain loop, CUB's
+// sort, and, each in a child process, the faults it must stop on (a deadlock between
+// __syncwarp and __syncthreads, a shuffle reading a lane that returned, threadIdx outside a
+// kernel). Built by g++ against the emulator's headers, like build/emu/transformer_emu.cpp.
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <string>
+#include <vector>
+
+#include <cub/cub.cuh>
+#include <cublasLt.h>
+#include <cuda_bf16.h>
+#include <cuda_runtime.h>
+
+#include "test/check.h"
+
+using cuda_emulator::launch;
+
+// ---------------------------------------------------------------------------------------------
+// Kernels with known results
+// ---------------------------------------------------------------------------------------------
+// out[block] = sum of in[block * n .. + n) by a shared-memory tree over blockDim.x threads.
+__global__ void block_sum_kernel(int* out, const int* in, int n) {
+    __shared__ int part[1024];
+    int acc = 0;
+    for (int i = threadIdx.x; i < n; i += blockDim.x) acc += in[(size_t)blockIdx.x * n + i];
+    part[threadIdx.x] = acc;
+    __syncthreads();
+    for (int stride = blockDim.x / 2; stride > 0; stride /= 2) {
+        if ((int)threadIdx.x < stride) part[threadIdx.x] += part[threadIdx.x + stride];
+        __syncthreads();
+    }
+    if (threadIdx.x == 0) out[blockIdx.x] = part[0];
+}
+
+// out[warp] = sum over its 32 lanes of (lane + 1) * (warp + 1), through shuffles; every lane
+// checks that it received the same sum.
+__global__ void warp_sum_kernel(int* out, int* disagreements) {
+    const int lane = threadIdx.x % 32, warp = (blockIdx.x * blockDim.x + threadIdx.x) / 32;
+    int v = (lane + 1) * (warp + 1);
+    for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
+    if (lane == 0) out[warp] = v;
+    __syncwarp();
+    const int again = __shfl_xor_sync(0xffffffffu, v, 5);
+    if (again != v) disagreements[warp] = 1;
+}
+
+// Every thread of a 3-D grid of 3-D blocks writes its global coordinates once.
+__global__ void coordinates_kernel(int* out, int width, int height) {
+    const int x = blockIdx.x * blockDim.x + threadIdx.x, y = blockIdx.y * blockDim.y + threadIdx.y;
+    const int z = blockIdx.z * blockDim.z + threadIdx.z;
+    out[((size_t)z * height + y) * width + x] = x + 1000 * y + 1000000 * z;
+}
+
+// Dynamic shared memory: each thread writes its index, then reads its neighbour's.
+__global__ void shared_rotate_kernel(int* out) {
+    extern __shared__ int ring[];
+    ring[threadIdx.x] = threadIdx.x;
+    __syncthreads();
+    out[threadIdx.x] = ring[(threadIdx.x + 1) % blockDim.x];
+}
+__global__ void nothing_kernel() {}
+
+// Faults the emulator must stop on.
+__global__ void deadlock_kernel() {   // warp 0 at __syncwarp, warp 0's lane 31 at __syncthreads
+    if (threadIdx.x == 31) __syncthreads();
+    else __syncwarp();
+}
+__global__ void early_return_shuffle_kernel(int* out) {   // lane 3 returns before the shuffle
+    if (threadIdx.x == 3) return;
+    out[threadIdx.x] = __shfl_xor_sync(0xffffffffu, (int)threadIdx.x, 1);
+}
+
+// ---------------------------------------------------------------------------------------------
+static std::vector<int> download_ints(const int* d, size_t n) {
+    std::vector<int> h(n);
+    cudaMemcpy(h.data(), d, n * sizeof(int), cudaMemcpyDeviceToHost);
+    return h;
+}
+static int* device_ints(const std::vector<int>& h) {
+    void* d = nullptr;
+    cudaMalloc(&d, h.size() * sizeof(int));
+    cudaMemcpy(d, h.data(), h.size() * sizeof(int), cudaMemcpyHostToDevice);
+    return (int*)d;
+}
+
+static void reductions() {
+    const int blocks = 37, n = 1000;
+    std::vector<int> in((size_t)blocks * n);
+    for (size_t i = 0; i < in.size(); i++) in[i] = (int)(i * 7 % 101) - 50;
+    int* din = device_ints(in);
+    int* dout = device_ints(std::vector<int>(blocks, 0));
+    for (unsigned threads : {32u, 256u, 1024u}) {
+        block_sum_kernel<<<blocks, threads>>>(dout, (const int*)din, n);
+        std::vector<int> got = download_ints(dout, blocks);
+        int wrong = 0;
+        for (int b = 0; b < blocks; b++) {
+            int want = 0;
+            for (int i = 0; i < n; i++) want += in[(size_t)b * n + i];
+            wrong += got[(size_t)b] != want;
+        }
+        check(wrong == 0 && cudaGetLastError() == cudaSuccess,
+              "__syncthreads tree sum, %d blocks x %u threads: %d of %d block sums wrong", blocks, threads, wrong, blocks);
+    }
+    const int warps = 5 * 8;
+    int* sums = device_ints(std::vector<int>(warps, 0));
+    int* dis = device_ints(std::vector<int>(warps, 0));
+    warp_sum_kernel<<<5, 256>>>(sums, dis);
+    std::vector<int> got = download_ints(sums, warps), bad = download_ints(dis, warps);
+    int wrong = 0, disagree = 0;
+    for (int w = 0; w < warps; w++) wrong += got[(size_t)w] != 528 * (w + 1), disagree += bad[(size_t)w];
+    check(wrong == 0 && disagree == 0, "shuffle sum over 40 warps: %d sums wrong, %d warps whose lanes disagree", wrong,
+          disagree);
+    cudaFree(din), cudaFree(dout), cudaFree(sums), cudaFree(dis);
+}
+
+static void indices_and_shared_memory() {
+    const int W = 8 * 3, H = 4 * 5, D = 2 * 3;
+    int* d = device_ints(std::vector<int>((size_t)W * H * D, -1));
+    coordinates_kernel<<<dim3(3, 5, 3), dim3(8, 4, 2)>>>(d, W, H);
+    std::vector<int> got = download_ints(d, (size_t)W * H * D);
+    int wrong = 0;
+    for (int z = 0; z < D; z++)
+        for (int y = 0; y < H; y++)
+            for (int x = 0; x < W; x++) wrong += got[((size_t)z * H + y) * W + x] != x + 1000 * y + 1000000 * z;
+    check(wrong == 0, "3-D grid of 3-D blocks: every thread once, coordinates right (%d wrong of %d)", wrong, W * H * D);
+    int* r = device_ints(std::vector<int>(96, -1));
+    shared_rotate_kernel<<<1, 96, 96 * sizeof(int)>>>(r);
+    std::vector<int> rot = download_ints(r, 96);
+    wrong = 0;
+    for (int i = 0; i < 96; i++) wrong += rot[(size_t)i] != (i + 1) % 96;
+    check(wrong == 0, "dynamic shared memory shared by a block's threads (%d wrong of 96)", wrong);
+    cudaFree(d), cudaFree(r);
+}
+
+static void launch_limits_and_runtime() {
+    cudaGetLastError();
+    nothing_kernel<<<1, 1025>>>();
+    check(cudaGetLastError() == cudaErrorInvalidConfiguration, "a block of 1025 threads is refused");
+    nothing_kernel<<<dim3(1, 65536), 32>>>();
+    check(cudaGetLastError() == cudaErrorInvalidConfiguration, "a grid with y = 65536 is refused");
+    nothing_kernel<<<1, 32, 48 * 1024 + 4>>>();
+    check(cudaGetLastError() == cudaErrorInvalidValue, "over 48 KB of dynamic shared memory is refused without the attribute");
+    check(cudaFuncSetAttribute(nothing_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, 100 * 1024) == cudaSuccess,
+          "cudaFuncSetAttribute raises the kernel's limit to 100 KB");
+    nothing_kernel<<<1, 32, 100 * 1024>>>();
+    check(cudaGetLastError() == cudaSuccess, "100 KB of dynamic shared memory then launches");
+    check(cudaFuncSetAttribute(nothing_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, 228 * 1024) == cudaErrorInvalidValue,
+          "the attribute above sm_90's 227 KB is refused");
+    void* p = nullptr;
+    cudaMalloc(&p, 100);
+    std::vector<unsigned char> h(200);
+    check(cudaMemcpy(h.data(), p, 100, cudaMemcpyDeviceToHost) == cudaSuccess && h[0] == 0xff && h[99] == 0xff,
+          "cudaMalloc'ed memory is not zeroed: it reads as 0xff bytes (NaN, -1)");
+    check(cudaMemcpy(h.data(), p, 101, cudaMemcpyDeviceToHost) == cudaErrorInvalidValue,
+          "a copy one byte past an allocation is refused");
+    check(cudaMemsetAsync((char*)p + 50, 0, 51) == cudaErrorInvalidValue, "a memset past an allocation is refused");
+    check(cudaFree(h.data()) == cudaErrorInvalidValue, "cudaFree of a pointer it did not allocate is refused");
+    check(cudaFree(p) == cudaSuccess, "cudaFree of an allocation");
+}
+
+static float bf16_round(float x) { return __bfloat162float(__float2bfloat16(x)); }
+
+static void bf16_conversions() {
+    check(bf16_round(1.0f) == 1.0f && bf16_round(1.00390625f) == 1.0f && bf16_round(1.01171875f) == 1.015625f,
+          "bf16 rounds to nearest, ties to even (1+2^-8 -> 1, 1+3*2^-8 -> 1+2^-6)");
+    check(std::isnan(bf16_round(NAN)) && std::isinf(bf16_round(INFINITY)) && bf16_round(3.4e38f) == INFINITY,
+          "bf16 keeps NaN a NaN and infinity; 3.4e38 rounds to infinity");
+}
+
+// Column-major D = op(A) op(B) + beta C + bias against a plain loop, both transposes, bf16 and fp32.
+static void matmul(bool ta, bool tb, cudaDataType type, bool bias, float beta) {
+    const int m = 7, n = 5, k = 9, lda = (ta ? k : m) + 2, ldb = (tb ? n : k) + 1, ldc = m + 3;
+    const size_t es = type == CUDA_R_16BF ? 2 : 4;
+    std::vector<float> A((size_t)lda * (ta ? m : k)), B((size_t)ldb * (tb ? k : n)), C((size_t)ldc * n), bv(m);
+    for (size_t i = 0; i < A.size(); i++) A[i] = bf16_round((float)((i * 37) % 19) / 8 - 1);
+    for (size_t i = 0; i < B.size(); i++) B[i] = bf16_round((float)((i * 11) % 23) / 8 - 1.5f);
+    for (size_t i = 0; i < C.size(); i++) C[i] = bf16_round((float)(i % 7) - 3);
+    for (int i = 0; i < m; i++) bv[(size_t)i] = bf16_round(0.25f * i);
+    auto put = [&](const std::vector<float>& h, cudaDataType t) {
+        void* d = nullptr;
+        cudaMalloc(&d, h.size() * (t == CUDA_R_16BF ? 2 : 4));
+        std::vector<unsigned char> raw(h.size() * (t == CUDA_R_16BF ? 2 : 4));
+        for (size_t i = 0; i < h.size(); i++) {
+            if (t == CUDA_R_16BF) {
+                __nv_bfloat16 b = __float2bfloat16(h[i]);
+                std::memcpy(&raw[2 * i], &b, 2);
+            } else {
+                std::memcpy(&raw[4 * i], &h[i], 4);
+            }
+        }
+        cudaMemcpy(d, raw.data(), raw.size(), cudaMemcpyHostToDevice);
+        return d;
+    };
+    void *dA = put(A, type), *dB = put(B, type), *dC = put(C, type), *dbias = put(bv, type);
+    cublasLtHandle_t lt;
+    cublasLtCreate(&lt);
+    cublasLtMatmulDesc_t op;
+    cublasLtMatmulDescCreate(&op, CUBLAS_COMPUTE_32F, CUDA_R_32F);
+    const cublasOperation_t oa = ta ? CUBLAS_OP_T : CUBLAS_OP_N, ob = tb ? CUBLAS_OP_T : CUBLAS_OP_N;
+    cublasLtMatmulDescSetAttribute(op, CUBLASLT_MATMUL_DESC_TRANSA, &oa, sizeof oa);
+    cublasLtMatmulDescSetAttribute(op, CUBLASLT_MATMUL_DESC_TRANSB, &ob, sizeof ob);
+    if (bias) {
+        const cublasLtEpilogue_t e = CUBLASLT_EPILOGUE_BIAS;
+        cublasLtMatmulDescSetAttribute(op, CUBLASLT_MATMUL_DESC_EPILOGUE, &e, sizeof e);
+        cublasLtMatmulDescSetAttribute(op, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &dbias, sizeof dbias);
+    }
+    cublasLtMatrixLayout_t la, lb, lc, wrong;
+    cublasLtMatrixLayoutCreate(&la, type, ta ? k : m, ta ? m : k, lda);
+    cublasLtMatrixLayoutCreate(&lb, type, tb ? n : k, tb ? k : n, ldb);
+    cublasLtMatrixLayoutCreate(&lc, type, m, n, ldc);
+    cublasLtMatrixLayoutCreate(&wrong, type, m + 1, n, ldc);
+    const float alpha = 1.0f;
+    const cublasStatus_t st = cublasLtMatmul(lt, op, &alpha, dA, la, dB, lb, &beta, dC, lc, dC, lc, nullptr, nullptr, 0, nullptr);
+    const cublasStatus_t refused = cublasLtMatmul(lt, op, &alpha, dA, la, dB, lb, &beta, dC, wrong, dC, wrong, nullptr, nullptr, 0, nullptr);
+    std::vector<unsigned char> raw((size_t)ldc * n * es);
+    cudaMemcpy(raw.data(), dC, raw.size(), cudaMemcpyDeviceToHost);
+    double worst = 0;
+    for (int j = 0; j < n; j++)
+        for (int i = 0; i < m; i++) {
+            double want = beta * C[(size_t)i + (size_t)j * ldc] + (bias ? bv[(size_t)i] : 0);
+            for (int l = 0; l < k; l++)
+                want += (double)A[ta ? (size_t)l + (size_t)i * lda : (size_t)i + (size_t)l * lda] *
+                        B[tb ? (size_t)j + (size_t)l * ldb : (size_t)l + (size_t)j * ldb];
+            float got;
+            if (type == CUDA_R_16BF) {
+                __nv_bfloat16 b;
+                std::memcpy(&b, &raw[2 * ((size_t)i + (size_t)j * ldc)], 2);
+                got = __bfloat162float(b);
+            } else {
+                std::memcpy(&got, &raw[4 * ((size_t)i + (size_t)j * ldc)], 4);
+            }
+            worst = std::max(worst, std::fabs(got - want) / std::max(1.0, std::fabs(want)));
+        }
+    const double tol = type == CUDA_R_16BF ? 8e-3 : 1e-6;
+    check(st == CUBLAS_STATUS_SUCCESS && refused == CUBLAS_STATUS_INVALID_VALUE && worst <= tol,
+          "cuBLASLt product %s%s %s%s beta=%g: max rel error %.2e (<= %.0e); a C layout of the wrong shape refused",
+          ta ? "T" : "N", tb ? "T" : "N", type == CUDA_R_16BF ? "bf16" : "fp32", bias ? " +bias" : "", beta, worst, tol);
+    for (cublasLtMatrixLayout_t l : {la, lb, lc, wrong}) cublasLtMatrixLayoutDestroy(l);
+    cublasLtMatmulDescDestroy(op);
+    cublasLtDestroy(lt);
+    for (void* p : {dA, dB, dC, dbias}) cudaFree(p);
+}
+
+static void radix_sort() {
+    const std::vector<int> keys = {5, 3, 5, 0, 3, 9, 5, 1}, vals = {0, 1, 2, 3, 4, 5, 6, 7};
+    int *k = device_ints(keys), *v = device_ints(vals), *ko = device_ints(keys), *vo = device_ints(vals);
+    size_t bytes = 0;
+    cub::DeviceRadixSort::SortPairs(nullptr, bytes, k, ko, v, vo, 8);
+    void* temp = nullptr;
+    cudaMalloc(&temp, bytes);
+    const cudaError_t e = cub::DeviceRadixSort::SortPairs(temp, bytes, k, ko, v, vo, 8);
+    const std::vector<int> sk = download_ints(ko, 8), sv = download_ints(vo, 8);
+    check(e == cudaSuccess && sk == std::vector<int>({0, 1, 3, 3, 5, 5, 5, 9}) && sv == std::vector<int>({3, 7, 1, 4, 0, 2, 6, 5}),
+          "CUB SortPairs: keys sorted, equal keys keep their order (stable)");
+    for (void* p : {(void*)k, (void*)v, (void*)ko, (void*)vo, temp}) cudaFree(p);
+}
+
+// The child runs `fault`; the emulator must stop it (abort) with a message containing `says`.
+static void must_stop(const char* what, void (*fault)(), const char* says) {
+    char path[] = "/tmp/test_emulator.XXXXXX";
+    const int fd = mkstemp(path);
+    const pid_t pid = fork();
+    if (pid == 0) {
+        dup2(fd, 2);
+        fault();
+        _exit(0);
+    }
+    int status = 0;
+    waitpid(pid, &status, 0);
+    std::string text;
+    char buf[4096];
+    lseek(fd, 0, SEEK_SET);
+    for (ssize_t n; (n = read(fd, buf, sizeof buf)) > 0;) text.append(buf, (size_t)n);
+    close(fd);
+    unlink(path);
+    const bool stopped = WIFSIGNALED(status) || (WIFEXITED(status) && WEXITSTATUS(status) != 0);
+    const size_t nl = text.find('\n');
+    check(stopped && text.find(says) != std::string::npos, "%s: the emulator stops it (%s)", what,
+          nl == std::string::npos ? text.c_str() : text.substr(0, nl).c_str());
+}
+
+int main() {
+    setvbuf(stdout, nullptr, _IOLBF, 0);   // PASS lines and the emulator's messages in order
+    reductions();
+    indices_and_shared_memory();
+    launch_limits_and_runtime();
+    bf16_conversions();
+    for (cudaDataType t : {CUDA_R_32F, CUDA_R_16BF})
+        for (int ta = 0; ta < 2; ta++)
+            for (int tb = 0; tb < 2; tb++) matmul(ta, tb, t, (ta + tb) % 2 == 1, ta ? 0.5f : 0.0f);
+    radix_sort();
+    must_stop("lanes of a warp at __syncwarp and __syncthreads", [] { deadlock_kernel<<<1, 64>>>(); },
+              "deadlock");
+    must_stop("a shuffle reading a lane that returned", [] {
+        void* d = nullptr;
+        cudaMalloc(&d, 32 * sizeof(int));
+        early_return_shuffle_kernel<<<1, 32>>>((int*)d);
+    }, "shuffle reads thread 3");
+    must_stop("threadIdx read outside a kernel", [] { std::printf("%u\n", threadIdx.x); }, "outside a kernel");
+    return check_summary("emulator");
+}
