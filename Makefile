@@ -3,7 +3,7 @@
 #   make                  the programs (CPU: g++ -O3 -march=native, OpenMP when available)
 #   make test             builds and runs every test (prints "tests: N passed, M failed, K skipped")
 #   make fuzz             libFuzzer on every parser, FUZZ_SECONDS each (default 60; clang)
-#   make test-emulated    the GPU tests with transformer.cu's kernels run by a CPU emulator (no GPU)
+#   make test-emulated    only the GPU tests that make test runs on the CPU emulator (test/cuda_emulator)
 #   make soak             kill -9 ./train at 20 random moments, resume, compare bitwise
 #   make bench-deps       install what the benchmarks compare with (apt-get, pip; as CI would)
 #   make bench            training-step speed, ours vs PyTorch on this machine
@@ -141,9 +141,9 @@ $(BUILD)/libtransformer_cuda.so: transformer.cu transformer.h numerics.h $(FLAGS
 # it has AddressSanitizer and UBSan too, which see a kernel reading past an allocation.
 EMU_BUILD := $(BUILD)/emu
 EMU_LIB := $(EMU_BUILD)/libtransformer_cuda.so
+comma := ,
 EMU_FLAGS := -std=c++17 -I test/cuda_emulator/include -I. $(WARN) -Wno-unused-parameter -fPIC -g \
              -fno-omit-frame-pointer $(if $(filter 1,$(SANITIZE)),-O1 -fsanitize=address$(comma)undefined -fno-sanitize-recover=undefined,-O2)
-comma := ,
 # kernel<<<config>>>(args) -> ::cuda_emulator::launch(kernel, ::cuda_emulator::Config{config}, args);
 # extern __shared__ T name[]; -> T* name = (T*)::cuda_emulator::dynamic_shared();
 EMU_KERNEL := ([A-Za-z_][A-Za-z_0-9:]*(<[^<>]*>)?)
@@ -162,10 +162,6 @@ $(BUILD)/test_emulator: $(EMU_BUILD)/test/cuda_emulator/test_emulator_emu.cpp te
 	$(CXX) $(EMU_FLAGS) $< test/cuda_emulator/emulator.cpp -o $@ -ldl -pthread
 emulator: $(EMU_LIB) $(BUILD)/test_emulator
 
-# The GPU tests with the emulated backend: every op against the CPU and float64 in fp32 and
-# bf16, the whole model (test_cuda --quick), ./translate on the emulated GPU against the CPU.
-test-emulated: $(EMU_LIB) $(BUILD)/test_ops $(BUILD)/test_cuda $(BIN)/translate
-	@sh test/test_emulated.sh $(EMU_LIB) $(BUILD) $(BIN)
 
 # Only distributed.cpp sees mpi.h.
 $(BUILD)/toolkit/distributed.o: CXXFLAGS += $(MPI_CFLAGS)
@@ -202,8 +198,13 @@ $(BUILD)/fuzz_replay_%: $(BUILD)/test/fuzz/fuzz_%.o $(BUILD)/test/fuzz/replay_ma
 
 # The tests run from the repository root; test/run_tests.sh adds up their closing lines.
 test: $(TESTS:%=$(BUILD)/%) $(PROGRAMS:%=$(BIN)/%) $(BUILD)/bench_train $(BUILD)/fp32_peak \
-      $(FUZZ_TARGETS:%=$(BUILD)/fuzz_replay_%)
+      $(FUZZ_TARGETS:%=$(BUILD)/fuzz_replay_%) $(EMU_LIB) $(BUILD)/test_emulator
 	@sh test/run_tests.sh $(BUILD) $(BIN)
+
+# Only the suites that run transformer.cu on the CPU emulator (part of make test).
+EMULATED_SUITES := emulator ops_emulated_fp32 ops_emulated_bf16 cuda_emulated cli_cuda_emulated
+test-emulated: $(BUILD)/test_ops $(BUILD)/test_cuda $(PROGRAMS:%=$(BIN)/%) $(EMU_LIB) $(BUILD)/test_emulator
+	@SUITES="$(EMULATED_SUITES)" sh test/run_tests.sh $(BUILD) $(BIN)
 
 # The kill -9 soak: SIGKILL ./train at 20 random moments, resume each time, every checkpoint
 # must load, the end bitwise equal to an uninterrupted run (make test runs it with 3 kills).

@@ -827,7 +827,7 @@ public:
     Device device() const override { return Device::CUDA; }
     Precision precision() const override { return precision_; }
     std::string describe() const override {
-        char buf[256];
+        char buf[512];
         std::snprintf(buf, sizeof buf, "%s (sm_%d%d, %d SMs, %.0f GB), %s", prop_.name, prop_.major,
                       prop_.minor, prop_.multiProcessorCount, prop_.totalGlobalMem / 1e9,
                       precision_name(precision_));

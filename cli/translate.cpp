@@ -430,6 +430,8 @@ static bool check_extra_options(Options& opts, int argc, char** argv, TranslateO
         bad = "--score scores given targets: --prefix, --prefix-inline and --sampling do not apply";
     else if (!o.prefix.empty() && o.prefix_inline)
         bad = "--prefix FILE and --prefix-inline exclude each other";
+    else if (o.device == "cuda" && o.precision == "int8")
+        bad = "--precision int8 runs on the CPU: --device cpu (or auto), or fp32/bf16 on the GPU";
     else if (o.score && o.split_long)
         bad = "--score does not split lines: --split-long does not apply";
     else if (o.score && (!o.inspect.dir.empty() || o.inspect.alignment))

@@ -93,6 +93,10 @@ std::unique_ptr<Backend> make_backend(const std::string& device, const std::stri
         *error = "--precision must be fp32, bf16 (GPU) or int8 (CPU), not '" + precision + "'";
         return nullptr;
     }
+    if (device == "cuda" && precision == "int8") {
+        *error = "--precision int8 runs on the CPU, not with --device cuda";
+        return nullptr;
+    }
     if (device != "cpu" && precision != "int8") {
         std::string why;
         auto gpu = make_cuda_backend(precision == "fp32" ? Precision::FP32 : Precision::BF16, &why);

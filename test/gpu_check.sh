@@ -2,7 +2,8 @@
 # test/gpu_check.sh — the first and only command to run on a machine with a GPU (make
 # gpu-check): builds for sm_90 from a clean tree, runs the GPU tests (every op against float64
 # and against the CPU in fp32 and bf16, then the whole model: test_cuda), compute-sanitizer
-# (memcheck and racecheck) over them, the GPU training benchmark, ./translate on the GPU
+# (memcheck and racecheck) over them, the programs with --device cuda (test_cli_cuda.sh), the GPU
+# training benchmark, ./translate on the GPU
 # against the CPU, and a 3-minute ./train on the default corpus; prints a summary table last.
 #
 #   LOG_DIR=/some/folder make gpu-check     (in a device call: LOG_DIR=$OUT)
@@ -57,6 +58,7 @@ if want tests; then
     step ops-fp32 build/test_ops --device cuda --precision fp32
     step ops-bf16 build/test_ops --device cuda --precision bf16
     step model build/test_cuda
+    step cli-cuda sh test/test_cli_cuda.sh .
 fi
 SAN="compute-sanitizer --error-exitcode 1"
 if want sanitize && command -v compute-sanitizer > /dev/null; then

@@ -12,9 +12,12 @@ failed=0
 skipped=0
 log=$(mktemp)
 
+SUITES=${SUITES:-all}   # the suites to run, by name (make test-emulated: the emulated ones)
+
 run() {  # run NAME COMMAND...: runs one suite, tees its output, adds its counts
     name=$1
     shift
+    case " $SUITES " in *" all "* | *" $name "*) ;; *) return ;; esac
     echo "=== $name: $*"
     start=$(date +%s)
     "$@" > "$log" 2>&1
@@ -55,6 +58,15 @@ run tokenizer "$BUILD/test_tokenizer"
 run data "$BUILD/test_data"
 run bleu "$BUILD/test_bleu"
 run cuda "$BUILD/test_cuda"
+# The GPU tests again with transformer.cu built for the CPU emulator (test/cuda_emulator): the
+# kernels' logic and the host code around them, on any machine; a GPU's numbers come from the
+# runs above and make gpu-check.
+EMU="$BUILD/emu/libtransformer_cuda.so"
+run emulator "$BUILD/test_emulator"
+run ops_emulated_fp32 env TRANSFORMER_CUDA_EMULATOR="$EMU" "$BUILD/test_ops" --device cuda --precision fp32
+run ops_emulated_bf16 env TRANSFORMER_CUDA_EMULATOR="$EMU" "$BUILD/test_ops" --device cuda --precision bf16
+run cuda_emulated env TRANSFORMER_CUDA_EMULATOR="$EMU" "$BUILD/test_cuda" --quick
+run cli_cuda_emulated env TRANSFORMER_CUDA_EMULATOR="$EMU" sh test/test_cli_cuda.sh "$BIN"
 run corpus sh test/test_corpus.sh
 run cli sh test/test_cli.sh "$BIN"
 run dist sh test/test_dist.sh "$BIN"

@@ -77,6 +77,8 @@ __global__ void early_return_shuffle_kernel(int* out) {   // lane 3 returns befo
     out[threadIdx.x] = __shfl_xor_sync(0xffffffffu, (int)threadIdx.x, 1);
 }
 
+__global__ void write_past_kernel(int* p, int n) { p[n + threadIdx.x] = 1; }   // n .. n + 31
+
 // ---------------------------------------------------------------------------------------------
 static std::vector<int> download_ints(const int* d, size_t n) {
     std::vector<int> h(n);
@@ -281,9 +283,10 @@ static void must_stop(const char* what, void (*fault)(), const char* says) {
     close(fd);
     unlink(path);
     const bool stopped = WIFSIGNALED(status) || (WIFEXITED(status) && WEXITSTATUS(status) != 0);
-    const size_t nl = text.find('\n');
-    check(stopped && text.find(says) != std::string::npos, "%s: the emulator stops it (%s)", what,
-          nl == std::string::npos ? text.c_str() : text.substr(0, nl).c_str());
+    const size_t at = text.find(says);   // the line that says it (else the first)
+    const size_t begin = at == std::string::npos ? 0 : text.rfind('\n', at) + 1;   // npos + 1 == 0
+    const std::string line = text.substr(begin, text.find('\n', begin) - begin);
+    check(stopped && at != std::string::npos, "%s: stopped (%s)", what, line.c_str());
 }
 
 int main() {
@@ -304,5 +307,14 @@ int main() {
         early_return_shuffle_kernel<<<1, 32>>>((int*)d);
     }, "shuffle reads thread 3");
     must_stop("threadIdx read outside a kernel", [] { std::printf("%u\n", threadIdx.x); }, "outside a kernel");
+#ifdef __SANITIZE_ADDRESS__
+    must_stop("a kernel writing past its cudaMalloc allocation (AddressSanitizer)", [] {
+        void* d = nullptr;
+        cudaMalloc(&d, 100 * sizeof(int));
+        write_past_kernel<<<1, 32>>>((int*)d, 100);
+    }, "heap-buffer-overflow");
+#else
+    check_skip("a kernel writing past its allocation: AddressSanitizer sees it in a SANITIZE=1 build (make test-asan)");
+#endif
     return check_summary("emulator");
 }

@@ -1,0 +1,92 @@
+#!/bin/sh
+# test/test_cli_cuda.sh — the programs with --device cuda, as a user runs them: ./train on the
+# GPU in fp32 (against the same run on the CPU) and bf16, a checkpoint written on the GPU read
+# on the CPU and back, --resume on the GPU bitwise, and ./translate on the GPU against the CPU
+# (greedy, beam 4, n-best). On a GPU machine (make gpu-check) the real backend runs it; in
+# make test, TRANSFORMER_CUDA_EMULATOR names the emulator's build of transformer.cu
+# (test/cuda_emulator), so the kernels and every host path around them run on the CPU. Without
+# either it says SKIP. Ends with "cli_cuda: N passed, M failed[, K skipped]".
+#
+#   sh test/test_cli_cuda.sh [PROGRAM_DIR]
+set -u
+B=${1:-.}
+PYTHON=${PYTHON:-/usr/bin/python3}
+. test/check.sh
+T=$(mktemp -d)
+trap 'rm -rf "$T"' EXIT
+
+if ! echo | "$B"/translate --device cuda --model /nonexistent > /dev/null 2> "$T/probe.txt" &&
+   grep -qE "no CUDA backend|NVIDIA driver|no CUDA device|sees no" "$T/probe.txt"; then
+    echo "SKIP cli_cuda: no GPU here and no emulator named ($(head -n 1 "$T/probe.txt"))"
+    echo "cli_cuda: 0 passed, 0 failed, 1 skipped"
+    exit 0
+fi
+
+toy_corpus "$T/corpus"
+ARGS="--config tiny --d-model 32 --d-ff 64 --vocab-size 300 --data $T/corpus --max-tokens 400 --warmup 20 --log-every 1000s --eval-every 0"
+
+# fp32 on the GPU and on the CPU: same data, same dropout masks (the shared generator), so the
+# parameters after 12 Adam steps agree to float rounding.
+"$B"/train $ARGS --device cuda --precision fp32 --max-steps 12 --out "$T/gpu" > "$T/gpu.log" 2>&1
+check $? "./train --device cuda --precision fp32: 12 steps, exit 0"
+grep -q "^device: .*fp32" "$T/gpu.log"; check $? "./train names the device it ran on ($(grep -m1 '^device:' "$T/gpu.log"))"
+"$B"/train $ARGS --device cpu --max-steps 12 --out "$T/cpu" > "$T/cpu.log" 2>&1
+check $? "./train --device cpu: the same 12 steps, exit 0"
+G="$T/gpu/ckpt-00000012.safetensors"
+C="$T/cpu/ckpt-00000012.safetensors"
+# (k_proj.bias: its gradient is exactly 0 but for rounding noise, on which Adam takes full steps)
+out=$($PYTHON test/same_tensors.py "$G" "$C" --atol 1e-4 --skip k_proj.bias 2>&1)
+check $? "after 12 steps the GPU's parameters and Adam state are within 1e-4 of the CPU's: $(echo "$out" | tail -n 1)"
+
+# --resume on the GPU: 6 steps, then 6 more, equal 12 uninterrupted steps bitwise (Adam included).
+"$B"/train $ARGS --device cuda --precision fp32 --max-steps 6 --out "$T/resumed" > /dev/null 2>&1 &&
+    "$B"/train $ARGS --device cuda --precision fp32 --max-steps 12 --out "$T/resumed" --resume > "$T/resume.log" 2>&1
+check $? "./train --resume on the GPU: 6 + 6 steps, exit 0"
+out=$($PYTHON test/same_tensors.py "$T/resumed/ckpt-00000012.safetensors" "$G" 2>&1)
+check $? "6 + 6 steps with --resume == 12 steps on the GPU, bitwise: $(echo "$out" | tail -n 1)"
+
+"$B"/train $ARGS --device cuda --precision bf16 --max-steps 12 --out "$T/bf16" > "$T/bf16.log" 2>&1
+check $? "./train --device cuda --precision bf16: 12 steps, exit 0"
+# The models trained in bf16 and fp32 score the test pairs alike (./translate --score on the CPU:
+# the mean log-probability of a test target, within 2% of each other).
+for run in gpu bf16; do
+    "$B"/translate --model "$T/$run/ckpt-00000012.safetensors" --device cpu --score --ref "$T/corpus/test.es" \
+        < "$T/corpus/test.en" 2> /dev/null | awk -F' [|][|][|] ' '{ s += $1 } END { printf "%.4f\n", s / NR }' > "$T/$run.score"
+done
+awk -v a="$(cat "$T/gpu.score")" -v b="$(cat "$T/bf16.score")" 'BEGIN { d = a - b; if (d < 0) d = -d; exit !(a < 0 && d <= 0.02 * -a) }'
+check $? "bf16 training follows fp32's: mean test score after 12 steps $(cat "$T/bf16.score") vs $(cat "$T/gpu.score")"
+
+# ./translate: fp32 on the GPU gives the CPU's lines; a GPU checkpoint reads on the CPU and a
+# CPU checkpoint on the GPU.
+cut -c1-200 "$T/corpus/test.en" > "$T/in.txt"
+for opts in "--beam 1" "--beam 4"; do
+    "$B"/translate --model "$C" --device cpu $opts < "$T/in.txt" > "$T/cpu.txt" 2> /dev/null
+    "$B"/translate --model "$C" --device cuda --precision fp32 $opts < "$T/in.txt" > "$T/gpu.txt" 2> "$T/err.txt"
+    s=$?
+    cmp -s "$T/cpu.txt" "$T/gpu.txt" && [ "$s" -eq 0 ] && [ "$(wc -l < "$T/gpu.txt")" -eq 20 ]
+    check $? "./translate $opts: the GPU (fp32) writes the CPU's 20 lines (exit $s)"
+done
+# n-best: the same hypotheses in the same order, scores within 1e-4
+"$B"/translate --model "$C" --device cpu --nbest 2 < "$T/in.txt" > "$T/cpu.txt" 2> /dev/null
+"$B"/translate --model "$C" --device cuda --precision fp32 --nbest 2 < "$T/in.txt" > "$T/gpu.txt" 2> /dev/null
+awk -F' [|][|][|] ' 'function gap(a, b) { return a > b ? a - b : b - a }
+    NR == FNR { text[FNR] = $1 FS $2; s3[FNR] = $3; s4[FNR] = $4; next }
+    { if (text[FNR] != $1 FS $2) bad++; if (gap($3, s3[FNR]) > worst) worst = gap($3, s3[FNR]);
+      if (gap($4, s4[FNR]) > worst) worst = gap($4, s4[FNR]) }
+    END { printf "%d lines, %d texts differ, scores within %g\n", FNR, bad, worst; exit !(FNR == 40 && bad == 0 && worst <= 1e-4) }' \
+    "$T/cpu.txt" "$T/gpu.txt" > "$T/nbest.txt"
+check $? "./translate --nbest 2: the GPU's n-best lists are the CPU's: $(cat "$T/nbest.txt")"
+"$B"/translate --model "$G" --device cpu < "$T/in.txt" > "$T/g_on_cpu.txt" 2> /dev/null
+s=$?
+"$B"/translate --model "$G" --device cuda --precision fp32 < "$T/in.txt" > "$T/g_on_gpu.txt" 2> /dev/null
+[ "$s" -eq 0 ] && [ "$(wc -l < "$T/g_on_cpu.txt")" -eq 20 ] && cmp -s "$T/g_on_cpu.txt" "$T/g_on_gpu.txt"
+check $? "a checkpoint written on the GPU translates on the CPU, as on the GPU (20 lines)"
+"$B"/translate --model "$G" --device cuda --precision bf16 < "$T/in.txt" > "$T/bf16.txt" 2> "$T/err.txt"
+s=$?
+[ "$s" -eq 0 ] && [ "$(wc -l < "$T/bf16.txt")" -eq 20 ]
+check $? "./translate --precision bf16 on the GPU: exit $s, 20 lines"
+echo sun | "$B"/translate --model "$G" --device cuda --precision int8 > /dev/null 2> "$T/err.txt"
+[ $? -eq 2 ] && grep -q "precision" "$T/err.txt"
+check $? "--device cuda --precision int8 is refused (int8 is a CPU option): $(head -n 1 "$T/err.txt")"
+
+check_summary cli_cuda
