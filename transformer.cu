@@ -1081,7 +1081,8 @@ private:
     std::vector<void*> scratch_;            // the backend's own temporaries, by slot, grown
     std::vector<size_t> scratch_bytes_;
     // The algorithm chosen per product shape and per alignment of A, B, C/D and the bias.
-    std::map<std::tuple<int, int, int, int, int, int, int, int, int, int, int, uint32_t, uint32_t>,
+    std::map<std::tuple<int, int, int, int, int, int, int, int, int, int, int, uint32_t, uint32_t, uint32_t,
+                        uint32_t, uint32_t>,
              cublasLtMatmulHeuristicResult_t> algos_;
 
     bool bf() const { return precision_ == Precision::BF16; }
@@ -1165,12 +1166,10 @@ private:
         CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&lc, c_type, m, n, ldc));
         const uint32_t align_a = alignment_of(A), align_b = alignment_of(B), align_c = alignment_of(C);
         const uint32_t align_bias = bias ? alignment_of(bias) : 256;
-        // Each alignment (a power of two <= 256: 4 bits of log2 each) in the key on its own: an
-        // algorithm chosen for an aligned A but a 2-byte B must not be reused for the opposite.
-        auto log2 = [](uint32_t a) { uint32_t l = 0; while (a >>= 1) l++; return l; };
-        const uint32_t aligns = log2(align_a) | log2(align_b) << 4 | log2(align_c) << 8 | log2(align_bias) << 12;
-        auto key = std::make_tuple((int)ta, (int)tb, m, n, k, lda, ldb, ldc, (int)c_type, (int)ab,
-                                   bias ? 1 : 0, aligns, (uint32_t)(beta != 0));
+        // Each alignment in the key on its own: an algorithm chosen for an aligned A but a
+        // 2-byte B must not be reused for the opposite.
+        auto key = std::make_tuple((int)ta, (int)tb, m, n, k, lda, ldb, ldc, (int)c_type, (int)ab, bias ? 1 : 0,
+                                   align_a, align_b, align_c, align_bias, (uint32_t)(beta != 0));
         auto it = algos_.find(key);
         if (it == algos_.end()) {
             cublasLtMatmulPreference_t pref;

@@ -162,7 +162,7 @@ struct Worker {
     size_t dynamic_shared_bytes = 0;
     void (*body)(void*) = nullptr;
     void* payload = nullptr;
-    const char* kernel = "";
+    const void* kernel = nullptr;   // named (demangled) only in an error message
     uint3 block_index;
     dim3 block_dim, grid_dim;
 
@@ -193,11 +193,21 @@ static thread_local Worker* worker = nullptr;   // this CPU thread's, during a l
 
 static Fiber* fiber_here() { return (Fiber*)&here(); }   // Place is Fiber's first member
 
+static std::string kernel_name(const void* kernel) {
+    Dl_info info;
+    if (!dladdr(kernel, &info) || !info.dli_sname) return "a kernel";
+    int status = 0;
+    char* demangled = abi::__cxa_demangle(info.dli_sname, nullptr, nullptr, &status);
+    std::string name = status == 0 && demangled ? demangled : info.dli_sname;
+    std::free(demangled);
+    return name;
+}
+
 static std::string describe_place(const Fiber* f) {
     char buf[512];
     if (!worker) return "outside a kernel";
     const Worker& w = *worker;
-    std::snprintf(buf, sizeof buf, "%s, block (%u,%u,%u) of (%u,%u,%u), %u x %u x %u threads", w.kernel,
+    std::snprintf(buf, sizeof buf, "%s, block (%u,%u,%u) of (%u,%u,%u), %u x %u x %u threads", kernel_name(w.kernel).c_str(),
                   w.block_index.x, w.block_index.y, w.block_index.z, w.grid_dim.x, w.grid_dim.y, w.grid_dim.z,
                   w.block_dim.x, w.block_dim.y, w.block_dim.z);
     if (f)
@@ -312,15 +322,6 @@ static void run_block(Worker& w, uint3 block) {
     }
 }
 
-static std::string kernel_name(const void* kernel) {
-    Dl_info info;
-    if (!dladdr(kernel, &info) || !info.dli_sname) return "a kernel";
-    int status = 0;
-    char* demangled = abi::__cxa_demangle(info.dli_sname, nullptr, nullptr, &status);
-    std::string name = status == 0 && demangled ? demangled : info.dli_sname;
-    std::free(demangled);
-    return name;
-}
 
 static thread_local cudaError_t last_error = cudaSuccess;
 
@@ -352,13 +353,12 @@ static bool launch_fits(const void* kernel, dim3 grid, dim3 block, size_t smem) 
 void launch_erased(const void* kernel, void (*body)(void*), void* payload, dim3 grid, dim3 block,
                    size_t dynamic_shared_bytes) {
     if (!launch_fits(kernel, grid, block, dynamic_shared_bytes)) return;
-    const std::string name = kernel_name(kernel);
     const uint64_t blocks = (uint64_t)grid.x * grid.y * grid.z;
     std::atomic<uint64_t> next{0};
     pool().run([&](int) {
         static thread_local Worker w;
         worker = &w;
-        w.body = body, w.payload = payload, w.kernel = name.c_str();
+        w.body = body, w.payload = payload, w.kernel = kernel;
         w.dynamic_shared_bytes = dynamic_shared_bytes;
         w.dynamic_shared = std::malloc(std::max<size_t>(1, dynamic_shared_bytes));
         w.block_dim = block, w.grid_dim = grid;
