@@ -163,9 +163,17 @@ void linear_backward(float* dX, float dX_beta, float* dW, float* db, const float
 // ============================================================================================
 // §3.3 Position-wise Feed-Forward Networks: the ReLU between the two linear layers.
 // ============================================================================================
-void relu_forward(float* y, const float* x, size_t n) {
+// y (n) = max(0, x); in place allowed.
+static void relu_forward(float* y, const float* x, size_t n) {
 #pragma omp parallel for simd schedule(static)
     for (size_t i = 0; i < n; i++) y[i] = x[i] > 0.0f ? x[i] : 0.0f;
+}
+
+// Fused: Y (rows, out) = max(0, X (rows, in) W^T + b), the FFN's first layer.
+void linear_relu_forward(float* Y, const float* X, const float* W, const float* b, int rows,
+                         int in, int out) {
+    linear_forward(Y, X, W, b, rows, in, out);
+    relu_forward(Y, Y, (size_t)rows * out);
 }
 
 // dx = dy where the forward output was positive.
@@ -199,23 +207,26 @@ void residual_forward(float* y, const float* f, const float* x, size_t n, float 
 
 static const float LN_EPS = 1e-5f;
 
+// One row: yr (d) = (xr - mean) * rstd * g + b; *mean, *rstd saved for backward.
+static void layernorm_row(float* yr, float* mean, float* rstd, const float* xr, const float* g,
+                          const float* b, int d) {
+    float sum = 0.0f;
+    for (int c = 0; c < d; c++) sum += xr[c];
+    const float mu = sum / d;
+    float sq = 0.0f;
+    for (int c = 0; c < d; c++) sq += (xr[c] - mu) * (xr[c] - mu);
+    const float rs = 1.0f / std::sqrt(sq / d + LN_EPS);
+    for (int c = 0; c < d; c++) yr[c] = (xr[c] - mu) * rs * g[c] + b[c];
+    *mean = mu;
+    *rstd = rs;
+}
+
 // y (rows, d) = (x - mean) * rstd * g + b; mean, rstd (rows) saved for backward.
 void layernorm_forward(float* y, float* mean, float* rstd, const float* x, const float* g,
                        const float* b, int rows, int d) {
 #pragma omp parallel for schedule(static)
-    for (int r = 0; r < rows; r++) {
-        const float* xr = x + (size_t)r * d;
-        float sum = 0.0f;
-        for (int c = 0; c < d; c++) sum += xr[c];
-        float mu = sum / d;
-        float sq = 0.0f;
-        for (int c = 0; c < d; c++) sq += (xr[c] - mu) * (xr[c] - mu);
-        float rs = 1.0f / std::sqrt(sq / d + LN_EPS);
-        float* yr = y + (size_t)r * d;
-        for (int c = 0; c < d; c++) yr[c] = (xr[c] - mu) * rs * g[c] + b[c];
-        mean[r] = mu;
-        rstd[r] = rs;
-    }
+    for (int r = 0; r < rows; r++)
+        layernorm_row(y + (size_t)r * d, &mean[r], &rstd[r], x + (size_t)r * d, g, b, d);
 }
 
 // With xhat = (x - mean) * rstd and dxhat = dy * g:
@@ -258,6 +269,31 @@ void layernorm_backward(float* dx, float dx_beta, float* dg, float* db, const fl
             }
         }
     }
+}
+
+// Fused, post-LN (§3.1 LayerNorm(x + Sublayer(x)) with §5.4's dropout on the sub-layer):
+// r (rows, d) = x + dropout(f), y (rows, d) = LN(r), row by row while the row is in cache;
+// r may be f. Element (row, c) keeps residual_forward's mask of element row * d + c.
+void residual_layernorm_forward(float* y, float* r, float* mean, float* rstd, const float* f,
+                                const float* x, const float* g, const float* b, int rows, int d,
+                                float p, uint64_t site_seed) {
+    const float scale = p > 0.0f ? 1.0f / (1.0f - p) : 1.0f;
+#pragma omp parallel for schedule(static)
+    for (int row = 0; row < rows; row++) {
+        const size_t i0 = (size_t)row * d;
+        for (size_t i = i0; i < i0 + d; i++)
+            r[i] = (p <= 0.0f ? f[i] : dropout_keep(site_seed, i, p) ? f[i] * scale : 0.0f) + x[i];
+        layernorm_row(y + i0, &mean[row], &rstd[row], r + i0, g, b, d);
+    }
+}
+
+// Its backward: dx (rows, d) = LN'(dy), the gradient of r, which reaches x unchanged;
+// df (rows, d) = dropout'(dx), the sub-layer's; dg, db (d) accumulate.
+void residual_layernorm_backward(float* dx, float* df, float* dg, float* db, const float* dy,
+                                 const float* r, const float* mean, const float* rstd,
+                                 const float* g, int rows, int d, float p, uint64_t site_seed) {
+    layernorm_backward(dx, 0.0f, dg, db, dy, r, mean, rstd, g, rows, d);
+    dropout_backward(df, dx, (size_t)rows * d, p, site_seed);
 }
 
 // ============================================================================================
@@ -790,7 +826,11 @@ public:
         cpu::linear_backward(F(dX), dX_beta, dW, db, F(dY), F(X), F(W), rows, in, out);
     }
 
-    void relu_forward(floatX* y, const floatX* x, size_t n) override { cpu::relu_forward(F(y), F(x), n); }
+    void linear_relu_forward(floatX* Y, const floatX* X, const floatX* W, const floatX* b,
+                             int rows, int in, int out) override {
+        if (!int8_.empty()) return linear_int8(F(Y), out, F(X), rows, int8_at(F(W), out, in), F(b), true);
+        cpu::linear_relu_forward(F(Y), F(X), F(W), F(b), rows, in, out);
+    }
     void relu_backward(floatX* dx, const floatX* dy, const floatX* y, size_t n) override {
         cpu::relu_backward(F(dx), F(dy), F(y), n);
     }
@@ -813,6 +853,16 @@ public:
                             const floatX* x, const float* mean, const float* rstd,
                             const floatX* g, int rows, int d) override {
         cpu::layernorm_backward(F(dx), dx_beta, dg, db, F(dy), F(x), mean, rstd, F(g), rows, d);
+    }
+    void residual_layernorm_forward(floatX* y, floatX* r, float* mean, float* rstd, const floatX* f,
+                                    const floatX* x, const floatX* g, const floatX* b, int rows, int d,
+                                    float p, uint64_t seed) override {
+        cpu::residual_layernorm_forward(F(y), F(r), mean, rstd, F(f), F(x), F(g), F(b), rows, d, p, seed);
+    }
+    void residual_layernorm_backward(floatX* dx, floatX* df, float* dg, float* db, const floatX* dy,
+                                     const floatX* r, const float* mean, const float* rstd,
+                                     const floatX* g, int rows, int d, float p, uint64_t seed) override {
+        cpu::residual_layernorm_backward(F(dx), F(df), dg, db, F(dy), F(r), mean, rstd, F(g), rows, d, p, seed);
     }
 
     void attention_forward(floatX* ctx, float* probs, const floatX* q, const floatX* kv,

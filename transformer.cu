@@ -219,16 +219,9 @@ struct RowTerm {   // dY[r, c]: bias gradients, LayerNorm's db
 };
 
 // =============================================================================================
-// §3.3 Position-wise Feed-Forward Networks: the ReLU
+// §3.3 Position-wise Feed-Forward Networks: the ReLU (its forward is cuBLASLt's epilogue, in
+// CudaBackend::linear_relu_forward)
 // =============================================================================================
-template <class T>
-__global__ void relu_forward_kernel(T* y, const T* x, size_t n) {
-    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n; i += (size_t)gridDim.x * blockDim.x) {
-        const float v = to_float(x[i]);
-        y[i] = from_float<T>(v > 0.0f ? v : 0.0f);
-    }
-}
-
 template <class T>
 __global__ void relu_backward_kernel(T* dx, const T* dy, const T* y, size_t n) {
     for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n; i += (size_t)gridDim.x * blockDim.x)
@@ -257,14 +250,12 @@ __global__ void residual_forward_kernel(T* y, const T* f, const T* x, size_t n, 
 
 constexpr float LN_EPS = 1e-5f;
 
-// One warp per row: mean, then the biased variance, in fp32; y in T.
+// One row by one warp: mean, then the biased variance, in fp32; yr in T. A lane reads only the
+// columns it owns (c = lane, lane + 32, ...), so xr may be what the same lane just wrote.
 template <class T>
-__global__ void layernorm_forward_kernel(T* y, float* mean, float* rstd, const T* x, const T* g,
-                                         const T* b, int rows, int d) {
-    const size_t r = global_warp();
-    if (r >= (size_t)rows) return;
+__device__ void layernorm_row(T* yr, float* mean, float* rstd, const T* xr, const T* g, const T* b,
+                              int d) {
     const int lane = lane_id();
-    const T* xr = x + r * d;
     float sum = 0.0f;
     for (int c = lane; c < d; c += 32) sum += to_float(xr[c]);
     const float mu = warp_sum(sum) / d;
@@ -274,26 +265,28 @@ __global__ void layernorm_forward_kernel(T* y, float* mean, float* rstd, const T
         sq += v * v;
     }
     const float rs = 1.0f / sqrtf(warp_sum(sq) / d + LN_EPS);
-    T* yr = y + r * d;
     for (int c = lane; c < d; c += 32)
         yr[c] = from_float<T>((to_float(xr[c]) - mu) * rs * to_float(g[c]) + to_float(b[c]));
     if (lane == 0) {
-        mean[r] = mu;
-        rstd[r] = rs;
+        *mean = mu;
+        *rstd = rs;
     }
 }
 
-// dx = rstd * (dxhat - mean(dxhat) - xhat * mean(dxhat * xhat)) (+ dx), one warp per row.
+// One warp per row.
 template <class T>
-__global__ void layernorm_backward_dx_kernel(T* dx, float dx_beta, const T* dy, const T* x,
-                                             const float* mean, const float* rstd, const T* g,
-                                             int rows, int d) {
+__global__ void layernorm_forward_kernel(T* y, float* mean, float* rstd, const T* x, const T* g,
+                                         const T* b, int rows, int d) {
     const size_t r = global_warp();
     if (r >= (size_t)rows) return;
+    layernorm_row(y + r * d, &mean[r], &rstd[r], x + r * d, g, b, d);
+}
+
+// One row by one warp: dxr = rstd * (dxhat - mean(dxhat) - xhat * mean(dxhat * xhat)) (+ dxr).
+template <class T>
+__device__ void layernorm_backward_row(T* dxr, float dx_beta, const T* dyr, const T* xr, float mu,
+                                       float rs, const T* g, int d) {
     const int lane = lane_id();
-    const T* xr = x + r * d;
-    const T* dyr = dy + r * d;
-    const float mu = mean[r], rs = rstd[r];
     float s1 = 0.0f, s2 = 0.0f;
     for (int c = lane; c < d; c += 32) {
         const float dxhat = to_float(dyr[c]) * to_float(g[c]);
@@ -301,11 +294,52 @@ __global__ void layernorm_backward_dx_kernel(T* dx, float dx_beta, const T* dy, 
         s2 += dxhat * (to_float(xr[c]) - mu) * rs;
     }
     const float m1 = warp_sum(s1) / d, m2 = warp_sum(s2) / d;
-    T* dxr = dx + r * d;
     for (int c = lane; c < d; c += 32) {
         const float xhat = (to_float(xr[c]) - mu) * rs;
         const float v = rs * (to_float(dyr[c]) * to_float(g[c]) - m1 - xhat * m2);
         dxr[c] = from_float<T>(dx_beta == 0.0f ? v : v + dx_beta * to_float(dxr[c]));
+    }
+}
+
+// One warp per row.
+template <class T>
+__global__ void layernorm_backward_dx_kernel(T* dx, float dx_beta, const T* dy, const T* x,
+                                             const float* mean, const float* rstd, const T* g,
+                                             int rows, int d) {
+    const size_t r = global_warp();
+    if (r >= (size_t)rows) return;
+    layernorm_backward_row(dx + r * d, dx_beta, dy + r * d, x + r * d, mean[r], rstd[r], g, d);
+}
+
+// Fused, post-LN: r = x + dropout(f) (rounded to T, as residual_forward stores it), then
+// y = LN(r) from the row just written; r may be f. One warp per row.
+template <class T>
+__global__ void residual_layernorm_forward_kernel(T* y, T* r, float* mean, float* rstd, const T* f,
+                                                  const T* x, const T* g, const T* b, int rows, int d,
+                                                  float p, uint64_t seed) {
+    const size_t row = global_warp();
+    if (row >= (size_t)rows) return;
+    const float scale = p > 0 ? 1.0f / (1.0f - p) : 1.0f;
+    for (int c = lane_id(); c < d; c += 32) {
+        const size_t i = row * d + c;
+        const float fi = p <= 0 ? to_float(f[i]) : dropout_keep(seed, i, p) ? __fmul_rn(to_float(f[i]), scale) : 0.0f;
+        r[i] = from_float<T>(__fadd_rn(fi, to_float(x[i])));
+    }
+    layernorm_row(y + row * d, &mean[row], &rstd[row], r + row * d, g, b, d);
+}
+
+// Its backward: dx = LN'(dy), df = dropout'(dx) from dx as stored. One warp per row.
+template <class T>
+__global__ void residual_layernorm_backward_dx_kernel(T* dx, T* df, const T* dy, const T* r,
+                                                      const float* mean, const float* rstd, const T* g,
+                                                      int rows, int d, float p, uint64_t seed) {
+    const size_t row = global_warp();
+    if (row >= (size_t)rows) return;
+    layernorm_backward_row(dx + row * d, 0.0f, dy + row * d, r + row * d, mean[row], rstd[row], g, d);
+    const float scale = p > 0 ? 1.0f / (1.0f - p) : 1.0f;
+    for (int c = lane_id(); c < d; c += 32) {
+        const size_t i = row * d + c;
+        df[i] = p <= 0 ? dx[i] : dropout_keep(seed, i, p) ? from_float<T>(__fmul_rn(to_float(dx[i]), scale)) : from_float<T>(0.0f);
     }
 }
 
@@ -926,9 +960,10 @@ public:
         else column_sum(db, cuda::RowTerm<float>{(const float*)dY, out}, rows, out);
     }
 
-    void relu_forward(floatX* y, const floatX* x, size_t n) override {
-        if (bf()) run(cuda::relu_forward_kernel<bf16>, grid(n), (bf16*)y, (const bf16*)x, n);
-        else run(cuda::relu_forward_kernel<float>, grid(n), (float*)y, (const float*)x, n);
+    // The bias and the ReLU in cuBLASLt's epilogue (RELU_BIAS): no pass of its own over Y.
+    void linear_relu_forward(floatX* Y, const floatX* X, const floatX* W, const floatX* b, int rows,
+                             int in, int out) override {
+        matmul(true, false, out, rows, in, W, in, X, in, Y, out, act_type(), 0.0f, b, true);
     }
     void relu_backward(floatX* dx, const floatX* dy, const floatX* y, size_t n) override {
         if (bf()) run(cuda::relu_backward_kernel<bf16>, grid(n), (bf16*)dx, (const bf16*)dy, (const bf16*)y, n);
@@ -958,12 +993,32 @@ public:
                             const floatX* x, const float* mean, const float* rstd, const floatX* g,
                             int rows, int d) override {
         const dim3 blocks(cuda::warp_grid(rows)), threads(32 * cuda::WARPS);
+        if (bf()) launch(cuda::layernorm_backward_dx_kernel<bf16>, blocks, threads, 0, (bf16*)dx, dx_beta, (const bf16*)dy, (const bf16*)x, mean, rstd, (const bf16*)g, rows, d);
+        else launch(cuda::layernorm_backward_dx_kernel<float>, blocks, threads, 0, (float*)dx, dx_beta, (const float*)dy, (const float*)x, mean, rstd, (const float*)g, rows, d);
+        layernorm_parameter_grads(dg, db, dy, x, mean, rstd, rows, d);
+    }
+    void residual_layernorm_forward(floatX* y, floatX* r, float* mean, float* rstd, const floatX* f,
+                                    const floatX* x, const floatX* g, const floatX* b, int rows, int d,
+                                    float p, uint64_t seed) override {
+        const dim3 blocks(cuda::warp_grid(rows)), threads(32 * cuda::WARPS);
+        if (bf()) launch(cuda::residual_layernorm_forward_kernel<bf16>, blocks, threads, 0, (bf16*)y, (bf16*)r, mean, rstd, (const bf16*)f, (const bf16*)x, (const bf16*)g, (const bf16*)b, rows, d, p, seed);
+        else launch(cuda::residual_layernorm_forward_kernel<float>, blocks, threads, 0, (float*)y, (float*)r, mean, rstd, (const float*)f, (const float*)x, (const float*)g, (const float*)b, rows, d, p, seed);
+    }
+    void residual_layernorm_backward(floatX* dx, floatX* df, float* dg, float* db, const floatX* dy,
+                                     const floatX* r, const float* mean, const float* rstd,
+                                     const floatX* g, int rows, int d, float p, uint64_t seed) override {
+        const dim3 blocks(cuda::warp_grid(rows)), threads(32 * cuda::WARPS);
+        if (bf()) launch(cuda::residual_layernorm_backward_dx_kernel<bf16>, blocks, threads, 0, (bf16*)dx, (bf16*)df, (const bf16*)dy, (const bf16*)r, mean, rstd, (const bf16*)g, rows, d, p, seed);
+        else launch(cuda::residual_layernorm_backward_dx_kernel<float>, blocks, threads, 0, (float*)dx, (float*)df, (const float*)dy, (const float*)r, mean, rstd, (const float*)g, rows, d, p, seed);
+        layernorm_parameter_grads(dg, db, dy, r, mean, rstd, rows, d);
+    }
+    // dg (d) += sum over rows of dy * xhat, db (d) += sum over rows of dy: deterministic sums.
+    void layernorm_parameter_grads(float* dg, float* db, const floatX* dy, const floatX* x, const float* mean,
+                                   const float* rstd, int rows, int d) {
         if (bf()) {
-            launch(cuda::layernorm_backward_dx_kernel<bf16>, blocks, threads, 0, (bf16*)dx, dx_beta, (const bf16*)dy, (const bf16*)x, mean, rstd, (const bf16*)g, rows, d);
             column_sum(dg, cuda::GainTerm<bf16>{(const bf16*)dy, (const bf16*)x, mean, rstd, d}, rows, d);
             column_sum(db, cuda::RowTerm<bf16>{(const bf16*)dy, d}, rows, d);
         } else {
-            launch(cuda::layernorm_backward_dx_kernel<float>, blocks, threads, 0, (float*)dx, dx_beta, (const float*)dy, (const float*)x, mean, rstd, (const float*)g, rows, d);
             column_sum(dg, cuda::GainTerm<float>{(const float*)dy, (const float*)x, mean, rstd, d}, rows, d);
             column_sum(db, cuda::RowTerm<float>{(const float*)dy, d}, rows, d);
         }
@@ -1143,10 +1198,11 @@ private:
         launch(cuda::column_finish_kernel, dim3((cols + 255) / 256), dim3(256), 0, out, (const float*)partial, chunks, cols);
     }
 
-    // Column-major C (m, n; ldc) = op(A) op(B) + beta C (+ bias (m) per column), A and B of the
-    // activation type, C of c_type, accumulated in fp32 (TF32 off in fp32 mode).
+    // Column-major C (m, n; ldc) = op(A) op(B) + beta C (+ bias (m) per column) (then max(0, .)
+    // when relu), A and B of the activation type, C of c_type, accumulated in fp32 (TF32 off in
+    // fp32 mode); the bias and the ReLU in cuBLASLt's epilogue.
     void matmul(bool ta, bool tb, int m, int n, int k, const void* A, int lda, const void* B, int ldb,
-                void* C, int ldc, cudaDataType c_type, float beta, const void* bias) {
+                void* C, int ldc, cudaDataType c_type, float beta, const void* bias, bool relu = false) {
         if (m == 0 || n == 0) return;
         const cudaDataType ab = act_type();
         cublasLtMatmulDesc_t op;
@@ -1154,9 +1210,10 @@ private:
         const cublasOperation_t opa = ta ? CUBLAS_OP_T : CUBLAS_OP_N, opb = tb ? CUBLAS_OP_T : CUBLAS_OP_N;
         CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(op, CUBLASLT_MATMUL_DESC_TRANSA, &opa, sizeof opa));
         CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(op, CUBLASLT_MATMUL_DESC_TRANSB, &opb, sizeof opb));
+        const cublasLtEpilogue_t epi = bias ? (relu ? CUBLASLT_EPILOGUE_RELU_BIAS : CUBLASLT_EPILOGUE_BIAS)
+                                            : (relu ? CUBLASLT_EPILOGUE_RELU : CUBLASLT_EPILOGUE_DEFAULT);
+        CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(op, CUBLASLT_MATMUL_DESC_EPILOGUE, &epi, sizeof epi));
         if (bias) {
-            const cublasLtEpilogue_t epi = CUBLASLT_EPILOGUE_BIAS;
-            CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(op, CUBLASLT_MATMUL_DESC_EPILOGUE, &epi, sizeof epi));
             CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(op, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias, sizeof bias));
             CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(op, CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE, &ab, sizeof ab));
         }
@@ -1168,7 +1225,7 @@ private:
         const uint32_t align_bias = bias ? alignment_of(bias) : 256;
         // Each alignment in the key on its own: an algorithm chosen for an aligned A but a
         // 2-byte B must not be reused for the opposite.
-        auto key = std::make_tuple((int)ta, (int)tb, m, n, k, lda, ldb, ldc, (int)c_type, (int)ab, bias ? 1 : 0,
+        auto key = std::make_tuple((int)ta, (int)tb, m, n, k, lda, ldb, ldc, (int)c_type, (int)ab, (int)epi,
                                    align_a, align_b, align_c, align_bias, (uint32_t)(beta != 0));
         auto it = algos_.find(key);
         if (it == algos_.end()) {

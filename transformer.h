@@ -199,8 +199,11 @@ public:
                                  int in, int out) = 0;
 
     // ---- §3.3 Position-wise Feed-Forward Networks: the ReLU ----------------------------------
-    // y (n) = max(0, x); in place allowed.
-    virtual void relu_forward(floatX* y, const floatX* x, size_t n) = 0;
+    // Fused: Y (rows, out) = max(0, X (rows, in) W^T + b), the FFN's first layer in one pass
+    // (a cuBLASLt epilogue on the GPU); b may be nullptr. Its backward is relu_backward, then
+    // linear_backward.
+    virtual void linear_relu_forward(floatX* Y, const floatX* X, const floatX* W, const floatX* b,
+                                     int rows, int in, int out) = 0;
     // dx (n) = dy where y > 0, else 0; in place (dx == dy) allowed.
     virtual void relu_backward(floatX* dx, const floatX* dy, const floatX* y, size_t n) = 0;
 
@@ -221,6 +224,20 @@ public:
     virtual void layernorm_backward(floatX* dx, float dx_beta, float* dg, float* db,
                                     const floatX* dy, const floatX* x, const float* mean,
                                     const float* rstd, const floatX* g, int rows, int d) = 0;
+    // Fused, post-LN (§3.1 LayerNorm(x + Sublayer(x)), §5.4's dropout on the sub-layer):
+    // r (rows, d) = x + dropout(f), y (rows, d) = LN(r), in one pass over the row; r may be f.
+    // The dropout mask and every value equal residual_forward then layernorm_forward's.
+    virtual void residual_layernorm_forward(floatX* y, floatX* r, float* mean, float* rstd,
+                                            const floatX* f, const floatX* x, const floatX* g,
+                                            const floatX* b, int rows, int d, float p,
+                                            uint64_t site_seed) = 0;
+    // Its backward: dx (rows, d) = LN'(dy) (the gradient of r, which flows to x unchanged),
+    // df (rows, d) = dropout'(dx) (what flows into the sub-layer); dg, db (d) accumulate.
+    // Equal to layernorm_backward, a copy and dropout_backward.
+    virtual void residual_layernorm_backward(floatX* dx, floatX* df, float* dg, float* db,
+                                             const floatX* dy, const floatX* r, const float* mean,
+                                             const float* rstd, const floatX* g, int rows, int d,
+                                             float p, uint64_t site_seed) = 0;
 
     // ---- §3.2.1 Scaled Dot-Product Attention, §3.2.2 Multi-Head Attention --------------------
     // ctx (B, Lq, H*dv) = dropout(softmax(mask(Q K^T / sqrt(dk)))) V per sentence and head;

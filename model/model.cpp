@@ -499,8 +499,8 @@ static void attention_step_sublayer(const Pass& ps, Block& b, const AttentionP* 
 static void ffn_sublayer(const Pass& ps, Block& b, const FeedForwardP* ffn, const floatX* in,
                          floatX* out, int rows) {
     const size_t n = (size_t)rows * ps.m->cfg.d_ff;
-    ps.linear(b.proj, in, ffn->fc1, rows);
-    ps.ops.relu_forward(b.proj, b.proj, n);
+    ps.ops.linear_relu_forward(b.proj, in, ps.W(ffn->fc1.w), ps.W(ffn->fc1.b), rows, ffn->fc1.in,
+                               ffn->fc1.out);
     if (b.h1_drop != b.proj)
         ps.ops.dropout_forward(b.h1_drop, b.proj, n, ps.p_relu, ps.site_seed(b.site + 2));
     ps.linear(out, b.h1_drop, ffn->fc2, rows);
@@ -525,8 +525,11 @@ static void block_forward(const Pass& ps, Block& b, const LayerNormP& ln,
     if (pre) ps.ops.layernorm_forward(b.n, b.mean, b.rstd, b.x, ps.W(ln.g), ps.W(ln.b), rows, d);
     floatX* out = pre ? b.y : b.r;
     sublayer_forward(ps, b, attn, ffn, pre ? b.n : b.x, out, rows);
-    ps.ops.residual_forward(out, out, b.x, n, ps.p_drop, ps.site_seed(b.site));
-    if (!pre) ps.ops.layernorm_forward(b.y, b.mean, b.rstd, b.r, ps.W(ln.g), ps.W(ln.b), rows, d);
+    if (pre)
+        ps.ops.residual_forward(out, out, b.x, n, ps.p_drop, ps.site_seed(b.site));
+    else   // r = x + Dropout(F(x)) and y = LN(r) in one pass
+        ps.ops.residual_layernorm_forward(b.y, b.r, b.mean, b.rstd, b.r, b.x, ps.W(ln.g), ps.W(ln.b),
+                                          rows, d, ps.p_drop, ps.site_seed(b.site));
 }
 
 // §3.1 Encoder and Decoder Stacks: an encoder layer is self-attention, then the FFN, each in its
@@ -924,10 +927,9 @@ static void block_backward(const Pass& ps, Block& b, const LayerNormP& ln,
     const int d = ps.m->cfg.d_model;
     const size_t n = (size_t)rows * d;
     floatX* dF = a->d_tmp;
-    if (!ps.m->cfg.pre_ln) {   // y = LN(r), r = x + Dropout(F(x))
-        ops.layernorm_backward(dF, 0.0f, ps.G(ln.g), ps.G(ln.b), dy, b.r, b.mean, b.rstd, ps.W(ln.g), rows, d);
-        ops.copy(dx, dF, n * ops.floatx_size());
-        ops.dropout_backward(dF, dF, n, ps.p_drop, ps.site_seed(b.site));
+    if (!ps.m->cfg.pre_ln) {   // y = LN(r), r = x + Dropout(F(x)): dx = dr, dF = Dropout'(dr)
+        ops.residual_layernorm_backward(dx, dF, ps.G(ln.g), ps.G(ln.b), dy, b.r, b.mean, b.rstd,
+                                        ps.W(ln.g), rows, d, ps.p_drop, ps.site_seed(b.site));
         sublayer_backward(ps, b, attn, ffn, b.x, dF, dx, 1.0f, rows);
         return;
     }

@@ -599,46 +599,71 @@ void test_linear_backward(Backend& be, Backend* cpu) {
 }
 
 // =============================================================================================
-// §3.3 Position-wise Feed-Forward Networks: the ReLU
+// §3.3 Position-wise Feed-Forward Networks: the first layer and its ReLU, fused
 // =============================================================================================
+// Fused: Y = max(0, X W^T + b), the FFN's first layer: against float64, against the same
+// backend's linear_forward followed by max(0, .) (on the GPU the epilogue's product may use
+// another cuBLASLt algorithm, so within the forward tolerance), and against the CPU.
+void test_linear_relu_forward(Backend& be, Backend* cpu) {
+    struct Case { int rows, in, out; bool bias; };
+    const Case cases[] = {{1, 5, 3, true}, {3, 16, 7, false}, {17, 67, 33, true}, {100, 300, 257, true}};
+    for (const Case& c : cases) {
+        const size_t n = (size_t)c.rows * c.out;
+        const Vec X = rand_x(be, (size_t)c.rows * c.in), W = rand_x(be, (size_t)c.out * c.in),
+                  bias = rand_x(be, c.out);
+        struct Out { Vec fused, unfused; };
+        auto run = [&](Backend& b) {
+            Mem x = put_x(b, X), w = put_x(b, W), bm = put_x(b, bias);
+            Mem y(b, n * b.floatx_size()), y2(b, n * b.floatx_size());
+            const floatX* bp = c.bias ? bm.x() : nullptr;
+            b.linear_relu_forward(y.x(), x.x(), w.x(), bp, c.rows, c.in, c.out);
+            b.linear_forward(y2.x(), x.x(), w.x(), bp, c.rows, c.in, c.out);
+            Vec unfused = get_x(b, y2.x(), n);
+            for (float& v : unfused) v = v > 0.0f ? v : 0.0f;
+            return Out{get_x(b, y.x(), n), unfused};
+        };
+        const std::string name = fmt("linear_relu_forward %dx%d->%d %s", c.rows, c.in, c.out,
+                                     c.bias ? "b" : "b=nullptr");
+        const DVec b64 = D(bias);
+        DVec want = ref_linear(D(X), D(W), c.bias ? &b64 : nullptr, c.rows, c.in, c.out);
+        size_t zeros = 0;
+        for (double& v : want) zeros += v <= 0 ? (v = 0.0, 1) : 0;
+        Out got = run(be);
+        close(name + fmt(" vs float64 (%zu of %zu clipped)", zeros, n), got.fused, want, TOL.fwd);
+        close(name + " vs linear_forward + max(0, .)", got.fused, got.unfused, TOL.fwd);
+        if (cpu) vs_cpu(name, got.fused, run(*cpu).fused, TOL.cross_fwd);
+    }
+}
+
+// The ReLU's backward, from the y that linear_relu_forward stores.
 void test_relu(Backend& be, Backend* cpu) {
     for (size_t n : {(size_t)1, (size_t)17, (size_t)1000, (size_t)4099}) {
         Vec x = rand_x(be, n), dy = rand_x(be, n);
         for (float& v : x) v = held(be, v < 0 ? v - 1e-3f : v + 1e-3f);   // away from the kink
-        struct Out { Vec y, y_inplace, dx, dx_inplace; };
-        auto run = [&](Backend& b) {
-            Mem xm = put_x(b, x), y(b, n * b.floatx_size()), xi = put_x(b, x);
-            b.relu_forward(y.x(), xm.x(), n);
-            b.relu_forward(xi.x(), xi.x(), n);   // in place, as model.cpp runs it
-            Mem g = put_x(b, dy), dx(b, n * b.floatx_size()), gi = put_x(b, dy);
-            b.relu_backward(dx.x(), g.x(), y.x(), n);
-            b.relu_backward(gi.x(), gi.x(), y.x(), n);   // in place, as model.cpp
-            return Out{get_x(b, y.x(), n), get_x(b, xi.x(), n), get_x(b, dx.x(), n),
-                       get_x(b, gi.x(), n)};
-        };
         Vec y(n), dx(n);
         for (size_t i = 0; i < n; i++) {
-            y[i] = x[i] > 0 ? x[i] : 0.0f;
+            y[i] = x[i] > 0 ? x[i] : 0.0f;   // what linear_relu_forward stores
             dx[i] = x[i] > 0 ? dy[i] : 0.0f;
         }
-        const std::string name = fmt("relu n=%zu", n);
+        struct Out { Vec dx, dx_inplace; };
+        auto run = [&](Backend& b) {
+            Mem ym = put_x(b, y), g = put_x(b, dy), d(b, n * b.floatx_size()), gi = put_x(b, dy);
+            b.relu_backward(d.x(), g.x(), ym.x(), n);
+            b.relu_backward(gi.x(), gi.x(), ym.x(), n);   // in place, as model.cpp
+            return Out{get_x(b, d.x(), n), get_x(b, gi.x(), n)};
+        };
+        const std::string name = fmt("relu_backward n=%zu", n);
         Out got = run(be);
-        same(name + " forward = max(0, x)", got.y, y);
-        same(name + " forward in place", got.y_inplace, y);
-        same(name + " backward = dy where y > 0", got.dx, dx);
-        same(name + " backward in place (dx == dy)", got.dx_inplace, dx);
+        same(name + " = dy where y > 0", got.dx, dx);
+        same(name + " in place (dx == dy)", got.dx_inplace, dx);
         DVec x64 = D(x), dy64 = D(dy);
         auto loss = [&] {
             double s = 0;
             for (size_t i = 0; i < n; i++) s += dy64[i] * std::max(0.0, x64[i]);
             return s;
         };
-        grad_vs_fd(name + " backward", x64, loss, got.dx, nullptr);
-        if (cpu) {
-            Out ref = run(*cpu);
-            vs_cpu_exact(be, name + " forward", got.y, ref.y);
-            vs_cpu_exact(be, name + " backward", got.dx, ref.dx);
-        }
+        grad_vs_fd(name, x64, loss, got.dx, nullptr);
+        if (cpu) vs_cpu_exact(be, name, got.dx, run(*cpu).dx);
     }
 }
 
@@ -823,6 +848,127 @@ void test_layernorm_backward(Backend& be, Backend* cpu) {
         if (cpu) {
             Out ref = run(*cpu);
             vs_cpu(name + " dx", got.dx, ref.dx, TOL.cross_bwd);
+            vs_cpu(name + " dg", got.dg, ref.dg, TOL.cross_bwd);
+            vs_cpu(name + " db", got.db, ref.db, TOL.cross_bwd);
+        }
+    }
+}
+
+// The fused post-LN block end: r = x + dropout(f), y = LN(r) (float64 reference).
+DVec ref_residual_layernorm(const DVec& f, const DVec& x, const DVec& g, const DVec& b, int rows,
+                            int d, float p, uint64_t seed, DVec* r = nullptr) {
+    DVec sum = ref_dropout(f, p, seed);
+    for (size_t i = 0; i < sum.size(); i++) sum[i] += x[i];
+    if (r) *r = sum;
+    return ref_layernorm(sum, g, b, rows, d);
+}
+
+// residual_layernorm_forward: y, r, mean, rstd against float64, and bit for bit against the
+// same backend's residual_forward + layernorm_forward (the unfused path it replaces).
+void test_residual_layernorm_forward(Backend& be, Backend* cpu) {
+    struct Case { int rows, d; float p; bool r_is_f; };
+    const Case cases[] = {{1, 5, 0.0f, false}, {3, 16, 0.1f, true}, {17, 67, 0.3f, false},
+                          {64, 512, 0.1f, true}};
+    uint32_t site = 450;
+    for (const Case& c : cases) {
+        const int rows = c.rows, d = c.d;
+        const size_t n = (size_t)rows * d;
+        const LnInputs in = ln_inputs(be, rows, d);   // x: rows with their own offset and scale
+        const Vec f = rand_x(be, n);
+        const uint64_t seed = site_seed(site++);
+        struct Out { Vec y, r, mean, rstd, y2, r2, mean2, rstd2; };
+        auto run = [&](Backend& b) {
+            Mem fm = put_x(b, f), x = put_x(b, in.x), g = put_x(b, in.g), bb = put_x(b, in.b);
+            Mem y(b, n * b.floatx_size()), rm(b, n * b.floatx_size()), mean(b, rows * 4), rstd(b, rows * 4);
+            floatX* r = c.r_is_f ? fm.x() : rm.x();   // r == f, as model.cpp runs it
+            b.residual_layernorm_forward(y.x(), r, mean.f(), rstd.f(), fm.x(), x.x(), g.x(), bb.x(), rows,
+                                         d, c.p, seed);
+            Out o;
+            o.y = get_x(b, y.x(), n), o.r = get_x(b, r, n);
+            o.mean = get_f(b, mean.f(), rows), o.rstd = get_f(b, rstd.f(), rows);
+            Mem f2 = put_x(b, f), y2(b, n * b.floatx_size()), mean2(b, rows * 4), rstd2(b, rows * 4);
+            b.residual_forward(f2.x(), f2.x(), x.x(), n, c.p, seed);
+            b.layernorm_forward(y2.x(), mean2.f(), rstd2.f(), f2.x(), g.x(), bb.x(), rows, d);
+            o.y2 = get_x(b, y2.x(), n), o.r2 = get_x(b, f2.x(), n);
+            o.mean2 = get_f(b, mean2.f(), rows), o.rstd2 = get_f(b, rstd2.f(), rows);
+            return o;
+        };
+        DVec r64;
+        const DVec y64 = ref_residual_layernorm(D(f), D(in.x), D(in.g), D(in.b), rows, d, c.p, seed, &r64);
+        const std::string name = fmt("residual_layernorm_forward rows=%d d=%d p=%.1f%s", rows, d, c.p,
+                                     c.r_is_f ? " r==f" : "");
+        Out got = run(be);
+        close(name + " y vs float64", got.y, y64, TOL.fwd);
+        close(name + " r vs float64", got.r, r64, TOL.fwd);
+        same(name + " y = unfused", got.y, got.y2);
+        same(name + " r = unfused", got.r, got.r2);
+        same(name + " mean = unfused", got.mean, got.mean2);
+        same(name + " rstd = unfused", got.rstd, got.rstd2);
+        if (cpu) {
+            Out ref = run(*cpu);
+            vs_cpu(name + " y", got.y, ref.y, TOL.cross_fwd);
+            vs_cpu(name + " r", got.r, ref.r, TOL.cross_fwd);
+        }
+    }
+}
+
+// residual_layernorm_backward: dx (the gradient of x, through r) and df (of f, through the
+// dropout) against central differences of the float64 forward; dg, db accumulate; bit for bit
+// against the same backend's layernorm_backward + copy + dropout_backward.
+void test_residual_layernorm_backward(Backend& be, Backend* cpu) {
+    struct Case { int rows, d; float p; };
+    const Case cases[] = {{1, 5, 0.0f}, {3, 16, 0.1f}, {17, 67, 0.3f}, {8, 512, 0.1f}};
+    uint32_t site = 470;
+    for (const Case& c : cases) {
+        const int rows = c.rows, d = c.d;
+        const size_t n = (size_t)rows * d;
+        const LnInputs in = ln_inputs(be, rows, d);
+        const Vec f = rand_x(be, n), dy = rand_x(be, n), dg0 = rand_f(d), db0 = rand_f(d);
+        const uint64_t seed = site_seed(site++);
+        struct Out { Vec dx, df, dg, db, dx2, df2, dg2, db2; };
+        auto run = [&](Backend& b) {
+            Mem fm = put_x(b, f), x = put_x(b, in.x), g = put_x(b, in.g), bb = put_x(b, in.b);
+            Mem y(b, n * b.floatx_size()), r(b, n * b.floatx_size()), mean(b, rows * 4), rstd(b, rows * 4);
+            b.residual_layernorm_forward(y.x(), r.x(), mean.f(), rstd.f(), fm.x(), x.x(), g.x(), bb.x(), rows,
+                                         d, c.p, seed);
+            const Vec nan(n, NAN);
+            Mem dym = put_x(b, dy), dx = put_x(b, nan), df = put_x(b, nan), dg = put_f(b, dg0), db = put_f(b, db0);
+            b.residual_layernorm_backward(dx.x(), df.x(), dg.f(), db.f(), dym.x(), r.x(), mean.f(), rstd.f(),
+                                          g.x(), rows, d, c.p, seed);
+            Out o;
+            o.dx = get_x(b, dx.x(), n), o.df = get_x(b, df.x(), n);
+            o.dg = get_f(b, dg.f(), d), o.db = get_f(b, db.f(), d);
+            Mem dx2(b, n * b.floatx_size()), df2(b, n * b.floatx_size()), dg2 = put_f(b, dg0), db2 = put_f(b, db0);
+            b.layernorm_backward(df2.x(), 0.0f, dg2.f(), db2.f(), dym.x(), r.x(), mean.f(), rstd.f(), g.x(), rows, d);
+            b.copy(dx2.x(), df2.x(), n * b.floatx_size());
+            b.dropout_backward(df2.x(), df2.x(), n, c.p, seed);
+            o.dx2 = get_x(b, dx2.x(), n), o.df2 = get_x(b, df2.x(), n);
+            o.dg2 = get_f(b, dg2.f(), d), o.db2 = get_f(b, db2.f(), d);
+            return o;
+        };
+        const std::string name = fmt("residual_layernorm_backward rows=%d d=%d p=%.1f", rows, d, c.p);
+        Out got = run(be);
+        DVec f64 = D(f), x64 = D(in.x), g64 = D(in.g), b64 = D(in.b), dy64 = D(dy);
+        auto loss = [&] { return dot(dy64, ref_residual_layernorm(f64, x64, g64, b64, rows, d, c.p, seed)); };
+        grad_vs_fd(name + " dx", x64, loss, got.dx, nullptr);
+        grad_vs_fd(name + " df", f64, loss, got.df, nullptr);
+        all_written(name + " dx", got.dx);
+        all_written(name + " df", got.df);
+        if (c.p > 0) {   // where f was dropped its gradient is exactly 0
+            size_t bad = 0;
+            for (size_t i = 0; i < n; i++) bad += !dropout_keep(seed, i, c.p) && got.df[i] != 0.0f;
+            check(bad == 0, "%-52s n=%-8zu %zu dropped elements with a gradient", (name + " df mask").c_str(), n, bad);
+        }
+        grad_vs_fd(name + " dg", g64, loss, got.dg, &dg0);
+        grad_vs_fd(name + " db", b64, loss, got.db, &db0);
+        same(name + " dx = unfused", got.dx, got.dx2);
+        same(name + " df = unfused", got.df, got.df2);
+        same(name + " dg = unfused", got.dg, got.dg2);
+        same(name + " db = unfused", got.db, got.db2);
+        if (cpu) {
+            Out ref = run(*cpu);
+            vs_cpu(name + " dx", got.dx, ref.dx, TOL.cross_bwd);
+            vs_cpu(name + " df", got.df, ref.df, TOL.cross_bwd);
             vs_cpu(name + " dg", got.dg, ref.dg, TOL.cross_bwd);
             vs_cpu(name + " db", got.db, ref.db, TOL.cross_bwd);
         }
@@ -1700,11 +1846,14 @@ const OpTest TESTS[] = {
     {nullptr, test_embedding_backward},
     {"Linear layers", test_linear_forward},
     {nullptr, test_linear_backward},
-    {"§3.3 Position-wise Feed-Forward Networks: ReLU", test_relu},
+    {"§3.3 Position-wise Feed-Forward Networks: the fused linear + ReLU, the ReLU's backward", test_linear_relu_forward},
+    {nullptr, test_relu},
     {"§5.4 Residual Dropout, §3.1 residual connection and LayerNorm", test_dropout},
     {nullptr, test_residual},
     {nullptr, test_layernorm_forward},
     {nullptr, test_layernorm_backward},
+    {nullptr, test_residual_layernorm_forward},
+    {nullptr, test_residual_layernorm_backward},
     {"§3.2.1 Scaled Dot-Product Attention, §3.2.2 Multi-Head Attention", test_attention_forward},
     {nullptr, test_attention_backward},
     {"§3.2.3 Decoding: attention over cached keys/values", test_attention_step_self},

@@ -574,9 +574,11 @@ static cublasStatus_t check_product(cublasLtMatmulDesc_t desc, cublasLtMatrixLay
     if (am != m || bk != k || bn != n || c->rows != m || c->cols != n || a->type != b->type || c->type != d->type ||
         c->ld != d->ld || desc->compute != CUBLAS_COMPUTE_32F)
         return CUBLAS_STATUS_INVALID_VALUE;
-    if (desc->epilogue != CUBLASLT_EPILOGUE_DEFAULT && desc->epilogue != CUBLASLT_EPILOGUE_BIAS)
+    const int e = desc->epilogue;
+    if (e != CUBLASLT_EPILOGUE_DEFAULT && e != CUBLASLT_EPILOGUE_BIAS && e != CUBLASLT_EPILOGUE_RELU &&
+        e != CUBLASLT_EPILOGUE_RELU_BIAS)
         return CUBLAS_STATUS_NOT_SUPPORTED;
-    if (desc->epilogue == CUBLASLT_EPILOGUE_BIAS && !desc->bias) return CUBLAS_STATUS_INVALID_VALUE;
+    if ((e & CUBLASLT_EPILOGUE_BIAS) && !desc->bias) return CUBLAS_STATUS_INVALID_VALUE;
     return CUBLAS_STATUS_SUCCESS;
 }
 
@@ -613,7 +615,8 @@ cublasStatus_t cublasLtMatmul(cublasLtHandle_t, cublasLtMatmulDesc_t desc, const
     const size_t lda = (size_t)a->ld, ldb = (size_t)b->ld, ldc = (size_t)c->ld;
     const bool ta = desc->ta == CUBLAS_OP_T, tb = desc->tb == CUBLAS_OP_T;
     const cudaDataType bias_type = desc->bias_type < 0 ? d->type : (cudaDataType)desc->bias_type;
-    const bool with_bias = desc->epilogue == CUBLASLT_EPILOGUE_BIAS;
+    const bool with_bias = desc->epilogue & CUBLASLT_EPILOGUE_BIAS;   // RELU_BIAS: both bits
+    const bool with_relu = desc->epilogue & CUBLASLT_EPILOGUE_RELU;
     std::atomic<size_t> next{0};
     pool().run([&](int) {
         std::vector<float> col(k);
@@ -625,6 +628,7 @@ cublasStatus_t cublasLtMatmul(cublasLtHandle_t, cublasLtMatmulDesc_t desc, const
                 float v = alpha * acc;
                 if (beta != 0.0f) v += beta * load(C, c->type, i + j * ldc);   // beta 0: C is not read
                 if (with_bias) v += load(desc->bias, bias_type, i);
+                if (with_relu) v = v > 0.0f ? v : 0.0f;   // in fp32, before D's rounding
                 store(D, d->type, i + j * ldc, v);
             }
         }

@@ -176,8 +176,9 @@ static void bf16_conversions() {
           "bf16 keeps NaN a NaN and infinity; 3.4e38 rounds to infinity");
 }
 
-// Column-major D = op(A) op(B) + beta C + bias against a plain loop, both transposes, bf16 and fp32.
-static void matmul(bool ta, bool tb, cudaDataType type, bool bias, float beta) {
+// Column-major D = op(A) op(B) + beta C + bias (then max(0, .) with relu) against a plain loop,
+// both transposes, bf16 and fp32.
+static void matmul(bool ta, bool tb, cudaDataType type, bool bias, float beta, bool relu = false) {
     const int m = 7, n = 5, k = 9, lda = (ta ? k : m) + 2, ldb = (tb ? n : k) + 1, ldc = m + 3;
     const size_t es = type == CUDA_R_16BF ? 2 : 4;
     std::vector<float> A((size_t)lda * (ta ? m : k)), B((size_t)ldb * (tb ? k : n)), C((size_t)ldc * n), bv(m);
@@ -208,11 +209,10 @@ static void matmul(bool ta, bool tb, cudaDataType type, bool bias, float beta) {
     const cublasOperation_t oa = ta ? CUBLAS_OP_T : CUBLAS_OP_N, ob = tb ? CUBLAS_OP_T : CUBLAS_OP_N;
     cublasLtMatmulDescSetAttribute(op, CUBLASLT_MATMUL_DESC_TRANSA, &oa, sizeof oa);
     cublasLtMatmulDescSetAttribute(op, CUBLASLT_MATMUL_DESC_TRANSB, &ob, sizeof ob);
-    if (bias) {
-        const cublasLtEpilogue_t e = CUBLASLT_EPILOGUE_BIAS;
-        cublasLtMatmulDescSetAttribute(op, CUBLASLT_MATMUL_DESC_EPILOGUE, &e, sizeof e);
-        cublasLtMatmulDescSetAttribute(op, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &dbias, sizeof dbias);
-    }
+    const cublasLtEpilogue_t e = bias ? (relu ? CUBLASLT_EPILOGUE_RELU_BIAS : CUBLASLT_EPILOGUE_BIAS)
+                                      : (relu ? CUBLASLT_EPILOGUE_RELU : CUBLASLT_EPILOGUE_DEFAULT);
+    cublasLtMatmulDescSetAttribute(op, CUBLASLT_MATMUL_DESC_EPILOGUE, &e, sizeof e);
+    if (bias) cublasLtMatmulDescSetAttribute(op, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &dbias, sizeof dbias);
     cublasLtMatrixLayout_t la, lb, lc, wrong;
     cublasLtMatrixLayoutCreate(&la, type, ta ? k : m, ta ? m : k, lda);
     cublasLtMatrixLayoutCreate(&lb, type, tb ? n : k, tb ? k : n, ldb);
@@ -230,6 +230,7 @@ static void matmul(bool ta, bool tb, cudaDataType type, bool bias, float beta) {
             for (int l = 0; l < k; l++)
                 want += (double)A[ta ? (size_t)l + (size_t)i * lda : (size_t)i + (size_t)l * lda] *
                         B[tb ? (size_t)j + (size_t)l * ldb : (size_t)l + (size_t)j * ldb];
+            if (relu) want = std::max(want, 0.0);
             float got;
             if (type == CUDA_R_16BF) {
                 __nv_bfloat16 b;
@@ -242,8 +243,9 @@ static void matmul(bool ta, bool tb, cudaDataType type, bool bias, float beta) {
         }
     const double tol = type == CUDA_R_16BF ? 8e-3 : 1e-6;
     check(st == CUBLAS_STATUS_SUCCESS && refused == CUBLAS_STATUS_INVALID_VALUE && worst <= tol,
-          "cuBLASLt product %s%s %s%s beta=%g: max rel error %.2e (<= %.0e); a C layout of the wrong shape refused",
-          ta ? "T" : "N", tb ? "T" : "N", type == CUDA_R_16BF ? "bf16" : "fp32", bias ? " +bias" : "", beta, worst, tol);
+          "cuBLASLt product %s%s %s%s%s beta=%g: max rel error %.2e (<= %.0e); a C layout of the wrong shape refused",
+          ta ? "T" : "N", tb ? "T" : "N", type == CUDA_R_16BF ? "bf16" : "fp32", bias ? " +bias" : "",
+          relu ? " relu" : "", beta, worst, tol);
     for (cublasLtMatrixLayout_t l : {la, lb, lc, wrong}) cublasLtMatrixLayoutDestroy(l);
     cublasLtMatmulDescDestroy(op);
     cublasLtDestroy(lt);
@@ -298,6 +300,10 @@ int main() {
     for (cudaDataType t : {CUDA_R_32F, CUDA_R_16BF})
         for (int ta = 0; ta < 2; ta++)
             for (int tb = 0; tb < 2; tb++) matmul(ta, tb, t, (ta + tb) % 2 == 1, ta ? 0.5f : 0.0f);
+    for (cudaDataType t : {CUDA_R_32F, CUDA_R_16BF}) {   // the ReLU epilogues, with and without the bias
+        matmul(true, false, t, true, 0.0f, true);
+        matmul(false, true, t, false, 0.5f, true);
+    }
     radix_sort();
     must_stop("lanes of a warp at __syncwarp and __syncthreads", [] { deadlock_kernel<<<1, 64>>>(); },
               "deadlock");
