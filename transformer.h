@@ -372,6 +372,9 @@ struct Model {
     uint64_t dropout_seed = 0;    // dropout masks are a function of (seed, forward, site, index)
     int64_t train_forwards = 0;   // training forwards run (micro-batches), numbers the masks
     Activations* acts = nullptr;  // owned
+    // Rows of logits the classifier computes at once (0: as many as 2^26 logits hold, 1813
+    // rows for a 37,000-word vocabulary; fewer when the batch has fewer rows).
+    int logit_chunk_rows = 0;
     Model() = default;
     Model(const Model&) = delete;
     Model& operator=(const Model&) = delete;
@@ -392,16 +395,24 @@ void model_set_adam(Model* m, const float* host_m, const float* host_v);
 void model_get_adam(const Model* m, float* host_m, float* host_v);
 void model_get_grads(const Model* m, float* host);
 
-// Forward pass over a batch: the logits and the mean label-smoothed cross-entropy over
-// non-pad labels. train=true applies dropout (masks from dropout_seed and train_forwards)
-// and keeps what backward needs.
+// Forward pass over a batch: the mean label-smoothed cross-entropy over non-pad labels, no
+// gradient. train = true applies dropout (masks from dropout_seed and train_forwards).
 float model_forward(Model* m, const Batch& batch, bool train);
-// (B*T, vocab) logits of the last forward, copied to the host.
-void model_logits(const Model* m, std::vector<float>* logits);
-// Backward of the last forward(train=true). Accumulates into grads; the loss gradient is
-// scaled by 1/grad_denominator (default: the batch's non-pad labels; gradient accumulation
-// passes the total over the micro-batches).
-void model_backward(Model* m, const Batch& batch, double grad_denominator = 0);
+// A training pass over a batch: the forward with dropout, then the backward pass, ACCUMULATING
+// into the gradients; returns the mean loss as model_forward does. The loss gradient is scaled
+// by 1/grad_denominator (default: the batch's non-pad labels; gradient accumulation passes the
+// total over the micro-batches). The classifier (§3.4's tied projection and §5.4's loss) runs
+// chunk by chunk of rows, each chunk's gradient taken while its logits are at hand, so the
+// (rows, V) logits never exist at once (Model::logit_chunk_rows).
+float model_forward_backward(Model* m, const Batch& batch, double grad_denominator = 0);
+// The bytes of the activation arena that a training pass (model_forward_backward) or, when
+// not training, model_forward plans for a (B, S, T) batch with floatx_bytes per activation
+// (4: fp32, 2: bf16); logit_chunk_rows as Model's.
+size_t model_arena_bytes(const Config& cfg, int B, int S, int T, size_t floatx_bytes,
+                         bool training, int logit_chunk_rows = 0);
+// The (B*T, vocab) logits of the last forward's batch (model_forward, model_forward_backward,
+// model_score, model_attention), computed again from the decoder output it left, on the host.
+void model_logits(Model* m, std::vector<float>* logits);
 void model_zero_grad(Model* m);
 // The paper's schedule: lr_scale * d_model^-0.5 * min(step^-0.5, step * warmup^-1.5).
 double learning_rate(const Config& cfg, int64_t step, double lr_scale, int warmup);

@@ -109,10 +109,7 @@ int main(int argc, char** argv) {
     for (int i = 0; i < steps + 2; i++) {   // 2 warm-up steps
         auto t0 = std::chrono::steady_clock::now();
         model_zero_grad(&m);
-        for (int a = 0; a < accum; a++) {
-            model_forward(&m, batch, true);
-            model_backward(&m, batch, (double)batch.tgt_tokens * accum);
-        }
+        for (int a = 0; a < accum; a++) model_forward_backward(&m, batch, (double)batch.tgt_tokens * accum);
         adam_update(&m, learning_rate(c, m.step + 1, 1.0, 4000));
         m.backend->synchronize();
         double dt = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();

@@ -1,7 +1,8 @@
 // model.cpp — the Transformer's sequence, written once on the op interface (transformer.h):
 // embeddings, the encoder stack, the decoder stack (for training over the whole target, and
 // for decoding one position at a time over a cache), the tied pre-softmax projection, the
-// label-smoothed loss, the backward pass through all of it in reverse, and Adam.
+// label-smoothed loss (chunk by chunk of rows, its gradient taken at once), the backward pass
+// through all of it in reverse, and Adam.
 //
 // Each sub-layer sits in a residual block (block_forward / block_backward):
 //   post-LN (paper): y = LN(x + Dropout(F(x)))      pre-LN: y = x + Dropout(F(LN(x)))
@@ -48,7 +49,8 @@ struct Block {
     floatX* kv;           // CROSS (training): encoder keys/values (B*S, h*dk + h*dv)
     float* probs;         // attention (training): (B, H, Lq, Lk)
     floatX* ctx;          // attention: (rows, h*dv)
-    floatX* h1_drop;      // FFN: Dropout(ReLU(h1)) (rows, d_ff), == proj when p_relu_drop = 0
+    floatX* h1_drop;      // FFN: Dropout(ReLU(h1)) (rows, d_ff); == proj (in place) unless kept
+                          // for backward with p_relu_drop > 0
 };
 
 // Decoding a batch: the encoder's keys/values for every decoder layer, the self-attention
@@ -90,7 +92,8 @@ struct Activations {
     float *enc_mean, *enc_rstd;
     floatX* dec_out;                  // (B*T, d) decoder output
     float *dec_mean, *dec_rstd;
-    floatX* logits;                   // (B*T, V)
+    floatX* logits;                   // (logit_rows, V): the logits of one chunk of rows
+    int logit_rows = 0;
     float* lse;                       // (B*T)
     // backward temporaries
     floatX *d_a, *d_b, *d_tmp, *d_tmp2;   // (max_rows, d)
@@ -182,26 +185,29 @@ static void plan_encoder(Activations* a, Plan& mem, const Config& c, int B, int 
     a->enc_rstd = mem.f32(rs);
 }
 
-// Everything model_forward (and backward, when train) needs for a (B, S, T) batch; top_k
-// entries are reserved for full-recompute decoding.
-static size_t plan_forward(Activations* a, const Config& c, int B, int S, int T, bool train,
-                           size_t top_k, Plan mem, bool keep = false) {
+// Everything a forward over a (B, S, T) batch needs: keep (training, attention maps) gives
+// every block its own buffers, backward adds the gradients' temporaries, logit_rows is the
+// chunk of rows whose logits exist at once (classifier_chunk_rows), top_k entries are
+// reserved for full-recompute decoding and scoring.
+static size_t plan_forward(Activations* a, const Config& c, int B, int S, int T, bool keep,
+                           bool backward, int logit_rows, size_t top_k, Plan mem) {
     const size_t d = c.d_model, rs = (size_t)B * S, rt = (size_t)B * T;
     const size_t max_rows = std::max(rs, rt);
     const size_t qk = (size_t)c.n_heads * c.d_k, vv = (size_t)c.n_heads * c.d_v;
     a->src = mem.i32(rs);
     a->tgt_in = mem.i32(rt);
     a->labels = mem.i32(rt);
-    plan_encoder(a, mem, c, B, S, train || keep);
+    plan_encoder(a, mem, c, B, S, keep);
     a->tgt_x = mem.fX(rt * d);
-    plan_stack(mem, c, a->dec, 1, c.n_dec, DECODER_LAYER, B, T, T, S, train || keep);
+    plan_stack(mem, c, a->dec, 1, c.n_dec, DECODER_LAYER, B, T, T, S, keep);
     a->dec_out = mem.fX(rt * d);
     a->dec_mean = mem.f32(rt);
     a->dec_rstd = mem.f32(rt);
-    a->logits = mem.fX(rt * c.vocab);
+    a->logits = mem.fX((size_t)logit_rows * c.vocab);
+    a->logit_rows = logit_rows;
     a->lse = mem.f32(rt);
     a->top = top_k ? mem.i32(2 * top_k) : nullptr;
-    if (!train) return mem.used;
+    if (!backward) return mem.used;
     a->d_a = mem.fX(max_rows * d);
     a->d_b = mem.fX(max_rows * d);
     a->d_tmp = mem.fX(max_rows * d);
@@ -501,8 +507,7 @@ static void ffn_sublayer(const Pass& ps, Block& b, const FeedForwardP* ffn, cons
     const size_t n = (size_t)rows * ps.m->cfg.d_ff;
     ps.ops.linear_relu_forward(b.proj, in, ps.W(ffn->fc1.w), ps.W(ffn->fc1.b), rows, ffn->fc1.in,
                                ffn->fc1.out);
-    if (b.h1_drop != b.proj)
-        ps.ops.dropout_forward(b.h1_drop, b.proj, n, ps.p_relu, ps.site_seed(b.site + 2));
+    if (ps.p_relu > 0) ps.ops.dropout_forward(b.h1_drop, b.proj, n, ps.p_relu, ps.site_seed(b.site + 2));
     ps.linear(out, b.h1_drop, ffn->fc2, rows);
 }
 
@@ -618,54 +623,137 @@ static void check_batch(const Model* m, const Batch& bt) {
                         m->cfg.vocab);
 }
 
-// Encoder, decoder, logits and loss over a batch (model_forward; top_k > 0 also reserves
-// full-recompute decoding's top-k results; keep: every block its own buffers, as training
-// has them, so that each layer's attention probabilities survive the pass).
-static float forward(Model* m, const Batch& bt, bool train, size_t top_k, bool keep = false) {
+// The classifier works on chunks of rows, so that only (chunk, V) logits exist at a time: the
+// paper's 37,000-word vocabulary at 25,000 target tokens would need 1.85 GB of bf16 logits (3.7
+// GB in fp32) at once, a chunk of CLASSIFIER_CHUNK_ELEMENTS logits holds 128 MB (256 MB).
+// Model::logit_chunk_rows overrides the size (tests cut small batches into several chunks).
+static const size_t CLASSIFIER_CHUNK_ELEMENTS = (size_t)1 << 26;
+
+static int classifier_chunk_rows(int vocab, int chunk_rows, int rows) {
+    const size_t automatic = std::max<size_t>(1, CLASSIFIER_CHUNK_ELEMENTS / (size_t)vocab);
+    const size_t chunk = chunk_rows > 0 ? (size_t)chunk_rows : automatic;
+    return (int)std::min(chunk, (size_t)rows);
+}
+static int classifier_chunk_rows(const Model* m, int rows) {
+    return classifier_chunk_rows(m->cfg.vocab, m->logit_chunk_rows, rows);
+}
+
+size_t model_arena_bytes(const Config& cfg, int B, int S, int T, size_t floatx_bytes, bool training,
+                         int logit_chunk_rows) {
+    Activations a;
+    const int chunk = classifier_chunk_rows(cfg.vocab, logit_chunk_rows, B * T);
+    return plan_forward(&a, cfg, B, S, T, training, training, chunk, 0, Plan{nullptr, floatx_bytes});
+}
+
+// fn(r0, n) once a->logits (n, V) = h[r0 .. r0 + n) E^T, chunk after chunk over h (rows, d).
+template <class Fn>
+static void for_each_logit_chunk(const Pass& ps, const floatX* h, int rows, Fn fn) {
+    const int d = ps.m->cfg.d_model;
+    for (int r0 = 0; r0 < rows; r0 += ps.a->logit_rows) {
+        const int n = std::min(ps.a->logit_rows, rows - r0);
+        logits_forward(ps, ps.a->logits, ps.at(h, (size_t)r0 * d), n);
+        fn(r0, n);
+    }
+}
+
+// What a forward pass over a batch does and keeps (plan_forward): train applies dropout;
+// keep gives every block its own buffers (so each layer's attention probabilities survive);
+// backward (model_forward_backward) keeps them too and adds the gradients' temporaries;
+// logit_rows: the classifier's chunk; top_k ints are reserved twice (decoding, scoring).
+struct ForwardPlan {
+    bool train, keep, backward;
+    int logit_rows;
+    size_t top_k;
+};
+
+// The encoder and decoder stacks over a batch: a->enc_out (B*S, d), a->dec_out (B*T, d).
+static Pass forward_stacks(Model* m, const Batch& bt, const ForwardPlan& fp) {
     check_batch(m, bt);
-    MODEL_CHECK(!train || m->backend->precision() != Precision::INT8,
+    MODEL_CHECK(!fp.train || m->backend->precision() != Precision::INT8,
                 "training forward on an int8-quantized model (model_dequantize first)");
-    MODEL_CHECK(!train || m->grads, "training forward on a model loaded for inference");
+    MODEL_CHECK(!fp.backward || m->grads, "training on a model loaded for inference");
     Activations* a = m->acts;
-    plan_arena(m, [&](Plan p) { return plan_forward(a, m->cfg, bt.B, bt.S, bt.T, train, top_k, p, keep); });
+    plan_arena(m, [&](Plan p) {
+        return plan_forward(a, m->cfg, bt.B, bt.S, bt.T, fp.keep || fp.backward, fp.backward,
+                            fp.logit_rows, fp.top_k, p);
+    });
     Backend& ops = *m->backend;
     ops.upload(a->src, bt.src.data(), bt.src.size() * sizeof(int));
     ops.upload(a->tgt_in, bt.tgt_in.data(), bt.tgt_in.size() * sizeof(int));
     ops.upload(a->labels, bt.labels.data(), bt.labels.size() * sizeof(int));
     a->B = bt.B, a->S = bt.S, a->T = bt.T;
-    a->train = train;
-    if (train) a->dropout_counter = m->train_forwards++;
-    Pass ps = make_pass(m, bt.B, bt.S, bt.T, train);
+    a->train = fp.backward;
+    if (fp.train) a->dropout_counter = m->train_forwards++;
+    Pass ps = make_pass(m, bt.B, bt.S, bt.T, fp.train);
     encoder_forward(ps);
     decoder_forward(ps);
+    return ps;
+}
+
+// Full-recompute decoding (testing): the stacks, then every position's logits at once into
+// a->logits (B*T, V); top_k entries reserved for the top-k results.
+static void forward(Model* m, const Batch& bt, bool train, size_t top_k) {
     const int rows = bt.B * bt.T;
-    logits_forward(ps, a->logits, a->dec_out, rows);
-    double sum = ops.crossentropy_forward(a->lse, a->logits, a->labels, rows, m->cfg.vocab,
-                                          m->cfg.label_smoothing);
+    Pass ps = forward_stacks(m, bt, {train, false, false, rows, top_k});
+    logits_forward(ps, m->acts->logits, m->acts->dec_out, rows);
+}
+
+// §3.4 Embeddings and Softmax, §5.4 Label Smoothing: the tied pre-softmax projection and the
+// loss over the batch's labels, chunk by chunk: the logits, lse, the sum of the rows' losses.
+// backward (training) also turns each chunk's logits into their gradient in place, scaled by
+// grad_scale, and takes it through the projection at once: d_dec_out (a->d_a) = dlogits E,
+// dE += dlogits^T dec_out. No (rows, V) logits or probabilities are ever kept.
+static double classifier(const Pass& ps, bool backward, float grad_scale) {
+    Activations* a = ps.a;
+    const Config& c = ps.m->cfg;
+    const int d = c.d_model;
+    double sum = 0;
+    for_each_logit_chunk(ps, a->dec_out, ps.B * ps.T, [&](int r0, int n) {
+        float* lse = a->lse + r0;
+        const int* labels = a->labels + r0;
+        sum += ps.ops.crossentropy_forward(lse, a->logits, labels, n, c.vocab, c.label_smoothing);
+        if (!backward) return;
+        ps.ops.crossentropy_backward(a->logits, lse, labels, n, c.vocab, c.label_smoothing, grad_scale);
+        ps.ops.linear_backward(ps.at(a->d_a, (size_t)r0 * d), 0.0f, ps.G(ps.m->layout.embed), nullptr,
+                               a->logits, ps.at(a->dec_out, (size_t)r0 * d), ps.W(ps.m->layout.embed),
+                               n, d, c.vocab);
+    });
+    return sum;
+}
+
+static float mean_loss(double sum, const Batch& bt) {
     return bt.tgt_tokens > 0 ? (float)(sum / bt.tgt_tokens) : 0.0f;
 }
 
-float model_forward(Model* m, const Batch& bt, bool train) { return forward(m, bt, train, 0); }
+float model_forward(Model* m, const Batch& bt, bool train) {
+    Pass ps = forward_stacks(m, bt, {train, false, false, classifier_chunk_rows(m, bt.B * bt.T), 0});
+    return mean_loss(classifier(ps, false, 0.0f), bt);
+}
 
 // n floatX from the device into host floats.
-static void download_floatx(Backend& ops, std::vector<float>* out, const floatX* src, size_t n) {
-    out->resize(n);
+static void download_floatx(Backend& ops, float* out, const floatX* src, size_t n) {
     if (ops.floatx_size() == sizeof(float)) {
-        ops.download(out->data(), src, n * sizeof(float));
+        ops.download(out, src, n * sizeof(float));
         return;
     }
     std::vector<uint16_t> bf(n);   // bfloat16: the upper half of a float
     ops.download(bf.data(), src, n * sizeof(uint16_t));
     for (size_t i = 0; i < n; i++) {
         uint32_t bits = (uint32_t)bf[i] << 16;
-        std::memcpy(&(*out)[i], &bits, sizeof(float));
+        std::memcpy(&out[i], &bits, sizeof(float));
     }
 }
 
-void model_logits(const Model* m, std::vector<float>* logits) {
-    const Activations* a = m->acts;
-    MODEL_CHECK(a && a->logits, "model_logits needs a forward first");
-    download_floatx(*m->backend, logits, a->logits, (size_t)a->B * a->T * m->cfg.vocab);
+// The logits again, chunk by chunk, from the decoder output the last forward left.
+void model_logits(Model* m, std::vector<float>* logits) {
+    Activations* a = m->acts;
+    MODEL_CHECK(a && a->dec_out && a->B > 0, "model_logits needs a forward over a batch first");
+    const size_t V = m->cfg.vocab;
+    logits->resize((size_t)a->B * a->T * V);
+    Pass ps = make_pass(m, a->B, a->S, a->T, false);
+    for_each_logit_chunk(ps, a->dec_out, a->B * a->T, [&](int r0, int n) {
+        download_floatx(ps.ops, logits->data() + (size_t)r0 * V, a->logits, (size_t)n * V);
+    });
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -685,7 +773,7 @@ void model_attention(Model* m, const std::vector<int>& source, const std::vector
     b.labels = target;
     b.src_tokens = b.S;
     b.tgt_tokens = b.T;
-    forward(m, b, false, 0, true);
+    forward_stacks(m, b, {false, true, false, classifier_chunk_rows(m, b.T), 0});
     const Activations* a = m->acts;
     *out = AttentionMaps{};
     out->S = b.S, out->T = b.T, out->H = c.n_heads, out->n_enc = c.n_enc, out->n_dec = c.n_dec;
@@ -865,10 +953,13 @@ void model_decode_sample(Model* m, const std::vector<float>& uniform, float temp
 // ---------------------------------------------------------------------------------------------
 void model_score(Model* m, const Batch& bt, std::vector<float>* logp) {
     const size_t rows = (size_t)bt.B * bt.T;
-    forward(m, bt, false, rows);   // reserves a->top: 2 * rows ints
+    // a->top: 2 * rows ints, the first rows of them the log-probabilities
+    Pass ps = forward_stacks(m, bt, {false, false, false, classifier_chunk_rows(m, (int)rows), rows});
     Activations* a = m->acts;
     float* out = (float*)a->top;
-    m->backend->logsoftmax_gather(out, a->logits, a->labels, (int)rows, m->cfg.vocab, m->cfg.vocab);
+    for_each_logit_chunk(ps, a->dec_out, (int)rows, [&](int r0, int n) {
+        ps.ops.logsoftmax_gather(out + r0, a->logits, a->labels + r0, n, m->cfg.vocab, m->cfg.vocab);
+    });
     logp->resize(rows);
     m->backend->download(logp->data(), out, rows * sizeof(float));
     a->ds.last_logits = nullptr;   // the arena was re-planned: no decoding step to refer to
@@ -890,8 +981,7 @@ static void sublayer_backward(const Pass& ps, Block& b, const AttentionP* attn,
         const size_t nh = (size_t)rows * c.d_ff;
         ops.linear_backward(a->d_proj, 0.0f, ps.G(ffn->fc2.w), ps.G(ffn->fc2.b), dF, b.h1_drop,
                             ps.W(ffn->fc2.w), rows, c.d_ff, d);
-        if (b.h1_drop != b.proj)
-            ops.dropout_backward(a->d_proj, a->d_proj, nh, ps.p_relu, ps.site_seed(b.site + 2));
+        if (ps.p_relu > 0) ops.dropout_backward(a->d_proj, a->d_proj, nh, ps.p_relu, ps.site_seed(b.site + 2));
         ops.relu_backward(a->d_proj, a->d_proj, b.proj, nh);
         ops.linear_backward(d_in, d_in_beta, ps.G(ffn->fc1.w), ps.G(ffn->fc1.b), a->d_proj, in,
                             ps.W(ffn->fc1.w), rows, d, c.d_ff);
@@ -997,22 +1087,14 @@ static void encoder_backward(const Pass& ps) {
                               ps.site_seed(site_id(0, 255, 3)));
 }
 
-void model_backward(Model* m, const Batch& bt, double grad_denominator) {
-    Activations* a = m->acts;
-    MODEL_CHECK(a && a->train && a->B == bt.B && a->S == bt.S && a->T == bt.T,
-                "model_backward needs the same batch's forward with train=true first");
-    const Config& c = m->cfg;
+float model_forward_backward(Model* m, const Batch& bt, double grad_denominator) {
     const double denom = grad_denominator > 0 ? grad_denominator : bt.tgt_tokens;
-    Pass ps = make_pass(m, bt.B, bt.S, bt.T, true);
-    const int rows = bt.B * bt.T;
-    ps.ops.crossentropy_backward(a->logits, a->lse, a->labels, rows, c.vocab, c.label_smoothing,
-                                 denom > 0 ? (float)(1.0 / denom) : 0.0f);
-    // logits = dec_out E^T:  d_dec_out = dlogits E;  dE += dlogits^T dec_out.
-    ps.ops.linear_backward(a->d_a, 0.0f, ps.G(m->layout.embed), nullptr, a->logits, a->dec_out,
-                           ps.W(m->layout.embed), rows, c.d_model, c.vocab);
+    Pass ps = forward_stacks(m, bt, {true, true, true, classifier_chunk_rows(m, bt.B * bt.T), 0});
+    const double sum = classifier(ps, true, denom > 0 ? (float)(1.0 / denom) : 0.0f);
     decoder_backward(ps);
     encoder_backward(ps);
-    a->train = false;   // the logits were overwritten by their gradient
+    m->acts->train = false;   // the backward temporaries are spent
+    return mean_loss(sum, bt);
 }
 
 void model_zero_grad(Model* m) {

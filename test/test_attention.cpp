@@ -113,7 +113,7 @@ static bool rows_sum_to_one(const std::vector<float>& p, int rows, int cols, dou
 }
 
 // The teacher-forced pass's log-probability of the hypothesis (from its logits).
-static double teacher_forced_logprob(const Model& m, const std::vector<int>& target) {
+static double teacher_forced_logprob(Model& m, const std::vector<int>& target) {
     std::vector<float> logits;
     model_logits(&m, &logits);
     const int V = m.cfg.vocab;

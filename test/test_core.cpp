@@ -64,7 +64,8 @@ static void compare_case(const std::string& name) {
     std::printf("-- case %s: B=%d S=%d T=%d, %zu parameters\n", name.c_str(), batch.B, batch.S,
                 batch.T, m.layout.total);
     const std::string p = name + ": ";
-    float loss = model_forward(&m, batch, true);
+    model_zero_grad(&m);
+    float loss = model_forward_backward(&m, batch);
     std::vector<float> want_logits = read_f32(f, "out.logits");
     std::vector<float> want_loss = read_f32(f, "out.loss");
     std::vector<float> logits;
@@ -73,8 +74,6 @@ static void compare_case(const std::string& name) {
           logits.size(), want_logits.size());
     check_close((p + "logits").c_str(), logits.data(), want_logits.data(), std::min(logits.size(), want_logits.size()), TOL_LOGITS);
     check_close((p + "loss").c_str(), &loss, want_loss.data(), 1, TOL_LOGITS);
-    model_zero_grad(&m);
-    model_backward(&m, batch);
     const std::vector<float> grads = host_grads(m);
     size_t ref_grads = 0;   // every gradient of the reference must be one of the model's
     for (const TensorEntry& e : f.tensors) ref_grads += e.name.compare(0, 5, "grad.") == 0;
@@ -104,8 +103,7 @@ static void compare_case(const std::string& name) {
     std::vector<float> losses;
     for (int s = 1; s <= (int)want_losses.size(); s++) {
         model_zero_grad(&m);
-        losses.push_back(model_forward(&m, batch, true));
-        model_backward(&m, batch);
+        losses.push_back(model_forward_backward(&m, batch));
         adam_update(&m, learning_rate(m.cfg, m.step + 1, rc.lr_scale, rc.warmup));
     }
     check_close((p + "losses of 10 Adam steps").c_str(), losses.data(), want_losses.data(), losses.size(), TOL_STEPS);
@@ -175,8 +173,8 @@ static void finite_difference_check(const char* label, Config cfg) {
             for (size_t i = 0; i < t.numel; i++) m.params[t.offset + i] += 0.1f * std::sin(1.0f + i + t.offset);
     Batch b = small_batch(cfg.vocab, 3);
     model_zero_grad(&m);
-    loss_at(&m, b, 5);
-    model_backward(&m, b);
+    m.train_forwards = 5;   // loss_at's masks
+    model_forward_backward(&m, b);
     const char* kinds[] = {"embed.weight", "pos_embed.weight", "encoder.layers.0.self_attn.q_proj.weight",
                            "encoder.layers.1.self_attn.v_proj.bias", "encoder.layers.0.norm1.weight",
                            "encoder.layers.1.ffn.fc1.weight", "decoder.layers.0.self_attn.k_proj.weight",
@@ -209,6 +207,59 @@ static void finite_difference_check(const char* label, Config cfg) {
         check(err <= 2e-2 * scale + 1e-4, "%s finite difference %-45s analytic %+.6f numeric %+.6f",
               label, name, an, fd);
     }
+}
+
+// ---------------------------------------------------------------------------------------------
+// The classifier in chunks of rows
+// ---------------------------------------------------------------------------------------------
+// model_forward_backward with the logits cut into chunks of 1, 5 and 7 rows against one chunk
+// (with dropout, so the masks must line up too): the loss, the logits, every gradient, and
+// model_score's log-probabilities. Only summation orders differ (dE is summed chunk by chunk).
+static void classifier_chunks() {
+    Config c = small_config(false, false);
+    c.p_drop = 0.1f;
+    const Batch b = small_batch(c.vocab, 3);
+    struct Out { float loss; std::vector<float> logits, grads, score; };
+    auto run = [&](int chunk_rows) {
+        Model m;
+        model_init(&m, c, 11);
+        m.logit_chunk_rows = chunk_rows;
+        model_zero_grad(&m);
+        Out o;
+        o.loss = model_forward_backward(&m, b);
+        model_logits(&m, &o.logits);
+        o.grads = host_grads(m);
+        model_score(&m, b, &o.score);
+        return o;
+    };
+    const Out whole = run(0);   // 23 words: every row in one chunk
+    const int rows = b.B * b.T;
+    for (int chunk : {1, 5, 7}) {
+        const Out got = run(chunk);
+        const std::string p = "classifier in chunks of " + std::to_string(chunk) + " rows (" +
+                              std::to_string((rows + chunk - 1) / chunk) + " chunks) vs one: ";
+        check_close((p + "loss").c_str(), &got.loss, &whole.loss, 1, 1e-6);
+        check_close((p + "logits").c_str(), got.logits.data(), whole.logits.data(), whole.logits.size(), 1e-6);
+        check_close((p + "every gradient").c_str(), got.grads.data(), whole.grads.data(), whole.grads.size(), 1e-5);
+        check_close((p + "scores").c_str(), got.score.data(), whole.score.data(), whole.score.size(), 1e-6);
+    }
+}
+
+// The paper's base model at its batch (25,000 source + 25,000 target tokens, 37,000 words,
+// bf16): the training arena holds one chunk of logits, not all of them.
+static void classifier_memory() {
+    Config base;
+    config_preset("base", &base);
+    const int B = 1000, L = 25;
+    const size_t chunked = model_arena_bytes(base, B, L, L, 2, true);
+    const size_t whole = model_arena_bytes(base, B, L, L, 2, true, B * L);
+    auto slice = [](size_t bytes) { return (bytes + 63) & ~(size_t)63; };   // the arena's 64-byte slices
+    const size_t chunk_rows = ((size_t)1 << 26) / base.vocab;
+    const size_t saved = slice((size_t)B * L * base.vocab * 2) - slice(chunk_rows * base.vocab * 2);
+    check(whole - chunked == saved,
+          "base model, 25,000 + 25,000 tokens, bf16: training arena %.2f GB with %zu-row logit chunks "
+          "(%.0f MB of logits), %.2f GB with all 25,000 rows' logits (%.2f GB less)",
+          chunked / 1e9, chunk_rows, chunk_rows * base.vocab * 2 / 1e6, whole / 1e9, saved / 1e9);
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -251,8 +302,7 @@ static void dropout_checks() {
 static void train_steps(Model* m, const Batch& b, int steps) {
     for (int i = 0; i < steps; i++) {
         model_zero_grad(m);
-        model_forward(m, b, true);
-        model_backward(m, b);
+        model_forward_backward(m, b);
         adam_update(m, learning_rate(m->cfg, m->step + 1, 1.0, 4));
     }
 }
@@ -372,6 +422,9 @@ int main(int argc, char** argv) {
     Config drop = small_config(false, false);
     drop.p_drop = 0.1f, drop.p_attn_drop = 0.1f, drop.p_relu_drop = 0.1f;
     finite_difference_check("with dropout", drop);
+    std::printf("-- the classifier in chunks\n");
+    classifier_chunks();
+    classifier_memory();
     std::printf("-- dropout\n");
     dropout_checks();
     std::printf("-- checkpoints\n");

@@ -1,7 +1,7 @@
 // test/test_cuda.cpp — the whole model on the GPU against the CPU: a training step (loss, every
-// gradient, 10 Adam steps) in fp32 with dropout on, the bf16 loss curve against fp32 over 200
-// steps, resume bitwise equal to an uninterrupted run, and decoding (the reference cases of
-// test_decode) on the GPU. The ops one by one are test_ops' work (build/test_ops --device cuda).
+// gradient, 10 Adam steps) in fp32 with dropout on, the classifier whole and in chunks, the
+// bf16 loss curve against fp32 over 200 steps, resume bitwise equal to an uninterrupted run,
+// and decoding (the reference cases of test_decode) on the GPU. The ops one by one are test_ops' work (build/test_ops --device cuda).
 //
 //   build/test_cuda [--quick] [REF_DIR]   (make test runs it; make gpu-check also runs it with
 //                                          --quick, 40 steps of the loss curve, under compute-sanitizer)
@@ -68,19 +68,20 @@ static Batch random_batch(const Config& c, int B, uint64_t seed) {
 
 static void train_step(Model* m, const Batch& b, float* loss) {
     model_zero_grad(m);
-    *loss = model_forward(m, b, true);
-    model_backward(m, b);
+    *loss = model_forward_backward(m, b);
     adam_update(m, learning_rate(m->cfg, m->step + 1, 1.0, 10));
 }
 
 // fp32 on the GPU against the CPU: the first step's loss and every gradient, then the losses of
-// 10 Adam steps and the parameters after them.
+// 10 Adam steps and the parameters after them. The pre-LN case cuts the classifier's logits into
+// 13-row chunks on both devices (model_forward_backward), the post-LN one keeps them whole.
 static void training_step_matches_cpu(bool pre_ln) {
-    const char* label = pre_ln ? "pre-LN, learned positions" : "post-LN";
+    const char* label = pre_ln ? "pre-LN, learned positions, logits in 13-row chunks" : "post-LN";
     const Config c = small_config(pre_ln);
     Model cpu, dev;
     dev.backend = gpu("fp32");
     if (!dev.backend) return;
+    cpu.logit_chunk_rows = dev.logit_chunk_rows = pre_ln ? 13 : 0;
     model_init(&cpu, c, 5);
     model_init(&dev, c, 5);
     check(same_bits(host_params(cpu), host_params(dev)), "%s: initial parameters identical on both devices", label);
@@ -89,10 +90,8 @@ static void training_step_matches_cpu(bool pre_ln) {
     check_close((std::string(label) + ": fp32 loss, GPU vs CPU").c_str(), &lg, &lc, 1, 1e-5);
     model_zero_grad(&cpu);
     model_zero_grad(&dev);
-    model_forward(&cpu, b, true);
-    model_forward(&dev, b, true);
-    model_backward(&cpu, b);
-    model_backward(&dev, b);
+    model_forward_backward(&cpu, b);
+    model_forward_backward(&dev, b);
     const std::vector<float> gc = host_grads(cpu), gg = host_grads(dev);
     for (const TensorInfo& t : cpu.layout.tensors) {
         if (t.name.find("k_proj.bias") != std::string::npos) continue;   // exactly 0: noise only

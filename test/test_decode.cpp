@@ -216,9 +216,8 @@ static void copy_task() {
     for (int s = 0; s < steps; s++) {
         Batch b = copy_batch(64, c.vocab);
         model_zero_grad(&m);
-        loss = model_forward(&m, b, true);
+        loss = model_forward_backward(&m, b);
         if (getenv("COPY_VERBOSE") && s % 25 == 0) std::printf("step %d loss %.4f\n", s, loss);
-        model_backward(&m, b);
         adam_update(&m, learning_rate(c, m.step + 1, 0.5, 100));
     }
     std::vector<std::vector<int>> sources, want;

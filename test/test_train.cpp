@@ -247,8 +247,7 @@ static double replay_gradients(Replay& r, int accum) {
     std::vector<float> sum;
     for (size_t i = 0; i < micro.size(); i++) {
         model_zero_grad(&r.m);
-        loss += (double)model_forward(&r.m, micro[i], true) * micro[i].tgt_tokens;
-        model_backward(&r.m, micro[i], labels);
+        loss += (double)model_forward_backward(&r.m, micro[i], labels) * micro[i].tgt_tokens;
         if (micro.size() == 1) break;
         std::vector<float> g = host_grads(r.m);
         if (i == 0) {

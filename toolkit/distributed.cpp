@@ -335,13 +335,13 @@ void DataParallelStep::begin(Model* m, size_t batches) {
     m->train_forwards = forwards0_ + (int64_t)begin_;   // the masks one process would draw
 }
 
-void DataParallelStep::before_backward(size_t i) {
+void DataParallelStep::before_batch(size_t i) {
     if (i > begin_) m_->backend->fill_zero(m_->grads, m_->layout.total * sizeof(float));
 }
 
 // Left fold in batch order: sum = g0, sum += g1, ..., grads = g_last + sum (a float sum is
 // commutative, so the last one equals sum + g_last).
-void DataParallelStep::after_backward(size_t i) {
+void DataParallelStep::after_batch(size_t i) {
     const size_t n = end_ - begin_, j = i - begin_, total = m_->layout.total;
     if (n == 1) return;
     Backend& be = *m_->backend;

@@ -64,10 +64,10 @@ public:
     void begin(Model* m, size_t batches);
     size_t first() const { return begin_; }
     size_t last() const { return end_; }     // one past
-    // Around each of this rank's model_backward calls: each batch's gradient alone, then
-    // folded into the step's sum in batch order.
-    void before_backward(size_t i);
-    void after_backward(size_t i);
+    // Around each of this rank's model_forward_backward calls: each batch's gradient alone,
+    // then folded into the step's sum in batch order.
+    void before_batch(size_t i);
+    void after_batch(size_t i);
     // Sums the gradients (and loss_sum) over the ranks and restores the forward counter to
     // one past the step's last batch; returns the global loss_sum.
     double end(double loss_sum);

@@ -585,10 +585,9 @@ static StepResult train_step(Run& r) {
     r.dp.begin(&r.model, micro.size());   // this rank's batches; one process: all of them
     for (size_t i = r.dp.first(); i < r.dp.last(); i++) {
         const Batch& b = micro[i];
-        loss_sum += (double)model_forward(&r.model, b, true) * b.tgt_tokens;
-        r.dp.before_backward(i);
-        model_backward(&r.model, b, labels);
-        r.dp.after_backward(i);
+        r.dp.before_batch(i);
+        loss_sum += (double)model_forward_backward(&r.model, b, labels) * b.tgt_tokens;
+        r.dp.after_batch(i);
     }
     loss_sum = r.dp.end(loss_sum);         // summed over the ranks (gradients and loss)
     double lr = learning_rate(r.model.cfg, r.model.step + 1, r.opt.lr_scale, r.opt.warmup);
