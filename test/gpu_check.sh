@@ -10,6 +10,13 @@
 #   STAGES="build tests" make gpu-check     (a subset of: build tests sanitize bench train
 #                                            translate; all by default, in that order)
 #   MODEL=runs/default/average.safetensors  (translate this model instead of the 3-minute one)
+#   GPU_CHECK_SECONDS=540 make gpu-check    (a time budget: no step starts after it, a step
+#                                            that would run past it is cut and left for later)
+#   GPU_CHECK_CONTINUE=1 make gpu-check     (the next call: skips the steps an earlier call on
+#                                            this machine finished, as .gpu-check.state says)
+# A device call may run 10 minutes: run `GPU_CHECK_SECONDS=540 LOG_DIR=$OUT make gpu-check`, then
+# the same with GPU_CHECK_CONTINUE=1 while it says steps are left (exit status 3), each call
+# soon after the last (the machine stays warm only briefly; a fresh one starts from the build).
 # Full logs go to $LOG_DIR (a temporary folder when unset), one file per step. The default
 # corpus cannot be built on a machine without Debian's package archive: carry data/corpus
 # (built here by `make data`) with the working tree, or the training step says SKIP.
@@ -19,30 +26,66 @@ mkdir -p "$LOG_DIR"
 JOBS=$(nproc)
 PYTHON=${PYTHON:-python3}
 SUMMARY="$LOG_DIR/summary.txt"
+STATE=.gpu-check.state        # "name<TAB>summary line" of every finished step, across calls
+[ "${GPU_CHECK_CONTINUE:-0}" = 1 ] || : > "$STATE"
 : > "$SUMMARY"
 failed=0
+left=()                       # steps the time budget left for the next call
+START=$(date +%s)
+BUDGET=${GPU_CHECK_SECONDS:-0}
 STEP_TIMEOUT=${STEP_TIMEOUT:-1800}   # seconds one step may take (a hung kernel ends there)
 STAGES=${STAGES:-build tests sanitize bench train translate}
 want() { [[ " $STAGES " == *" $1 "* ]]; }   # want STAGE: is it among those asked for?
 
+# finished_before NAME: an earlier call finished it (its summary line is carried over).
+finished_before() {
+    local line
+    line=$(awk -F'\t' -v n="$1" '$1 == n { print $2 }' "$STATE" | tail -n 1)
+    [ -n "$line" ] || return 1
+    echo "=== $1: finished in an earlier call"
+    echo "$line" >> "$SUMMARY"
+    [[ "$line" != *" FAIL "* ]] || failed=$((failed + 1))
+}
+
+# record NAME LINE: the step's summary line, in this call's summary and in the state.
+record() {
+    echo "$2" >> "$SUMMARY"
+    printf '%s\t%s\n' "$1" "$2" >> "$STATE"
+}
+
 # step NAME COMMAND...: runs it with its output in $LOG_DIR/NAME.log; records status, time and
 # the line that says what it measured (a test's closing line, a benchmark's result line).
 step() {
-    local name=$1 start status line
+    local name=$1 start status line limit=$STEP_TIMEOUT cut=0
     shift
+    finished_before "$name" && return 0
+    if [ "$BUDGET" -gt 0 ]; then
+        local remaining=$(( BUDGET - ($(date +%s) - START) ))
+        if [ "$remaining" -lt 20 ]; then
+            echo "=== $name: not started (GPU_CHECK_SECONDS=$BUDGET spent)"
+            left+=("$name")
+            return 0
+        fi
+        [ "$remaining" -lt "$limit" ] && limit=$remaining && cut=1
+    fi
     echo "=== $name: $*"
     start=$(date +%s)
-    timeout "$STEP_TIMEOUT" "$@" > "$LOG_DIR/$name.log" 2>&1
+    timeout "$limit" "$@" > "$LOG_DIR/$name.log" 2>&1
     status=$?
+    if [ "$status" -eq 124 ] && [ "$cut" -eq 1 ]; then
+        echo "=== $name: cut at the budget after $(( $(date +%s) - start )) s; left for the next call"
+        left+=("$name")
+        return 0
+    fi
     line=$(grep -E '(passed, [0-9]+ failed|^ours |^torch |^SKIP|ERROR SUMMARY|BLEU =|identical|lines differ|^real)' "$LOG_DIR/$name.log" | tail -n 1)
     tail -n 3 "$LOG_DIR/$name.log"
     if grep -q '^SKIP' "$LOG_DIR/$name.log" && ! grep -qE '[1-9][0-9]* passed' "$LOG_DIR/$name.log"; then
-        printf '%-22s %-5s %5ss  %s\n' "$name" SKIP $(( $(date +%s) - start )) "$line" >> "$SUMMARY"
+        record "$name" "$(printf '%-22s %-5s %5ss  %s' "$name" SKIP $(( $(date +%s) - start )) "$line")"
         return 0
     fi
     [ "$status" -eq 0 ] || failed=$((failed + 1))
-    printf '%-22s %-5s %5ss  %s\n' "$name" "$([ "$status" -eq 0 ] && echo ok || echo FAIL)" \
-        $(( $(date +%s) - start )) "$line" >> "$SUMMARY"
+    record "$name" "$(printf '%-22s %-5s %5ss  %s' "$name" "$([ "$status" -eq 0 ] && echo ok || echo FAIL)" \
+        $(( $(date +%s) - start )) "$line")"
 }
 
 skip() {   # skip NAME REASON
@@ -117,4 +160,8 @@ echo
 echo "gpu-check summary ($(nvidia-smi --query-gpu=name --format=csv,noheader 2> /dev/null | head -n 1); logs in $LOG_DIR):"
 cat "$SUMMARY"
 echo "gpu-check: $failed step(s) failed"
+if [ "${#left[@]}" -gt 0 ]; then
+    echo "gpu-check: ${#left[@]} step(s) left for the next call (GPU_CHECK_CONTINUE=1): ${left[*]}"
+    exit 3
+fi
 [ "$failed" -eq 0 ]
