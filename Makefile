@@ -10,6 +10,7 @@
 #   make gpu-check        on a GPU machine: build, GPU tests, sanitizers, GPU benchmark, 3-min train
 #   make bench-decode     decoding speed, ours vs PyTorch
 #   make bench-translate  the same on the real test set with the trained model, and BLEU
+#                         (DEVICE=cuda: on the GPU, and a synthetic base-model batch)
 #   make bench-split-long ./translate --split-long on one line of 50k/100k/200k words
 #   make bench-serve      ./translate --serve: lines/s and latency, 1/8/32 clients, vs stdin mode
 #   make bench-bpe        BPE learn/encode speed, ours vs SentencePiece
@@ -260,9 +261,10 @@ bench: $(BUILD)/bench_train $(BUILD)/fp32_peak
 bench-decode: $(BUILD)/bench_decode $(BUILD)/fp32_peak
 	@BUILD=$(BUILD) sh bench/bench.sh decode $(BUILD)
 
-# the real test set with a trained model (MODEL=..., default runs/default/average.safetensors)
+# the real test set with a trained model (MODEL=..., default runs/default/average.safetensors);
+# DEVICE=cuda: on the GPU, with a synthetic base-model batch first (bench/bench_translate_gpu.sh)
 bench-translate: $(BUILD)/bench_decode $(BUILD)/fp32_peak $(BIN)/bpe $(BIN)/bleu
-	@BUILD=$(BUILD) bash bench/bench_translate.sh $(MODEL)
+	@BUILD=$(BUILD) bash bench/$(if $(filter cuda,$(DEVICE)),bench_translate_gpu.sh,bench_translate.sh) $(MODEL)
 
 # The one command for a machine with a GPU: clean sm_90 build, GPU tests, compute-sanitizer,
 # the GPU benchmark and a 3-minute ./train; logs in $(LOG_DIR) when set (test/gpu_check.sh).

@@ -3,7 +3,8 @@
 
 Converts our checkpoint (safetensors, tensor names as in DESIGN.md "Checkpoints", config JSON
 in __metadata__["config"]) to CTranslate2 models, int8 and float32, in a temporary folder,
-then decodes lines of token ids with CTranslate2 on the CPU, greedy and beam 4, and times it.
+then decodes lines of token ids with CTranslate2 on the CPU (or, --device cuda --types
+float16,bfloat16, on the GPU: bench/bench_translate_gpu.sh), greedy and beam 4, and times it.
 Needs only numpy and the ctranslate2 wheel (no torch); install it once with
 
     python3 -m pip install ctranslate2        # CPU wheel with its own oneDNN / OpenMP
@@ -69,7 +70,7 @@ PAD, UNK, BOS, EOS = 0, 1, 2, 3
 SPECIALS = ["<pad>", "<unk>", "<s>", "</s>"]
 POS_ROWS = 1100          # rows of the position table (sources up to ~1000 tokens + 50)
 LN_EPS = 1e-5
-QUANTIZATIONS = ("int8", "float32")
+QUANTIZATIONS = ("int8", "float32", "float16", "bfloat16")   # float16, bfloat16: on the GPU
 
 
 # ----------------------------------------------------------------------------------------------
@@ -330,6 +331,8 @@ def main():
                     help="only check that CTranslate2 runs at its best here (see the header)")
     ap.add_argument("--output", help="write hypotheses (ids) to OUTPUT.<greedy|beamK>.<type>")
     ap.add_argument("--threads", type=int, default=2, help="CT2 intra_threads (default 2)")
+    ap.add_argument("--device", choices=["cpu", "cuda"], default="cpu",
+                    help="where CTranslate2 decodes (cuda: with --types float16,bfloat16,float32)")
     ap.add_argument("--batch", type=int, default=100, help="sentences per batch (default 100)")
     ap.add_argument("--beam", type=int, default=4, help="beam size of the beam run (default 4)")
     ap.add_argument("--alpha", type=float, default=0.6, help="length penalty (default 0.6)")
@@ -353,8 +356,8 @@ def main():
     beams = [{"greedy": 1, "beam": args.beam}[m] for m in args.modes.split(",") if m]
 
     srcs = read_sources(args.input)
-    print(f"# ctranslate2 {ctranslate2.__version__}, cpu compute types "
-          f"{sorted(ctranslate2.get_supported_compute_types('cpu'))}, intra_threads "
+    print(f"# ctranslate2 {ctranslate2.__version__}, {args.device} compute types "
+          f"{sorted(ctranslate2.get_supported_compute_types(args.device))}, intra_threads "
           f"{args.threads}, inter_threads 1, {len(srcs)} sentences, batch {args.batch}",
           flush=True)
     with tempfile.TemporaryDirectory(prefix="ct2-") as tmp:
@@ -366,7 +369,7 @@ def main():
             print(f"# converted {args.weights} -> {q} in {time.perf_counter() - t0:.1f} s "
                   f"(d_model {int(cfg['d_model'])}, {int(cfg['n_enc'])}+{int(cfg['n_dec'])} "
                   f"layers, vocab {int(cfg['vocab'])})", flush=True)
-            translator = ctranslate2.Translator(model_dir, device="cpu", compute_type="default",
+            translator = ctranslate2.Translator(model_dir, device=args.device, compute_type="default",
                                                 inter_threads=1, intra_threads=args.threads)
             for beam in beams:
                 label = "greedy" if beam == 1 else f"beam{beam}"

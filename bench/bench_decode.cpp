@@ -2,11 +2,12 @@
 // bench/bench.sh decode and bench/bench_translate.sh run it beside bench/bench_torch.py decode
 // (same config, same weights, same token ids).
 //
-//   build/bench_decode [--model FILE] [--input IDS] [--output PREFIX] [--precision fp32|int8]
-// Without --input: 200 source sentences of 20 tokens (19 + </s>) in one batch, every
-// hypothesis forced to exactly 20 output tokens (</s> is never chosen, as in bench_torch.py),
-// greedy and beam 4, the median of --repeats runs. Without --model: the small config with
-// random weights.
+//   build/bench_decode [--model FILE | --config NAME] [--input IDS] [--output PREFIX]
+//                      [--device cpu|cuda] [--precision fp32|int8|bf16]
+// Without --input: 200 source sentences of 20 tokens (19 + </s>) in one batch (--sentences,
+// --length), every hypothesis forced to exactly as many output tokens (</s> is never chosen,
+// as in bench_torch.py), greedy and beam 4, the median of --repeats runs. Without --model: the
+// --config preset (default small) with random weights.
 // With --input (lines of token ids, e.g. from `bpe encode`): the real thing, as ./translate
 // does it: sorted by length, batches of --batch-tokens padded source tokens, max length
 // a * len + b; one timed run; --output writes the hypotheses (ids) to PREFIX.greedy and
@@ -70,10 +71,11 @@ static double milliseconds_since(std::chrono::steady_clock::time_point t0) {
 }
 
 int main(int argc, char** argv) {
-    std::string model_path, input, output, precision = "fp32", device = "cpu";
+    std::string model_path, input, output, precision = "fp32", device = "cpu", config = "small";
     int sentences = 200, length = 20, repeats = 3, batch_tokens = 4000;
     Options o("bench_decode", "Times batched greedy and beam-4 decoding.");
-    o.add("--model", &model_path, "checkpoint (default: small config, random weights)", "FILE");
+    o.add("--model", &model_path, "checkpoint (default: the --config preset, random weights)", "FILE");
+    o.add("--config", &config, "without --model: tiny, small, base or big, random weights", "NAME");
     o.add("--input", &input, "lines of source token ids (default: synthetic, forced length)", "FILE");
     o.add("--output", &output, "with --input: write hypotheses to PREFIX.greedy, PREFIX.beam4", "PREFIX");
     o.add("--precision", &precision, "fp32, int8 (CPU) or bf16 (GPU)", "fp32|int8|bf16");
@@ -91,7 +93,7 @@ int main(int argc, char** argv) {
         if (!checkpoint_load(&m, model_path, nullptr, &err, false)) { std::fprintf(stderr, "%s\n", err.c_str()); return 1; }
     } else {
         Config c;
-        config_preset("small", &c);
+        if (!config_preset(config, &c)) { std::fprintf(stderr, "bench_decode: unknown --config %s\n", config.c_str()); return 2; }
         model_init(&m, c, 1);
     }
     if (precision == "int8" && !model_quantize(&m, &err)) { std::fprintf(stderr, "%s\n", err.c_str()); return 1; }
@@ -123,9 +125,9 @@ int main(int argc, char** argv) {
         const double med = ms[ms.size() / 2];
         size_t tokens = 0;
         for (const auto& h : hyps) tokens += h[0].tokens.size();
-        std::printf("ours decode %s tokens_per_s=%.0f ms=%.1f sentences_per_s=%.1f  # %s, %zu sentences, %zu output tokens\n",
+        std::printf("ours decode %s tokens_per_s=%.0f ms=%.1f sentences_per_s=%.1f  # %s, %zu sentences, %zu output tokens, %s\n",
                     label, tokens / (med / 1000), med, sources.size() / (med / 1000), precision.c_str(),
-                    sources.size(), tokens);
+                    sources.size(), tokens, m.backend->describe().c_str());
         std::fflush(stdout);
     }
     return 0;

@@ -29,6 +29,9 @@ decode: "small" config, random init: 200 source sentences of 20 tokens (19 + </s
         JSON in __metadata__["config"]); --input FILE decodes lines of token ids instead
         (no forced length; max length a*len+b), --batch N in batches of N sentences sorted
         by length, --output F writes the hypotheses (ids) to F.greedy and F.beam4.
+        --device cuda (make bench-decode-gpu): the same decoders on the GPU (every tensor they
+        make is put there by torch.set_default_device), --precision bf16 under bf16 autocast;
+        --config picks the random-weights model, --sentences and --length the synthetic batch.
 """
 import argparse
 import os
@@ -212,34 +215,51 @@ def timed(fn):
     return out, 1000.0 * (time.perf_counter() - t0)
 
 
-def run_decode(args):
-    print_environment()
+def decode_model(args):
+    """The checkpoint, or the --config preset with random weights, on args.device."""
     if args.weights:
-        model = load_checkpoint(args.weights)
+        return load_checkpoint(args.weights).to(args.device)
+    torch.manual_seed(0)
+    model = R.Transformer(model_config(args.config))   # made on the CPU: the same weights on either device
+    R.init_params(model)
+    return model.to(args.device).eval()
+
+
+def run_decode(args):
+    if args.device == "cuda":
+        gpu_environment()
     else:
-        torch.manual_seed(0)
-        model = R.Transformer(model_config("small"))
-        R.init_params(model)
-        model.eval()
+        print_environment()
+    model = decode_model(args)
+    if args.device == "cuda":
+        torch.set_default_device("cuda")   # the decoders' own tensors (ids, scores, caches)
     vocab = model.cfg["vocab"]
     if args.input:
         srcs, force = read_sources(args.input), None
     else:
-        gen = torch.Generator().manual_seed(1)
-        srcs = [torch.randint(4, vocab, (DEC_LEN - 1,), generator=gen).tolist() + [R.EOS]
-                for _ in range(DEC_SENTS)]
-        force = DEC_LEN
+        gen = torch.Generator(device="cpu").manual_seed(1)
+        srcs = [torch.randint(4, vocab, (args.length - 1,), generator=gen, device="cpu").tolist() + [R.EOS]
+                for _ in range(args.sentences)]
+        force = args.length
     a, b = args.max_len_a, args.max_len_b
-    R.greedy_fast(model, srcs[:8], a, b, force)  # warm-up
-    greedy, ms_g = timed(lambda: in_batches(
-        lambda s: R.greedy_fast(model, s, a, b, force), srcs, args.batch))
-    beam, ms_b = timed(lambda: in_batches(
-        lambda s: R.beam_fast(model, s, args.beam, args.alpha, a, b, force), srcs, args.batch))
+    bf16 = args.precision == "bf16"
+
+    def run(decoder):
+        with torch.autocast(args.device, dtype=torch.bfloat16, enabled=bf16):
+            out = in_batches(decoder, srcs, args.batch)
+        if args.device == "cuda":
+            torch.cuda.synchronize()
+        return out
+
+    timed(lambda: in_batches(lambda s: R.greedy_fast(model, s, a, b, force), srcs[:8], 0))  # warm-up
+    greedy, ms_g = timed(lambda: run(lambda s: R.greedy_fast(model, s, a, b, force)))
+    beam, ms_b = timed(lambda: run(lambda s: R.beam_fast(model, s, args.beam, args.alpha, a, b, force)))
+    where = f"{torch.cuda.get_device_name()}, {args.precision}" if args.device == "cuda" else "cpu, fp32"
     for label, outs, ms in (("greedy", greedy, ms_g), (f"beam{args.beam}", beam, ms_b)):
         n_tok = sum(len(o[0]) for o in outs)
         print(f"torch decode {label} tokens_per_s={n_tok / ms * 1000:.0f} ms={ms:.1f}"
               f" sentences_per_s={len(srcs) / ms * 1000:.1f}"
-              f"  # {len(srcs)} sentences, {n_tok} output tokens", flush=True)
+              f"  # {len(srcs)} sentences, {n_tok} output tokens, {where}", flush=True)
         if args.output:
             with open(f"{args.output}.{label}", "w") as f:
                 for o in outs:
@@ -270,7 +290,16 @@ def main():
                     help="train: timed steps after 2 warm-up steps (default 5; base 3)")
     ap.add_argument("--threads", type=int, default=2, help="torch threads (default 2)")
     ap.add_argument("--device", choices=["cpu", "cuda"], default="cpu",
-                    help="train: cuda times eager bf16 autocast and torch.compile on the GPU")
+                    help="train: cuda times eager bf16 autocast and torch.compile on the GPU; "
+                    "decode: the decoders on the GPU")
+    ap.add_argument("--precision", choices=["fp32", "bf16"], default="fp32",
+                    help="decode on cuda: bf16 runs under bf16 autocast")
+    ap.add_argument("--config", default="small", choices=list(CONFIGS),
+                    help="decode without --weights: the random-weights model (default small)")
+    ap.add_argument("--sentences", type=int, default=DEC_SENTS,
+                    help=f"decode, synthetic: source sentences (default {DEC_SENTS})")
+    ap.add_argument("--length", type=int, default=DEC_LEN,
+                    help=f"decode, synthetic: source tokens incl. </s> and forced output tokens (default {DEC_LEN})")
     ap.add_argument("--tokens", type=int, default=25000,
                     help="train on cuda: source (and target) tokens a step (default 25000)")
     ap.add_argument("--weights", help="decode: checkpoint .safetensors (default: random small)")

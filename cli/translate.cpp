@@ -104,13 +104,19 @@ private:
 // proportion to the beam, and past ~10 beams BLEU stops improving (it usually drops: the
 // "beam search curse"); 64 still admits wide n-best lists at 16x the default beam's cost.
 constexpr int kMaxBeam = 64;
+// --batch-tokens' defaults: on the CPU a batch's rows already keep the cores busy; a GPU needs
+// thousands of rows a step to fill its multiprocessors (16,000 source tokens: about 500
+// sentences, 2,000 rows at beam 4; the base model's cache for them is about 2 GB in bf16).
+// The GPU figure is reasoned, not yet measured: make gpu-check's decoding benchmark times it.
+constexpr int kCpuBatchTokens = 4000;
+constexpr int kGpuBatchTokens = 16000;
 // ./translate --version.
 constexpr const char* kVersion = "1.1";
 
 struct TranslateOptions {
     std::string model = "runs/default/average.safetensors";
     DecodeOptions decode;
-    int batch_tokens = 4000;
+    int batch_tokens = 0;       // 0: the device's default (kCpuBatchTokens, kGpuBatchTokens)
     int max_input_tokens = 0;   // 0: the model's limit (learned positions) or 1024
     bool replace_invalid = false;
     bool split_long = false;
@@ -325,6 +331,8 @@ static bool load(Translator* t) {
         std::fprintf(stderr, "translate: %s\n", err.c_str());
         return false;
     }
+    if (t->opt.batch_tokens == 0)
+        t->opt.batch_tokens = t->model.backend->device() == Device::CUDA ? kGpuBatchTokens : kCpuBatchTokens;
     if (!checkpoint_load(&t->model, t->opt.model, &meta, &err, false)) {
         std::fprintf(stderr, "translate: %s\n", err.c_str());
         if (t->opt.model == TranslateOptions().model)
@@ -461,7 +469,15 @@ static bool parse_options(int argc, char** argv, TranslateOptions* op, int* stat
     opts.add("--max-len-a", &o.decode.max_len_a, "max output length = a * source length + b", in_range(0, 10));
     opts.add("--max-len-b", &o.decode.max_len_b, "max output length = a * source length + b", in_range(0, 10000));
     opts.add("--nbest", &o.decode.nbest, "hypotheses per line, with scores (<= beam)", in_range(1, kMaxBeam));
-    opts.add("--batch-tokens", &o.batch_tokens, "padded source tokens per batch", at_least(1));
+    opts.add_custom("--batch-tokens", "INT", "padded source tokens per batch, >= 1",
+                    [&o] { return o.batch_tokens > 0 ? std::to_string(o.batch_tokens) : "4000 on the CPU, 16000 on the GPU"; },
+                    [&o](const std::string& s) {
+                        char* end = nullptr;
+                        const long v = std::strtol(s.c_str(), &end, 10);
+                        if (s.empty() || *end || v < 1 || v > 1 << 30) return false;
+                        o.batch_tokens = (int)v;
+                        return true;
+                    });
     opts.add_choice("--device", &o.device, {"auto", "cpu", "cuda"}, "auto: the GPU when one is present");
     opts.add_choice("--precision", &o.precision, {"fp32", "bf16", "int8"},
                     "fp32: the reference's numerics (the CPU default); bf16: the GPU default; int8: "

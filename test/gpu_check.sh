@@ -155,6 +155,9 @@ if want translate && [ -f "$M" ] && [ -f data/corpus/default/test.en ]; then
 elif want translate; then
     skip translate "no model at $M, or no data/corpus/default"
 fi
+# Decoding speed on the GPU: a synthetic base-model batch, then the test set with the model above
+# (ours vs PyTorch and CTranslate2 on the same GPU).
+want translate && step bench-decode bash bench/bench_translate_gpu.sh "$M"
 
 echo
 echo "gpu-check summary ($(nvidia-smi --query-gpu=name --format=csv,noheader 2> /dev/null | head -n 1); logs in $LOG_DIR):"

@@ -1,0 +1,123 @@
+#!/bin/bash
+# bench/bench_translate_gpu.sh [MODEL] — decoding on the GPU (make bench-translate DEVICE=cuda;
+# make gpu-check runs it): ours against test/reference.py's batched, cached PyTorch decoder on
+# the same GPU in the same run, and against CTranslate2 on the same GPU when its wheel runs
+# there; greedy and beam 4; sentences/s, output tokens/s and the ratio to PyTorch.
+#   1. A synthetic base-model batch: 128 source sentences of 25 tokens, random weights, every
+#      hypothesis forced to 25 output tokens (</s> never chosen, on both sides), the median of
+#      3 runs: ours bf16 and fp32 (build/bench_decode --config base), PyTorch fp32 and under
+#      bf16 autocast (bench/bench_torch.py decode --config base). Target (issue 11): ours bf16,
+#      beam 4, >= 60,000 output tokens/s on an H100.
+#   2. The real test set with a trained model (MODEL, default runs/default/average.safetensors,
+#      and its vocab.bpe; skipped when absent): as ./translate decodes it (sorted by length,
+#      --batch-tokens BATCH_TOKENS, default 16000, max length len + 50), ours bf16 and fp32,
+#      PyTorch fp32 (batches of 100 sentences), CTranslate2 float16 and bfloat16 (batches of
+#      100), each with its BLEU against the reference translations.
+# CTranslate2's PyPI wheel loads CUDA 12's cuBLAS (libcublas.so.12) at its first product; where
+# that library is missing its rows say so. PYTHON: the interpreter with a CUDA PyTorch
+# (default python3), CT2_PYTHON the one with ctranslate2 (default python3).
+# Without a GPU it prints SKIP and why, and exits 0.
+set -u
+MODEL=${1:-runs/default/average.safetensors}
+VOCAB=${VOCAB:-$(dirname "$MODEL")/vocab.bpe}
+DATA=${DATA:-data/corpus/default}
+BUILD=${BUILD:-build}
+PY=${PYTHON:-python3}
+CT2=${CT2_PYTHON:-python3}
+BATCH_TOKENS=${BATCH_TOKENS:-16000}
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+value() { echo "$1" | tr ' ' '\n' | sed -n "s/^$2=//p"; }
+ratio() { [ -n "$1" ] && [ -n "$2" ] && awk "BEGIN { printf \"%.2fx\", $1 / $2 }" || echo "no ratio"; }
+row() { printf '%-7s | %-24s | %12s %10s | %9s | %s\n' "$@"; }
+
+if ! nvidia-smi > /dev/null 2>&1; then
+    echo "SKIP bench_translate_gpu: no GPU (nvidia-smi does not answer)"
+    exit 0
+fi
+echo "# GPU: $(nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader | head -n 1)"
+torch_ok=1
+$PY -c 'import torch, sys; sys.exit(0 if torch.cuda.is_available() else 1)' 2> /dev/null || torch_ok=0
+[ $torch_ok = 1 ] || echo "# PyTorch: $PY has no CUDA PyTorch: its rows are not run"
+
+# ---- 1. the synthetic base-model batch
+synthetic="--config base --sentences 128 --length 25"
+for p in bf16 fp32; do
+    "$BUILD/bench_decode" --device cuda --precision $p $synthetic --repeats 3 > "$tmp/ours-$p.syn" 2>&1 ||
+        echo "# ours $p failed: $(tail -n 1 "$tmp/ours-$p.syn")"
+done
+if [ $torch_ok = 1 ]; then
+    for p in fp32 bf16; do
+        $PY bench/bench_torch.py decode --device cuda --precision $p $synthetic > "$tmp/torch-$p.syn" 2>&1 ||
+            echo "# PyTorch $p failed: $(tail -n 1 "$tmp/torch-$p.syn")"
+    done
+fi
+echo
+echo "base model, random weights, 128 sentences x 25 tokens, 25 output tokens each (forced):"
+row search decoder sentences/s tokens/s "vs PyTorch" ""
+for k in greedy beam4; do
+    base=$(value "$(grep -h "^torch decode $k " "$tmp/torch-fp32.syn" 2> /dev/null)" tokens_per_s)
+    for side in torch-fp32 torch-bf16 ours-fp32 ours-bf16; do
+        line=$(grep -h "decode $k " "$tmp/$side.syn" 2> /dev/null)
+        case $side in torch-fp32) name="PyTorch fp32" ;; torch-bf16) name="PyTorch bf16 autocast" ;;
+                      *) name="ours ${side#ours-}" ;; esac
+        [ -n "$line" ] || { row $k "$name" - - - "not run"; continue; }
+        t=$(value "$line" tokens_per_s)
+        row $k "$name" "$(value "$line" sentences_per_s)" "$t" "$(ratio "$t" "$base")" ""
+    done
+done
+ours_beam=$(value "$(grep -h "decode beam4 " "$tmp/ours-bf16.syn" 2> /dev/null)" tokens_per_s)
+torch_beam=$(value "$(grep -h "^torch decode beam4 " "$tmp/torch-fp32.syn" 2> /dev/null)" tokens_per_s)
+summary="ours decode base batch 128 beam 4 bf16: ${ours_beam:-not run} tokens/s (target 60000), $(ratio "$ours_beam" "$torch_beam") PyTorch fp32"
+trap 'rm -rf "$tmp"; echo; echo "$summary"' EXIT
+
+# ---- 2. the real test set
+echo
+for f in "$MODEL" "$VOCAB" "$DATA/test.en" "$DATA/test.es"; do
+    [ -f "$f" ] || { echo "# the real test set: not run, $f not found (train first, or MODEL=...)"; exit 0; }
+done
+bleu() { ./bpe decode --vocab "$VOCAB" < "$1" | ./bleu "$DATA/test.es" --score-only; }
+./bpe encode --vocab "$VOCAB" < "$DATA/test.en" > "$tmp/src.ids"
+echo "$MODEL on $(wc -l < "$tmp/src.ids") test sentences (ours: --batch-tokens $BATCH_TOKENS):"
+for p in bf16 fp32; do
+    "$BUILD/bench_decode" --device cuda --precision $p --model "$MODEL" --input "$tmp/src.ids" \
+        --batch-tokens "$BATCH_TOKENS" --output "$tmp/ours-$p" > "$tmp/ours-$p.txt" 2>&1 ||
+        echo "# ours $p failed: $(tail -n 1 "$tmp/ours-$p.txt")"
+done
+[ $torch_ok = 1 ] && $PY bench/bench_torch.py decode --device cuda --weights "$MODEL" --input "$tmp/src.ids" \
+    --batch 100 --output "$tmp/torch" > "$tmp/torch.txt" 2>&1
+if $CT2 -c 'import ctranslate2' 2> /dev/null; then
+    $CT2 bench/bench_ct2.py --device cuda --types float16,bfloat16 --input "$tmp/src.ids" --weights "$MODEL" \
+        --output "$tmp/ct2" > "$tmp/ct2.txt" 2>&1
+    ct2_why=$(grep -v '^#' "$tmp/ct2.txt" | grep -v '^ct2 decode' | tail -n 1)
+else
+    ct2_why="$CT2 cannot import ctranslate2 (carry its wheel: pip download ctranslate2; it needs libcublas.so.12)"
+fi
+row search decoder sentences/s tokens/s "vs PyTorch" BLEU
+for k in greedy beam4; do
+    base=$(value "$(grep -h "^torch decode $k " "$tmp/torch.txt" 2> /dev/null)" sentences_per_s)
+    for side in torch ct2-float16 ct2-bfloat16 ours-fp32 ours-bf16; do
+        case $side in
+            torch) line=$(grep -h "^torch decode $k " "$tmp/torch.txt" 2> /dev/null); name="PyTorch fp32"
+                   out="$tmp/torch.$k" ;;
+            ct2-*) line=$(grep -h "^ct2 decode $k ${side#ct2-} " "$tmp/ct2.txt" 2> /dev/null)
+                   name="CTranslate2 ${side#ct2-}"; out="$tmp/ct2.$k.${side#ct2-}" ;;
+            *) line=$(grep -h "decode $k " "$tmp/$side.txt" 2> /dev/null); name="ours ${side#ours-}"
+               out="$tmp/$side.$k" ;;
+        esac
+        if [ -z "$line" ]; then
+            why="not run"
+            [ "${side%%-*}" = ct2 ] && why="not run: ${ct2_why:-see its log}"
+            [ $side = torch ] && why="not run: $(tail -n 1 "$tmp/torch.txt" 2> /dev/null)"
+            row $k "$name" - - - "$why"
+            continue
+        fi
+        s=$(value "$line" sentences_per_s)
+        row $k "$name" "$s" "$(value "$line" tokens_per_s)" "$(ratio "$s" "$base")" "$(bleu "$out")"
+    done
+    if [ -f "$tmp/torch.$k" ] && [ -f "$tmp/ours-fp32.$k" ]; then
+        n=$(paste -d'\n' "$tmp/torch.$k" "$tmp/ours-fp32.$k" | paste - - | awk -F'\t' '$1 != $2' | wc -l)
+        echo "#   $k: ours fp32 on the GPU vs PyTorch fp32: $n of $(wc -l < "$tmp/src.ids") lines differ"
+    fi
+done
+exit 0
