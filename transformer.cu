@@ -872,8 +872,9 @@ public:
         void* p = nullptr;
         cudaError_t e = cudaMalloc(&p, bytes);
         if (e != cudaSuccess) {
-            std::fprintf(stderr, "CUDA: cannot allocate %.1f MB of GPU memory (%s)\n", bytes / 1e6,
-                         cudaGetErrorString(e));
+            std::fprintf(stderr, "CUDA: cannot allocate %.1f MB of GPU memory (%s; %.1f MB held already): lower "
+                         "./train --max-tokens (with --accum for the same step) or ./translate --batch-tokens (or --beam)\n",
+                         bytes / 1e6, cudaGetErrorString(e), in_use_ / 1e6);
             cuda_check(e, "cudaMalloc", __FILE__, __LINE__);
         }
         sizes_[p] = bytes;
