@@ -130,7 +130,7 @@ $(BUILD)/%.o: %.cpp $(FLAGS_STAMP)
 
 # The CUDA backend: a shared library the programs load only on a machine with a GPU
 # (model/backend.cpp), so that a CPU run never maps cuBLASLt.
-$(BUILD)/libtransformer_cuda.so: transformer.cu transformer.h numerics.h $(FLAGS_STAMP)
+$(BUILD)/libtransformer_cuda.so: transformer.cu transformer.h numerics.h model/search.h $(FLAGS_STAMP)
 	@mkdir -p $(dir $@)
 	$(NVCC) $(NVCCFLAGS) -shared $< -o $@ -L$(CUDA_HOME)/lib64 -Xlinker -rpath=$(CUDA_HOME)/lib64 -lcublasLt
 
@@ -156,7 +156,7 @@ $(EMU_BUILD)/%_emu.cpp: %.cu Makefile
 	$(EMU_REWRITE) $< > $@.tmp
 	@! grep -nE '^([^/]|/[^/])*(<<<|extern __shared__)' $@.tmp || { echo "$@: a launch or extern __shared__ the emulator build cannot rewrite"; rm -f $@.tmp; exit 1; }
 	mv $@.tmp $@
-$(EMU_LIB): $(EMU_BUILD)/transformer_emu.cpp test/cuda_emulator/emulator.cpp test/cuda_emulator/emulator.h transformer.h numerics.h
+$(EMU_LIB): $(EMU_BUILD)/transformer_emu.cpp test/cuda_emulator/emulator.cpp test/cuda_emulator/emulator.h transformer.h numerics.h model/search.h
 	$(CXX) $(EMU_FLAGS) -shared $(EMU_BUILD)/transformer_emu.cpp test/cuda_emulator/emulator.cpp -o $@ -ldl -pthread
 # The emulator checked on its own (kernels with known results, limits, the faults it stops on).
 $(BUILD)/test_emulator: $(EMU_BUILD)/test/cuda_emulator/test_emulator_emu.cpp test/cuda_emulator/emulator.cpp test/cuda_emulator/emulator.h test/check.h

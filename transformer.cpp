@@ -21,6 +21,7 @@
 
 #include "cpu/gemm.h"
 #include "cpu/gemm_int8.h"
+#include "model/search.h"
 #include "transformer.h"
 
 #ifdef _OPENMP
@@ -719,6 +720,24 @@ void logsoftmax_sample(int* tokens, float* logp, const float* uniform, const flo
 }
 
 // ============================================================================================
+// §6.1 Machine Translation: beam search's bookkeeping (model/search.h), every sentence at once
+// ============================================================================================
+// Each sentence selects from its own rows (in parallel), then the next step's rows are laid out
+// sentence by sentence.
+void search_select(const SearchState& st, const int* cand_token, const float* cand_logp,
+                   const int* forced, const float* forced_logp, int t) {
+#pragma omp parallel for schedule(dynamic, 8)
+    for (int s = 0; s < st.B; s++)
+        search_select_sentence(st, s, cand_token, cand_logp, forced, forced_logp, t);
+    int offset = 0;
+    for (int s = 0; s < st.B; s++) {
+        search_emit(st, s, offset, t);
+        offset += st.next_n[s];
+    }
+    *st.count = offset;
+}
+
+// ============================================================================================
 // §5.3 Optimizer: Adam, PyTorch's formulation: m = b1 m + (1-b1) g; v = b2 v + (1-b2) g^2;
 // p -= lr / (1 - b1^t) * m / (sqrt(v) / sqrt(1 - b2^t) + eps). Gradient norm for clipping.
 // ============================================================================================
@@ -915,6 +934,10 @@ public:
     void logsoftmax_sample(int* tokens, float* logp, const float* uniform, const floatX* logits,
                            int rows, int V, int ld, float temperature, int topk, float topp) override {
         cpu::logsoftmax_sample(tokens, logp, uniform, F(logits), rows, V, ld, temperature, topk, topp);
+    }
+    void search_select(const SearchState& st, const int* cand_token, const float* cand_logp,
+                       const int* forced, const float* forced_logp, int /*n*/, int t) override {
+        cpu::search_select(st, cand_token, cand_logp, forced, forced_logp, t);
     }
 
     double global_norm(const float* g, size_t n) override { return cpu::global_norm(g, n); }

@@ -29,6 +29,7 @@
 #include <cub/cub.cuh>
 
 #include "transformer.h"
+#include "model/search.h"
 
 // ---------------------------------------------------------------------------------------------
 // Errors: the call, file and line, and for out-of-memory the option to lower.
@@ -37,8 +38,8 @@ static void cuda_check(cudaError_t e, const char* call, const char* file, int li
     if (e == cudaSuccess) return;
     std::fprintf(stderr, "CUDA error (%s:%d): %s: %s\n", file, line, call, cudaGetErrorString(e));
     if (e == cudaErrorMemoryAllocation)
-        std::fprintf(stderr, "  out of GPU memory: lower --max-tokens (training) or --batch-tokens "
-                             "(translation)\n");
+        std::fprintf(stderr, "  out of GPU memory: lower --max-tokens (training; --accum keeps the step's "
+                             "size) or --batch-tokens (translation; or --beam)\n");
     std::exit(1);
 }
 static void cublas_check(cublasStatus_t s, const char* call, const char* file, int line) {
@@ -791,6 +792,44 @@ __global__ void logsoftmax_sample_kernel(int* tokens, float* logp, const float* 
 }
 
 // =============================================================================================
+// §6.1 Machine Translation: beam search's bookkeeping (model/search.h), on the device
+// =============================================================================================
+// One thread per sentence: its selection (a few hundred comparisons at beam 4).
+__global__ void search_select_kernel(SearchState st, const int* cand_token, const float* cand_logp,
+                                     const int* forced, const float* forced_logp, int t) {
+    const int s = blockIdx.x * blockDim.x + threadIdx.x;
+    if (s < st.B) search_select_sentence(st, s, cand_token, cand_logp, forced, forced_logp, t);
+}
+
+// One block: each thread takes a run of consecutive sentences, the runs' row counts are turned
+// into offsets in order (an exclusive prefix sum, by one thread: blockDim values), then each
+// thread lays its sentences' rows out. *count = the next step's rows.
+__global__ void search_emit_kernel(SearchState st, int t) {
+    __shared__ int offsets[1024];
+    const int per = (st.B + blockDim.x - 1) / blockDim.x;
+    const int s0 = min(st.B, (int)threadIdx.x * per), s1 = min(st.B, s0 + per);
+    int rows = 0;
+    for (int s = s0; s < s1; s++) rows += st.next_n[s];
+    offsets[threadIdx.x] = rows;
+    __syncthreads();
+    if (threadIdx.x == 0) {
+        int total = 0;
+        for (int i = 0; i < (int)blockDim.x; i++) {
+            const int n = offsets[i];
+            offsets[i] = total;
+            total += n;
+        }
+        *st.count = total;
+    }
+    __syncthreads();
+    int offset = offsets[threadIdx.x];
+    for (int s = s0; s < s1; s++) {
+        search_emit(st, s, offset, t);
+        offset += st.next_n[s];
+    }
+}
+
+// =============================================================================================
 // §5.3 Optimizer
 // =============================================================================================
 // partial[block] = sum of g^2 over a fixed stride pattern, in double.
@@ -872,8 +911,7 @@ public:
         void* p = nullptr;
         cudaError_t e = cudaMalloc(&p, bytes);
         if (e != cudaSuccess) {
-            std::fprintf(stderr, "CUDA: cannot allocate %.1f MB of GPU memory (%s; %.1f MB held already): lower "
-                         "./train --max-tokens (with --accum for the same step) or ./translate --batch-tokens (or --beam)\n",
+            std::fprintf(stderr, "CUDA: cannot allocate %.1f MB of GPU memory (%s; %.1f MB held already)\n",
                          bytes / 1e6, cudaGetErrorString(e), in_use_ / 1e6);
             cuda_check(e, "cudaMalloc", __FILE__, __LINE__);
         }
@@ -1104,6 +1142,11 @@ public:
                            int ld, float temperature, int topk, float topp) override {
         if (bf()) launch(cuda::logsoftmax_sample_kernel<bf16>, dim3(rows), dim3(cuda::THREADS), 0, tokens, logp, uniform, (const bf16*)logits, V, ld, temperature, topk, topp);
         else launch(cuda::logsoftmax_sample_kernel<float>, dim3(rows), dim3(cuda::THREADS), 0, tokens, logp, uniform, (const float*)logits, V, ld, temperature, topk, topp);
+    }
+    void search_select(const SearchState& st, const int* cand_token, const float* cand_logp, const int* forced,
+                       const float* forced_logp, int /*n*/, int t) override {
+        launch(cuda::search_select_kernel, dim3((st.B + 127) / 128), dim3(128), 0, st, cand_token, cand_logp, forced, forced_logp, t);
+        launch(cuda::search_emit_kernel, dim3(1), dim3(1024), 0, st, t);
     }
 
     double global_norm(const float* g, size_t n) override {

@@ -147,6 +147,36 @@ struct AttentionShape {
 // stride q_stride; ctx (n, H*dv).
 struct StepShape { int n, H, dk, dv, q_stride; };
 
+// Beam search's state for B sentences, in device memory (model/model.cpp allocates it when a
+// batch's decoding begins; toolkit/decode.h has the rules). A row is one alive hypothesis at
+// the current step, rows sentence by sentence. Step t's rows sit in hist[t] (3, R): the token
+// they feed, their parent row at step t - 1, their sentence; a hypothesis' tokens are found by
+// walking parents back from its row. model/search.h holds the per-sentence selection.
+struct SearchState {
+    int B, R;                 // sentences; rows at most (B * beam)
+    int beam;                 // k (1: greedy, the argmax)
+    int nbest;                // finished hypotheses kept per sentence (>= 1)
+    int kc;                   // candidates per row: 2k (beam), 1 (greedy)
+    int V, max_steps;
+    const int* max_len;       // (B) output length limit (tokens, </s> included)
+    const float* lp;          // (max_steps + 1) the length penalty lp(n) = ((5 + n) / 6)^alpha
+    int* first_row;           // (B) the sentence's first row at the current step; -1 when done
+    int* alive;               // (B) its rows (alive hypotheses) at the current step
+    float* alive_logp;        // (B, beam) their log-probabilities, best first
+    int* next_n;              // (B) the next step's alive hypotheses (selection scratch)
+    int* next_token;          // (B, beam) their last token (scratch)
+    int* next_parent;         // (B, beam) the row they came from (scratch)
+    float* next_logp;         // (B, beam) (scratch)
+    int* fin_n;               // (B) finished hypotheses kept
+    float* fin_score;         // (B, nbest) logprob / lp(length), best first, equal scores in
+    float* fin_logp;          //            the order they finished
+    int* fin_step;            // (B, nbest) the step t it finished at (length t + 1)
+    int* fin_row;             // (B, nbest) its row at step t (its first t tokens)
+    int* fin_token;           // (B, nbest) its last token (</s>, or any at the length limit)
+    int* hist;                // (max_steps + 1, 3, R) every step's rows: token, parent, sentence
+    int* count;               // (1) the next step's rows
+};
+
 class Backend {
 public:
     virtual ~Backend() = default;
@@ -306,6 +336,18 @@ public:
                                    const floatX* logits, int rows, int V, int ld,
                                    float temperature, int topk, float topp) = 0;
 
+    // ---- §6.1 Machine Translation: beam search's bookkeeping, on the device -----------------
+    // One step t of the search for every sentence (model/search.h: search_select_sentence):
+    // from the n rows' candidates cand_token, cand_logp (n, kc), best first (token -1: none),
+    // each sentence's next alive hypotheses, its finished ones (</s>, or the length limit) and
+    // tensor2tensor's early stop; then the rows of step t + 1 into hist[t + 1] (sentence by
+    // sentence), first_row, alive, alive_logp, and *count. forced (n) (nullptr: none): a row
+    // whose forced[r] != PAD_ID takes that token with log-probability forced_logp[r] (a target
+    // prefix). Greedy (beam 1) and sampling (a drawn token as the only candidate) included.
+    virtual void search_select(const SearchState& st, const int* cand_token,
+                               const float* cand_logp, const int* forced,
+                               const float* forced_logp, int n, int t) = 0;
+
     // ---- §5.3 Optimizer -----------------------------------------------------------------------
     // sqrt(sum of g^2) over g (n), in double, in an order that does not depend on threads.
     virtual double global_norm(const float* g, size_t n) = 0;
@@ -441,34 +483,50 @@ bool model_quantize(Model* m, std::string* error);
 void model_dequantize(Model* m);
 
 // ---- Decoding (§3.2.3's auto-regression): the encoder once, then one position at a time ----
-// The search (toolkit/decode.cpp) drives these; it sees the top candidates of each
-// hypothesis, never logits. A row is one hypothesis decoded at the current step.
-struct DecodeRows {
-    std::vector<int> token;      // (n) the token each row feeds in: <s> at step 0, else its last
-    std::vector<int> parent;     // (n) the row its hypothesis held at step t - 1 (t > 0)
-    std::vector<int> sentence;   // (n) the sentence (index into the batch's sources)
-    // full-recompute mode only: each row's tokens so far (without <s>)
-    std::vector<const std::vector<int>*> prefix;
+// The search (toolkit/decode.cpp) drives these; the rows, their candidates and the search's
+// bookkeeping stay on the device (SearchState), so that a step costs the host one download of
+// the next row count. A row is one alive hypothesis decoded at the current step.
+struct Hypothesis {
+    std::vector<int> tokens;   // generated ids, ending with </s> when it finished
+    float logprob = 0;         // sum of token log-probabilities
+    float score = 0;           // logprob / lp(|tokens|)
+};
+// What the search of a batch needs to know: beam (1: greedy), the n-best kept per sentence,
+// each sentence's output length limit and the length penalties lp(n) for n = 0 .. the longest
+// limit (toolkit/decode.h: length_penalty).
+struct SearchSetup {
+    int beam = 4;
+    int nbest = 1;
+    std::vector<int> max_len;   // (B)
+    std::vector<float> lp;      // (max of max_len + 1)
 };
 // Starts a batch: runs the encoder over sources (each ending with </s>) and every decoder
-// layer's cross-attention keys/values, and sizes the cache for rows_per_sentence hypotheses
-// of at most max_steps positions. recompute = true (testing) instead runs the whole decoder
-// over <s> + prefix at every step, without a cache.
+// layer's cross-attention keys/values, sizes the cache and the search state, and sets step 0's
+// rows: <s> for every sentence. recompute = true (testing) instead runs the whole decoder over
+// <s> + each row's tokens at every step, without a cache.
 void model_decode_begin(Model* m, const std::vector<std::vector<int>>& sources,
-                        int rows_per_sentence, int max_steps, bool recompute = false);
-// The decoder at position t (t = 0, 1, ... in order) for every row, then log-softmax + top-k:
-// top_tokens, top_logp (n, k), best first, ties to the lowest id; `banned` (or -1) is never
-// chosen.
-void model_decode_step(Model* m, int t, const DecodeRows& rows, int k, int banned,
-                       std::vector<int>* top_tokens, std::vector<float>* top_logp);
-// After model_decode_step, on the same rows: the log-probability (n) of tokens[r] at that
-// step (a target prefix's forced tokens; PAD_ID gives 0).
-void model_decode_logp(Model* m, const std::vector<int>& tokens, std::vector<float>* logp);
-// After model_decode_step, on the same rows: one token per row drawn with uniform[r] in
-// [0, 1) by the backend's logsoftmax_sample (temperature, topk, topp), and its log-probability
-// at temperature 1.
+                        const SearchSetup& setup, bool recompute = false);
+// The decoder at position t (t = 0, 1, ... in order) for the current n rows, then log-softmax +
+// top-kc of each (2 * beam, greedy 1) on the device, ties to the lowest id; `banned` (or -1)
+// is never chosen.
+void model_decode_step(Model* m, int t, int banned);
+// After model_decode_step: the current rows' sentences, downloaded (target prefixes and
+// sampling need them; the plain search does not).
+std::vector<int> model_decode_row_sentences(Model* m);
+// After model_decode_step: row r keeps forced[r] (a target prefix's token; PAD_ID: none) in
+// the next model_decode_select, with its log-probability at this step.
+void model_decode_force(Model* m, const std::vector<int>& forced);
+// After model_decode_step (greedy): each row's candidate becomes one token drawn with
+// uniform[r] in [0, 1) by the backend's logsoftmax_sample (temperature, topk, topp), with its
+// log-probability at temperature 1.
 void model_decode_sample(Model* m, const std::vector<float>& uniform, float temperature,
-                         int topk, float topp, std::vector<int>* tokens, std::vector<float>* logp);
+                         int topk, float topp);
+// The search's step t on the device (Backend::search_select) over the step's candidates (and
+// forced tokens); returns the next step's row count (0: every sentence is done).
+int model_decode_select(Model* m, int t);
+// Each sentence's finished hypotheses, best first (at most nbest), their tokens rebuilt from
+// the search's history.
+std::vector<std::vector<Hypothesis>> model_decode_results(Model* m);
 
 // ---- Scoring: the log-probability of given targets (teacher forcing, one forward) --------
 // logp (B*T): each label's log-probability under the model (no dropout, no label smoothing),

@@ -54,27 +54,36 @@ struct Block {
 };
 
 // Decoding a batch: the encoder's keys/values for every decoder layer, the self-attention
-// cache, and the buffers of one step over at most R rows (hypotheses).
+// cache, the buffers of one step over at most R rows (hypotheses), and the search's state.
 struct DecodeState {
     bool recompute = false;
     std::vector<std::vector<int>> sources;   // recompute mode: the batch, on the host
-    int B = 0, S = 0, R = 0, max_steps = 0, kmax = 0;
+    int B = 0, S = 0, R = 0, max_steps = 0, kc = 0;
+    int n = 0;                               // the current step's rows
     int* src_len = nullptr;                  // (B) source tokens incl. </s>
     std::vector<floatX*> cross_kv;           // [layer] (B*S, h*dk + h*dv)
     std::vector<floatX*> cross_kt;           // [layer] (B, h, dk, S) keys transposed
     std::vector<floatX*> cache;              // [layer] (max_steps, R, h*dk + h*dv)
     int* slots[2] = {nullptr, nullptr};      // (R, max_steps) ancestors' rows; [cur] is live
     int cur = 0;
-    int* rows = nullptr;                     // (3R) a step's token, parent, sentence arrays
     std::vector<Block> blocks;               // 3 per decoder layer, R rows of one position
     floatX *x = nullptr, *out = nullptr, *logits = nullptr;   // (R, d), (R, d), (R, V)
     float *mean = nullptr, *rstd = nullptr;                   // (R)
-    int* top = nullptr;                      // (R * kmax) tokens, then as many log-probs
-    // The last step's logits (last_n rows, stride last_ld) and a scratch of >= 2 * last_n ints
-    // (its top-k buffer, downloaded already): model_decode_logp / model_decode_sample.
+    int* top = nullptr;                      // (R * kc) tokens, then as many log-probs
+    // The current step's rows (in the search's history): token fed, parent row, sentence (n).
+    const int *token = nullptr, *parent = nullptr, *sentence = nullptr;
+    // The last step's logits (n rows, stride last_ld) and candidates (n, kc): tokens, then
+    // log-probabilities.
     const floatX* last_logits = nullptr;
-    int last_ld = 0, last_n = 0;
-    int* last_scratch = nullptr;
+    int last_ld = 0, last_t = -1;
+    int* cand = nullptr;
+    // The search (its own allocation: recompute mode re-plans the arena at every step).
+    void* search_mem = nullptr;
+    size_t search_bytes = 0;
+    SearchState st{};
+    int* forced = nullptr;                   // (R) a step's forced tokens (PAD_ID: none)
+    float* forced_logp = nullptr;            // (R) their log-probabilities
+    bool any_forced = false;                 // model_decode_force ran this step
 };
 
 struct Activations {
@@ -83,7 +92,6 @@ struct Activations {
     floatX* pos_table = nullptr;      // (pos_len, d) sinusoids: a constant table, grown on demand
     int pos_len = 0;
     int B = 0, S = 0, T = 0;
-    bool train = false;
     int64_t dropout_counter = 0;      // the train forward whose masks backward must repeat
     int *src, *tgt_in, *labels;       // (B, S), (B, T), (B, T) token ids on the device
     std::vector<Block> enc, dec;      // 2 blocks per encoder layer, 3 per decoder layer
@@ -239,14 +247,13 @@ static size_t plan_decoding(Activations* a, const Config& c, Plan mem) {
     for (int l = 0; l < c.n_dec; l++) ds.cache[l] = mem.fX((size_t)ds.max_steps * R * (qk + vv));
     ds.slots[0] = mem.i32(R * ds.max_steps);
     ds.slots[1] = mem.i32(R * ds.max_steps);
-    ds.rows = mem.i32(3 * R);
     plan_stack(mem, c, ds.blocks, 1, c.n_dec, DECODER_LAYER, (int)R, 1, 0, 0, false);
     ds.x = mem.fX(R * c.d_model);
     ds.out = mem.fX(R * c.d_model);
     ds.mean = mem.f32(R);
     ds.rstd = mem.f32(R);
     ds.logits = mem.fX(R * c.vocab);
-    ds.top = mem.i32(2 * R * ds.kmax);
+    ds.top = mem.i32(2 * R * ds.kc);
     return std::max(mem.used, begin.used);
 }
 
@@ -294,6 +301,7 @@ static void release_buffers(Model* m) {
     if (m->acts) {
         ops.release(m->acts->arena);
         ops.release(m->acts->pos_table);
+        ops.release(m->acts->ds.search_mem);
     }
     delete m->acts;
     m->acts = nullptr;
@@ -494,10 +502,9 @@ static void attention_step_sublayer(const Pass& ps, Block& b, const AttentionP* 
         return;
     }
     const StepShape s{rows, c.n_heads, c.d_k, c.d_v, qk};
-    const int* sentence = ds.rows + 2 * rows;
     ps.linear(b.proj, in, attn->q, rows);
     ps.ops.attention_step_cross(b.ctx, b.proj, ds.cross_kt[b.layer], ds.cross_kv[b.layer],
-                                qk + vv, ds.src_len, sentence, ds.S, s);
+                                qk + vv, ds.src_len, ds.sentence, ds.S, s);
 }
 
 // §3.3 Position-wise Feed-Forward Networks: out (rows, d) = max(0, in W1 + b1) W2 + b2, with
@@ -682,7 +689,6 @@ static Pass forward_stacks(Model* m, const Batch& bt, const ForwardPlan& fp) {
     ops.upload(a->tgt_in, bt.tgt_in.data(), bt.tgt_in.size() * sizeof(int));
     ops.upload(a->labels, bt.labels.data(), bt.labels.size() * sizeof(int));
     a->B = bt.B, a->S = bt.S, a->T = bt.T;
-    a->train = fp.backward;
     if (fp.train) a->dropout_counter = m->train_forwards++;
     Pass ps = make_pass(m, bt.B, bt.S, bt.T, fp.train);
     encoder_forward(ps);
@@ -793,22 +799,89 @@ void model_attention(Model* m, const std::vector<int>& source, const std::vector
 // ---------------------------------------------------------------------------------------------
 // Decoding
 // ---------------------------------------------------------------------------------------------
+// The search's state (SearchState) in its own allocation, planned like the arena.
+static size_t plan_search(DecodeState& ds, int beam, int nbest, int V, Plan mem) {
+    SearchState& st = ds.st;
+    const size_t B = ds.B, Bk = B * beam, Bn = B * nbest;
+    st.B = ds.B, st.R = ds.R, st.beam = beam, st.nbest = nbest, st.kc = ds.kc, st.V = V;
+    st.max_steps = ds.max_steps;
+    st.max_len = mem.i32(B);
+    st.lp = mem.f32(ds.max_steps + 1);
+    st.first_row = mem.i32(B);
+    st.alive = mem.i32(B);
+    st.alive_logp = mem.f32(Bk);
+    st.next_n = mem.i32(B);
+    st.next_token = mem.i32(Bk);
+    st.next_parent = mem.i32(Bk);
+    st.next_logp = mem.f32(Bk);
+    st.fin_n = mem.i32(B);
+    st.fin_score = mem.f32(Bn);
+    st.fin_logp = mem.f32(Bn);
+    st.fin_step = mem.i32(Bn);
+    st.fin_row = mem.i32(Bn);
+    st.fin_token = mem.i32(Bn);
+    st.hist = mem.i32((size_t)(ds.max_steps + 1) * 3 * ds.R);
+    st.count = mem.i32(1);
+    ds.forced = mem.i32(ds.R);
+    ds.forced_logp = mem.f32(ds.R);
+    return mem.used;
+}
+
+// Step 0 of the search: one alive hypothesis (<s>, log-probability 0) per sentence, in row s.
+static void start_search(Model* m, const SearchSetup& setup) {
+    DecodeState& ds = m->acts->ds;
+    Backend& ops = *m->backend;
+    Plan measure{nullptr, ops.floatx_size()};
+    const size_t bytes = plan_search(ds, setup.beam, setup.nbest, m->cfg.vocab, measure);
+    if (bytes > ds.search_bytes) {
+        ops.release(ds.search_mem);
+        ds.search_mem = ops.alloc(bytes);
+        ds.search_bytes = bytes;
+    }
+    plan_search(ds, setup.beam, setup.nbest, m->cfg.vocab, Plan{(char*)ds.search_mem, ops.floatx_size()});
+    const SearchState& st = ds.st;
+    std::vector<int> rows(ds.B), ones(ds.B, 1), step0(3 * (size_t)ds.R, -1);
+    for (int s = 0; s < ds.B; s++) rows[s] = s, step0[s] = BOS_ID, step0[2 * (size_t)ds.R + s] = s;
+    ops.upload((void*)st.max_len, setup.max_len.data(), ds.B * sizeof(int));
+    ops.upload((void*)st.lp, setup.lp.data(), (ds.max_steps + 1) * sizeof(float));
+    ops.upload(st.first_row, rows.data(), ds.B * sizeof(int));
+    ops.upload(st.alive, ones.data(), ds.B * sizeof(int));
+    ops.fill_zero(st.alive_logp, (size_t)ds.B * st.beam * sizeof(float));
+    ops.fill_zero(st.fin_n, ds.B * sizeof(int));
+    ops.upload(st.hist, step0.data(), step0.size() * sizeof(int));
+    ds.n = ds.B;
+    ds.last_logits = nullptr;
+    ds.last_t = -1;
+}
+
+static void check_setup(const SearchSetup& setup, size_t sentences, int* max_steps) {
+    MODEL_CHECK(setup.beam >= 1 && setup.nbest >= 1 && setup.max_len.size() == sentences,
+                "decoding needs beam >= 1, nbest >= 1 and a length limit per sentence (%d, %d, %zu of %zu)",
+                setup.beam, setup.nbest, setup.max_len.size(), sentences);
+    *max_steps = 1;
+    for (int n : setup.max_len) {
+        MODEL_CHECK(n >= 1, "decoding needs a length limit >= 1 (got %d)", n);
+        *max_steps = std::max(*max_steps, n);
+    }
+    MODEL_CHECK(setup.lp.size() >= (size_t)*max_steps + 1, "decoding needs lp(n) for n <= %d (got %zu values)",
+                *max_steps, setup.lp.size());
+}
+
 void model_decode_begin(Model* m, const std::vector<std::vector<int>>& sources,
-                        int rows_per_sentence, int max_steps, bool recompute) {
-    MODEL_CHECK(!sources.empty() && rows_per_sentence >= 1 && max_steps >= 1,
-                "decoding needs sentences, rows and steps (%zu, %d, %d)", sources.size(),
-                rows_per_sentence, max_steps);
+                        const SearchSetup& setup, bool recompute) {
+    MODEL_CHECK(!sources.empty(), "decoding needs sentences");
+    int max_steps = 0;
+    check_setup(setup, sources.size(), &max_steps);
     const Config& c = m->cfg;
     DecodeState& ds = m->acts->ds;
     ds.recompute = recompute;
     ds.B = (int)sources.size();
     ds.S = 0;
     for (const auto& s : sources) ds.S = std::max(ds.S, (int)s.size());
-    ds.R = ds.B * rows_per_sentence;
+    ds.R = ds.B * setup.beam;
     ds.max_steps = max_steps;
-    ds.kmax = 2 * rows_per_sentence;
+    ds.kc = setup.beam == 1 ? 1 : 2 * setup.beam;
     ds.cur = 0;
-    ds.last_logits = nullptr;
     MODEL_CHECK(!c.learned_pos || (ds.S <= c.max_len && max_steps <= c.max_len),
                 "decoding beyond the learned position table (%d > %d)", std::max(ds.S, max_steps),
                 c.max_len);
@@ -819,6 +892,7 @@ void model_decode_begin(Model* m, const std::vector<std::vector<int>>& sources,
         std::copy(sources[b].begin(), sources[b].end(), src.begin() + (size_t)b * ds.S);
         len[b] = (int)sources[b].size();
     }
+    start_search(m, setup);
     if (recompute) {
         ds.sources = sources;
         return;
@@ -828,8 +902,8 @@ void model_decode_begin(Model* m, const std::vector<std::vector<int>>& sources,
     Backend& ops = *m->backend;
     ops.upload(a->src, src.data(), src.size() * sizeof(int));
     ops.upload(ds.src_len, len.data(), len.size() * sizeof(int));
-    a->train = false;
     a->B = ds.B, a->S = ds.S, a->T = 1;
+    a->dec_out = nullptr;   // no forward's decoder output for model_logits
     position_table(m, std::max(ds.S, max_steps));
     Pass ps = make_pass(m, ds.B, ds.S, 1, false);
     encoder_forward(ps);
@@ -840,112 +914,170 @@ void model_decode_begin(Model* m, const std::vector<std::vector<int>>& sources,
     }
 }
 
-// Full-recompute mode (testing): the whole decoder over <s> + prefix of every row, the top-k
-// of its last position.
-static void decode_step_recompute(Model* m, int t, const DecodeRows& rows, int k, int banned, int* top) {
+// The search's history hist[0 .. steps] (steps + 1, 3, R) on the host.
+static std::vector<int> search_history(Model* m, int steps) {
     const DecodeState& ds = m->acts->ds;
-    const int n = (int)rows.token.size(), V = m->cfg.vocab;
+    std::vector<int> h((size_t)(steps + 1) * 3 * ds.R);
+    m->backend->download(h.data(), ds.st.hist, h.size() * sizeof(int));
+    return h;
+}
+
+// The first t tokens of the hypothesis in row r at step t, from the history (parents back).
+static std::vector<int> row_tokens(const std::vector<int>& hist, int R, int t, int r) {
+    std::vector<int> tokens(t);
+    for (int j = t; j >= 1; j--) {
+        const int* h = hist.data() + (size_t)j * 3 * R;
+        tokens[j - 1] = h[r];
+        r = h[R + r];
+    }
+    return tokens;
+}
+
+// Full-recompute mode (testing): the whole decoder over <s> + the tokens of every row (rebuilt
+// from the search's history), the top-k of its last position.
+static void decode_step_recompute(Model* m, int t, int banned) {
+    DecodeState& ds = m->acts->ds;
+    const int n = ds.n, V = m->cfg.vocab, R = ds.R;
+    const std::vector<int> hist = search_history(m, t);
+    const int* sentence = hist.data() + (size_t)t * 3 * R + 2 * R;
     Batch b;
     b.B = n;
-    for (int r = 0; r < n; r++) b.S = std::max(b.S, (int)ds.sources[rows.sentence[r]].size());
+    for (int r = 0; r < n; r++) b.S = std::max(b.S, (int)ds.sources[sentence[r]].size());
     b.T = t + 1;
     b.src.assign((size_t)n * b.S, PAD_ID);
     b.tgt_in.assign((size_t)n * b.T, PAD_ID);
     b.labels.assign((size_t)n * b.T, PAD_ID);
     for (int r = 0; r < n; r++) {
-        const std::vector<int>& s = ds.sources[rows.sentence[r]];
+        const std::vector<int>& s = ds.sources[sentence[r]];
         std::copy(s.begin(), s.end(), b.src.begin() + (size_t)r * b.S);
+        const std::vector<int> tokens = row_tokens(hist, R, t, r);
         b.tgt_in[(size_t)r * b.T] = BOS_ID;
-        for (int j = 0; j < t; j++) b.tgt_in[(size_t)r * b.T + j + 1] = (*rows.prefix[r])[j];
+        std::copy(tokens.begin(), tokens.end(), b.tgt_in.begin() + (size_t)r * b.T + 1);
     }
-    forward(m, b, false, (size_t)n * k);
+    forward(m, b, false, (size_t)n * ds.kc);
     Activations* a = m->acts;
     floatX* last = (floatX*)((char*)a->logits + (size_t)t * V * m->backend->floatx_size());
-    m->backend->logsoftmax_topk(a->top, (float*)(a->top + (size_t)n * k), last, n, V, b.T * V, k, banned);
-    m->backend->download(top, a->top, 2 * (size_t)n * k * sizeof(int));
-    a->ds.last_logits = last, a->ds.last_ld = b.T * V, a->ds.last_scratch = a->top;
+    m->backend->logsoftmax_topk(a->top, (float*)(a->top + (size_t)n * ds.kc), last, n, V, b.T * V, ds.kc, banned);
+    ds.last_logits = last, ds.last_ld = b.T * V, ds.cand = a->top;
 }
 
-void model_decode_step(Model* m, int t, const DecodeRows& rows, int k, int banned,
-                       std::vector<int>* top_tokens, std::vector<float>* top_logp) {
+// The cached decoder at position t over the current rows: their token through the embedding,
+// every decoder layer over the cache, the final norm, logits and top-kc.
+static void decode_step_cached(Model* m, int t, int banned) {
     Activations* a = m->acts;
     DecodeState& ds = a->ds;
     const Config& c = m->cfg;
-    const int n = (int)rows.token.size();
-    MODEL_CHECK(n >= 1 && n <= ds.R && k >= 1 && k <= ds.kmax && t >= 0 && t < ds.max_steps,
-                "decode step out of bounds (rows %d of %d, k %d of %d, step %d of %d)", n, ds.R,
-                k, ds.kmax, t, ds.max_steps);
-    std::vector<int> top(2 * (size_t)n * k);   // tokens, then the log-probabilities' bits
-    if (ds.recompute) {
-        decode_step_recompute(m, t, rows, k, banned, top.data());
-    } else {
-        Backend& ops = *m->backend;
-        std::vector<int> in(rows.token);   // one transfer: tokens, parents, sentences
-        in.insert(in.end(), rows.parent.begin(), rows.parent.end());
-        in.insert(in.end(), rows.sentence.begin(), rows.sentence.end());
-        ops.upload(ds.rows, in.data(), in.size() * sizeof(int));
-        if (t > 0) {   // hypotheses that changed parent take their ancestors' cache rows
-            ops.cache_reorder(ds.slots[1 - ds.cur], ds.slots[ds.cur], ds.rows + n, n, t, ds.max_steps);
-            ds.cur = 1 - ds.cur;
-        }
-        Pass ps = make_pass(m, n, ds.S, 1, false);
-        ps.decoding = true;
-        ps.t = t;
-        ops.embedding_forward(ds.x, ds.rows, ps.W(m->layout.embed), position_table(m, t + 1), t,
-                              n, 1, c.d_model, 0.0f, 0);
-        const floatX* x = ds.x;
-        for (int l = 0; l < c.n_dec; l++) {
-            decoder_layer_forward(ps, l, &ds.blocks[3 * l], x, n);
-            x = ds.blocks[3 * l + 2].y;
-        }
-        final_norm_forward(ps, m->layout.dec_norm, x, ds.out, ds.mean, ds.rstd, n);
-        logits_forward(ps, ds.logits, ds.out, n);
-        ops.logsoftmax_topk(ds.top, (float*)(ds.top + (size_t)n * k), ds.logits, n, c.vocab,
-                            c.vocab, k, banned);
-        ops.download(top.data(), ds.top, top.size() * sizeof(int));
-        ds.last_logits = ds.logits, ds.last_ld = c.vocab, ds.last_scratch = ds.top;
+    Backend& ops = *m->backend;
+    const int n = ds.n;
+    if (t > 0) {   // hypotheses that changed parent take their ancestors' cache rows
+        ops.cache_reorder(ds.slots[1 - ds.cur], ds.slots[ds.cur], ds.parent, n, t, ds.max_steps);
+        ds.cur = 1 - ds.cur;
     }
-    ds.last_n = n;
-    top_tokens->assign(top.begin(), top.begin() + (size_t)n * k);
-    top_logp->resize((size_t)n * k);
-    std::memcpy(top_logp->data(), top.data() + (size_t)n * k, (size_t)n * k * sizeof(float));
+    Pass ps = make_pass(m, n, ds.S, 1, false);
+    ps.decoding = true;
+    ps.t = t;
+    ops.embedding_forward(ds.x, ds.token, ps.W(m->layout.embed), position_table(m, t + 1), t, n, 1,
+                          c.d_model, 0.0f, 0);
+    const floatX* x = ds.x;
+    for (int l = 0; l < c.n_dec; l++) {
+        decoder_layer_forward(ps, l, &ds.blocks[3 * l], x, n);
+        x = ds.blocks[3 * l + 2].y;
+    }
+    final_norm_forward(ps, m->layout.dec_norm, x, ds.out, ds.mean, ds.rstd, n);
+    logits_forward(ps, ds.logits, ds.out, n);
+    ops.logsoftmax_topk(ds.top, (float*)(ds.top + (size_t)n * ds.kc), ds.logits, n, c.vocab, c.vocab, ds.kc, banned);
+    ds.last_logits = ds.logits, ds.last_ld = c.vocab, ds.cand = ds.top;
 }
 
-// The last decoding step's rows: checks that `n` values were given for them.
-static DecodeState& last_step(Model* m, size_t n, const char* what) {
+void model_decode_step(Model* m, int t, int banned) {
     DecodeState& ds = m->acts->ds;
-    MODEL_CHECK(ds.last_logits && (int)n == ds.last_n, "%s needs model_decode_step first, on the same %d rows (got %zu)",
-                what, ds.last_n, n);
+    MODEL_CHECK(ds.n >= 1 && ds.n <= ds.R && t == ds.last_t + 1 && t < ds.max_steps,
+                "decode step out of order (rows %d of %d, step %d after %d of %d)", ds.n, ds.R, t,
+                ds.last_t, ds.max_steps);
+    const int* h = ds.st.hist + (size_t)t * 3 * ds.R;   // this step's rows, as the search left them
+    ds.token = h, ds.parent = h + ds.R, ds.sentence = h + 2 * (size_t)ds.R;
+    if (ds.recompute) decode_step_recompute(m, t, banned);
+    else decode_step_cached(m, t, banned);
+    ds.last_t = t;
+    ds.any_forced = false;
+}
+
+// The last decoding step, checked to be there.
+static DecodeState& last_step(Model* m, const char* what) {
+    DecodeState& ds = m->acts->ds;
+    MODEL_CHECK(ds.last_logits && ds.last_t >= 0, "%s needs model_decode_step first", what);
     return ds;
 }
 
-void model_decode_logp(Model* m, const std::vector<int>& tokens, std::vector<float>* logp) {
-    DecodeState& ds = last_step(m, tokens.size(), "model_decode_logp");
-    const int n = (int)tokens.size(), V = m->cfg.vocab;
-    for (int t : tokens) MODEL_CHECK(t >= 0 && t < V, "token id %d outside the vocabulary (%d)", t, V);
-    Backend& ops = *m->backend;
-    float* out = (float*)(ds.last_scratch + n);
-    ops.upload(ds.last_scratch, tokens.data(), (size_t)n * sizeof(int));
-    ops.logsoftmax_gather(out, ds.last_logits, ds.last_scratch, n, V, ds.last_ld);
-    logp->resize(n);
-    ops.download(logp->data(), out, (size_t)n * sizeof(float));
+std::vector<int> model_decode_row_sentences(Model* m) {
+    DecodeState& ds = last_step(m, "model_decode_row_sentences");
+    std::vector<int> sentence(ds.n);
+    m->backend->download(sentence.data(), ds.sentence, sentence.size() * sizeof(int));
+    return sentence;
 }
 
-void model_decode_sample(Model* m, const std::vector<float>& uniform, float temperature,
-                         int topk, float topp, std::vector<int>* tokens, std::vector<float>* logp) {
-    DecodeState& ds = last_step(m, uniform.size(), "model_decode_sample");
+void model_decode_force(Model* m, const std::vector<int>& forced) {
+    DecodeState& ds = last_step(m, "model_decode_force");
+    const int n = ds.n, V = m->cfg.vocab;
+    MODEL_CHECK((int)forced.size() == n, "model_decode_force: %zu tokens for %d rows", forced.size(), n);
+    for (int t : forced) MODEL_CHECK(t >= 0 && t < V, "token id %d outside the vocabulary (%d)", t, V);
+    Backend& ops = *m->backend;
+    ops.upload(ds.forced, forced.data(), (size_t)n * sizeof(int));
+    ops.logsoftmax_gather(ds.forced_logp, ds.last_logits, ds.forced, n, V, ds.last_ld);
+    ds.any_forced = true;
+}
+
+void model_decode_sample(Model* m, const std::vector<float>& uniform, float temperature, int topk, float topp) {
+    DecodeState& ds = last_step(m, "model_decode_sample");
     MODEL_CHECK(temperature > 0 && topp > 0 && topp <= 1 && topk >= 0,
                 "sampling needs temperature > 0, 0 < topp <= 1, topk >= 0 (%g, %g, %d)", temperature, topp, topk);
-    const int n = (int)uniform.size();
+    MODEL_CHECK(ds.kc == 1 && (int)uniform.size() == ds.n, "sampling needs beam 1 and a number per row (%zu for %d)",
+                uniform.size(), ds.n);
+    const int n = ds.n;
     Backend& ops = *m->backend;
-    float* u = (float*)(ds.last_scratch + n);   // the log-probabilities overwrite the uniforms
-    ops.upload(u, uniform.data(), (size_t)n * sizeof(float));
-    ops.logsoftmax_sample(ds.last_scratch, u, u, ds.last_logits, n, m->cfg.vocab, ds.last_ld, temperature, topk, topp);
-    std::vector<int> out(2 * (size_t)n);   // tokens, then the log-probabilities' bits
-    ops.download(out.data(), ds.last_scratch, out.size() * sizeof(int));
-    tokens->assign(out.begin(), out.begin() + n);
-    logp->resize(n);
-    std::memcpy(logp->data(), out.data() + n, (size_t)n * sizeof(float));
+    float* logp = (float*)(ds.cand + n);   // the candidates (n, 1): the draw replaces them
+    ops.upload(logp, uniform.data(), (size_t)n * sizeof(float));
+    ops.logsoftmax_sample(ds.cand, logp, logp, ds.last_logits, n, m->cfg.vocab, ds.last_ld, temperature, topk, topp);
+}
+
+// The one transfer of a plain step: the next step's row count.
+int model_decode_select(Model* m, int t) {
+    DecodeState& ds = last_step(m, "model_decode_select");
+    MODEL_CHECK(t == ds.last_t, "model_decode_select for step %d after model_decode_step %d", t, ds.last_t);
+    Backend& ops = *m->backend;
+    ops.search_select(ds.st, ds.cand, (const float*)(ds.cand + (size_t)ds.n * ds.kc),
+                      ds.any_forced ? ds.forced : nullptr, ds.forced_logp, ds.n, t);
+    ops.download(&ds.n, ds.st.count, sizeof(int));
+    ds.last_logits = nullptr;
+    return ds.n;
+}
+
+std::vector<std::vector<Hypothesis>> model_decode_results(Model* m) {
+    const DecodeState& ds = m->acts->ds;
+    const SearchState& st = ds.st;
+    Backend& ops = *m->backend;
+    const size_t B = ds.B, Bn = B * st.nbest;
+    std::vector<int> fin_n(B), step(Bn), row(Bn), token(Bn);
+    std::vector<float> score(Bn), logp(Bn);
+    ops.download(fin_n.data(), st.fin_n, B * sizeof(int));
+    ops.download(step.data(), st.fin_step, Bn * sizeof(int));
+    ops.download(row.data(), st.fin_row, Bn * sizeof(int));
+    ops.download(token.data(), st.fin_token, Bn * sizeof(int));
+    ops.download(score.data(), st.fin_score, Bn * sizeof(float));
+    ops.download(logp.data(), st.fin_logp, Bn * sizeof(float));
+    int steps = 0;
+    for (size_t s = 0; s < B; s++)
+        for (int i = 0; i < fin_n[s]; i++) steps = std::max(steps, step[s * st.nbest + i]);
+    const std::vector<int> hist = search_history(m, steps);
+    std::vector<std::vector<Hypothesis>> out(B);
+    for (size_t s = 0; s < B; s++)
+        for (int i = 0; i < fin_n[s]; i++) {
+            const size_t f = s * st.nbest + i;
+            Hypothesis h{row_tokens(hist, ds.R, step[f], row[f]), logp[f], score[f]};
+            h.tokens.push_back(token[f]);
+            out[s].push_back(std::move(h));
+        }
+    return out;
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -1093,7 +1225,6 @@ float model_forward_backward(Model* m, const Batch& bt, double grad_denominator)
     const double sum = classifier(ps, true, denom > 0 ? (float)(1.0 / denom) : 0.0f);
     decoder_backward(ps);
     encoder_backward(ps);
-    m->acts->train = false;   // the backward temporaries are spent
     return mean_loss(sum, bt);
 }
 

@@ -11,7 +11,8 @@
 //
 // For each op, in transformer.h's order (device memory; §3.4/§3.5 embeddings; linear layers;
 // §3.3 ReLU; §5.4 dropout, the residual connection, LayerNorm; §3.2 attention; §3.2.3
-// attention over the decoding cache; the loss and top-k; §5.3 Adam):
+// attention over the decoding cache; the loss and top-k; §6.1 the search's bookkeeping; §5.3
+// Adam):
 //  - forward against a float64 evaluation written here from the formulas in transformer.h's
 //    comments (plain double loops, never the cpu:: code), on random inputs of several shapes,
 //    odd sizes included; dropout masks come from numerics.h's dropout_keep (the contract:
@@ -24,7 +25,9 @@
 //  - exact ops bit for bit: copies, copy_rows, convert_weights, the positional table
 //    (numerics.h's sinusoid), ReLU, dropout masks, cache_reorder, the key transpose, top-k
 //    token ids, sampled token ids (logsoftmax_sample against its contract in float64), scale,
-//    Adam's weight copy;
+//    Adam's weight copy; search_select driven step by step through whole searches (greedy,
+//    beam, n-best, target prefixes, ties) against a plain host search written here: every
+//    step's rows, and the finished hypotheses' tokens, log-probabilities and scores;
 //  - when the device is not the CPU (or with --against-cpu, which exercises this path on
 //    the CPU), every op also runs on a CPU backend with the same inputs and the two results
 //    are compared: this is how each CUDA op is checked against its CPU op.
@@ -1833,6 +1836,220 @@ void test_adam(Backend& be, Backend* cpu) {
 // =============================================================================================
 // The driver
 // =============================================================================================
+// =============================================================================================
+// §6.1 Machine Translation: beam search's bookkeeping on the device (search_select)
+// =============================================================================================
+// A plain host search with the rules of toolkit/decode.h (vectors of hypotheses, std::sort,
+// std::upper_bound), the reference the op is driven against step by step.
+struct RefHyp { IVec tokens; float logprob = 0; int parent = -1; };   // parent: its row at the last step
+struct RefSentence {
+    int max_len = 0, prefix = 0;
+    std::vector<RefHyp> alive{RefHyp{}};
+    std::vector<RefHyp> finished;   // best first by score, equal scores in finishing order
+    std::vector<float> scores;
+    bool done = false;
+};
+struct SearchCase { const char* name; int B, beam, nbest, V, max_len_hi, prefix_hi; uint64_t seed; };
+
+void ref_finish(RefSentence* s, const RefHyp& h, const std::vector<float>& lp) {
+    const float score = h.logprob / lp[h.tokens.size()];
+    const size_t pos = std::upper_bound(s->scores.begin(), s->scores.end(), score, std::greater<float>()) - s->scores.begin();
+    s->scores.insert(s->scores.begin() + pos, score);
+    s->finished.insert(s->finished.begin() + pos, h);
+}
+
+// One step for sentence s whose alive hypotheses are rows r0 ...; cand (n, kc) tokens, logp.
+void ref_step(RefSentence* s, int r0, const IVec& tok, const Vec& lp_cand, int kc, int beam, int V, int t,
+              int forced, float forced_logp, const std::vector<float>& lp) {
+    const bool at_limit = t == s->max_len - 1;
+    if (forced != PAD_ID || beam == 1) {
+        RefHyp h = s->alive[0];
+        h.parent = r0;
+        const int w = forced != PAD_ID ? forced : tok[(size_t)r0 * kc];
+        h.tokens.push_back(w);
+        h.logprob += forced != PAD_ID ? forced_logp : lp_cand[(size_t)r0 * kc];
+        s->alive.clear();
+        if (at_limit || (forced == PAD_ID && w == EOS_ID)) ref_finish(s, h, lp), s->done = true;
+        else s->alive.push_back(h);
+        return;
+    }
+    struct Cand { float score; long long key; int i, w; };
+    std::vector<Cand> cands;
+    for (int i = 0; i < (int)s->alive.size(); i++)
+        for (int c = 0; c < kc && tok[(size_t)(r0 + i) * kc + c] >= 0; c++) {
+            const size_t e = (size_t)(r0 + i) * kc + c;
+            cands.push_back({s->alive[i].logprob + lp_cand[e], (long long)i * V + tok[e], i, tok[e]});
+        }
+    std::sort(cands.begin(), cands.end(), [](const Cand& a, const Cand& b) {
+        return a.score != b.score ? a.score > b.score : a.key < b.key;
+    });
+    if ((int)cands.size() > 2 * beam) cands.resize(2 * beam);
+    std::vector<RefHyp> next;
+    for (const Cand& c : cands) {
+        RefHyp h = s->alive[c.i];
+        h.parent = r0 + c.i;
+        h.tokens.push_back(c.w);
+        h.logprob = c.score;
+        if (c.w == EOS_ID) ref_finish(s, h, lp);
+        else if ((int)next.size() < beam) next.push_back(h);
+    }
+    if (at_limit) {
+        for (const RefHyp& h : next) ref_finish(s, h, lp);
+        next.clear();
+    }
+    s->alive = next;
+    s->done = next.empty() || (!s->finished.empty() && s->scores[0] >= next[0].logprob / lp[s->max_len]);
+}
+
+// A SearchState's arrays in backend memory (the test's own layout).
+struct SearchMem {
+    Mem max_len, lp, first_row, alive, alive_logp, next_n, next_token, next_parent, next_logp, fin_n,
+        fin_score, fin_logp, fin_step, fin_row, fin_token, hist, count;
+    SearchState st{};
+    SearchMem(Backend& b, const SearchCase& c, const IVec& limits, const Vec& lps, int steps) {
+        const size_t B = c.B, R = B * c.beam, Bk = R, Bn = B * c.nbest;
+        IVec rows(B), ones(B, 1), step0(3 * R, -1);
+        for (size_t s = 0; s < B; s++) rows[s] = (int)s, step0[s] = BOS_ID, step0[2 * R + s] = (int)s;
+        max_len = put_i(b, limits), lp = put_f(b, lps), first_row = put_i(b, rows), alive = put_i(b, ones);
+        alive_logp = put_f(b, Vec(Bk, 0.0f)), next_n = Mem(b, B * 4), next_token = Mem(b, Bk * 4);
+        next_parent = Mem(b, Bk * 4), next_logp = Mem(b, Bk * 4), fin_n = put_i(b, IVec(B, 0));
+        fin_score = Mem(b, Bn * 4), fin_logp = Mem(b, Bn * 4), fin_step = Mem(b, Bn * 4);
+        fin_row = Mem(b, Bn * 4), fin_token = Mem(b, Bn * 4), count = Mem(b, 4);
+        IVec h((size_t)(steps + 1) * 3 * R, -5);
+        std::copy(step0.begin(), step0.end(), h.begin());
+        hist = put_i(b, h);
+        st = SearchState{c.B, (int)R, c.beam, c.nbest, c.beam == 1 ? 1 : 2 * c.beam, c.V, steps,
+                         max_len.i(), lp.f(), first_row.i(), alive.i(), alive_logp.f(), next_n.i(),
+                         next_token.i(), next_parent.i(), next_logp.f(), fin_n.i(), fin_score.f(),
+                         fin_logp.f(), fin_step.i(), fin_row.i(), fin_token.i(), hist.i(), count.i()};
+    }
+};
+
+// Random candidates of step t (n rows, kc each, best first): distinct tokens (-1 past V),
+// log-probabilities on a grid of 1/4 so that equal scores (ties) are common; a function of
+// (seed, t, row) only, so every backend sees the same ones.
+void search_candidates(const SearchCase& c, int t, int n, int kc, IVec* tok, Vec* lp) {
+    tok->assign((size_t)n * kc, -1);
+    lp->assign((size_t)n * kc, -INFINITY);
+    for (int r = 0; r < n; r++) {
+        uint64_t s = splitmix64(c.seed ^ ((uint64_t)t << 32) ^ (uint64_t)r);
+        IVec perm(c.V);
+        std::iota(perm.begin(), perm.end(), 0);
+        for (int i = c.V - 1; i > 0; i--) std::swap(perm[i], perm[splitmix64_next(&s) % (uint64_t)(i + 1)]);
+        Vec v;
+        for (int j = 0; j < std::min(kc, c.V); j++) v.push_back(-0.25f * (float)(splitmix64_next(&s) % 13));
+        std::sort(v.begin(), v.end(), std::greater<float>());
+        for (int j = 0; j < std::min(kc, c.V); j++) (*tok)[(size_t)r * kc + j] = perm[j], (*lp)[(size_t)r * kc + j] = v[j];
+    }
+}
+
+// The whole search of a case through the op, checked against the reference at every step (the
+// next row count, every row's token, parent and sentence); returns each sentence's kept
+// finished hypotheses as (tokens, logprob, score) flattened, for the comparison with the CPU.
+Vec run_search_case(Backend& b, const SearchCase& c, const std::string& name) {
+    const int kc = c.beam == 1 ? 1 : 2 * c.beam;
+    uint64_t s = c.seed;
+    IVec limits(c.B);
+    std::vector<RefSentence> ref(c.B);
+    int steps = 1;
+    for (int i = 0; i < c.B; i++) {
+        limits[i] = 1 + (int)(splitmix64_next(&s) % (uint64_t)c.max_len_hi);
+        ref[i].prefix = c.prefix_hi ? (int)(splitmix64_next(&s) % (uint64_t)(c.prefix_hi + 1)) : 0;
+        limits[i] = std::max(limits[i], ref[i].prefix + 1);
+        ref[i].max_len = limits[i];
+        steps = std::max(steps, limits[i]);
+    }
+    Vec lps;
+    for (int n = 0; n <= steps; n++) lps.push_back((float)std::pow((5.0 + n) / 6.0, 0.6));
+    SearchMem sm(b, c, limits, lps, steps);
+    Mem forced_m(b, (size_t)sm.st.R * 4), forced_lp_m(b, (size_t)sm.st.R * 4);
+    size_t bad_rows = 0, bad_counts = 0, step_count = 0;
+    for (int t = 0, n = c.B; n > 0; t++, step_count++) {
+        IVec first(c.B, -1), sentence;
+        for (int i = 0, r = 0; i < c.B; i++)
+            if (!ref[i].done) first[i] = r, r += (int)ref[i].alive.size();
+        IVec tok, forced(n, PAD_ID);
+        Vec lp, forced_lp(n, 0.0f);
+        search_candidates(c, t, n, kc, &tok, &lp);
+        bool any_forced = false;
+        for (int i = 0; i < c.B; i++)
+            if (first[i] >= 0 && t < ref[i].prefix) {
+                forced[first[i]] = 4 + (int)(splitmix64(c.seed + t * 31 + i) % (uint64_t)(c.V - 4));
+                forced_lp[first[i]] = -0.5f * (float)(1 + i % 3), any_forced = true;
+            }
+        Mem tm = put_i(b, tok), lm = put_f(b, lp);
+        b.upload(forced_m.get(), forced.data(), forced.size() * 4);
+        b.upload(forced_lp_m.get(), forced_lp.data(), forced_lp.size() * 4);
+        b.search_select(sm.st, tm.i(), lm.f(), any_forced ? forced_m.i() : nullptr, forced_lp_m.f(), n, t);
+        const int next = get_i(b, sm.count.i(), 1)[0];
+        for (int i = 0; i < c.B; i++)
+            if (first[i] >= 0) ref_step(&ref[i], first[i], tok, lp, kc, c.beam, c.V, t, forced[first[i]], forced_lp[first[i]], lps);
+        IVec want_token, want_parent, want_sentence;   // the rows of step t + 1, from the reference
+        for (int i = 0; i < c.B; i++) {
+            if (ref[i].done) continue;
+            for (const RefHyp& h : ref[i].alive) {
+                want_token.push_back(h.tokens.back());
+                want_parent.push_back(h.parent);
+                want_sentence.push_back(i);
+            }
+        }
+        bad_counts += next != (int)want_token.size();
+        const IVec h = get_i(b, sm.hist.i() + (size_t)(t + 1) * 3 * sm.st.R, 3 * (size_t)sm.st.R);
+        for (size_t r = 0; r < want_token.size() && next == (int)want_token.size(); r++)
+            bad_rows += h[r] != want_token[r] || h[sm.st.R + r] != want_parent[r] || h[2 * sm.st.R + r] != want_sentence[r];
+        n = next;
+        if (step_count > 200) break;
+    }
+    check(bad_counts == 0 && bad_rows == 0, "%-52s %zu steps: row counts differ at %zu steps, %zu rows differ",
+          name.c_str(), step_count, bad_counts, bad_rows);
+    // The finished hypotheses: tokens rebuilt by walking the history's parents.
+    const IVec fin_n = get_i(b, sm.fin_n.i(), c.B);
+    const size_t Bn = (size_t)c.B * c.nbest;
+    const IVec fstep = get_i(b, sm.fin_step.i(), Bn), frow = get_i(b, sm.fin_row.i(), Bn), ftok = get_i(b, sm.fin_token.i(), Bn);
+    const Vec fscore = get_f(b, sm.fin_score.f(), Bn), flogp = get_f(b, sm.fin_logp.f(), Bn);
+    const IVec hist = get_i(b, sm.hist.i(), (size_t)(steps + 1) * 3 * sm.st.R);
+    size_t bad = 0, compared = 0;
+    Vec flat;
+    for (int i = 0; i < c.B; i++) {
+        const size_t keep = std::min<size_t>(c.nbest, ref[i].finished.size());
+        bad += (size_t)fin_n[i] != keep;
+        for (size_t j = 0; j < keep && (size_t)fin_n[i] == keep; j++, compared++) {
+            const size_t f = (size_t)i * c.nbest + j;
+            IVec tokens(fstep[f] + 1);
+            tokens[fstep[f]] = ftok[f];
+            for (int k = fstep[f], r = frow[f]; k >= 1; k--) {
+                tokens[k - 1] = hist[(size_t)k * 3 * sm.st.R + r];
+                r = hist[(size_t)k * 3 * sm.st.R + sm.st.R + r];
+            }
+            const RefHyp& w = ref[i].finished[j];
+            bad += tokens != w.tokens || flogp[f] != w.logprob || fscore[f] != ref[i].scores[j];
+            flat.push_back(flogp[f]), flat.push_back(fscore[f]);
+            for (int x : tokens) flat.push_back((float)x);
+        }
+    }
+    check(bad == 0 && compared > 0, "%-52s %zu finished hypotheses kept: tokens, log-probability and score bitwise, %zu differ",
+          name.c_str(), compared, bad);
+    return flat;
+}
+
+void test_search_select(Backend& be, Backend* cpu) {
+    const SearchCase cases[] = {
+        {"greedy", 7, 1, 1, 9, 7, 0, 11},
+        {"greedy, target prefixes", 6, 1, 1, 12, 6, 3, 12},
+        {"beam 4", 8, 4, 1, 9, 9, 0, 13},
+        {"beam 3, n-best 3, V < 2k (no candidate)", 5, 3, 3, 5, 8, 0, 14},
+        {"beam 4, n-best 2, target prefixes", 6, 4, 2, 10, 9, 2, 15},
+        {"beam 5, n-best 5, 40 sentences", 40, 5, 5, 30, 14, 0, 16},
+        {"beam 2, one sentence, length 1", 1, 2, 2, 6, 1, 0, 17},
+        {"beam 2, 2500 sentences (the GPU lays out runs of 3)", 2500, 2, 1, 12, 6, 0, 18},
+    };
+    for (const SearchCase& c : cases) {
+        const std::string name = fmt("search_select %s", c.name);
+        const Vec got = run_search_case(be, c, name);
+        if (cpu) same(name + " vs CPU", got, run_search_case(*cpu, c, name + " (CPU)"));
+    }
+}
+
 struct OpTest {
     const char* section;   // printed before the first test of a section
     void (*run)(Backend& be, Backend* cpu);
@@ -1866,6 +2083,7 @@ const OpTest TESTS[] = {
     {nullptr, test_logsoftmax_topk},
     {nullptr, test_logsoftmax_gather},
     {nullptr, test_logsoftmax_sample},
+    {"§6.1 Machine Translation: beam search's bookkeeping", test_search_select},
     {"§5.3 Optimizer", test_global_norm},
     {nullptr, test_scale},
     {nullptr, test_add_inplace},

@@ -1,9 +1,9 @@
-// decode.cpp — batched greedy and beam search (see decode.h for the rules): the search only.
-// The model (model/model.cpp) runs the encoder once per batch and the decoder one position
-// at a time over its cache, and hands back the top candidates (token, log-probability) of
-// every hypothesis; this file chooses among them. A "row" is one alive hypothesis of one
-// sentence at the current step; each hypothesis remembers the row it held, so the model can
-// give a hypothesis that changed parent its ancestors' cache rows (model_decode_step).
+// decode.cpp — batched greedy and beam search (see decode.h for the rules): the search's loop,
+// its setup (length limits, length penalties), target prefixes, sampling, batching by length,
+// and scoring. The model (model/model.cpp) runs the encoder once per batch and the decoder one
+// position at a time over its cache; the choice among each step's candidates is a backend op
+// (Backend::search_select, whose per-sentence rules are model/search.h), so the rows, their
+// candidates and the finished hypotheses stay on the device until the batch ends.
 #include "toolkit/decode.h"
 
 #include <algorithm>
@@ -27,190 +27,75 @@ float sampling_uniform(uint64_t seed, uint64_t stream, int step) {
 
 namespace {
 
-struct Hyp {
-    std::vector<int> tokens;
-    float logprob = 0;
-    int row = -1;   // the row this hypothesis held at the last step (its cache entries)
-};
-
-struct Sentence {
-    int max_len = 0;
-    std::vector<Hyp> alive;
-    std::vector<Hypothesis> finished;   // sorted by score, best first
-    bool done = false;
-};
-
-// The candidates of one step: k per row, best first (token -1: none).
-struct Candidates {
-    int k = 0;
-    std::vector<int> token;      // (n, k)
-    std::vector<float> logp;     // (n, k)
-};
-
-void add_finished(Sentence* s, const std::vector<int>& tokens, float logprob, float alpha) {
-    Hypothesis h{tokens, logprob, logprob / length_penalty((int)tokens.size(), alpha)};
-    auto pos = std::upper_bound(s->finished.begin(), s->finished.end(), h,
-                                [](const Hypothesis& a, const Hypothesis& b) { return a.score > b.score; });
-    s->finished.insert(pos, h);   // stable: after equal scores
-}
-
-// §6.1 Machine Translation: beam search (the paper: beam 4, length penalty alpha 0.6). One
-// step for one sentence; `first_row` is the row of its first alive hypothesis.
-void beam_select(Sentence* s, const Candidates& c, int first_row, int V, int t,
-                 const DecodeOptions& opt) {
-    const int k = opt.beam;
-    struct Cand { float score; long key; int i, w; };
-    std::vector<Cand> cands;
-    for (int i = 0; i < (int)s->alive.size(); i++) {
-        const size_t r = (size_t)(first_row + i) * c.k;
-        for (int j = 0; j < c.k && c.token[r + j] >= 0; j++) {
-            const int w = c.token[r + j];
-            cands.push_back({s->alive[i].logprob + c.logp[r + j], (long)i * V + w, i, w});
-        }
-    }
-    std::sort(cands.begin(), cands.end(), [](const Cand& a, const Cand& b) {
-        return a.score != b.score ? a.score > b.score : a.key < b.key;
-    });
-    if ((int)cands.size() > 2 * k) cands.resize(2 * k);
-    std::vector<Hyp> next;
-    for (const Cand& cd : cands) {
-        const Hyp& parent = s->alive[cd.i];
-        std::vector<int> toks = parent.tokens;
-        toks.push_back(cd.w);
-        if (cd.w == EOS_ID) add_finished(s, toks, cd.score, opt.alpha);
-        else if ((int)next.size() < k) next.push_back(Hyp{toks, cd.score, first_row + cd.i});
-    }
-    if (t == s->max_len - 1) {
-        for (const Hyp& h : next) add_finished(s, h.tokens, h.logprob, opt.alpha);
-        next.clear();
-    }
-    s->alive = std::move(next);
-    const float bound = s->alive.empty() ? 0 : s->alive[0].logprob / length_penalty(s->max_len, opt.alpha);
-    s->done = s->alive.empty() || (!s->finished.empty() && s->finished[0].score >= bound);
-}
-
-// One greedy step for one sentence (its single alive hypothesis is row r): the best token.
-void greedy_select(Sentence* s, const Candidates& c, int r, int t, float alpha) {
-    const int w = c.token[(size_t)r * c.k];
-    Hyp& h = s->alive[0];
-    h.tokens.push_back(w);
-    h.logprob += c.logp[(size_t)r * c.k];
-    h.row = r;
-    if (w == EOS_ID || t == s->max_len - 1) {
-        add_finished(s, h.tokens, h.logprob, alpha);
-        s->alive.clear();
-        s->done = true;
-    }
-}
-
-// A step of a target prefix for one sentence (its single alive hypothesis is row r): the
-// forced token w, with its log-probability.
-void forced_select(Sentence* s, int r, int w, float logp, int t, float alpha) {
-    Hyp& h = s->alive[0];
-    h.tokens.push_back(w);
-    h.logprob += logp;
-    h.row = r;
-    if (t == s->max_len - 1) {   // only when a learned position table cut the length
-        add_finished(s, h.tokens, h.logprob, alpha);
-        s->alive.clear();
-        s->done = true;
-    }
-}
-
 size_t prefix_size(const DecodeInputs* in, size_t i) {
     return in && !in->prefix.empty() ? in->prefix[i].size() : 0;
 }
 
-// Step t's forced tokens per row (PAD_ID: none) and their log-probabilities; false when no
-// row is forced.
-bool forced_step(Model* m, const DecodeRows& rows, const DecodeInputs* in, int t,
-                 std::vector<int>* forced, std::vector<float>* logp) {
-    forced->assign(rows.token.size(), PAD_ID);
-    bool any = false;
-    for (size_t r = 0; r < rows.token.size(); r++) {
-        const size_t i = (size_t)rows.sentence[r];
-        if ((size_t)t < prefix_size(in, i)) (*forced)[r] = in->prefix[i][t], any = true;
+// The search's setup: each sentence's length limit (the prefix, then at least one token; the
+// learned position table's end) and the length penalties of every length up to the longest.
+SearchSetup search_setup(const Model* m, const std::vector<std::vector<int>>& sources,
+                         const DecodeOptions& opt, const DecodeInputs* in) {
+    SearchSetup setup;
+    setup.beam = std::max(1, opt.beam);
+    setup.nbest = std::max(1, opt.nbest);
+    int longest = 1;
+    for (size_t i = 0; i < sources.size(); i++) {
+        int n = opt.force_length > 0 ? opt.force_length : max_output_length((int)sources[i].size(), opt);
+        n = std::max(n, (int)prefix_size(in, i) + 1);
+        if (m->cfg.learned_pos) n = std::min(n, m->cfg.max_len);
+        setup.max_len.push_back(n);
+        longest = std::max(longest, n);
     }
-    if (any) model_decode_logp(m, *forced, logp);
-    return any;
+    for (int n = 0; n <= longest; n++) setup.lp.push_back(length_penalty(n, opt.alpha));
+    return setup;
 }
 
-// Sampling: replaces each row's candidate (k = 1) by a token drawn from the model.
-void sample_step(Model* m, const DecodeRows& rows, const DecodeInputs* in, int t,
-                 const DecodeOptions& opt, Candidates* c) {
-    std::vector<float> u(rows.token.size());
+// Step t's forced tokens (a target prefix), row by row (PAD_ID: none); false when no
+// sentence has a prefix token at t (then the rows' sentences are not even downloaded).
+bool force_step(Model* m, const DecodeInputs* in, int t, size_t longest_prefix) {
+    if ((size_t)t >= longest_prefix) return false;
+    const std::vector<int> sentence = model_decode_row_sentences(m);
+    std::vector<int> forced(sentence.size(), PAD_ID);
+    for (size_t r = 0; r < sentence.size(); r++) {
+        const size_t i = (size_t)sentence[r];
+        if ((size_t)t < prefix_size(in, i)) forced[r] = in->prefix[i][t];
+    }
+    model_decode_force(m, forced);
+    return true;
+}
+
+// Sampling: each row's candidate becomes a token drawn with the sentence's own random number.
+void sample_step(Model* m, const DecodeInputs* in, int t, const DecodeOptions& opt) {
+    const std::vector<int> sentence = model_decode_row_sentences(m);
+    std::vector<float> u(sentence.size());
     for (size_t r = 0; r < u.size(); r++) {
-        const size_t i = (size_t)rows.sentence[r];
+        const size_t i = (size_t)sentence[r];
         const uint64_t stream = in && !in->stream.empty() ? in->stream[i] : i;
         u[r] = sampling_uniform(opt.seed, stream, t);
     }
-    model_decode_sample(m, u, opt.temperature, opt.sample_topk, opt.sample_topp, &c->token, &c->logp);
-}
-
-// The rows of step t: every alive hypothesis of every sentence not done, sentence by
-// sentence; first_row[i] is sentence i's first row (-1 when it is done).
-DecodeRows step_rows(const std::vector<Sentence>& sents, bool with_prefix, std::vector<int>* first_row) {
-    DecodeRows rows;
-    first_row->assign(sents.size(), -1);
-    for (size_t i = 0; i < sents.size(); i++) {
-        if (sents[i].done) continue;
-        (*first_row)[i] = (int)rows.token.size();
-        for (const Hyp& h : sents[i].alive) {
-            rows.token.push_back(h.tokens.empty() ? BOS_ID : h.tokens.back());
-            rows.parent.push_back(h.row);
-            rows.sentence.push_back((int)i);
-            if (with_prefix) rows.prefix.push_back(&h.tokens);
-        }
-    }
-    return rows;
+    model_decode_sample(m, u, opt.temperature, opt.sample_topk, opt.sample_topp);
 }
 
 }  // namespace
 
+// §6.1 Machine Translation: the search's loop. The model keeps the rows, their candidates and
+// the bookkeeping on the device (model/search.h); a step here costs one download, the next
+// row count, plus the rows' sentences when a prefix or sampling needs them.
 std::vector<std::vector<Hypothesis>> decode_batch(Model* m,
                                                   const std::vector<std::vector<int>>& sources,
                                                   const DecodeOptions& opt, const DecodeInputs* in) {
-    std::vector<std::vector<Hypothesis>> results(sources.size());
-    if (sources.empty()) return results;
-    const int V = m->cfg.vocab, beam = std::max(1, opt.beam);
-    std::vector<Sentence> sents(sources.size());
-    int max_steps = 1;
-    for (size_t i = 0; i < sources.size(); i++) {
-        int n = opt.force_length > 0 ? opt.force_length : max_output_length((int)sources[i].size(), opt);
-        n = std::max(n, (int)prefix_size(in, i) + 1);   // the prefix, then at least one token
-        if (m->cfg.learned_pos) n = std::min(n, m->cfg.max_len);   // the position table's end
-        sents[i].max_len = n;
-        sents[i].alive.push_back(Hyp{});
-        max_steps = std::max(max_steps, n);
+    if (sources.empty()) return {};
+    size_t longest_prefix = 0;
+    for (size_t i = 0; i < sources.size(); i++) longest_prefix = std::max(longest_prefix, prefix_size(in, i));
+    model_decode_begin(m, sources, search_setup(m, sources, opt, in), opt.recompute);
+    const bool sampling = opt.sampling && opt.beam <= 1;
+    for (int t = 0, rows = (int)sources.size(); rows > 0; t++) {
+        model_decode_step(m, t, opt.force_length > 0 ? EOS_ID : -1);
+        force_step(m, in, t, longest_prefix);
+        if (sampling) sample_step(m, in, t, opt);
+        rows = model_decode_select(m, t);
     }
-    model_decode_begin(m, sources, beam, max_steps, opt.recompute);
-    Candidates c;
-    c.k = beam <= 1 ? 1 : 2 * beam;
-    for (int t = 0;; t++) {
-        std::vector<int> first_row;
-        DecodeRows rows = step_rows(sents, opt.recompute, &first_row);
-        if (rows.token.empty()) break;
-        model_decode_step(m, t, rows, c.k, opt.force_length > 0 ? EOS_ID : -1, &c.token, &c.logp);
-        std::vector<int> forced;
-        std::vector<float> forced_logp;
-        const bool any_forced = forced_step(m, rows, in, t, &forced, &forced_logp);
-        if (opt.sampling && beam <= 1) sample_step(m, rows, in, t, opt, &c);
-        // Each sentence selects from its own rows only: in parallel, deterministic.
-#pragma omp parallel for schedule(dynamic, 8)
-        for (size_t i = 0; i < sents.size(); i++) {
-            if (first_row[i] < 0) continue;
-            const int r = first_row[i];
-            if (any_forced && forced[r] != PAD_ID) forced_select(&sents[i], r, forced[r], forced_logp[r], t, opt.alpha);
-            else if (beam <= 1) greedy_select(&sents[i], c, first_row[i], t, opt.alpha);
-            else beam_select(&sents[i], c, first_row[i], V, t, opt);
-        }
-    }
-    for (size_t i = 0; i < sents.size(); i++) {
-        std::vector<Hypothesis>& f = sents[i].finished;
-        if ((int)f.size() > std::max(1, opt.nbest)) f.resize(std::max(1, opt.nbest));
-        results[i] = f;
-    }
-    return results;
+    return model_decode_results(m);
 }
 
 std::vector<std::vector<Hypothesis>> decode_sorted(Model* m,

@@ -13,11 +13,13 @@
 // - Incremental (model_decode_begin / model_decode_step in transformer.h): decoder
 //   self-attention keys/values are cached per step (a hypothesis that changes parent takes
 //   its ancestors' entries through the model's cache_reorder op); cross-attention
-//   keys/values are computed once per sentence. The search sees each hypothesis' top
-//   candidates, never logits.
+//   keys/values are computed once per sentence. Each step ends in log-softmax + top-2k on
+//   the device and the selection above runs there too (Backend::search_select, the rules in
+//   model/search.h): the host learns only the next step's row count, and downloads the
+//   finished hypotheses once per batch.
 // - Target prefix (DecodeInputs::prefix, CTranslate2's target_prefix): the first steps of a
 //   sentence feed the given tokens instead of choosing; their log-probabilities (from the
-//   model, model_decode_logp) count in the hypothesis' logprob, and the length penalty counts
+//   model, model_decode_force) count in the hypothesis' logprob, and the length penalty counts
 //   them. Beam search branches after the prefix. The maximum length is at least prefix + 1.
 // - Sampling (DecodeOptions::sampling, beam 1 only): at each step a token drawn from
 //   softmax(z / temperature) over the top-k tokens or the nucleus (top-p), by the backend's
@@ -56,12 +58,6 @@ struct DecodeInputs {
 
 // Sampling's uniform number in [0, 1) for (seed, stream, step): 24 bits of splitmix64.
 float sampling_uniform(uint64_t seed, uint64_t stream, int step);
-
-struct Hypothesis {
-    std::vector<int> tokens;   // generated ids, ending with </s> when it finished
-    float logprob = 0;         // sum of token log-probabilities
-    float score = 0;           // logprob / lp(|tokens|)
-};
 
 int max_output_length(int source_length, const DecodeOptions& opt);
 // GNMT's length penalty ((5 + n) / 6)^alpha for n tokens (counting </s>).
