@@ -151,6 +151,11 @@ if want translate && [ -f "$M" ] && [ -f data/corpus/default/test.en ]; then
         step "gpu-vs-cpu-beam$beam" bash -c "n=\$(paste -d '\n' $LOG_DIR/gpu-fp32-beam$beam.txt $LOG_DIR/cpu-fp32-beam$beam.txt \
             | paste - - | awk -F'\t' '\$1 != \$2' | wc -l); \
             echo \"GPU fp32 vs CPU, beam $beam: \$n lines differ of \$(wc -l < $LOG_DIR/cpu-fp32-beam$beam.txt)\"; [ \$n -le 7 ]"
+        # BLEU: GPU fp32 within 0.05 of the CPU's, bf16 within 0.2 of fp32's
+        step "bleu-beam$beam" bash -c "b() { ./bleu data/corpus/default/test.es --score-only < $LOG_DIR/\$1-beam$beam.txt; }; \
+            c=\$(b cpu-fp32); g=\$(b gpu-fp32); h=\$(b gpu-bf16); \
+            echo \"BLEU = beam $beam: CPU fp32 \$c, GPU fp32 \$g, GPU bf16 \$h\"; \
+            [ -n \"\$c\" ] && [ -n \"\$g\" ] && [ -n \"\$h\" ] && awk -v c=\$c -v g=\$g -v h=\$h 'BEGIN { d1 = c - g; d2 = g - h; exit !(d1 <= 0.05 && d1 >= -0.05 && d2 <= 0.2 && d2 >= -0.2) }'"
     done
 elif want translate; then
     skip translate "no model at $M, or no data/corpus/default"

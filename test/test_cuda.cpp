@@ -1,7 +1,8 @@
 // test/test_cuda.cpp — the whole model on the GPU against the CPU: a training step (loss, every
 // gradient, 10 Adam steps) in fp32 with dropout on, the classifier whole and in chunks, the
 // bf16 loss curve against fp32 over 200 steps, resume bitwise equal to an uninterrupted run,
-// and decoding (the reference cases of test_decode) on the GPU. The ops one by one are test_ops' work (build/test_ops --device cuda).
+// and decoding on the GPU (the reference cases of test_decode, cached and recomputed; each
+// sentence alone against the batch). The ops one by one are test_ops' work (build/test_ops --device cuda).
 //
 //   build/test_cuda [--quick] [REF_DIR]   (make test runs it; make gpu-check also runs it with
 //                                          --quick, 40 steps of the loss curve, under compute-sanitizer)
@@ -204,6 +205,37 @@ static void reference_decoding() {
     }
 }
 
+// A sentence decoded alone equals the same sentence inside the batch on the GPU (fp32): the
+// same tokens, the log-probability within 1e-5 (another batch size may take another cuBLAS
+// algorithm), greedy and beam 4 with n-best 4.
+static void alone_equals_batched() {
+    Model m;
+    m.backend = gpu("fp32");
+    DecodeCase dc;
+    if (!m.backend || !load_decode_case(g_ref_dir + "/decode.safetensors", &m, &dc)) return;
+    for (int beam : {1, 4}) {
+        DecodeOptions opt = dc.opt;
+        opt.beam = beam;
+        opt.nbest = beam;
+        const auto batched = decode_batch(&m, dc.sources, opt);
+        size_t same_tokens = 0, hyps = 0;
+        std::vector<float> lp_alone, lp_batched;
+        for (size_t i = 0; i < dc.sources.size(); i++) {
+            const auto alone = decode_batch(&m, {dc.sources[i]}, opt)[0];
+            for (size_t j = 0; j < alone.size() && j < batched[i].size(); j++) {
+                same_tokens += alone[j].tokens == batched[i][j].tokens;
+                lp_alone.push_back(alone[j].logprob);
+                lp_batched.push_back(batched[i][j].logprob);
+            }
+            hyps += std::max(alone.size(), batched[i].size());
+        }
+        check(same_tokens == hyps, "GPU fp32 beam %d, n-best %d: each sentence alone gives the batch's hypotheses (%zu/%zu)",
+              beam, beam, same_tokens, hyps);
+        check_close(("GPU fp32 beam " + std::to_string(beam) + ": log-probabilities alone vs batched").c_str(),
+                    lp_alone.data(), lp_batched.data(), lp_alone.size(), 1e-5);
+    }
+}
+
 int main(int argc, char** argv) {
     for (int i = 1; i < argc; i++) {
         if (std::string(argv[i]) == "--quick") g_curve_steps = 40;
@@ -224,5 +256,6 @@ int main(int argc, char** argv) {
     resume_is_bitwise("bf16");
     std::printf("-- decoding\n");
     reference_decoding();
+    alone_equals_batched();
     return check_summary("cuda");
 }
