@@ -490,7 +490,8 @@ __global__ void attention_backward_key_kernel(T* dkv, const float* dS, const flo
 
 // =============================================================================================
 // §3.2.3 The decoder one position at a time: a query of length one per (row, head), one warp
-// each, its scores in shared memory (no score matrix goes through device memory).
+// each, its scores in shared memory (no score matrix goes through device memory); the lanes
+// take a key each for the scores (no reduction per key), then a value channel each.
 // =============================================================================================
 // The warp's (row, head) index: these blocks hold step_warps(keys) warps, fewer than WARPS
 // once the scores of 8 warps no longer fit 48 KB (over 1536 keys), so global_warp() (which
@@ -524,13 +525,12 @@ __global__ void attention_step_self_kernel(T* ctx, const T* q, const T* cache, i
     const int r = (int)(w / s.H), h = (int)(w % s.H), ld = s.H * s.dk + s.H * s.dv;
     const float scale = 1.0f / sqrtf((float)s.dk);
     const T* qr = q + (size_t)r * s.q_stride + h * s.dk;
-    for (int j = 0; j < len; j++) {
+    for (int j = lane; j < len; j += 32) {   // lanes over the keys: a whole dot product each
         const int row = j < t ? slots[(size_t)r * ld_slots + j] : r;
         const T* k = cache + ((size_t)j * R + row) * ld + h * s.dk;
-        float part = 0.0f;
-        for (int c = lane; c < s.dk; c += 32) part += to_float(qr[c]) * to_float(k[c]);
-        part = warp_sum(part);
-        if (lane == 0) sc[j] = part * scale;
+        float acc = 0.0f;
+        for (int c = 0; c < s.dk; c++) acc += to_float(qr[c]) * to_float(k[c]);
+        sc[j] = acc * scale;
     }
     __syncwarp();
     warp_softmax(sc, len);
