@@ -488,6 +488,235 @@ __global__ void attention_backward_key_kernel(T* dkv, const float* dS, const flo
     }
 }
 
+// ---------------------------------------------------------------------------------------------
+// The same three kernels tiled: a block of WARPS warps takes one (sentence, head) and a tile of
+// `rows` query rows (forward, backward_query) or key rows (backward_key), a warp `rows / WARPS`
+// of them. The other side's rows pass through shared memory `chunk` at a time, as floats in
+// rows padded by one (lanes reading consecutive rows hit distinct banks), loaded once for the
+// whole tile instead of once per query row; the scores are dot products with the lanes over
+// the keys (no reduction per score), the products with V or K with the lanes over the channels.
+// The sums over keys (queries) run in ascending order, chunk after chunk, as the row-wise
+// kernels' do. Shared memory (floats): chunk * width + rows * (dk + dv) + rows * chunk * pd
+// (attention_tile), within 48 KB; d_k + d_v too large for that (over about 1,400) keep the
+// row-wise kernels above.
+struct AttentionTile {
+    int rows;    // query (key) rows per block, a multiple of WARPS
+    int chunk;   // key (query) rows staged at a time
+};
+
+// Loads rows [r0, r0 + n) of src (row stride ld; c < width columns) into dst (n, pitch) as floats.
+template <class T>
+__device__ void stage_rows(float* dst, int pitch, const T* src, size_t ld, int r0, int n, int width) {
+    for (int e = threadIdx.x; e < n * width; e += blockDim.x) {
+        const int r = e / width, c = e % width;
+        dst[(size_t)r * pitch + c] = to_float(src[(size_t)(r0 + r) * ld + c]);
+    }
+}
+
+// The tile of block blockIdx.x: (sentence b, head h, first row r0) over L rows.
+struct TileOf {
+    int b, h, r0, n;
+};
+__device__ __forceinline__ TileOf tile_of(int L, int rows, int H) {
+    const int tiles = (L + rows - 1) / rows, t = (int)(blockIdx.x % tiles);
+    const int h = (int)(blockIdx.x / tiles % H), b = (int)(blockIdx.x / tiles / H);
+    return {b, h, t * rows, min(rows, L - t * rows)};
+}
+
+// P (Lk) of one query row: scores, masked to -inf, become the softmax (0 where masked).
+__device__ void warp_masked_softmax(float* P, int Lk) {
+    const int lane = lane_id();
+    float mx = -INFINITY;
+    for (int j = lane; j < Lk; j += 32) mx = fmaxf(mx, P[j]);
+    mx = warp_max(mx);
+    float sum = 0.0f;
+    for (int j = lane; j < Lk; j += 32) {
+        const float e = P[j] == -INFINITY ? 0.0f : expf(P[j] - mx);
+        P[j] = e;
+        sum += e;
+    }
+    sum = warp_sum(sum);
+    const float inv = sum > 0.0f ? 1.0f / sum : 0.0f;
+    for (int j = lane; j < Lk; j += 32) P[j] *= inv;
+    __syncwarp();
+}
+
+template <class T>
+__global__ void attention_forward_tiled_kernel(T* ctx, float* probs, const T* q, const T* kv,
+                                               const int* key_tokens, AttentionShape s, float p_attn,
+                                               uint64_t seed, AttentionTile tl) {
+    extern __shared__ float attn_smem[];
+    const TileOf tt = tile_of(s.Lq, tl.rows, s.H);
+    const int b = tt.b, h = tt.h, warp = threadIdx.x / 32, lane = lane_id(), W = max(s.dk, s.dv) + 1;
+    float* kvs = attn_smem;                          // (chunk, W) keys, then values
+    float* qs = kvs + (size_t)tl.chunk * W;          // (rows, dk) the tile's queries
+    float* acc = qs + (size_t)tl.rows * s.dk;        // (rows, dv) its context
+    float* pd = acc + (size_t)tl.rows * s.dv;        // (rows, chunk) dropout(P) of a chunk
+    const float scale = 1.0f / sqrtf((float)s.dk);
+    const size_t probs_off = ((size_t)b * s.H + h) * s.Lq * s.Lk;
+    const int* kt = key_tokens + (size_t)b * s.Lk;
+    const T* keys = kv + (size_t)b * s.Lk * s.kv_stride + s.k_col + h * s.dk;
+    const T* vals = kv + (size_t)b * s.Lk * s.kv_stride + s.v_col + h * s.dv;
+    stage_rows(qs, s.dk, q + (size_t)b * s.Lq * s.q_stride + s.q_col + h * s.dk, s.q_stride, tt.r0, tt.n, s.dk);
+    for (int e = threadIdx.x; e < tt.n * s.dv; e += blockDim.x) acc[e] = 0.0f;
+    for (int j0 = 0; j0 < s.Lk; j0 += tl.chunk) {   // scores into probs, a chunk of keys at a time
+        const int nk = min(tl.chunk, s.Lk - j0);
+        __syncthreads();
+        stage_rows(kvs, W, keys, s.kv_stride, j0, nk, s.dk);
+        __syncthreads();
+        for (int r = warp; r < tt.n; r += WARPS) {
+            const int i = tt.r0 + r;
+            const float* qr = qs + (size_t)r * s.dk;
+            for (int j = lane; j < nk; j += 32) {
+                float dot = 0.0f;
+                for (int c = 0; c < s.dk; c++) dot += qr[c] * kvs[(size_t)j * W + c];
+                const bool allowed = kt[j0 + j] != PAD_ID && !(s.causal && j0 + j > i);
+                probs[probs_off + (size_t)i * s.Lk + j0 + j] = allowed ? dot * scale : -INFINITY;
+            }
+        }
+    }
+    __syncwarp();
+    for (int r = warp; r < tt.n; r += WARPS) warp_masked_softmax(probs + probs_off + (size_t)(tt.r0 + r) * s.Lk, s.Lk);
+    for (int j0 = 0; j0 < s.Lk; j0 += tl.chunk) {   // the context, a chunk of values at a time
+        const int nk = min(tl.chunk, s.Lk - j0);
+        __syncthreads();
+        stage_rows(kvs, W, vals, s.kv_stride, j0, nk, s.dv);
+        __syncthreads();
+        for (int r = warp; r < tt.n; r += WARPS) {
+            const size_t e0 = probs_off + (size_t)(tt.r0 + r) * s.Lk + j0;
+            float* pr = pd + (size_t)r * tl.chunk;
+            for (int j = lane; j < nk; j += 32) {
+                const float p = probs[e0 + j];
+                pr[j] = p_attn <= 0.0f ? p : dropout_keep(seed, e0 + j, p_attn) ? p / (1.0f - p_attn) : 0.0f;
+            }
+            __syncwarp();
+            for (int c = lane; c < s.dv; c += 32) {
+                float a = acc[(size_t)r * s.dv + c];
+                for (int j = 0; j < nk; j++) a += pr[j] * kvs[(size_t)j * W + c];
+                acc[(size_t)r * s.dv + c] = a;
+            }
+        }
+    }
+    for (int r = warp; r < tt.n; r += WARPS) {
+        T* out = ctx + ((size_t)b * s.Lq + tt.r0 + r) * s.H * s.dv + h * s.dv;
+        for (int c = lane; c < s.dv; c += 32) out[c] = from_float<T>(acc[(size_t)r * s.dv + c]);
+    }
+}
+
+template <class T>
+__global__ void attention_backward_query_tiled_kernel(T* dq, float* dS, const T* dctx, const float* probs,
+                                                      const T* kv, AttentionShape s, float p_attn,
+                                                      uint64_t seed, AttentionTile tl) {
+    extern __shared__ float attn_smem[];
+    const TileOf tt = tile_of(s.Lq, tl.rows, s.H);
+    const int b = tt.b, h = tt.h, warp = threadIdx.x / 32, lane = lane_id(), W = max(s.dk, s.dv) + 1;
+    float* kvs = attn_smem;                          // (chunk, W) values, then keys
+    float* dcs = kvs + (size_t)tl.chunk * W;         // (rows, dv) the tile's dctx
+    float* acc = dcs + (size_t)tl.rows * s.dv;       // (rows, dk) its dq
+    const float scale = 1.0f / sqrtf((float)s.dk);
+    const size_t probs_off = ((size_t)b * s.H + h) * s.Lq * s.Lk;
+    const T* keys = kv + (size_t)b * s.Lk * s.kv_stride + s.k_col + h * s.dk;
+    const T* vals = kv + (size_t)b * s.Lk * s.kv_stride + s.v_col + h * s.dv;
+    stage_rows(dcs, s.dv, dctx + (size_t)b * s.Lq * s.H * s.dv + h * s.dv, (size_t)s.H * s.dv, tt.r0, tt.n, s.dv);
+    for (int e = threadIdx.x; e < tt.n * s.dk; e += blockDim.x) acc[e] = 0.0f;
+    for (int j0 = 0; j0 < s.Lk; j0 += tl.chunk) {   // dP = dropout'(dctx V^T) into dS
+        const int nk = min(tl.chunk, s.Lk - j0);
+        __syncthreads();
+        stage_rows(kvs, W, vals, s.kv_stride, j0, nk, s.dv);
+        __syncthreads();
+        for (int r = warp; r < tt.n; r += WARPS) {
+            const size_t e0 = probs_off + (size_t)(tt.r0 + r) * s.Lk + j0;
+            const float* dr = dcs + (size_t)r * s.dv;
+            for (int j = lane; j < nk; j += 32) {
+                float dp = 0.0f;
+                for (int c = 0; c < s.dv; c++) dp += dr[c] * kvs[(size_t)j * W + c];
+                if (p_attn > 0.0f) dp = dropout_keep(seed, e0 + j, p_attn) ? dp / (1.0f - p_attn) : 0.0f;
+                dS[e0 + j] = dp;
+            }
+        }
+    }
+    __syncwarp();
+    for (int r = warp; r < tt.n; r += WARPS) {   // dS = P (dP - rowsum(P dP)) / sqrt(dk)
+        const float* P = probs + probs_off + (size_t)(tt.r0 + r) * s.Lk;
+        float* D = dS + probs_off + (size_t)(tt.r0 + r) * s.Lk;
+        float dot = 0.0f;
+        for (int j = lane; j < s.Lk; j += 32) dot += P[j] * D[j];
+        dot = warp_sum(dot);
+        for (int j = lane; j < s.Lk; j += 32) D[j] = P[j] * (D[j] - dot) * scale;
+    }
+    __syncwarp();
+    for (int j0 = 0; j0 < s.Lk; j0 += tl.chunk) {   // dQ = dS K
+        const int nk = min(tl.chunk, s.Lk - j0);
+        __syncthreads();
+        stage_rows(kvs, W, keys, s.kv_stride, j0, nk, s.dk);
+        __syncthreads();
+        for (int r = warp; r < tt.n; r += WARPS) {
+            const float* D = dS + probs_off + (size_t)(tt.r0 + r) * s.Lk + j0;
+            for (int c = lane; c < s.dk; c += 32) {
+                float a = acc[(size_t)r * s.dk + c];
+                for (int j = 0; j < nk; j++) a += D[j] * kvs[(size_t)j * W + c];
+                acc[(size_t)r * s.dk + c] = a;
+            }
+        }
+    }
+    for (int r = warp; r < tt.n; r += WARPS) {
+        T* out = dq + ((size_t)b * s.Lq + tt.r0 + r) * s.q_stride + s.q_col + h * s.dk;
+        for (int c = lane; c < s.dk; c += 32) out[c] = from_float<T>(acc[(size_t)r * s.dk + c]);
+    }
+}
+
+// Tiles of key rows; the queries (q and dctx rows) pass through shared memory a chunk at a time.
+template <class T>
+__global__ void attention_backward_key_tiled_kernel(T* dkv, const float* dS, const float* probs, const T* q,
+                                                    const T* dctx, AttentionShape s, float p_attn,
+                                                    uint64_t seed, AttentionTile tl) {
+    extern __shared__ float attn_smem[];
+    const TileOf tt = tile_of(s.Lk, tl.rows, s.H);
+    const int b = tt.b, h = tt.h, warp = threadIdx.x / 32, lane = lane_id();
+    const int WQ = s.dk + 1, WD = s.dv + 1;
+    float* qcs = attn_smem;                          // (chunk, dk + 1) queries
+    float* dcs = qcs + (size_t)tl.chunk * WQ;        // (chunk, dv + 1) their dctx
+    float* acc_k = dcs + (size_t)tl.chunk * WD;      // (rows, dk) the tile's dK
+    float* acc_v = acc_k + (size_t)tl.rows * s.dk;   // (rows, dv) its dV
+    float* ds = acc_v + (size_t)tl.rows * s.dv;      // (rows, chunk) dS of a chunk, per key
+    float* pd = ds + (size_t)tl.rows * tl.chunk;     // (rows, chunk) dropout(P) of a chunk
+    const size_t probs_off = ((size_t)b * s.H + h) * s.Lq * s.Lk;
+    for (int e = threadIdx.x; e < tl.rows * (s.dk + s.dv); e += blockDim.x) acc_k[e] = 0.0f;   // and acc_v
+    for (int i0 = 0; i0 < s.Lq; i0 += tl.chunk) {
+        const int nq = min(tl.chunk, s.Lq - i0);
+        __syncthreads();
+        stage_rows(qcs, WQ, q + (size_t)b * s.Lq * s.q_stride + s.q_col + h * s.dk, s.q_stride, i0, nq, s.dk);
+        stage_rows(dcs, WD, dctx + (size_t)b * s.Lq * s.H * s.dv + h * s.dv, (size_t)s.H * s.dv, i0, nq, s.dv);
+        __syncthreads();
+        for (int r = warp; r < tt.n; r += WARPS) {
+            const int j = tt.r0 + r;
+            float* dsr = ds + (size_t)r * tl.chunk;
+            float* pdr = pd + (size_t)r * tl.chunk;
+            for (int i = lane; i < nq; i += 32) {
+                const size_t e = probs_off + (size_t)(i0 + i) * s.Lk + j;
+                dsr[i] = dS[e];
+                pdr[i] = p_attn <= 0.0f ? probs[e] : dropout_keep(seed, e, p_attn) ? probs[e] / (1.0f - p_attn) : 0.0f;
+            }
+            __syncwarp();
+            for (int c = lane; c < s.dk; c += 32) {
+                float a = acc_k[(size_t)r * s.dk + c];
+                for (int i = 0; i < nq; i++) a += dsr[i] * qcs[(size_t)i * WQ + c];
+                acc_k[(size_t)r * s.dk + c] = a;
+            }
+            for (int c = lane; c < s.dv; c += 32) {
+                float a = acc_v[(size_t)r * s.dv + c];
+                for (int i = 0; i < nq; i++) a += pdr[i] * dcs[(size_t)i * WD + c];
+                acc_v[(size_t)r * s.dv + c] = a;
+            }
+        }
+    }
+    for (int r = warp; r < tt.n; r += WARPS) {
+        T* row = dkv + ((size_t)b * s.Lk + tt.r0 + r) * s.kv_stride;
+        for (int c = lane; c < s.dk; c += 32) row[s.k_col + h * s.dk + c] = from_float<T>(acc_k[(size_t)r * s.dk + c]);
+        for (int c = lane; c < s.dv; c += 32) row[s.v_col + h * s.dv + c] = from_float<T>(acc_v[(size_t)r * s.dv + c]);
+    }
+}
+
 // =============================================================================================
 // §3.2.3 The decoder one position at a time: a query of length one per (row, head), one warp
 // each, its scores in shared memory (no score matrix goes through device memory); the lanes
@@ -887,6 +1116,8 @@ uint32_t alignment_of(const void* p) {
 class CudaBackend final : public Backend {
 public:
     CudaBackend(Precision precision, const cudaDeviceProp& prop) : precision_(precision), prop_(prop) {
+        const char* attention = std::getenv("TRANSFORMER_ATTENTION");
+        rowwise_attention_ = attention && std::string(attention) == "rowwise";
         CUBLAS_CHECK(cublasLtCreate(&lt_));
         workspace_bytes_ = 32u << 20;
         workspace_ = alloc(workspace_bytes_);
@@ -1066,6 +1297,14 @@ public:
     void attention_forward(floatX* ctx, float* probs, const floatX* q, const floatX* kv,
                            const int* key_tokens, const AttentionShape& s, float p_attn,
                            uint64_t seed) override {
+        cuda::AttentionTile tl;
+        size_t smem;
+        if (attention_tile(std::max(s.dk, s.dv) + 1, s.dk, s.dv, 1, &tl, &smem)) {
+            const dim3 blocks(tiles(s.B, s.H, s.Lq, tl)), threads(32 * cuda::WARPS);
+            if (bf()) launch(cuda::attention_forward_tiled_kernel<bf16>, blocks, threads, smem, (bf16*)ctx, probs, (const bf16*)q, (const bf16*)kv, key_tokens, s, p_attn, seed, tl);
+            else launch(cuda::attention_forward_tiled_kernel<float>, blocks, threads, smem, (float*)ctx, probs, (const float*)q, (const float*)kv, key_tokens, s, p_attn, seed, tl);
+            return;
+        }
         const dim3 blocks(cuda::warp_grid((size_t)s.B * s.H * s.Lq)), threads(32 * cuda::WARPS);
         if (bf()) launch(cuda::attention_forward_kernel<bf16>, blocks, threads, 0, (bf16*)ctx, probs, (const bf16*)q, (const bf16*)kv, key_tokens, s, p_attn, seed);
         else launch(cuda::attention_forward_kernel<float>, blocks, threads, 0, (float*)ctx, probs, (const float*)q, (const float*)kv, key_tokens, s, p_attn, seed);
@@ -1074,6 +1313,20 @@ public:
                             const floatX* q, const floatX* kv, const AttentionShape& s, float p_attn,
                             uint64_t seed) override {
         float* dS = (float*)scratch(0, (size_t)s.B * s.H * s.Lq * s.Lk * sizeof(float));
+        cuda::AttentionTile tq, tk;
+        size_t sq, sk;
+        if (attention_tile(std::max(s.dk, s.dv) + 1, s.dk, s.dv, 1, &tq, &sq) &&
+            attention_tile(s.dk + s.dv + 2, s.dk, s.dv, 2, &tk, &sk)) {
+            const dim3 threads(32 * cuda::WARPS), qblocks(tiles(s.B, s.H, s.Lq, tq)), kblocks(tiles(s.B, s.H, s.Lk, tk));
+            if (bf()) {
+                launch(cuda::attention_backward_query_tiled_kernel<bf16>, qblocks, threads, sq, (bf16*)dq, dS, (const bf16*)dctx, probs, (const bf16*)kv, s, p_attn, seed, tq);
+                launch(cuda::attention_backward_key_tiled_kernel<bf16>, kblocks, threads, sk, (bf16*)dkv, dS, probs, (const bf16*)q, (const bf16*)dctx, s, p_attn, seed, tk);
+            } else {
+                launch(cuda::attention_backward_query_tiled_kernel<float>, qblocks, threads, sq, (float*)dq, dS, (const float*)dctx, probs, (const float*)kv, s, p_attn, seed, tq);
+                launch(cuda::attention_backward_key_tiled_kernel<float>, kblocks, threads, sk, (float*)dkv, dS, probs, (const float*)q, (const float*)dctx, s, p_attn, seed, tk);
+            }
+            return;
+        }
         const dim3 qblocks(cuda::warp_grid((size_t)s.B * s.H * s.Lq)), kblocks(cuda::warp_grid((size_t)s.B * s.H * s.Lk));
         const dim3 threads(32 * cuda::WARPS);
         if (bf()) {
@@ -1177,6 +1430,7 @@ private:
     size_t workspace_bytes_ = 0;
     std::map<void*, size_t> sizes_;         // live allocations, for the peak
     size_t in_use_ = 0, peak_ = 0;
+    bool rowwise_attention_ = false;        // TRANSFORMER_ATTENTION=rowwise: the row-wise kernels
     std::vector<void*> scratch_;            // the backend's own temporaries, by slot, grown
     std::vector<size_t> scratch_bytes_;
     // The algorithm chosen per product shape and per alignment of A, B, C/D and the bias.
@@ -1212,6 +1466,29 @@ private:
             std::exit(1);
         }
         CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem));
+    }
+
+    // The tiled attention kernels' tile: the most rows (32, 16, 8) and then the most staged rows
+    // of the other side (64 down to 1) whose shared memory, chunk * width + rows * (dk + dv) +
+    // pd_arrays * rows * chunk floats, fits 48 KB; false when none does (d_k + d_v over about
+    // 1,400: the row-wise kernels), or when TRANSFORMER_ATTENTION=rowwise asks for those (to
+    // time both on a GPU).
+    bool attention_tile(int width, int dk, int dv, int pd_arrays, cuda::AttentionTile* t, size_t* smem) const {
+        if (rowwise_attention_) return false;
+        for (int rows = 32; rows >= cuda::WARPS; rows /= 2)
+            for (int chunk = 64; chunk >= 1; chunk /= 2) {
+                const size_t floats = (size_t)chunk * width + (size_t)rows * (dk + dv) + (size_t)pd_arrays * rows * chunk;
+                if (floats * sizeof(float) <= 48 * 1024) {
+                    *t = {rows, chunk};
+                    *smem = floats * sizeof(float);
+                    return true;
+                }
+            }
+        return false;
+    }
+    // Blocks of a tiled attention kernel: one per (sentence, head, tile of L rows).
+    static unsigned tiles(int B, int H, int L, const cuda::AttentionTile& t) {
+        return (unsigned)((size_t)B * H * ((L + t.rows - 1) / t.rows));
     }
 
     // Warps per block for one-query attention over n keys: their scores fit 48 KB of shared
