@@ -119,6 +119,8 @@ if want bench; then
         step "bench-$c-bf16" build/bench_train --device cuda --precision bf16 --config $c --tokens 25000
     done
     step bench-base-fp32 build/bench_train --device cuda --precision fp32 --config base --tokens 25000
+    # the attention kernels compared: the same step with the row-wise ones
+    step bench-base-rowwise env TRANSFORMER_ATTENTION=rowwise build/bench_train --device cuda --precision bf16 --config base --tokens 25000
     if $PYTHON -c 'import torch; assert torch.cuda.is_available()' 2> /dev/null; then
         step torch-base $PYTHON bench/bench_torch.py train --device cuda --configs base,big --tokens 25000
     else
