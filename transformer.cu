@@ -880,49 +880,63 @@ __global__ void crossentropy_backward_kernel(T* logits, const float* lse, const 
     }
 }
 
-// The k best of a row, one block per row: log-sum-exp, then k rounds of a block argmax over
-// the entries not yet taken (ties to the lowest id).
+// (value, id) a before b in top-k order: the larger value, on equal values the lower id; id -1
+// (no entry) last.
+__device__ __forceinline__ bool topk_before(float va, int ia, float vb, int ib) {
+    return ia >= 0 && (ib < 0 || va > vb || (va == vb && ia < ib));
+}
+
+// The k best of a row, one block per row: one pass for the maximum in which each thread also
+// keeps the k best of its own entries, sorted (an entry that does not beat the thread's k-th
+// costs one comparison), one pass for the sum of exponentials, then k rounds of a block argmax
+// over the threads' list heads (ties to the lowest id), the winner's list advancing.
 template <class T>
 __global__ void logsoftmax_topk_kernel(int* tokens, float* logp, const T* logits, int V, int ld, int k,
                                        int banned) {
     __shared__ float sf[32];
-    __shared__ int taken[64];
     __shared__ float best_v[32];
     __shared__ int best_i[32];
+    float lv[64];   // this thread's k best values, best first (k <= 64: the launcher checks)
+    int li[64];     // and their ids
     const int r = blockIdx.x, lane = lane_id(), warp = threadIdx.x / 32, warps = blockDim.x / 32;
     const T* z = logits + (size_t)r * ld;
     auto value = [&](int i) { return i == banned ? -INFINITY : to_float(z[i]); };
     float mx = -INFINITY;
-    for (int i = threadIdx.x; i < V; i += blockDim.x) mx = fmaxf(mx, value(i));
+    int n = 0;
+    for (int i = threadIdx.x; i < V; i += blockDim.x) {   // i ascending: an equal value stays behind
+        const float v = value(i);
+        mx = fmaxf(mx, v);
+        if (n == k && !(v > lv[k - 1])) continue;
+        int p = n < k ? n++ : k - 1;
+        for (; p > 0 && v > lv[p - 1]; p--) lv[p] = lv[p - 1], li[p] = li[p - 1];
+        lv[p] = v, li[p] = i;
+    }
     mx = block_reduce(mx, Max(), sf);
     float sum = 0.0f;
     for (int i = threadIdx.x; i < V; i += blockDim.x) sum += expf(value(i) - mx);
     sum = block_reduce(sum, Add(), sf);
     const float lse = mx + logf(sum);
+    int head = 0;   // the first of this thread's entries not yet taken
     for (int round = 0; round < k; round++) {
-        float bv = -INFINITY;
-        int bi = -1;
-        for (int i = threadIdx.x; i < V; i += blockDim.x) {
-            bool used = false;
-            for (int u = 0; u < round; u++) used |= taken[u] == i;
-            const float v = value(i);
-            if (!used && (bi < 0 || v > bv)) bv = v, bi = i;   // i ascending: ties keep the lowest
-        }
+        float bv = head < n ? lv[head] : -INFINITY;
+        int bi = head < n ? li[head] : -1;
         for (int o = 16; o > 0; o >>= 1) {
             const float ov = __shfl_xor_sync(0xffffffffu, bv, o);
             const int oi = __shfl_xor_sync(0xffffffffu, bi, o);
-            if (oi >= 0 && (bi < 0 || ov > bv || (ov == bv && oi < bi))) bv = ov, bi = oi;
+            if (topk_before(ov, oi, bv, bi)) bv = ov, bi = oi;
         }
         if (lane == 0) best_v[warp] = bv, best_i[warp] = bi;
         __syncthreads();
         if (threadIdx.x == 0) {
             for (int w = 1; w < warps; w++)
-                if (best_i[w] >= 0 && (bi < 0 || best_v[w] > bv || (best_v[w] == bv && best_i[w] < bi)))
-                    bv = best_v[w], bi = best_i[w];
-            taken[round] = bi;
+                if (topk_before(best_v[w], best_i[w], bv, bi)) bv = best_v[w], bi = best_i[w];
+            best_i[0] = bi;
             tokens[(size_t)r * k + round] = bi;
             logp[(size_t)r * k + round] = bi < 0 ? -INFINITY : bv - lse;
         }
+        __syncthreads();
+        const int taken = best_i[0];
+        if (taken >= 0 && head < n && li[head] == taken) head++;
         __syncthreads();
     }
 }

@@ -1509,6 +1509,8 @@ void test_logsoftmax_topk(Backend& be, Backend* cpu) {
         {"k = 1 (greedy)", 7, 7, 7, 1, -1, RANDOM},
         {"all equal, banned", 2, 50, 50, 6, 2, ALL_EQUAL},
         {"V = 5000, ld > V", 2, 5000, 5003, 8, -1, RANDOM},
+        {"integer logits, k = 64 (the GPU's largest)", 3, 3000, 3000, 64, -1, TIES},
+        {"integer logits, k = 16 of 37,000, banned", 2, 37000, 37000, 16, EOS_ID, TIES},
     };
     for (const Case& c : cases) {
         Vec z((size_t)c.rows * c.ld);
