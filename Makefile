@@ -8,6 +8,7 @@
 #   make bench-deps       install what the benchmarks compare with (apt-get, pip; as CI would)
 #   make bench            training-step speed, ours vs PyTorch on this machine
 #   make gpu-check        on a GPU machine: build, GPU tests, sanitizers, GPU benchmark, 3-min train
+#   make gpu-pack         here, before that: the corpus and CTranslate2's wheel to carry, and the call
 #   make bench-decode     decoding speed, ours vs PyTorch
 #   make bench-translate  the same on the real test set with the trained model, and BLEU
 #                         (DEVICE=cuda: on the GPU, and a synthetic base-model batch)
@@ -23,7 +24,8 @@
 #   make info             what the build detected (compiler, OpenMP, nvcc, BLAS)
 #   make clean
 #
-# Variables: MPI=0 (no data parallelism even when mpicxx is found), SANITIZE=1 (AddressSanitizer + UBSan, build in build/asan), BLAS=openblas
+# Variables: MPI=0 (no data parallelism even when mpicxx is found), HTTP=0 (./translate without
+# --serve even when cpp-httplib is found), SANITIZE=1 (AddressSanitizer + UBSan, build in build/asan), BLAS=openblas
 # (matrix products through OpenBLAS's cblas_sgemm instead of our own cpu/gemm.cpp),
 # CXX, PYTHON (the interpreter with torch: Debian's /usr/bin/python3).
 
@@ -88,13 +90,25 @@ ifeq ($(CUDA),1)
   NCCL_H := $(firstword $(wildcard $(CUDA_HOME)/include/nccl.h /usr/include/nccl.h /usr/local/include/nccl.h))
   ifneq ($(NCCL_H),)
     NCCL_HOME := $(patsubst %/include/,%,$(dir $(realpath $(NCCL_H))))
-    NCCL_LIB := $(BUILD)/libtransformer_nccl.so
+    # the library beside the header (lib64, lib) or in the system's folder; a header alone builds nothing
+    NCCL_LIBDIR := $(patsubst %/,%,$(dir $(firstword $(wildcard $(NCCL_HOME)/lib64/libnccl.so $(NCCL_HOME)/lib/libnccl.so \
+                   /usr/lib/x86_64-linux-gnu/libnccl.so /usr/lib64/libnccl.so))))
+    NCCL_LIB := $(if $(NCCL_LIBDIR),$(BUILD)/libtransformer_nccl.so)
   endif
+endif
+
+# HTTP (./translate --serve, cli/serve.cpp): Debian's cpp-httplib, found by its pkg-config file or
+# its header; HTTP=0 (or neither found, as on a GPU machine's image) builds ./translate without
+# the server, and --serve then says so.
+HTTP ?= $(if $(or $(shell pkg-config --exists cpp-httplib 2>/dev/null && echo y),$(wildcard /usr/include/httplib.h /usr/local/include/httplib.h)),1,0)
+ifeq ($(HTTP),1)
+  HTTP_CFLAGS := -DTRANSFORMER_HTTP $(shell pkg-config --cflags cpp-httplib 2>/dev/null)
+  HTTP_LIBS := $(or $(shell pkg-config --libs cpp-httplib 2>/dev/null),-lcpp-httplib) -pthread
 endif
 
 # The model library: every layer, the sequence, checkpoints, decoding, data, tokenizer, BLEU.
 MODEL_SRC := transformer.cpp model/backend.cpp model/config.cpp model/model.cpp model/checkpoint.cpp \
-             cpu/gemm.cpp cpu/gemm_int8.cpp
+             model/profile.cpp cpu/gemm.cpp cpu/gemm_int8.cpp
 TEXT_SRC := tokenizer.cpp toolkit/decode.cpp toolkit/parallel_data.cpp toolkit/bleu_score.cpp \
             toolkit/svg.cpp toolkit/attention_view.cpp toolkit/curves.cpp \
             toolkit/trainer.cpp toolkit/distributed.cpp toolkit/batch_queue.cpp
@@ -107,7 +121,7 @@ TESTS := test_core test_ops test_decode test_train test_gemm test_gemm_int8 test
 # libFuzzer targets (test/fuzz/fuzz_*.cpp); make test replays their seeds and regression inputs.
 FUZZ_TARGETS := tokenizer vocab safetensors checkpoint parallel translate
 
-.PHONY: all test test-asan test-emulated emulator fuzz soak gpu-check bench bench-deps bench-decode bench-translate bench-split-long bench-serve \
+.PHONY: FORCE all test test-asan test-emulated emulator fuzz soak gpu-check gpu-pack bench bench-deps bench-decode bench-translate bench-split-long bench-serve \
         bench-bpe bench-gemm bench-gemm-int8 bench-dist data reference reference-check info clean
 all: $(PROGRAMS:%=$(BIN)/%)
 
@@ -170,22 +184,25 @@ $(BUILD)/toolkit/distributed.o: CXXFLAGS += $(MPI_CFLAGS)
 # The NCCL all-reduce (toolkit/nccl_allreduce.cu), loaded by ./train in GPU MPI runs.
 $(BUILD)/libtransformer_nccl.so: toolkit/nccl_allreduce.cu $(FLAGS_STAMP)
 	@mkdir -p $(dir $@)
-	$(NVCC) $(NVCCFLAGS) -I$(NCCL_HOME)/include -shared $< -o $@ -L$(NCCL_HOME)/lib -L$(NCCL_HOME)/lib64 \
-	    -Xlinker -rpath=$(NCCL_HOME)/lib -Xlinker -rpath=$(NCCL_HOME)/lib64 -lnccl
+	$(NVCC) $(NVCCFLAGS) -I$(NCCL_HOME)/include -shared $< -o $@ -L$(NCCL_LIBDIR) -Xlinker -rpath=$(NCCL_LIBDIR) -lnccl
 
 $(PROGRAMS:%=$(BIN)/%): $(BIN)/%: $(BUILD)/cli/%.o $(LIB_OBJ) | $(CUDA_LIB) $(NCCL_LIB)
 	$(CXX) $(CXXFLAGS) $(filter %.o,$^) -o $@ $(LDLIBS)
 
 # ./translate --serve: cli/serve.cpp with Debian's cpp-httplib (libcpp-httplib-dev: httplib.h and
-# its compiled part, libcpp-httplib.so), flags from its pkg-config file.
-HTTPLIB_CFLAGS := $(shell pkg-config --cflags cpp-httplib 2>/dev/null)
-HTTPLIB_LIBS := $(or $(shell pkg-config --libs cpp-httplib 2>/dev/null),-lcpp-httplib) -pthread
-$(BUILD)/cli/serve.o: CXXFLAGS += $(HTTPLIB_CFLAGS)
+# its compiled part, libcpp-httplib.so), flags from its pkg-config file. HTTP_LIBS (defined
+# above: HTTP=1 when found) is empty without it, and serve.cpp then only refuses --serve.
+$(BUILD)/cli/serve.o: CXXFLAGS += $(HTTP_CFLAGS)
+$(BUILD)/cli/serve.o: $(BUILD)/.http   # holds HTTP's value: rewritten (and serve.o rebuilt) when it changes
+$(BUILD)/.http: FORCE
+	@mkdir -p $(BUILD)
+	@echo $(HTTP) | cmp -s - $@ || echo $(HTTP) > $@
+FORCE:
 $(BIN)/translate: $(BUILD)/cli/serve.o
-$(BIN)/translate: LDLIBS += $(HTTPLIB_LIBS)
+$(BIN)/translate: LDLIBS += $(HTTP_LIBS)
 # the line-handling fuzz target includes cli/translate.cpp, so it links the server too
 $(BUILD)/fuzz_replay_translate: $(BUILD)/cli/serve.o
-$(BUILD)/fuzz_replay_translate: LDLIBS += $(HTTPLIB_LIBS)
+$(BUILD)/fuzz_replay_translate: LDLIBS += $(HTTP_LIBS)
 
 $(BUILD)/test_%: $(BUILD)/test/test_%.o $(LIB_OBJ) | $(CUDA_LIB)
 	$(CXX) $(CXXFLAGS) $(filter %.o,$^) -o $@ $(LDLIBS)
@@ -232,9 +249,9 @@ $(FUZZ_BUILD)/%.o: %.cpp
 -include $(wildcard $(FUZZ_BUILD)/*.d $(FUZZ_BUILD)/*/*.d $(FUZZ_BUILD)/*/*/*.d)
 $(FUZZ_BUILD)/fuzz_%: $(FUZZ_BUILD)/test/fuzz/fuzz_%.o $(LIB_SRC:%.cpp=$(FUZZ_BUILD)/%.o)
 	$(FUZZ_CXX) $(FUZZ_FLAGS) -fsanitize=fuzzer $^ -o $@ -ldl $(FUZZ_LIBS)
-$(FUZZ_BUILD)/cli/serve.o: FUZZ_FLAGS += $(HTTPLIB_CFLAGS)
+$(FUZZ_BUILD)/cli/serve.o: FUZZ_FLAGS += $(HTTP_CFLAGS)
 $(FUZZ_BUILD)/fuzz_translate: $(FUZZ_BUILD)/cli/serve.o
-$(FUZZ_BUILD)/fuzz_translate: FUZZ_LIBS += $(HTTPLIB_LIBS)
+$(FUZZ_BUILD)/fuzz_translate: FUZZ_LIBS += $(HTTP_LIBS)
 
 fuzz: $(FUZZ:%=$(FUZZ_BUILD)/fuzz_%)
 	@bash test/fuzz/run_fuzz.sh $(FUZZ_SECONDS) $(FUZZ)
@@ -270,6 +287,11 @@ bench-translate: $(BUILD)/bench_decode $(BUILD)/fp32_peak $(BIN)/bpe $(BIN)/bleu
 # the GPU benchmark and a 3-minute ./train; logs in $(LOG_DIR) when set (test/gpu_check.sh).
 gpu-check:
 	@bash test/gpu_check.sh
+
+# Here, before a GPU session: the corpus and CTranslate2's wheel that gpu-check needs on a GPU
+# machine without a package archive, the size check, and the device call to make (test/gpu_pack.sh).
+gpu-pack:
+	@bash test/gpu_pack.sh
 
 # one very long line (MODEL=..., default runs/default/average.safetensors; skipped without it)
 bench-split-long: $(BIN)/translate
@@ -325,7 +347,8 @@ info:
 	@echo "CUDA:     $(if $(filter 1,$(CUDA)),$(CUDA_LIB) ($(CUDA_ARCH); cuBLASLt from $(CUDA_HOME)); loaded when a GPU is present,CPU-only build)"
 	@echo "BLAS:     $(if $(BLAS_FLAGS),OpenBLAS (cblas_sgemm),own cpu/gemm.cpp)"
 	@echo "MPI:      $(if $(filter 1,$(MPI)),$(MPICXX) ($$($(MPICXX) --showme:version 2>&1 | head -1)): mpirun -np N ./train,not built: ./train is single-process)"
-	@echo "NCCL:     $(if $(NCCL_LIB),$(NCCL_LIB) ($(NCCL_H)),not built$(if $(filter 1,$(CUDA)),: no nccl.h,: no CUDA backend))"
+	@echo "HTTP:     $(if $(filter 1,$(HTTP)),cpp-httplib ($(or $(shell pkg-config --modversion cpp-httplib 2>/dev/null),header found)): ./translate --serve,not built: ./translate --serve is refused (no cpp-httplib; Debian: libcpp-httplib-dev)")"
+	@echo "NCCL:     $(if $(NCCL_LIB),$(NCCL_LIB) ($(NCCL_H); $(NCCL_LIBDIR)/libnccl.so),not built$(if $(filter 1,$(CUDA)),: $(if $(NCCL_H),nccl.h without libnccl.so,no nccl.h),: no CUDA backend))"
 
 clean:
 	rm -rf build $(PROGRAMS)

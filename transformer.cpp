@@ -12,6 +12,7 @@
 // the residual connection, LayerNorm, §3.2 attention, §3.2.3 attention over the decoding
 // cache, the loss and decoding's top-k, §5.3 Adam.
 #include <algorithm>
+#include <chrono>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
@@ -808,6 +809,14 @@ public:
         return p;
     }
     void release(void* p) override { std::free(p); }
+    int time_mark() override {
+        marks_.push_back(std::chrono::steady_clock::now());
+        return (int)marks_.size() - 1;
+    }
+    double time_between(int from, int to) override {
+        return std::chrono::duration<double, std::milli>(marks_.at(to) - marks_.at(from)).count();
+    }
+    void clear_marks() override { marks_.clear(); }
     void upload(void* dst, const void* src, size_t bytes) override { copy(dst, src, bytes); }
     void download(void* dst, const void* src, size_t bytes) override { copy(dst, src, bytes); }
     void copy(void* dst, const void* src, size_t bytes) override {
@@ -958,6 +967,7 @@ public:
 private:
     std::vector<float> scratch_;                  // attention's per-thread tiles
     std::map<const float*, Int8Weights> int8_;    // quantized weight matrices, by address
+    std::vector<std::chrono::steady_clock::time_point> marks_;   // time_mark's
 
     float* scratch(int Lq, int Lk) {
         const size_t n = cpu::attention_scratch_floats(Lq, Lk);

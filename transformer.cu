@@ -212,6 +212,18 @@ __global__ void column_finish_kernel(float* out, const float* partial, int chunk
     out[c] += t;
 }
 
+// C (n columns of m, column stride ldc) += b (m) per column, then max(0, .) when relu: the bias
+// (and ReLU) of a product whose bias cuBLASLt's epilogue cannot read (CudaBackend::matmul).
+template <class T>
+__global__ void bias_relu_kernel(T* c, const T* b, int m, int n, int ldc, bool relu) {
+    const size_t total = (size_t)m * n;
+    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < total; i += (size_t)gridDim.x * blockDim.x) {
+        T* ci = c + i / m * ldc + i % m;
+        const float v = __fadd_rn(to_float(*ci), to_float(b[i % m]));
+        *ci = from_float<T>(relu && v < 0.0f ? 0.0f : v);
+    }
+}
+
 template <class T>
 struct RowTerm {   // dY[r, c]: bias gradients, LayerNorm's db
     const T* y;
@@ -1137,6 +1149,7 @@ public:
         workspace_ = alloc(workspace_bytes_);
     }
     ~CudaBackend() override {
+        for (cudaEvent_t e : events_) cudaEventDestroy(e);
         for (void* p : scratch_) release(p);
         release(workspace_);
         cublasLtDestroy(lt_);
@@ -1172,6 +1185,22 @@ public:
         if (it != sizes_.end()) in_use_ -= it->second, sizes_.erase(it);
     }
     void synchronize() override { CUDA_CHECK(cudaDeviceSynchronize()); }
+    // A mark is an event recorded on the stream (events are made once and reused).
+    int time_mark() override {
+        if (marks_ == events_.size()) {
+            cudaEvent_t e;
+            CUDA_CHECK(cudaEventCreate(&e));
+            events_.push_back(e);
+        }
+        CUDA_CHECK(cudaEventRecord(events_[marks_]));
+        return (int)marks_++;
+    }
+    double time_between(int from, int to) override {
+        float ms = 0;
+        CUDA_CHECK(cudaEventElapsedTime(&ms, events_.at(from), events_.at(to)));
+        return ms;
+    }
+    void clear_marks() override { marks_ = 0; }
     size_t peak_memory() const override { return peak_; }
     void upload(void* dst, const void* src, size_t bytes) override {
         if (bytes) CUDA_CHECK(cudaMemcpy(dst, src, bytes, cudaMemcpyHostToDevice));
@@ -1447,6 +1476,8 @@ private:
     bool rowwise_attention_ = false;        // TRANSFORMER_ATTENTION=rowwise: the row-wise kernels
     std::vector<void*> scratch_;            // the backend's own temporaries, by slot, grown
     std::vector<size_t> scratch_bytes_;
+    std::vector<cudaEvent_t> events_;       // time_mark's, reused
+    size_t marks_ = 0;                      // events recorded since clear_marks
     // The algorithm chosen per product shape and per alignment of A, B, C/D and the bias.
     std::map<std::tuple<int, int, int, int, int, int, int, int, int, int, int, uint32_t, uint32_t, uint32_t,
                         uint32_t, uint32_t>,
@@ -1535,10 +1566,19 @@ private:
 
     // Column-major C (m, n; ldc) = op(A) op(B) + beta C (+ bias (m) per column) (then max(0, .)
     // when relu), A and B of the activation type, C of c_type, accumulated in fp32 (TF32 off in
-    // fp32 mode); the bias and the ReLU in cuBLASLt's epilogue.
+    // fp32 mode); the bias and the ReLU in cuBLASLt's epilogue. The epilogue needs a bias on a
+    // 16-byte boundary (Marian NMT saw it fail below on an A100); a bias elsewhere (a parameter
+    // layout with sizes that are not multiples of 8 floats) is added by bias_relu_kernel after
+    // the plain product: the same sums in fp32, rounded twice in bf16.
     void matmul(bool ta, bool tb, int m, int n, int k, const void* A, int lda, const void* B, int ldb,
                 void* C, int ldc, cudaDataType c_type, float beta, const void* bias, bool relu = false) {
         if (m == 0 || n == 0) return;
+        if (bias && alignment_of(bias) < 16) {
+            matmul(ta, tb, m, n, k, A, lda, B, ldb, C, ldc, c_type, beta, nullptr);
+            if (bf()) run(cuda::bias_relu_kernel<bf16>, grid((size_t)m * n), (bf16*)C, (const bf16*)bias, m, n, ldc, relu);
+            else run(cuda::bias_relu_kernel<float>, grid((size_t)m * n), (float*)C, (const float*)bias, m, n, ldc, relu);
+            return;
+        }
         const cudaDataType ab = act_type();
         cublasLtMatmulDesc_t op;
         CUBLAS_CHECK(cublasLtMatmulDescCreate(&op, CUBLAS_COMPUTE_32F, CUDA_R_32F));
@@ -1575,11 +1615,14 @@ private:
             CUBLAS_CHECK(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES, &align_c, sizeof align_c));
             cublasLtMatmulHeuristicResult_t result;
             int found = 0;
-            CUBLAS_CHECK(cublasLtMatmulAlgoGetHeuristic(lt_, op, la, lb, lc, lc, pref, 1, &result, &found));
+            // No algorithm comes back as NOT_SUPPORTED or as none found: either way, say which product.
+            const cublasStatus_t status = cublasLtMatmulAlgoGetHeuristic(lt_, op, la, lb, lc, lc, pref, 1, &result, &found);
             cublasLtMatmulPreferenceDestroy(pref);
-            if (found == 0) {
-                std::fprintf(stderr, "cuBLASLt: no algorithm for a %d x %d x %d product (%s)\n", m, n, k,
-                             precision_name(precision_));
+            if (status != CUBLAS_STATUS_SUCCESS || found == 0) {
+                std::fprintf(stderr, "cuBLASLt: no algorithm for a %d x %d x %d product (%s, op(A) %c op(B) %c, "
+                             "epilogue %d, alignments A %u B %u C %u bias %u bytes): %s\n", m, n, k,
+                             precision_name(precision_), ta ? 'T' : 'N', tb ? 'T' : 'N', (int)epi, align_a, align_b,
+                             align_c, align_bias, cublasLtGetStatusString(status));
                 std::exit(1);
             }
             it = algos_.emplace(key, result).first;

@@ -192,6 +192,14 @@ public:
     virtual void release(void* p) = 0;
     // Waits until the work queued on the device is done (timing; a no-op on the CPU).
     virtual void synchronize() {}
+    // Timing marks (where a step's time goes: model/profile.h). time_mark() notes how far the
+    // device's queue has come, without waiting (a CUDA event; the clock on the CPU, which runs
+    // each op as it is called), and returns the mark's number; time_between(a, b) is the
+    // milliseconds from mark a to mark b, once the device has passed b (synchronize() first);
+    // clear_marks() forgets every mark.
+    virtual int time_mark() = 0;
+    virtual double time_between(int from, int to) = 0;
+    virtual void clear_marks() = 0;
     // The most memory this backend held at once, in bytes (0 on the CPU, where the process's
     // peak RSS says it).
     virtual size_t peak_memory() const { return 0; }

@@ -3,10 +3,12 @@
 // (the PyTorch reference, same configs, same batch shape) and prints the ratio.
 //
 //   build/bench_train --config tiny|small|base|big [--steps N] [--device cpu|cuda]
-//                     [--precision fp32|bf16] [--tokens N] [--accum K]
+//                     [--precision fp32|bf16] [--tokens N] [--accum K] [--profile]
 // Prints: ours train CONFIG ms_per_step=.. tokens_per_s=.. matmul_gflops=.. peak_rss_mb=..
 // and on the GPU also peak_gpu_mb=.., mfu_dense=.. (against the bf16 dense peak, 989 TFLOP/s
 // on an H100 SXM) and mfu_measured=.. (against a large cuBLAS product timed in the same run).
+// --profile: then one more step with every op timed (model/profile.h), as "# profile" lines:
+// each op's ms a step, its share of the unprofiled step, TFLOP/s and GB/s.
 // Batches: sentence pairs of 25 source and 25 target tokens; on the CPU 164 pairs (4,100 +
 // 4,100 tokens), base 82; --tokens sets the source tokens per step (the paper: 25,000),
 // split over --accum micro-batches.
@@ -20,6 +22,7 @@
 #include <vector>
 
 #include "cli/options.h"
+#include "model/profile.h"
 #include "transformer.h"
 
 static Batch synthetic_batch(int pairs, int len, int vocab) {
@@ -98,6 +101,7 @@ static double measured_peak_tflops(Backend& ops) {
 int main(int argc, char** argv) {
     std::string name = "tiny", device = "cpu", precision;
     int steps = 0, tokens = 0, accum = 1;
+    bool profile = false;
     Options o("bench_train", "Times full training steps on a fixed synthetic batch.");
     o.add("--config", &name, "tiny, small, base or big", "NAME");
     o.add("--steps", &steps, "timed steps (0: 5, base and big 3)");
@@ -105,6 +109,7 @@ int main(int argc, char** argv) {
     o.add("--precision", &precision, "fp32 or bf16 (default: the device's)", "fp32|bf16");
     o.add("--tokens", &tokens, "source tokens per step (0: 4,100, base 2,050 on the CPU)");
     o.add("--accum", &accum, "micro-batches per step");
+    o.add_flag("--profile", &profile, "then one more step timed op by op (\"# profile\" lines)");
     if (!o.parse(argc, argv)) return o.exit_code();
     Config c;
     if (!config_preset(name, &c) || accum < 1 || tokens < 0) {
@@ -124,12 +129,15 @@ int main(int argc, char** argv) {
         return 1;
     }
     model_init(&m, c, 1);
-    std::vector<double> ms;
-    for (int i = 0; i < steps + 2; i++) {   // 2 warm-up steps
-        auto t0 = std::chrono::steady_clock::now();
+    auto train_step = [&] {
         model_zero_grad(&m);
         for (int a = 0; a < accum; a++) model_forward_backward(&m, batch, (double)batch.tgt_tokens * accum);
         adam_update(&m, learning_rate(c, m.step + 1, 1.0, 4000));
+    };
+    std::vector<double> ms;
+    for (int i = 0; i < steps + 2; i++) {   // 2 warm-up steps
+        auto t0 = std::chrono::steady_clock::now();
+        train_step();
         m.backend->synchronize();
         double dt = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
         if (i >= 2) ms.push_back(dt);
@@ -149,5 +157,10 @@ int main(int argc, char** argv) {
     }
     std::printf("  # %s, %d pairs x %d micro-batches of 25 + 25 tokens\n", m.backend->describe().c_str(),
                 pairs, accum);
+    if (profile) {
+        ProfiledBackend* p = profile_model(&m);
+        train_step();
+        profile_print(stdout, p->report(), 1, med);
+    }
     return 0;
 }

@@ -13,9 +13,12 @@
 #      --batch-tokens BATCH_TOKENS, default 16000, max length len + 50), ours bf16 and fp32,
 #      PyTorch fp32 (batches of 100 sentences), CTranslate2 float16 and bfloat16 (batches of
 #      100), each with its BLEU against the reference translations.
-# CTranslate2's PyPI wheel loads CUDA 12's cuBLAS (libcublas.so.12) at its first product; where
-# that library is missing its rows say so. PYTHON: the interpreter with a CUDA PyTorch
-# (default python3), CT2_PYTHON the one with ctranslate2 (default python3).
+# CTranslate2's PyPI wheel is built for CUDA 12 and loads cuBLAS as libcublas.so.12 (dlopen, then
+# its 9 functions by name). Where only CUDA 13's cuBLAS is present (the GPU machine's image), a
+# forwarding libcublas.so.12 is made here (no code of its own: it names nvcc's libcublas.so.13
+# as its dependency, so the names CTranslate2 looks up resolve there; all 9 exist in CUDA 13),
+# and its rows say so; where neither works they say why. PYTHON: the interpreter with a CUDA
+# PyTorch (default python3), CT2_PYTHON the one with ctranslate2 (default python3).
 # Without a GPU it prints SKIP and why, and exits 0.
 set -u
 MODEL=${1:-runs/default/average.safetensors}
@@ -86,12 +89,24 @@ for p in bf16 fp32; do
 done
 [ $torch_ok = 1 ] && $PY bench/bench_torch.py decode --device cuda --weights "$MODEL" --input "$tmp/src.ids" \
     --batch 100 --output "$tmp/torch" > "$tmp/torch.txt" 2>&1
+ct2_lib=${LD_LIBRARY_PATH:-}
+if ! $CT2 -c 'import ctypes; ctypes.CDLL("libcublas.so.12")' 2> /dev/null; then
+    cuda_lib=$(dirname "$(command -v nvcc 2> /dev/null || echo /usr/local/cuda/bin/nvcc)")/../lib64
+    mkdir -p "$tmp/cublas12"
+    if echo | gcc -shared -x c - -o "$tmp/cublas12/libcublas.so.12" -Wl,-soname,libcublas.so.12 -Wl,--no-as-needed \
+           -L"$cuda_lib" -l:libcublas.so.13 -Wl,-rpath,"$cuda_lib" 2> "$tmp/cublas12.log"; then
+        ct2_lib="$tmp/cublas12${ct2_lib:+:$ct2_lib}"
+        echo "# CTranslate2: no libcublas.so.12 here; its CUDA 12 build runs on $cuda_lib/libcublas.so.13 through a forwarding libcublas.so.12"
+    else
+        echo "# CTranslate2: no libcublas.so.12 here, and no forwarding one could be made: $(head -n 1 "$tmp/cublas12.log")"
+    fi
+fi
 if $CT2 -c 'import ctranslate2' 2> /dev/null; then
-    $CT2 bench/bench_ct2.py --device cuda --types float16,bfloat16 --input "$tmp/src.ids" --weights "$MODEL" \
-        --output "$tmp/ct2" > "$tmp/ct2.txt" 2>&1
+    env LD_LIBRARY_PATH="$ct2_lib" $CT2 bench/bench_ct2.py --device cuda --types float16,bfloat16 --input "$tmp/src.ids" \
+        --weights "$MODEL" --output "$tmp/ct2" > "$tmp/ct2.txt" 2>&1
     ct2_why=$(grep -v '^#' "$tmp/ct2.txt" | grep -v '^ct2 decode' | tail -n 1)
 else
-    ct2_why="$CT2 cannot import ctranslate2 (carry its wheel: pip download ctranslate2; it needs libcublas.so.12)"
+    ct2_why="$CT2 cannot import ctranslate2 (carry its wheel in .whl: make gpu-pack)"
 fi
 row search decoder sentences/s tokens/s "vs PyTorch" BLEU
 for k in greedy beam4; do

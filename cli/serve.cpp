@@ -18,9 +18,10 @@
 // (naming the item), 413 body or line count over the limits, 404 unknown path, 503 a request
 // not answered within --request-timeout. SIGTERM / SIGINT: stop accepting, answer the
 // requests in flight, return 0.
+// Built without cpp-httplib (the Makefile's HTTP=0, chosen when httplib.h is not found, as on a
+// GPU machine's image), the options stay and --serve is refused with a message.
 #include "cli/serve.h"
 
-#include <httplib.h>
 #include <signal.h>
 #include <unistd.h>
 
@@ -33,9 +34,6 @@
 
 #include "toolkit/batch_queue.h"
 #include "toolkit/json.h"
-
-// The version of this service's API (the request and response formats above).
-static const char* kServeApiVersion = "1";
 
 void add_serve_options(Options* opts, ServeOptions* o) {
     opts->section("server (--serve)");
@@ -65,6 +63,22 @@ void add_serve_options(Options* opts, ServeOptions* o) {
               timeout);
     opts->add("--serve-threads", &o->threads, "HTTP connections served at once", in_range(1, 4096));
 }
+
+#ifndef TRANSFORMER_HTTP
+bool serve_available() { return false; }
+
+int serve(const ServeModel&, const ServeOptions&) {
+    std::fprintf(stderr, "translate: --serve: this ./translate was built without cpp-httplib "
+                         "(Debian's libcpp-httplib-dev); install it and rebuild (make info)\n");
+    return 2;
+}
+#else
+#include <httplib.h>
+
+// The version of this service's API (the request and response formats above).
+static const char* kServeApiVersion = "1";
+
+bool serve_available() { return true; }
 
 namespace {
 
@@ -344,3 +358,4 @@ int serve(const ServeModel& m, const ServeOptions& o) {
                  requests.load(), lines.load(), batches);
     return sig ? 0 : 1;
 }
+#endif   // TRANSFORMER_HTTP

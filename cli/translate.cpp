@@ -449,6 +449,9 @@ static bool check_extra_options(Options& opts, int argc, char** argv, TranslateO
                                           o.inspect.alignment))
         bad = "--serve answers HTTP requests: --score, --prefix, --sampling, -i/-o, --attention and "
               "--alignment are options of stdin mode";
+    else if (!o.serve.address.empty() && !serve_available())
+        bad = "--serve: this ./translate was built without cpp-httplib (Debian's libcpp-httplib-dev); "
+              "install it and rebuild (make info)";
     if (!bad.empty()) {
         *status = opts.usage_error(bad);
         return false;
@@ -635,7 +638,8 @@ int main(int argc, char** argv) {
     if (!parse_options(argc, argv, &t.opt, &status)) return status;
     if (t.opt.version) {
         std::printf("translate (Attention Is All You Need in C++/CUDA) %s; checkpoints aiayn-transformer/1; "
-                    "backends: cpu%s\n", kVersion, cuda_built() ? ", cuda" : "");
+                    "backends: cpu%s; --serve: %s\n", kVersion, cuda_built() ? ", cuda" : "",
+                    serve_available() ? "yes" : "no (built without cpp-httplib)");
         return 0;
     }
     if (!t.opt.serve.address.empty()) {

@@ -1,14 +1,15 @@
 #!/bin/bash
 # test/gpu_check.sh — the first and only command to run on a machine with a GPU (make
 # gpu-check): builds for sm_90 from a clean tree, runs the GPU tests (every op against float64
-# and against the CPU in fp32 and bf16, then the whole model: test_cuda), compute-sanitizer
-# (memcheck and racecheck) over them, the programs with --device cuda (test_cli_cuda.sh), the GPU
-# training benchmark, ./translate on the GPU
-# against the CPU, and a 3-minute ./train on the default corpus; prints a summary table last.
+# and against the CPU in fp32 and bf16, then the whole model: test_cuda), the programs with
+# --device cuda (test_cli_cuda.sh), the GPU training benchmark (with a per-op profile), a
+# 3-minute ./train on the default corpus, ./translate on the GPU against the CPU, the GPU
+# decoding benchmark, and last compute-sanitizer (memcheck and racecheck) over the GPU tests;
+# prints a summary table last.
 #
 #   LOG_DIR=/some/folder make gpu-check     (in a device call: LOG_DIR=$OUT)
-#   STAGES="build tests" make gpu-check     (a subset of: build tests sanitize bench train
-#                                            translate; all by default, in that order)
+#   STAGES="build tests" make gpu-check     (a subset of: build tests bench train translate
+#                                            sanitize; all by default, in that order)
 #   MODEL=runs/default/average.safetensors  (translate this model instead of the 3-minute one)
 #   GPU_CHECK_SECONDS=540 make gpu-check    (a time budget: no step starts after it, a step
 #                                            that would run past it is cut and left for later)
@@ -19,12 +20,20 @@
 # soon after the last (the machine stays warm only briefly; a fresh one starts from the build).
 # Full logs go to $LOG_DIR (a temporary folder when unset), one file per step. The default
 # corpus cannot be built on a machine without Debian's package archive: carry data/corpus
-# (built here by `make data`) with the working tree, or the training step says SKIP.
+# (built here by `make data`) with the working tree, or the training step says SKIP. What a
+# GPU machine's image lacks is left out, not a failure: cpp-httplib (./translate is built
+# without --serve), MPI, CTranslate2 (carry its wheel in .whl: `make gpu-pack` prepares both
+# and prints the call).
 set -u
 LOG_DIR=${LOG_DIR:-$(mktemp -d)}
 mkdir -p "$LOG_DIR"
 JOBS=$(nproc)
-PYTHON=${PYTHON:-python3}
+export PYTHON=${PYTHON:-python3}   # the one with a CUDA PyTorch, for every script below
+# CTranslate2 carried as a wheel (make gpu-pack): installed beside the machine's packages.
+if ls .whl/ctranslate2-*.whl > /dev/null 2>&1; then
+    $PYTHON -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/ct2-site \
+        .whl/*.whl > "$LOG_DIR/ct2-install.log" 2>&1 && export CT2_PYTHON="env PYTHONPATH=/tmp/ct2-site $PYTHON"
+fi
 SUMMARY="$LOG_DIR/summary.txt"
 STATE=.gpu-check.state        # "name<TAB>summary line" of every finished step, across calls
 [ "${GPU_CHECK_CONTINUE:-0}" = 1 ] || : > "$STATE"
@@ -34,7 +43,7 @@ left=()                       # steps the time budget left for the next call
 START=$(date +%s)
 BUDGET=${GPU_CHECK_SECONDS:-0}
 STEP_TIMEOUT=${STEP_TIMEOUT:-1800}   # seconds one step may take (a hung kernel ends there)
-STAGES=${STAGES:-build tests sanitize bench train translate}
+STAGES=${STAGES:-build tests bench train translate sanitize}
 want() { [[ " $STAGES " == *" $1 "* ]]; }   # want STAGE: is it among those asked for?
 
 # finished_before NAME: an earlier call finished it (its summary line is carried over).
@@ -93,7 +102,10 @@ skip() {   # skip NAME REASON
     printf '%-22s %-5s %5s   %s\n' "$1" SKIP - "$2" >> "$SUMMARY"
 }
 
-step gpu nvidia-smi
+# What this machine has: the GPU, the tools the steps use and what the build will find.
+step gpu bash -c "nvidia-smi; s=\$?; for t in g++ make nvcc compute-sanitizer pkg-config mpicxx $PYTHON; do \
+    printf '%-18s %s\n' \$t \"\$(command -v \$t || echo 'not found')\"; done; make info; \
+    $PYTHON -c 'import torch; print(\"torch\", torch.__version__, \"CUDA\", torch.cuda.is_available())'; exit \$s"
 want build && step build bash -c "make clean > /dev/null && make -j$JOBS all build/test_ops build/test_cuda build/bench_train build/bench_decode"
 [ -f build/libtransformer_cuda.so ] || { echo "no CUDA backend was built (is nvcc on PATH?)"; cat "$SUMMARY"; exit 1; }
 
@@ -103,20 +115,10 @@ if want tests; then
     step model build/test_cuda
     step cli-cuda sh test/test_cli_cuda.sh .
 fi
-SAN="compute-sanitizer --error-exitcode 1"
-if want sanitize && command -v compute-sanitizer > /dev/null; then
-    step memcheck-ops $SAN --tool memcheck build/test_ops --device cuda --precision bf16
-    step memcheck-model $SAN --tool memcheck build/test_cuda --quick
-    step racecheck-ops $SAN --tool racecheck build/test_ops --device cuda --precision fp32
-    step racecheck-model $SAN --tool racecheck build/test_cuda --quick
-elif want sanitize; then
-    skip sanitizer "compute-sanitizer not on PATH"
-fi
-
 # The training benchmark: the paper's batches of about 25,000 source + 25,000 target tokens.
 if want bench; then
     for c in base big; do
-        step "bench-$c-bf16" build/bench_train --device cuda --precision bf16 --config $c --tokens 25000
+        step "bench-$c-bf16" build/bench_train --device cuda --precision bf16 --config $c --tokens 25000 --profile
     done
     step bench-base-fp32 build/bench_train --device cuda --precision fp32 --config base --tokens 25000
     # the attention kernels compared: the same step with the row-wise ones
@@ -165,6 +167,20 @@ fi
 # Decoding speed on the GPU: a synthetic base-model batch, then the test set with the model above
 # (ours vs PyTorch and CTranslate2 on the same GPU).
 want translate && step bench-decode bash bench/bench_translate_gpu.sh "$M"
+
+# compute-sanitizer last: the slowest steps (racecheck above all), so that a short lease still
+# gets the tests, the benchmarks, the training run and the translations first.
+# compute-sanitizer: on PATH, or in the CUDA Toolkit beside nvcc (CUDA 12+: compute-sanitizer/)
+SANITIZER=$(command -v compute-sanitizer || ls "$(dirname "$(command -v nvcc)")"/../compute-sanitizer/compute-sanitizer 2> /dev/null)
+SAN="$SANITIZER --error-exitcode 1"
+if want sanitize && [ -n "$SANITIZER" ]; then
+    step memcheck-ops $SAN --tool memcheck build/test_ops --device cuda --precision bf16
+    step memcheck-model $SAN --tool memcheck build/test_cuda --quick
+    step racecheck-ops $SAN --tool racecheck build/test_ops --device cuda --precision fp32
+    step racecheck-model $SAN --tool racecheck build/test_cuda --quick
+elif want sanitize; then
+    skip sanitizer "compute-sanitizer not on PATH nor beside nvcc"
+fi
 
 echo
 echo "gpu-check summary ($(nvidia-smi --query-gpu=name --format=csv,noheader 2> /dev/null | head -n 1); logs in $LOG_DIR):"

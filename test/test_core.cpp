@@ -15,6 +15,7 @@
 
 #include "test/check.h"
 #include "test/model_buffers.h"
+#include "test/profile_check.h"
 #include "model/checkpoint.h"
 #include "test/ref_case.h"
 #include "transformer.h"
@@ -427,6 +428,10 @@ int main(int argc, char** argv) {
     classifier_memory();
     std::printf("-- dropout\n");
     dropout_checks();
+    std::printf("-- the op profiler (model/profile.h)\n");
+    Config profiled = small_config(false, false);
+    profiled.p_drop = 0.1f, profiled.p_attn_drop = 0.1f, profiled.p_relu_drop = 0.1f;
+    profiled_step_checks("CPU", make_cpu_backend, profiled, small_batch(profiled.vocab, 5), 7);
     std::printf("-- checkpoints\n");
     checkpoint_round_trip();
     checkpoint_refusals();

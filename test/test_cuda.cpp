@@ -2,7 +2,8 @@
 // gradient, 10 Adam steps) in fp32 with dropout on, the classifier whole and in chunks, the
 // bf16 loss curve against fp32 over 200 steps, resume bitwise equal to an uninterrupted run,
 // and decoding on the GPU (the reference cases of test_decode, cached and recomputed; each
-// sentence alone against the batch). The ops one by one are test_ops' work (build/test_ops --device cuda).
+// sentence alone against the batch), and the op profiler (model/profile.h) on the GPU. The ops one
+// by one are test_ops' work (build/test_ops --device cuda).
 //
 //   build/test_cuda [--quick] [REF_DIR]   (make test runs it; make gpu-check also runs it with
 //                                          --quick, 40 steps of the loss curve, under compute-sanitizer)
@@ -15,6 +16,7 @@
 
 #include "test/check.h"
 #include "test/model_buffers.h"
+#include "test/profile_check.h"
 #include "test/ref_case.h"
 #include "toolkit/decode.h"
 
@@ -257,5 +259,9 @@ int main(int argc, char** argv) {
     std::printf("-- decoding\n");
     reference_decoding();
     alone_equals_batched();
+    std::printf("-- the op profiler (model/profile.h) on the GPU\n");
+    for (const char* precision : {"fp32", "bf16"})
+        profiled_step_checks(std::string("GPU ") + precision, [&] { return gpu(precision); }, small_config(false),
+                             random_batch(small_config(false), 7, 13), 9);
     return check_summary("cuda");
 }

@@ -527,22 +527,33 @@ DVec ref_linear(const DVec& X, const DVec& W, const DVec* b, int rows, int in, i
     return Y;
 }
 
+// A bias of `out` values `shift` elements into its allocation (shift 1: off every 16-byte
+// boundary, as in a parameter layout of sizes that are not multiples of 8, which cuBLASLt's
+// bias epilogue cannot read: the GPU adds such a bias itself).
+static const floatX* shifted_bias(Backend& b, Mem* m, const Vec& bias, int shift) {
+    Vec padded(shift, 0.0f);
+    padded.insert(padded.end(), bias.begin(), bias.end());
+    *m = put_x(b, padded);
+    return (const floatX*)((const char*)m->x() + shift * b.floatx_size());
+}
+
 void test_linear_forward(Backend& be, Backend* cpu) {
-    struct Case { int rows, in, out; bool bias; };
+    struct Case { int rows, in, out; bool bias; int bias_shift; };
     // The last: the tied pre-softmax projection, logits = h E^T (b nullptr, V = 1000).
-    const Case cases[] = {{1, 5, 3, true}, {3, 16, 7, false}, {17, 67, 33, true},
-                          {100, 300, 257, true}, {5, 16, 1000, false}};
+    const Case cases[] = {{1, 5, 3, true, 0}, {3, 16, 7, false, 0}, {17, 67, 33, true, 0}, {17, 67, 33, true, 1},
+                          {100, 300, 257, true, 0}, {5, 16, 1000, false, 0}};
     for (const Case& c : cases) {
         const Vec X = rand_x(be, (size_t)c.rows * c.in), W = rand_x(be, (size_t)c.out * c.in),
                   bias = rand_x(be, c.out);
         auto run = [&](Backend& b) {
-            Mem x = put_x(b, X), w = put_x(b, W), bm = put_x(b, bias);
+            Mem x = put_x(b, X), w = put_x(b, W), bm;
+            const floatX* bp = c.bias ? shifted_bias(b, &bm, bias, c.bias_shift) : nullptr;
             Mem y(b, (size_t)c.rows * c.out * b.floatx_size());
-            b.linear_forward(y.x(), x.x(), w.x(), c.bias ? bm.x() : nullptr, c.rows, c.in, c.out);
+            b.linear_forward(y.x(), x.x(), w.x(), bp, c.rows, c.in, c.out);
             return get_x(b, y.x(), (size_t)c.rows * c.out);
         };
-        const std::string name = fmt("linear_forward %dx%d->%d %s", c.rows, c.in, c.out,
-                                     c.bias ? "b" : "b=nullptr");
+        const std::string name = fmt("linear_forward %dx%d->%d %s%s", c.rows, c.in, c.out,
+                                     c.bias ? "b" : "b=nullptr", c.bias_shift ? " (b off 16-byte boundaries)" : "");
         const DVec b64 = D(bias);
         Vec got = run(be);
         close(name + " vs float64", got,
@@ -608,25 +619,26 @@ void test_linear_backward(Backend& be, Backend* cpu) {
 // backend's linear_forward followed by max(0, .) (on the GPU the epilogue's product may use
 // another cuBLASLt algorithm, so within the forward tolerance), and against the CPU.
 void test_linear_relu_forward(Backend& be, Backend* cpu) {
-    struct Case { int rows, in, out; bool bias; };
-    const Case cases[] = {{1, 5, 3, true}, {3, 16, 7, false}, {17, 67, 33, true}, {100, 300, 257, true}};
+    struct Case { int rows, in, out; bool bias; int bias_shift; };
+    const Case cases[] = {{1, 5, 3, true, 0}, {3, 16, 7, false, 0}, {17, 67, 33, true, 0}, {17, 67, 33, true, 1},
+                          {100, 300, 257, true, 0}};
     for (const Case& c : cases) {
         const size_t n = (size_t)c.rows * c.out;
         const Vec X = rand_x(be, (size_t)c.rows * c.in), W = rand_x(be, (size_t)c.out * c.in),
                   bias = rand_x(be, c.out);
         struct Out { Vec fused, unfused; };
         auto run = [&](Backend& b) {
-            Mem x = put_x(b, X), w = put_x(b, W), bm = put_x(b, bias);
+            Mem x = put_x(b, X), w = put_x(b, W), bm;
             Mem y(b, n * b.floatx_size()), y2(b, n * b.floatx_size());
-            const floatX* bp = c.bias ? bm.x() : nullptr;
+            const floatX* bp = c.bias ? shifted_bias(b, &bm, bias, c.bias_shift) : nullptr;
             b.linear_relu_forward(y.x(), x.x(), w.x(), bp, c.rows, c.in, c.out);
             b.linear_forward(y2.x(), x.x(), w.x(), bp, c.rows, c.in, c.out);
             Vec unfused = get_x(b, y2.x(), n);
             for (float& v : unfused) v = v > 0.0f ? v : 0.0f;
             return Out{get_x(b, y.x(), n), unfused};
         };
-        const std::string name = fmt("linear_relu_forward %dx%d->%d %s", c.rows, c.in, c.out,
-                                     c.bias ? "b" : "b=nullptr");
+        const std::string name = fmt("linear_relu_forward %dx%d->%d %s%s", c.rows, c.in, c.out,
+                                     c.bias ? "b" : "b=nullptr", c.bias_shift ? " (b off 16-byte boundaries)" : "");
         const DVec b64 = D(bias);
         DVec want = ref_linear(D(X), D(W), c.bias ? &b64 : nullptr, c.rows, c.in, c.out);
         size_t zeros = 0;

@@ -169,6 +169,7 @@ enum cudaError_t {
     cudaErrorMemoryAllocation = 2,
     cudaErrorInvalidConfiguration = 9,
     cudaErrorNoDevice = 100,
+    cudaErrorInvalidResourceHandle = 400,
     cudaErrorLaunchFailure = 719,
 };
 typedef cudaError_t cudaError;
@@ -210,6 +211,13 @@ cudaError_t cudaFuncSetAttribute(F* kernel, cudaFuncAttribute attr, int value) {
     return cudaFuncSetAttribute_erased((const void*)kernel, attr, value);
 }
 const char* cudaGetErrorString(cudaError_t e);
+// Events: a launch here runs to its end before it returns, so an event holds the time it was
+// recorded; the elapsed time between two needs both recorded (as on a GPU).
+typedef struct cuda_emulator_event* cudaEvent_t;
+cudaError_t cudaEventCreate(cudaEvent_t* event);
+cudaError_t cudaEventRecord(cudaEvent_t event, cudaStream_t stream = nullptr);
+cudaError_t cudaEventElapsedTime(float* ms, cudaEvent_t start, cudaEvent_t end);
+cudaError_t cudaEventDestroy(cudaEvent_t event);
 
 namespace cuda_emulator {
 // Runs `body(payload)` as every thread of every block of the grid; cudaGetLastError reports a

@@ -252,6 +252,54 @@ static void matmul(bool ta, bool tb, cudaDataType type, bool bias, float beta, b
     for (void* p : {dA, dB, dC, dbias}) cudaFree(p);
 }
 
+// The bias epilogue with its vector off a 16-byte boundary is refused (as a GPU may), on it it runs.
+static void bias_alignment() {
+    float* d = nullptr;
+    cudaMalloc((void**)&d, 64 * sizeof(float));
+    cudaMemsetAsync(d, 0, 64 * sizeof(float));
+    cublasLtHandle_t lt;
+    cublasLtCreate(&lt);
+    cublasLtMatmulDesc_t op;
+    cublasLtMatmulDescCreate(&op, CUBLAS_COMPUTE_32F, CUDA_R_32F);
+    const cublasLtEpilogue_t e = CUBLASLT_EPILOGUE_BIAS;
+    cublasLtMatmulDescSetAttribute(op, CUBLASLT_MATMUL_DESC_EPILOGUE, &e, sizeof e);
+    cublasLtMatrixLayout_t l;
+    cublasLtMatrixLayoutCreate(&l, CUDA_R_32F, 4, 4, 4);
+    const float alpha = 1.0f, beta = 0.0f;
+    cublasStatus_t st[2];
+    for (int shift = 0; shift < 2; shift++) {
+        const float* bias = d + 48 + shift;
+        cublasLtMatmulDescSetAttribute(op, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias, sizeof bias);
+        st[shift] = cublasLtMatmul(lt, op, &alpha, d, l, d + 16, l, &beta, d + 32, l, d + 32, l, nullptr, nullptr, 0, nullptr);
+    }
+    check(st[0] == CUBLAS_STATUS_SUCCESS && st[1] == CUBLAS_STATUS_NOT_SUPPORTED,
+          "the bias epilogue runs with a bias on a 16-byte boundary (%s) and is refused 4 bytes off it (%s)",
+          cublasLtGetStatusString(st[0]), cublasLtGetStatusString(st[1]));
+    cublasLtMatrixLayoutDestroy(l);
+    cublasLtMatmulDescDestroy(op);
+    cublasLtDestroy(lt);
+    cudaFree(d);
+}
+
+// Events hold the time they were recorded: elapsed time from one to a later one is >= 0, and
+// an event never recorded is refused.
+static void events() {
+    cudaEvent_t a, b, never;
+    cudaEventCreate(&a);
+    cudaEventCreate(&b);
+    cudaEventCreate(&never);
+    cudaEventRecord(a);
+    nothing_kernel<<<64, 256>>>();
+    cudaEventRecord(b);
+    float ms = -1, unused = 0;
+    const cudaError_t ok = cudaEventElapsedTime(&ms, a, b);
+    const cudaError_t refused = cudaEventElapsedTime(&unused, a, never);
+    check(ok == cudaSuccess && ms >= 0 && refused == cudaErrorInvalidResourceHandle,
+          "events: %.3f ms between two records around a launch; an event never recorded refused (%s)", ms,
+          cudaGetErrorString(refused));
+    for (cudaEvent_t e : {a, b, never}) cudaEventDestroy(e);
+}
+
 static void radix_sort() {
     const std::vector<int> keys = {5, 3, 5, 0, 3, 9, 5, 1}, vals = {0, 1, 2, 3, 4, 5, 6, 7};
     int *k = device_ints(keys), *v = device_ints(vals), *ko = device_ints(keys), *vo = device_ints(vals);
@@ -304,6 +352,8 @@ int main() {
         matmul(true, false, t, true, 0.0f, true);
         matmul(false, true, t, false, 0.5f, true);
     }
+    bias_alignment();
+    events();
     radix_sort();
     must_stop("lanes of a warp at __syncwarp and __syncthreads", [] { deadlock_kernel<<<1, 64>>>(); },
               "deadlock");

@@ -1,0 +1,90 @@
+// test/profile_check.h — model/profile.h's ProfiledBackend checked on one device (test_core on
+// the CPU, test_cuda on the GPU or its emulator): a profiled training step is bitwise the
+// unprofiled one, the report names the ops the step called as often as the model calls them,
+// its times are non-negative and fit in the step's wall time, and the matrix FLOPs it counts
+// for a forward pass equal the products' count written out below from the config.
+#pragma once
+#include <chrono>
+#include <cmath>
+#include <functional>
+#include <map>
+#include <string>
+
+#include "model/profile.h"
+#include "test/check.h"
+#include "test/model_buffers.h"
+
+// 2 x the multiply-adds of one forward pass over batch b (padded rows and masked scores
+// included, as computed): the projections, attention's two products per head, the FFN and
+// the tied classifier.
+inline double forward_product_flops(const Config& c, const Batch& b) {
+    const double d = c.d_model, qk = (double)c.n_heads * c.d_k, vv = (double)c.n_heads * c.d_v;
+    const double rs = (double)b.B * b.S, rt = (double)b.B * b.T, ff = c.d_ff;
+    const double enc = rs * d * (qk + qk + vv) + rs * vv * d + rs * b.S * (qk + vv) + 2 * rs * d * ff;
+    const double dec = rt * d * (qk + qk + vv) + rt * vv * d + rt * b.T * (qk + vv)   // self-attention
+                     + rt * d * qk + rs * d * (qk + vv) + rt * vv * d + rt * b.S * (qk + vv)   // cross
+                     + 2 * rt * d * ff;
+    return 2 * (c.n_enc * enc + c.n_dec * dec + rt * d * c.vocab);
+}
+
+inline void profiled_step_checks(const std::string& label, const std::function<std::unique_ptr<Backend>()>& make,
+                                 const Config& c, const Batch& b, int chunk_rows) {
+    Model plain, prof;
+    plain.backend = make();
+    prof.backend = make();
+    if (!plain.backend || !prof.backend) return;
+    plain.logit_chunk_rows = prof.logit_chunk_rows = chunk_rows;
+    model_init(&plain, c, 3);
+    model_init(&prof, c, 3);
+    ProfiledBackend* p = profile_model(&prof);
+    auto step = [&](Model* m) {
+        model_zero_grad(m);
+        const float loss = model_forward_backward(m, b);
+        adam_update(m, learning_rate(c, m->step + 1, 1.0, 10), 1.0);
+        return loss;
+    };
+    const float loss_plain = step(&plain);
+    const auto t0 = std::chrono::steady_clock::now();
+    p->reset();   // the first op is timed from here
+    const float loss_prof = step(&prof);
+    prof.backend->synchronize();
+    const double wall_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+    const std::vector<OpProfile> ops = p->report();   // before the checks' own downloads
+    check(loss_plain == loss_prof && same_bits(host_params(plain), host_params(prof)) &&
+              same_bits(host_grads(plain), host_grads(prof)) && same_bits(host_adam(plain), host_adam(prof)),
+          "%s: a profiled training step is bitwise the plain one (loss %.6f, parameters, gradients, Adam)",
+          label.c_str(), loss_prof);
+
+    std::map<std::string, OpProfile> by;
+    double sum_ms = 0;
+    bool times_ok = true;
+    for (const OpProfile& o : ops) {
+        by[o.op] = o;
+        sum_ms += o.ms;
+        times_ok = times_ok && std::isfinite(o.ms) && o.ms >= 0 && o.calls > 0;
+    }
+    check(times_ok && sum_ms <= wall_ms * 1.001 + 0.01,
+          "%s: %zu ops timed, each >= 0 ms, %.2f ms in all within the step's %.2f ms", label.c_str(), ops.size(),
+          sum_ms, wall_ms);
+    const int rows = b.B * b.T, chunk = chunk_rows > 0 ? chunk_rows : rows;
+    const long chunks = (rows + chunk - 1) / chunk, layers = c.n_enc + 2L * c.n_dec;
+    check(by["adam_step"].calls == 1 && by["global_norm"].calls == 1 && by["crossentropy_forward"].calls == chunks &&
+              by["crossentropy_backward"].calls == chunks && by["attention_forward"].calls == layers &&
+              by["attention_backward"].calls == layers && by["embedding_forward"].calls == 2 &&
+              by["embedding_backward"].calls == 2,
+          "%s: the report counts the step's calls: adam_step %ld, global_norm %ld, crossentropy forward/backward "
+          "%ld/%ld (%ld chunks of %d rows), attention forward/backward %ld/%ld (%ld layers), embedding forward/"
+          "backward %ld/%ld", label.c_str(), by["adam_step"].calls, by["global_norm"].calls,
+          by["crossentropy_forward"].calls, by["crossentropy_backward"].calls, chunks, chunk,
+          by["attention_forward"].calls, by["attention_backward"].calls, layers, by["embedding_forward"].calls,
+          by["embedding_backward"].calls);
+
+    p->reset();
+    model_forward(&prof, b, false);
+    double flops = 0;
+    for (const OpProfile& o : p->report())
+        if (o.op == "linear_forward" || o.op == "linear_relu_forward" || o.op == "attention_forward") flops += o.flops;
+    const double want = forward_product_flops(c, b);
+    check(std::fabs(flops - want) <= 1e-9 * want, "%s: a forward's matrix FLOPs as profiled %.6g, as counted from the "
+          "config %.6g", label.c_str(), flops, want);
+}
