@@ -200,6 +200,12 @@ $(BUILD)/.http: FORCE
 FORCE:
 $(BIN)/translate: $(BUILD)/cli/serve.o
 $(BIN)/translate: LDLIBS += $(HTTP_LIBS)
+# ./translate as built without cpp-httplib (only serve.cpp differs): make test checks its refusal.
+$(BUILD)/nohttp/serve.o: cli/serve.cpp $(FLAGS_STAMP)
+	@mkdir -p $(dir $@)
+	$(CXX) $(CXXFLAGS) -MMD -MP -c $< -o $@
+$(BUILD)/translate_nohttp: $(BUILD)/cli/translate.o $(BUILD)/nohttp/serve.o $(LIB_OBJ) | $(CUDA_LIB)
+	$(CXX) $(CXXFLAGS) $(filter %.o,$^) -o $@ $(LDLIBS)
 # the line-handling fuzz target includes cli/translate.cpp, so it links the server too
 $(BUILD)/fuzz_replay_translate: $(BUILD)/cli/serve.o
 $(BUILD)/fuzz_replay_translate: LDLIBS += $(HTTP_LIBS)
@@ -215,7 +221,7 @@ $(BUILD)/fuzz_replay_%: $(BUILD)/test/fuzz/fuzz_%.o $(BUILD)/test/fuzz/replay_ma
 	$(CXX) $(CXXFLAGS) $(filter %.o,$^) -o $@ $(LDLIBS)
 
 # The tests run from the repository root; test/run_tests.sh adds up their closing lines.
-test: $(TESTS:%=$(BUILD)/%) $(PROGRAMS:%=$(BIN)/%) $(BUILD)/bench_train $(BUILD)/fp32_peak \
+test: $(TESTS:%=$(BUILD)/%) $(PROGRAMS:%=$(BIN)/%) $(BUILD)/bench_train $(BUILD)/fp32_peak $(BUILD)/translate_nohttp \
       $(FUZZ_TARGETS:%=$(BUILD)/fuzz_replay_%) $(EMU_LIB) $(BUILD)/test_emulator
 	@sh test/run_tests.sh $(BUILD) $(BIN)
 

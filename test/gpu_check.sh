@@ -11,6 +11,7 @@
 #   STAGES="build tests" make gpu-check     (a subset of: build tests bench train translate
 #                                            sanitize; all by default, in that order)
 #   MODEL=runs/default/average.safetensors  (translate this model instead of the 3-minute one)
+#   GPU_CHECK_TRAIN_TIME=3m                 (the training step's --time: shorter for a dry run)
 #   GPU_CHECK_SECONDS=540 make gpu-check    (a time budget: no step starts after it, a step
 #                                            that would run past it is cut and left for later)
 #   GPU_CHECK_CONTINUE=1 make gpu-check     (the next call: skips the steps an earlier call on
@@ -18,26 +19,35 @@
 # A device call may run 10 minutes: run `GPU_CHECK_SECONDS=540 LOG_DIR=$OUT make gpu-check`, then
 # the same with GPU_CHECK_CONTINUE=1 while it says steps are left (exit status 3), each call
 # soon after the last (the machine stays warm only briefly; a fresh one starts from the build).
-# Full logs go to $LOG_DIR (a temporary folder when unset), one file per step. The default
+# Every step's log, the 3-minute model and the translations stay on the machine between calls,
+# in .gpu-check/ (ignored by git; a device call empties $OUT before each command); at the end of
+# each call $LOG_DIR (default .gpu-check/out) receives summary.txt and logs.tar.gz, two files,
+# since a device call brings back at most 8 from $OUT. The default
 # corpus cannot be built on a machine without Debian's package archive: carry data/corpus
 # (built here by `make data`) with the working tree, or the training step says SKIP. What a
 # GPU machine's image lacks is left out, not a failure: cpp-httplib (./translate is built
 # without --serve), MPI, CTranslate2 (carry its wheel in .whl: `make gpu-pack` prepares both
 # and prints the call).
 set -u
-LOG_DIR=${LOG_DIR:-$(mktemp -d)}
+WORK=.gpu-check               # kept between calls: the state, the logs, the model, the translations
+[ "${GPU_CHECK_CONTINUE:-0}" = 1 ] || rm -rf "$WORK"
+LOGS=$WORK/logs               # one log per step
+mkdir -p "$LOGS"
+LOG_DIR=${LOG_DIR:-$WORK/out}
 mkdir -p "$LOG_DIR"
 JOBS=$(nproc)
 export PYTHON=${PYTHON:-python3}   # the one with a CUDA PyTorch, for every script below
 # CTranslate2 carried as a wheel (make gpu-pack): installed beside the machine's packages.
 if ls .whl/ctranslate2-*.whl > /dev/null 2>&1; then
     $PYTHON -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/ct2-site \
-        .whl/*.whl > "$LOG_DIR/ct2-install.log" 2>&1 && export CT2_PYTHON="env PYTHONPATH=/tmp/ct2-site $PYTHON"
+        .whl/*.whl > "$LOGS/ct2-install.log" 2>&1 && export CT2_PYTHON="env PYTHONPATH=/tmp/ct2-site $PYTHON"
 fi
-SUMMARY="$LOG_DIR/summary.txt"
-STATE=.gpu-check.state        # "name<TAB>summary line" of every finished step, across calls
-[ "${GPU_CHECK_CONTINUE:-0}" = 1 ] || : > "$STATE"
+SUMMARY=$WORK/summary.txt
+STATE=$WORK/state             # "name<TAB>summary line" of every finished step, across calls
+touch "$STATE"
 : > "$SUMMARY"
+# On every exit: the summary and every log so far (this call's and the earlier ones') to $LOG_DIR.
+trap 'cp "$SUMMARY" "$LOG_DIR/summary.txt"; tar czf "$LOG_DIR/logs.tar.gz" -C "$WORK" logs' EXIT
 failed=0
 left=()                       # steps the time budget left for the next call
 START=$(date +%s)
@@ -62,7 +72,7 @@ record() {
     printf '%s\t%s\n' "$1" "$2" >> "$STATE"
 }
 
-# step NAME COMMAND...: runs it with its output in $LOG_DIR/NAME.log; records status, time and
+# step NAME COMMAND...: runs it with its output in $LOGS/NAME.log; records status, time and
 # the line that says what it measured (a test's closing line, a benchmark's result line).
 step() {
     local name=$1 start status line limit=$STEP_TIMEOUT cut=0
@@ -79,16 +89,16 @@ step() {
     fi
     echo "=== $name: $*"
     start=$(date +%s)
-    timeout "$limit" "$@" > "$LOG_DIR/$name.log" 2>&1
+    timeout "$limit" "$@" > "$LOGS/$name.log" 2>&1
     status=$?
     if [ "$status" -eq 124 ] && [ "$cut" -eq 1 ]; then
         echo "=== $name: cut at the budget after $(( $(date +%s) - start )) s; left for the next call"
         left+=("$name")
         return 0
     fi
-    line=$(grep -E '(passed, [0-9]+ failed|^ours |^torch |^SKIP|ERROR SUMMARY|BLEU =|identical|lines differ|^real)' "$LOG_DIR/$name.log" | tail -n 1)
-    tail -n 3 "$LOG_DIR/$name.log"
-    if grep -q '^SKIP' "$LOG_DIR/$name.log" && ! grep -qE '[1-9][0-9]* passed' "$LOG_DIR/$name.log"; then
+    line=$(grep -E '(passed, [0-9]+ failed|^ours |^torch |^SKIP|ERROR SUMMARY|BLEU =|identical|lines differ|^real)' "$LOGS/$name.log" | tail -n 1)
+    tail -n 3 "$LOGS/$name.log"
+    if grep -q '^SKIP' "$LOGS/$name.log" && ! grep -qE '[1-9][0-9]* passed' "$LOGS/$name.log"; then
         record "$name" "$(printf '%-22s %-5s %5ss  %s' "$name" SKIP $(( $(date +%s) - start )) "$line")"
         return 0
     fi
@@ -131,20 +141,18 @@ if want bench; then
 fi
 
 # ./train for 3 minutes on the default corpus.
-M=${MODEL:-$LOG_DIR/run/average.safetensors}
+M=${MODEL:-$WORK/run/average.safetensors}
 if want train && [ -f data/corpus/default/train.en ]; then
-    rm -rf "$LOG_DIR/run"
-    step train-3min ./train --device cuda --time 3m --out "$LOG_DIR/run" --save-every 1m
-    [ -n "${MODEL:-}" ] || M="$LOG_DIR/run/average.safetensors"
+    step train-3min bash -c "rm -rf $WORK/run && ./train --device cuda --time ${GPU_CHECK_TRAIN_TIME:-3m} --out $WORK/run --save-every 1m"
 elif want train; then
     skip train-3min "no data/corpus/default (make data here, carry data/corpus)"
 fi
 
 # ./translate on the GPU (fp32, bf16) against the CPU, greedy and beam 4, on the test set.
-# translate_on NAME DEVICE PRECISION BEAM: translates test.en into $LOG_DIR/NAME.txt, scores it.
+# translate_on NAME DEVICE PRECISION BEAM: translates test.en into $WORK/NAME.txt, scores it.
 translate_on() {
     step "$1" bash -c "time ./translate --device $2 --precision $3 --beam $4 --model $M \
-        < data/corpus/default/test.en > $LOG_DIR/$1.txt && ./bleu data/corpus/default/test.es < $LOG_DIR/$1.txt"
+        < data/corpus/default/test.en > $WORK/$1.txt && ./bleu data/corpus/default/test.es < $WORK/$1.txt"
 }
 if want translate && [ -f "$M" ] && [ -f data/corpus/default/test.en ]; then
     for beam in 1 4; do
@@ -152,15 +160,18 @@ if want translate && [ -f "$M" ] && [ -f data/corpus/default/test.en ]; then
         translate_on "gpu-bf16-beam$beam" cuda bf16 $beam
         translate_on "cpu-fp32-beam$beam" cpu fp32 $beam
         # >= 99.5% of the 1,581 lines identical: at most 7 differ
-        step "gpu-vs-cpu-beam$beam" bash -c "n=\$(paste -d '\n' $LOG_DIR/gpu-fp32-beam$beam.txt $LOG_DIR/cpu-fp32-beam$beam.txt \
+        step "gpu-vs-cpu-beam$beam" bash -c "n=\$(paste -d '\n' $WORK/gpu-fp32-beam$beam.txt $WORK/cpu-fp32-beam$beam.txt \
             | paste - - | awk -F'\t' '\$1 != \$2' | wc -l); \
-            echo \"GPU fp32 vs CPU, beam $beam: \$n lines differ of \$(wc -l < $LOG_DIR/cpu-fp32-beam$beam.txt)\"; [ \$n -le 7 ]"
+            echo \"GPU fp32 vs CPU, beam $beam: \$n lines differ of \$(wc -l < $WORK/cpu-fp32-beam$beam.txt)\"; [ \$n -le 7 ]"
         # BLEU: GPU fp32 within 0.05 of the CPU's, bf16 within 0.2 of fp32's
-        step "bleu-beam$beam" bash -c "b() { ./bleu data/corpus/default/test.es --score-only < $LOG_DIR/\$1-beam$beam.txt; }; \
+        step "bleu-beam$beam" bash -c "b() { ./bleu data/corpus/default/test.es --score-only < $WORK/\$1-beam$beam.txt; }; \
             c=\$(b cpu-fp32); g=\$(b gpu-fp32); h=\$(b gpu-bf16); \
             echo \"BLEU = beam $beam: CPU fp32 \$c, GPU fp32 \$g, GPU bf16 \$h\"; \
             [ -n \"\$c\" ] && [ -n \"\$g\" ] && [ -n \"\$h\" ] && awk -v c=\$c -v g=\$g -v h=\$h 'BEGIN { d1 = c - g; d2 = g - h; exit !(d1 <= 0.05 && d1 >= -0.05 && d2 <= 0.2 && d2 >= -0.2) }'"
     done
+elif want translate && [[ " ${left[*]-} " == *" train-3min "* ]]; then
+    echo "=== translate: waits for train-3min's model (left for the next call)"
+    left+=("translate")
 elif want translate; then
     skip translate "no model at $M, or no data/corpus/default"
 fi

@@ -76,6 +76,7 @@ run robust bash test/test_robust.sh "$BIN"
 run soak bash test/soak.sh 3 "$BIN"
 run translate_options sh test/test_translate_options.sh "$BIN"
 run serve python3 test/test_serve.py "$BIN"
+run serve_without_http python3 test/test_serve.py "$BUILD/translate_nohttp"
 run bench_env sh test/test_bench_env.sh "$BUILD" "$BIN"
 for t in tokenizer vocab safetensors checkpoint parallel translate; do   # fuzz seeds + regressions
     run "fuzz_$t" "$BUILD/fuzz_replay_$t" "test/fuzz/$t"
