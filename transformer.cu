@@ -508,7 +508,7 @@ __global__ void attention_backward_key_kernel(T* dkv, const float* dS, const flo
 // whole tile instead of once per query row; the scores are dot products with the lanes over
 // the keys (no reduction per score), the products with V or K with the lanes over the channels.
 // The sums over keys (queries) run in ascending order, chunk after chunk, as the row-wise
-// kernels' do. Shared memory (floats): chunk * width + rows * (dk + dv) + rows * chunk * pd
+// kernels' do. Shared memory (floats): chunk * width + rows * (dk + dv) + rows * (chunk + 1) * pd
 // (attention_tile), within 48 KB; d_k + d_v too large for that (over about 1,400) keep the
 // row-wise kernels above.
 struct AttentionTile {
@@ -690,8 +690,9 @@ __global__ void attention_backward_key_tiled_kernel(T* dkv, const float* dS, con
     float* dcs = qcs + (size_t)tl.chunk * WQ;        // (chunk, dv + 1) their dctx
     float* acc_k = dcs + (size_t)tl.chunk * WD;      // (rows, dk) the tile's dK
     float* acc_v = acc_k + (size_t)tl.rows * s.dk;   // (rows, dv) its dV
-    float* ds = acc_v + (size_t)tl.rows * s.dv;      // (rows, chunk) dS of a chunk, per key
-    float* pd = ds + (size_t)tl.rows * tl.chunk;     // (rows, chunk) dropout(P) of a chunk
+    const int PC = tl.chunk + 1;                     // ds and pd rows padded: their staging hits distinct banks
+    float* ds = acc_v + (size_t)tl.rows * s.dv;      // (rows, chunk + 1) dS of a chunk, per key
+    float* pd = ds + (size_t)tl.rows * PC;           // (rows, chunk + 1) dropout(P) of a chunk
     const size_t probs_off = ((size_t)b * s.H + h) * s.Lq * s.Lk;
     for (int e = threadIdx.x; e < tl.rows * (s.dk + s.dv); e += blockDim.x) acc_k[e] = 0.0f;   // and acc_v
     for (int i0 = 0; i0 < s.Lq; i0 += tl.chunk) {
@@ -699,17 +700,18 @@ __global__ void attention_backward_key_tiled_kernel(T* dkv, const float* dS, con
         __syncthreads();
         stage_rows(qcs, WQ, q + (size_t)b * s.Lq * s.q_stride + s.q_col + h * s.dk, s.q_stride, i0, nq, s.dk);
         stage_rows(dcs, WD, dctx + (size_t)b * s.Lq * s.H * s.dv + h * s.dv, (size_t)s.H * s.dv, i0, nq, s.dv);
+        // dS and dropout(P) of the chunk's queries for the tile's keys: consecutive threads take
+        // consecutive keys of one query, so that their reads of the (Lq, Lk) rows are coalesced.
+        for (int t = threadIdx.x; t < nq * tt.n; t += blockDim.x) {
+            const int i = t / tt.n, r = t % tt.n;
+            const size_t e = probs_off + (size_t)(i0 + i) * s.Lk + tt.r0 + r;
+            ds[(size_t)r * PC + i] = dS[e];
+            pd[(size_t)r * PC + i] = p_attn <= 0.0f ? probs[e] : dropout_keep(seed, e, p_attn) ? probs[e] / (1.0f - p_attn) : 0.0f;
+        }
         __syncthreads();
         for (int r = warp; r < tt.n; r += WARPS) {
-            const int j = tt.r0 + r;
-            float* dsr = ds + (size_t)r * tl.chunk;
-            float* pdr = pd + (size_t)r * tl.chunk;
-            for (int i = lane; i < nq; i += 32) {
-                const size_t e = probs_off + (size_t)(i0 + i) * s.Lk + j;
-                dsr[i] = dS[e];
-                pdr[i] = p_attn <= 0.0f ? probs[e] : dropout_keep(seed, e, p_attn) ? probs[e] / (1.0f - p_attn) : 0.0f;
-            }
-            __syncwarp();
+            const float* dsr = ds + (size_t)r * PC;
+            const float* pdr = pd + (size_t)r * PC;
             for (int c = lane; c < s.dk; c += 32) {
                 float a = acc_k[(size_t)r * s.dk + c];
                 for (int i = 0; i < nq; i++) a += dsr[i] * qcs[(size_t)i * WQ + c];
@@ -1559,7 +1561,7 @@ private:
         if (rowwise_attention_) return false;
         for (int rows = 32; rows >= cuda::WARPS; rows /= 2)
             for (int chunk = 64; chunk >= 1; chunk /= 2) {
-                const size_t floats = (size_t)chunk * width + (size_t)rows * (dk + dv) + (size_t)pd_arrays * rows * chunk;
+                const size_t floats = (size_t)chunk * width + (size_t)rows * (dk + dv) + (size_t)pd_arrays * rows * (chunk + 1);
                 if (floats * sizeof(float) <= 48 * 1024) {
                     *t = {rows, chunk};
                     *smem = floats * sizeof(float);
