@@ -61,6 +61,19 @@ template <class T> __device__ __forceinline__ T from_float(float x);
 template <> __device__ __forceinline__ float from_float<float>(float x) { return x; }
 template <> __device__ __forceinline__ bf16 from_float<bf16>(float x) { return __float2bfloat16(x); }
 
+// 16 bytes of T, the widest load or store of a thread (8 bf16 or 4 floats): what the kernels that
+// only move bytes read and write where their tensors allow (16-byte aligned, whole packs).
+template <class T>
+struct alignas(16) Pack16 {
+    static constexpr int N = 16 / sizeof(T);
+    T v[N];
+};
+// Whether n elements at each pointer are whole 16-byte packs on 16-byte boundaries.
+template <class T>
+__device__ __forceinline__ bool packed(size_t n, const void* a, const void* b, const void* c) {
+    return n % Pack16<T>::N == 0 && ((uintptr_t)a | (uintptr_t)b | (uintptr_t)c) % 16 == 0;
+}
+
 constexpr int THREADS = 256;       // threads of an elementwise block
 constexpr int WARPS = 8;           // warps of a row-per-warp block
 constexpr int REDUCE_BLOCKS = 512; // fixed: the order of the gradient-norm sum never changes
@@ -235,10 +248,21 @@ struct RowTerm {   // dY[r, c]: bias gradients, LayerNorm's db
 // §3.3 Position-wise Feed-Forward Networks: the ReLU (its forward is cuBLASLt's epilogue, in
 // CudaBackend::linear_relu_forward)
 // =============================================================================================
+// The FFN's widest tensors (rows x d_ff, three of them): 16 bytes at a time where they allow.
 template <class T>
 __global__ void relu_backward_kernel(T* dx, const T* dy, const T* y, size_t n) {
-    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n; i += (size_t)gridDim.x * blockDim.x)
-        dx[i] = to_float(y[i]) > 0.0f ? dy[i] : from_float<T>(0.0f);
+    const size_t first = blockIdx.x * (size_t)blockDim.x + threadIdx.x, stride = (size_t)gridDim.x * blockDim.x;
+    if (packed<T>(n, dx, dy, y)) {
+        constexpr int P = Pack16<T>::N;
+        for (size_t i = first; i < n / P; i += stride) {
+            const Pack16<T> g = reinterpret_cast<const Pack16<T>*>(dy)[i], v = reinterpret_cast<const Pack16<T>*>(y)[i];
+            Pack16<T> out;
+            for (int j = 0; j < P; j++) out.v[j] = to_float(v.v[j]) > 0.0f ? g.v[j] : from_float<T>(0.0f);
+            reinterpret_cast<Pack16<T>*>(dx)[i] = out;
+        }
+        return;
+    }
+    for (size_t i = first; i < n; i += stride) dx[i] = to_float(y[i]) > 0.0f ? dy[i] : from_float<T>(0.0f);
 }
 
 // =============================================================================================
@@ -842,12 +866,6 @@ __global__ void attention_step_cross_kernel(T* ctx, const T* q, const T* kt, con
 // =============================================================================================
 // The logits are the largest tensor a step reads (25,000 rows of 37,000 in the base model): a
 // thread moves them 16 bytes at a time (8 bf16 or 4 floats), and the loss takes one pass.
-template <class T>
-struct alignas(16) Pack16 {
-    static constexpr int N = 16 / sizeof(T);
-    T v[N];
-};
-
 // Row z (n) by a block: f(k, z[k]) for every k, a thread taking whole 16-byte packs from the
 // first 16-byte boundary on, and the elements before it and after the last whole pack one by one.
 template <class T, class F>
@@ -1318,8 +1336,9 @@ public:
         matmul(true, false, out, rows, in, W, in, X, in, Y, out, act_type(), 0.0f, b, true);
     }
     void relu_backward(floatX* dx, const floatX* dy, const floatX* y, size_t n) override {
-        if (bf()) run(cuda::relu_backward_kernel<bf16>, grid(n), (bf16*)dx, (const bf16*)dy, (const bf16*)y, n);
-        else run(cuda::relu_backward_kernel<float>, grid(n), (float*)dx, (const float*)dy, (const float*)y, n);
+        // a thread per 16-byte pack (the kernel's loop strides over the rest when they do not fit)
+        if (bf()) run(cuda::relu_backward_kernel<bf16>, grid(n / 8 + 1), (bf16*)dx, (const bf16*)dy, (const bf16*)y, n);
+        else run(cuda::relu_backward_kernel<float>, grid(n / 4 + 1), (float*)dx, (const float*)dy, (const float*)y, n);
     }
 
     void dropout_forward(floatX* y, const floatX* x, size_t n, float p, uint64_t seed) override {
