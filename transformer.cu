@@ -69,9 +69,12 @@ struct alignas(16) Pack16 {
     T v[N];
 };
 // Whether n elements at each pointer are whole 16-byte packs on 16-byte boundaries.
-template <class T>
-__device__ __forceinline__ bool packed(size_t n, const void* a, const void* b, const void* c) {
-    return n % Pack16<T>::N == 0 && ((uintptr_t)a | (uintptr_t)b | (uintptr_t)c) % 16 == 0;
+__device__ __forceinline__ uintptr_t address_bits() { return 0; }
+template <class... Ps>
+__device__ __forceinline__ uintptr_t address_bits(const void* p, Ps... ps) { return (uintptr_t)p | address_bits(ps...); }
+template <class T, class... Ps>
+__device__ __forceinline__ bool packed(size_t n, Ps... ps) {
+    return n % Pack16<T>::N == 0 && address_bits(ps...) % 16 == 0;
 }
 
 constexpr int THREADS = 256;       // threads of an elementwise block
@@ -287,24 +290,65 @@ __global__ void residual_forward_kernel(T* y, const T* f, const T* x, size_t n, 
 
 constexpr float LN_EPS = 1e-5f;
 
+// A warp's row of d columns, lane by lane: a lane owns the groups of P = Pack16<T>::N consecutive
+// columns that start at lane * P, lane * P + 32 P, ...; `vec` (the row's tensors on 16-byte
+// boundaries, d a multiple of P) moves a group as one 16-byte access, else column by column
+// (columns past d read as 0 and are not written). Either way the same columns are summed in the
+// same order, so the result does not depend on the pointers.
+template <class T>
+__device__ __forceinline__ void load_group(float* v, const T* row, int c0, int d, bool vec) {
+    constexpr int P = Pack16<T>::N;
+    if (vec) {
+        const Pack16<T> p = *reinterpret_cast<const Pack16<T>*>(row + c0);
+        for (int j = 0; j < P; j++) v[j] = to_float(p.v[j]);
+    } else {
+        for (int j = 0; j < P; j++) v[j] = c0 + j < d ? to_float(row[c0 + j]) : 0.0f;
+    }
+}
+template <class T>
+__device__ __forceinline__ void store_group(T* row, const float* v, int c0, int d, bool vec) {
+    constexpr int P = Pack16<T>::N;
+    if (vec) {
+        Pack16<T> p;
+        for (int j = 0; j < P; j++) p.v[j] = from_float<T>(v[j]);
+        *reinterpret_cast<Pack16<T>*>(row + c0) = p;
+    } else {
+        for (int j = 0; j < P; j++)
+            if (c0 + j < d) row[c0 + j] = from_float<T>(v[j]);
+    }
+}
+// The first column of each group a lane owns: for (int c0 = first_group<T>(); c0 < d; c0 += group_stride<T>()).
+template <class T> __device__ __forceinline__ int first_group() { return lane_id() * Pack16<T>::N; }
+template <class T> __device__ __forceinline__ int group_stride() { return 32 * Pack16<T>::N; }
+
 // One row by one warp: mean, then the biased variance, in fp32; yr in T. A lane reads only the
-// columns it owns (c = lane, lane + 32, ...), so xr may be what the same lane just wrote.
+// columns it owns, so xr may be what the same lane just wrote, and yr may be xr.
 template <class T>
 __device__ void layernorm_row(T* yr, float* mean, float* rstd, const T* xr, const T* g, const T* b,
-                              int d) {
-    const int lane = lane_id();
-    float sum = 0.0f;
-    for (int c = lane; c < d; c += 32) sum += to_float(xr[c]);
+                              int d, bool vec) {
+    constexpr int P = Pack16<T>::N;
+    float sum = 0.0f, x[P];
+    for (int c0 = first_group<T>(); c0 < d; c0 += group_stride<T>()) {
+        load_group(x, xr, c0, d, vec);
+        for (int j = 0; j < P; j++) sum += x[j];   // past d: 0
+    }
     const float mu = warp_sum(sum) / d;
     float sq = 0.0f;
-    for (int c = lane; c < d; c += 32) {
-        const float v = to_float(xr[c]) - mu;
-        sq += v * v;
+    for (int c0 = first_group<T>(); c0 < d; c0 += group_stride<T>()) {
+        load_group(x, xr, c0, d, vec);
+        for (int j = 0; j < P; j++)   // a constant count: x stays in registers
+            if (c0 + j < d) sq += (x[j] - mu) * (x[j] - mu);
     }
     const float rs = 1.0f / sqrtf(warp_sum(sq) / d + LN_EPS);
-    for (int c = lane; c < d; c += 32)
-        yr[c] = from_float<T>((to_float(xr[c]) - mu) * rs * to_float(g[c]) + to_float(b[c]));
-    if (lane == 0) {
+    for (int c0 = first_group<T>(); c0 < d; c0 += group_stride<T>()) {
+        float gv[P], bv[P];
+        load_group(x, xr, c0, d, vec);
+        load_group(gv, g, c0, d, vec);
+        load_group(bv, b, c0, d, vec);
+        for (int j = 0; j < P; j++) x[j] = (x[j] - mu) * rs * gv[j] + bv[j];
+        store_group(yr, x, c0, d, vec);
+    }
+    if (lane_id() == 0) {
         *mean = mu;
         *rstd = rs;
     }
@@ -316,25 +360,39 @@ __global__ void layernorm_forward_kernel(T* y, float* mean, float* rstd, const T
                                          const T* b, int rows, int d) {
     const size_t r = global_warp();
     if (r >= (size_t)rows) return;
-    layernorm_row(y + r * d, &mean[r], &rstd[r], x + r * d, g, b, d);
+    layernorm_row(y + r * d, &mean[r], &rstd[r], x + r * d, g, b, d, packed<T>(d, y, x, g, b));
 }
 
 // One row by one warp: dxr = rstd * (dxhat - mean(dxhat) - xhat * mean(dxhat * xhat)) (+ dxr).
 template <class T>
 __device__ void layernorm_backward_row(T* dxr, float dx_beta, const T* dyr, const T* xr, float mu,
-                                       float rs, const T* g, int d) {
-    const int lane = lane_id();
-    float s1 = 0.0f, s2 = 0.0f;
-    for (int c = lane; c < d; c += 32) {
-        const float dxhat = to_float(dyr[c]) * to_float(g[c]);
-        s1 += dxhat;
-        s2 += dxhat * (to_float(xr[c]) - mu) * rs;
+                                       float rs, const T* g, int d, bool vec) {
+    constexpr int P = Pack16<T>::N;
+    float s1 = 0.0f, s2 = 0.0f, dy[P], x[P], gv[P];
+    for (int c0 = first_group<T>(); c0 < d; c0 += group_stride<T>()) {
+        load_group(dy, dyr, c0, d, vec);
+        load_group(x, xr, c0, d, vec);
+        load_group(gv, g, c0, d, vec);
+        for (int j = 0; j < P; j++) {
+            if (c0 + j >= d) continue;
+            const float dxhat = dy[j] * gv[j];
+            s1 += dxhat;
+            s2 += dxhat * (x[j] - mu) * rs;
+        }
     }
     const float m1 = warp_sum(s1) / d, m2 = warp_sum(s2) / d;
-    for (int c = lane; c < d; c += 32) {
-        const float xhat = (to_float(xr[c]) - mu) * rs;
-        const float v = rs * (to_float(dyr[c]) * to_float(g[c]) - m1 - xhat * m2);
-        dxr[c] = from_float<T>(dx_beta == 0.0f ? v : v + dx_beta * to_float(dxr[c]));
+    for (int c0 = first_group<T>(); c0 < d; c0 += group_stride<T>()) {
+        float old[P] = {};
+        load_group(dy, dyr, c0, d, vec);
+        load_group(x, xr, c0, d, vec);
+        load_group(gv, g, c0, d, vec);
+        if (dx_beta != 0.0f) load_group(old, dxr, c0, d, vec);
+        for (int j = 0; j < P; j++) {
+            const float xhat = (x[j] - mu) * rs;
+            const float v = rs * (dy[j] * gv[j] - m1 - xhat * m2);
+            x[j] = dx_beta == 0.0f ? v : v + dx_beta * old[j];
+        }
+        store_group(dxr, x, c0, d, vec);
     }
 }
 
@@ -345,7 +403,8 @@ __global__ void layernorm_backward_dx_kernel(T* dx, float dx_beta, const T* dy, 
                                              int rows, int d) {
     const size_t r = global_warp();
     if (r >= (size_t)rows) return;
-    layernorm_backward_row(dx + r * d, dx_beta, dy + r * d, x + r * d, mean[r], rstd[r], g, d);
+    layernorm_backward_row(dx + r * d, dx_beta, dy + r * d, x + r * d, mean[r], rstd[r], g, d,
+                           packed<T>(d, dx, dy, x, g));
 }
 
 // Fused, post-LN: r = x + dropout(f) (rounded to T, as residual_forward stores it), then
@@ -354,15 +413,23 @@ template <class T>
 __global__ void residual_layernorm_forward_kernel(T* y, T* r, float* mean, float* rstd, const T* f,
                                                   const T* x, const T* g, const T* b, int rows, int d,
                                                   float p, uint64_t seed) {
+    constexpr int P = Pack16<T>::N;
     const size_t row = global_warp();
     if (row >= (size_t)rows) return;
+    const bool vec = packed<T>(d, y, r, f, x, g, b);
     const float scale = p > 0 ? 1.0f / (1.0f - p) : 1.0f;
-    for (int c = lane_id(); c < d; c += 32) {
-        const size_t i = row * d + c;
-        const float fi = p <= 0 ? to_float(f[i]) : dropout_keep(seed, i, p) ? __fmul_rn(to_float(f[i]), scale) : 0.0f;
-        r[i] = from_float<T>(__fadd_rn(fi, to_float(x[i])));
+    const size_t base = row * d;
+    for (int c0 = first_group<T>(); c0 < d; c0 += group_stride<T>()) {
+        float fv[P], xv[P];
+        load_group(fv, f + base, c0, d, vec);
+        load_group(xv, x + base, c0, d, vec);
+        for (int j = 0; j < P; j++) {
+            const float fi = p <= 0 ? fv[j] : dropout_keep(seed, base + c0 + j, p) ? __fmul_rn(fv[j], scale) : 0.0f;
+            xv[j] = __fadd_rn(fi, xv[j]);
+        }
+        store_group(r + base, xv, c0, d, vec);
     }
-    layernorm_row(y + row * d, &mean[row], &rstd[row], r + row * d, g, b, d);
+    layernorm_row(y + base, &mean[row], &rstd[row], r + base, g, b, d, vec);
 }
 
 // Its backward: dx = LN'(dy), df = dropout'(dx) from dx as stored. One warp per row.
@@ -370,13 +437,19 @@ template <class T>
 __global__ void residual_layernorm_backward_dx_kernel(T* dx, T* df, const T* dy, const T* r,
                                                       const float* mean, const float* rstd, const T* g,
                                                       int rows, int d, float p, uint64_t seed) {
+    constexpr int P = Pack16<T>::N;
     const size_t row = global_warp();
     if (row >= (size_t)rows) return;
-    layernorm_backward_row(dx + row * d, 0.0f, dy + row * d, r + row * d, mean[row], rstd[row], g, d);
+    const bool vec = packed<T>(d, dx, df, dy, r, g);
+    const size_t base = row * d;
+    layernorm_backward_row(dx + base, 0.0f, dy + base, r + base, mean[row], rstd[row], g, d, vec);
     const float scale = p > 0 ? 1.0f / (1.0f - p) : 1.0f;
-    for (int c = lane_id(); c < d; c += 32) {
-        const size_t i = row * d + c;
-        df[i] = p <= 0 ? dx[i] : dropout_keep(seed, i, p) ? from_float<T>(__fmul_rn(to_float(dx[i]), scale)) : from_float<T>(0.0f);
+    for (int c0 = first_group<T>(); c0 < d; c0 += group_stride<T>()) {
+        float v[P];
+        load_group(v, dx + base, c0, d, vec);   // as stored: rounded to T
+        for (int j = 0; j < P; j++)
+            v[j] = p <= 0 ? v[j] : dropout_keep(seed, base + c0 + j, p) ? __fmul_rn(v[j], scale) : 0.0f;
+        store_group(df + base, v, c0, d, vec);
     }
 }
 
