@@ -15,7 +15,7 @@
 #   GPU_CHECK_SECONDS=540 make gpu-check    (a time budget: no step starts after it, a step
 #                                            that would run past it is cut and left for later)
 #   GPU_CHECK_CONTINUE=1 make gpu-check     (the next call: skips the steps an earlier call on
-#                                            this machine finished, as .gpu-check.state says)
+#                                            this machine finished, as .gpu-check/state says)
 # A device call may run 10 minutes: run `GPU_CHECK_SECONDS=540 LOG_DIR=$OUT make gpu-check`, then
 # the same with GPU_CHECK_CONTINUE=1 while it says steps are left (exit status 3), each call
 # soon after the last (the machine stays warm only briefly; a fresh one starts from the build).
