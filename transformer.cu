@@ -939,13 +939,23 @@ __global__ void attention_step_cross_kernel(T* ctx, const T* q, const T* kt, con
 // =============================================================================================
 // The logits are the largest tensor a step reads (25,000 rows of 37,000 in the base model): a
 // thread moves them 16 bytes at a time (8 bf16 or 4 floats), and the loss takes one pass.
-// Row z (n) by a block: f(k, z[k]) for every k, a thread taking whole 16-byte packs from the
-// first 16-byte boundary on, and the elements before it and after the last whole pack one by one.
+// A row z (n) cut for 16-byte accesses: `head` elements before its first 16-byte boundary, then
+// `packs` whole packs, then the tail (head + packs * P .. n).
+struct RowPacks {
+    int head, packs;
+};
+template <class T>
+__device__ __forceinline__ RowPacks row_packs(const T* z, int n) {
+    const int head = min(n, (int)((16 - (uintptr_t)z % 16) % 16 / sizeof(T)));
+    return {head, (n - head) / Pack16<T>::N};
+}
+
+// Row z (n) by a block: f(k, z[k]) for every k, a thread taking whole 16-byte packs, the head and
+// the tail element by element.
 template <class T, class F>
 __device__ void row_for_each(const T* z, int n, F f) {
     constexpr int P = Pack16<T>::N;
-    const int head = min(n, (int)((16 - (uintptr_t)z % 16) % 16 / sizeof(T)));
-    const int packs = (n - head) / P;
+    const auto [head, packs] = row_packs(z, n);
     for (int k = threadIdx.x; k < head; k += blockDim.x) f(k, to_float(z[k]));
     const Pack16<T>* zp = reinterpret_cast<const Pack16<T>*>(z + head);
     for (int i = threadIdx.x; i < packs; i += blockDim.x) {
@@ -959,8 +969,7 @@ __device__ void row_for_each(const T* z, int n, F f) {
 template <class T, class F>
 __device__ void row_update(T* z, int n, F f) {
     constexpr int P = Pack16<T>::N;
-    const int head = min(n, (int)((16 - (uintptr_t)z % 16) % 16 / sizeof(T)));
-    const int packs = (n - head) / P;
+    const auto [head, packs] = row_packs(z, n);
     for (int k = threadIdx.x; k < head; k += blockDim.x) z[k] = from_float<T>(f(k, to_float(z[k])));
     Pack16<T>* zp = reinterpret_cast<Pack16<T>*>(z + head);
     for (int i = threadIdx.x; i < packs; i += blockDim.x) {

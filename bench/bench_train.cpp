@@ -45,18 +45,6 @@ static Batch synthetic_batch(int pairs, int len, int vocab) {
     return b;
 }
 
-// Multiply-adds x 2 of every matrix product of one forward pass (attention products included,
-// the causal ones counted in full as computed); a training step is 3x (forward + 2 backward).
-static double forward_matmul_flops(const Config& c, const Batch& b) {
-    const double d = c.d_model, qk = c.n_heads * c.d_k, vv = c.n_heads * c.d_v, ff = c.d_ff;
-    const double rs = (double)b.B * b.S, rt = (double)b.B * b.T;
-    double enc = rs * (d * (2 * qk + vv) + vv * d + 2 * d * ff) + rs * b.S * (qk + vv);
-    double dec = rt * (d * (2 * qk + vv) + vv * d + b.T * (qk + vv))          // self-attention
-               + rt * (d * qk + vv * d + b.S * (qk + vv)) + rs * d * (qk + vv)  // cross-attention
-               + rt * 2 * d * ff;                                               // FFN
-    return 2.0 * (c.n_enc * enc + c.n_dec * dec + rt * d * c.vocab);
-}
-
 // n floatX of random values in [-1, 1) on the device (bf16: the top half of each float; a
 // product of zeros runs faster than one of real data, ~12% on an H100).
 static floatX* random_floatx(Backend& ops, size_t n) {

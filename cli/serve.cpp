@@ -65,11 +65,13 @@ void add_serve_options(Options* opts, ServeOptions* o) {
 }
 
 #ifndef TRANSFORMER_HTTP
-bool serve_available() { return false; }
+const char* serve_missing() {
+    return "--serve: this ./translate was built without cpp-httplib (Debian's libcpp-httplib-dev); "
+           "install it and rebuild (make info)";
+}
 
 int serve(const ServeModel&, const ServeOptions&) {
-    std::fprintf(stderr, "translate: --serve: this ./translate was built without cpp-httplib "
-                         "(Debian's libcpp-httplib-dev); install it and rebuild (make info)\n");
+    std::fprintf(stderr, "translate: %s\n", serve_missing());
     return 2;
 }
 #else
@@ -78,7 +80,7 @@ int serve(const ServeModel&, const ServeOptions&) {
 // The version of this service's API (the request and response formats above).
 static const char* kServeApiVersion = "1";
 
-bool serve_available() { return true; }
+const char* serve_missing() { return ""; }
 
 namespace {
 

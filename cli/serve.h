@@ -36,9 +36,9 @@ struct ServeModel {
     std::string model_path;
 };
 
-// Whether this ./translate has the server: false when it was built without cpp-httplib (HTTP=0,
-// or Debian's libcpp-httplib-dev not found at build time; make info says which).
-bool serve_available();
+// Why this ./translate has no server ("" when it has one): it was built without cpp-httplib
+// (HTTP=0, or Debian's libcpp-httplib-dev not found at build time; make info says which).
+const char* serve_missing();
 
 // Serves until SIGTERM or SIGINT (then stops accepting, answers the requests in flight and
 // returns 0); 1 when the address cannot be bound, 2 on inconsistent options.

@@ -449,9 +449,8 @@ static bool check_extra_options(Options& opts, int argc, char** argv, TranslateO
                                           o.inspect.alignment))
         bad = "--serve answers HTTP requests: --score, --prefix, --sampling, -i/-o, --attention and "
               "--alignment are options of stdin mode";
-    else if (!o.serve.address.empty() && !serve_available())
-        bad = "--serve: this ./translate was built without cpp-httplib (Debian's libcpp-httplib-dev); "
-              "install it and rebuild (make info)";
+    else if (!o.serve.address.empty() && *serve_missing())
+        bad = serve_missing();
     if (!bad.empty()) {
         *status = opts.usage_error(bad);
         return false;
@@ -639,7 +638,7 @@ int main(int argc, char** argv) {
     if (t.opt.version) {
         std::printf("translate (Attention Is All You Need in C++/CUDA) %s; checkpoints aiayn-transformer/1; "
                     "backends: cpu%s; --serve: %s\n", kVersion, cuda_built() ? ", cuda" : "",
-                    serve_available() ? "yes" : "no (built without cpp-httplib)");
+                    *serve_missing() ? "no (built without cpp-httplib)" : "yes");
         return 0;
     }
     if (!t.opt.serve.address.empty()) {

@@ -39,6 +39,16 @@ std::vector<OpProfile> ProfiledBackend::report() {
     return ops;
 }
 
+double forward_matmul_flops(const Config& c, const Batch& b) {
+    const double d = c.d_model, qk = (double)c.n_heads * c.d_k, vv = (double)c.n_heads * c.d_v, ff = c.d_ff;
+    const double rs = (double)b.B * b.S, rt = (double)b.B * b.T;
+    const double enc = rs * (d * (2 * qk + vv) + vv * d + 2 * d * ff) + rs * b.S * (qk + vv);
+    const double dec = rt * (d * (2 * qk + vv) + vv * d + b.T * (qk + vv))           // self-attention
+                     + rt * (d * qk + vv * d + b.S * (qk + vv)) + rs * d * (qk + vv)  // cross-attention
+                     + rt * 2 * d * ff;                                                // FFN
+    return 2.0 * (c.n_enc * enc + c.n_dec * dec + rt * d * c.vocab);
+}
+
 ProfiledBackend* profile_model(Model* m) {
     auto profiled = std::make_unique<ProfiledBackend>(std::move(m->backend));
     ProfiledBackend* p = profiled.get();
@@ -109,10 +119,14 @@ void ProfiledBackend::embedding_backward(float* dE, float* dpe, const floatX* dx
 }
 
 // ---- Linear layers ----------------------------------------------------------------------------
+// Y (rows, out) = X (rows, in) W^T: X and W read, Y written.
+static double product_bytes(int rows, int in, int out, double fx) {
+    return ((double)rows * in + (double)out * in + (double)rows * out) * fx;
+}
 void ProfiledBackend::linear_forward(floatX* Y, const floatX* X, const floatX* W, const floatX* b, int rows,
                                      int in, int out) {
     inner_->linear_forward(Y, X, W, b, rows, in, out);
-    done("linear_forward", 2.0 * rows * in * out, ((double)rows * in + (double)out * in + (double)rows * out) * fx());
+    done("linear_forward", 2.0 * rows * in * out, product_bytes(rows, in, out, fx()));
 }
 void ProfiledBackend::linear_backward(floatX* dX, float dX_beta, float* dW, float* db, const floatX* dY,
                                       const floatX* X, const floatX* W, int rows, int in, int out) {
@@ -125,8 +139,7 @@ void ProfiledBackend::linear_backward(floatX* dX, float dX_beta, float* dW, floa
 void ProfiledBackend::linear_relu_forward(floatX* Y, const floatX* X, const floatX* W, const floatX* b, int rows,
                                           int in, int out) {
     inner_->linear_relu_forward(Y, X, W, b, rows, in, out);
-    done("linear_relu_forward", 2.0 * rows * in * out,
-         ((double)rows * in + (double)out * in + (double)rows * out) * fx());
+    done("linear_relu_forward", 2.0 * rows * in * out, product_bytes(rows, in, out, fx()));
 }
 void ProfiledBackend::relu_backward(floatX* dx, const floatX* dy, const floatX* y, size_t n) {
     inner_->relu_backward(dx, dy, y, n);

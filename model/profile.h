@@ -35,9 +35,6 @@ public:
     std::vector<OpProfile> report();
     // Forgets every call timed so far; the next op is timed from now.
     void reset();
-    Backend& inner() { return *inner_; }
-    // Unwraps the backend again (the ops are no longer timed).
-    std::unique_ptr<Backend> release_inner() { return std::move(inner_); }
 
     // ---- The device and its memory: passed through; the copies are timed -----------------
     Device device() const override { return inner_->device(); }
@@ -135,6 +132,11 @@ private:
     void done(const char* op, double flops, double bytes);
     double fx() const { return (double)floatx_size(); }
 };
+
+// 2 x the multiply-adds of every matrix product of one forward pass over batch b (padded rows and
+// masked scores included, as computed): the projections, attention's two products per head, the
+// FFN and the tied classifier; a training step does 3x (bench_train's MFU).
+double forward_matmul_flops(const Config& c, const Batch& b);
 
 // Wraps m's backend in a ProfiledBackend (the model's buffers stay where they are) and returns it.
 ProfiledBackend* profile_model(Model* m);

@@ -1,8 +1,8 @@
 // test/profile_check.h — model/profile.h's ProfiledBackend checked on one device (test_core on
 // the CPU, test_cuda on the GPU or its emulator): a profiled training step is bitwise the
 // unprofiled one, the report names the ops the step called as often as the model calls them,
-// its times are non-negative and fit in the step's wall time, and the matrix FLOPs it counts
-// for a forward pass equal the products' count written out below from the config.
+// its times are non-negative and fit in the step's wall time, and the matrix FLOPs it sums op
+// by op for a forward pass equal forward_matmul_flops, the count written out from the config.
 #pragma once
 #include <chrono>
 #include <cmath>
@@ -13,19 +13,6 @@
 #include "model/profile.h"
 #include "test/check.h"
 #include "test/model_buffers.h"
-
-// 2 x the multiply-adds of one forward pass over batch b (padded rows and masked scores
-// included, as computed): the projections, attention's two products per head, the FFN and
-// the tied classifier.
-inline double forward_product_flops(const Config& c, const Batch& b) {
-    const double d = c.d_model, qk = (double)c.n_heads * c.d_k, vv = (double)c.n_heads * c.d_v;
-    const double rs = (double)b.B * b.S, rt = (double)b.B * b.T, ff = c.d_ff;
-    const double enc = rs * d * (qk + qk + vv) + rs * vv * d + rs * b.S * (qk + vv) + 2 * rs * d * ff;
-    const double dec = rt * d * (qk + qk + vv) + rt * vv * d + rt * b.T * (qk + vv)   // self-attention
-                     + rt * d * qk + rs * d * (qk + vv) + rt * vv * d + rt * b.S * (qk + vv)   // cross
-                     + 2 * rt * d * ff;
-    return 2 * (c.n_enc * enc + c.n_dec * dec + rt * d * c.vocab);
-}
 
 inline void profiled_step_checks(const std::string& label, const std::function<std::unique_ptr<Backend>()>& make,
                                  const Config& c, const Batch& b, int chunk_rows) {
@@ -84,7 +71,7 @@ inline void profiled_step_checks(const std::string& label, const std::function<s
     double flops = 0;
     for (const OpProfile& o : p->report())
         if (o.op == "linear_forward" || o.op == "linear_relu_forward" || o.op == "attention_forward") flops += o.flops;
-    const double want = forward_product_flops(c, b);
+    const double want = forward_matmul_flops(c, b);   // model/profile.h: from the config alone
     check(std::fabs(flops - want) <= 1e-9 * want, "%s: a forward's matrix FLOPs as profiled %.6g, as counted from the "
           "config %.6g", label.c_str(), flops, want);
 }
