@@ -118,8 +118,15 @@ class Server:
                     ready.set()
             ready.set()
 
-        threading.Thread(target=read_stderr, daemon=True).start()
+        self.reader = threading.Thread(target=read_stderr, daemon=True)
+        self.reader.start()
         ready.wait(120)
+
+    def wait_exit(self, timeout):
+        """The exit code, with every line the server wrote already in self.log (the reader reached EOF)."""
+        code = self.proc.wait(timeout)
+        self.reader.join(10)
+        return code
 
     def request(self, method, path, body=None, headers=None):
         """(status, parsed JSON or None, raw body)."""
@@ -142,10 +149,10 @@ class Server:
         if self.proc.poll() is None:
             self.proc.send_signal(signal.SIGTERM)
         try:
-            return self.proc.wait(60)
+            return self.wait_exit(60)
         except subprocess.TimeoutExpired:
             self.proc.kill()
-            return self.proc.wait()
+            return self.wait_exit(None)
 
 
 def answer_errors(status, out, lines, expected, nbest=1):
@@ -404,7 +411,7 @@ def main():
     check(err == "", f"SIGTERM during a request: the request is answered completely {err}")
     check(refused, "after SIGTERM new connections are refused")
     try:
-        code = sg.proc.wait(60)
+        code = sg.wait_exit(60)
     except subprocess.TimeoutExpired:
         code = "still running after 60 s"
     check(code == 0 and any("stopped (SIGTERM)" in x for x in sg.log),
