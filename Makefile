@@ -226,7 +226,8 @@ test: $(TESTS:%=$(BUILD)/%) $(PROGRAMS:%=$(BIN)/%) $(BUILD)/bench_train $(BUILD)
 	@sh test/run_tests.sh $(BUILD) $(BIN)
 
 # Only the suites that run transformer.cu on the CPU emulator (part of make test).
-EMULATED_SUITES := emulator ops_emulated_fp32 ops_emulated_bf16 cuda_emulated cli_cuda_emulated
+EMULATED_SUITES := emulator ops_emulated_fp32 ops_emulated_bf16 cuda_emulated ops_emulated_batched_fp32 \
+                   ops_emulated_batched_bf16 cuda_emulated_batched cli_cuda_emulated
 test-emulated: $(BUILD)/test_ops $(BUILD)/test_cuda $(PROGRAMS:%=$(BIN)/%) $(EMU_LIB) $(BUILD)/test_emulator
 	@SUITES="$(EMULATED_SUITES)" sh test/run_tests.sh $(BUILD) $(BIN)
 

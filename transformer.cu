@@ -829,6 +829,63 @@ __global__ void attention_backward_key_tiled_kernel(T* dkv, const float* dS, con
 }
 
 // =============================================================================================
+// §3.2.1, §3.2.2 on tensor cores (TRANSFORMER_ATTENTION=batched): cuBLASLt takes the four
+// products (QK^T, PV; in the backward dctx V^T, dS K, dS^T Q, P^T dctx), batched over the
+// sentences, one call per head; these kernels do the rest, one warp per (sentence, head, query)
+// row. P and dS go to the products in the activation type (bf16 rounds them once more than
+// the tiled kernels, which multiply in fp32).
+// =============================================================================================
+// probs (B, H, Lq, Lk) holds Q K^T: scaled by 1/sqrt(dk), masked, softmax in place; pd (same
+// shape, activation type) = dropout(probs), the left operand of the context's product.
+template <class T>
+__global__ void attention_softmax_kernel(float* probs, T* pd, const int* key_tokens, AttentionShape s,
+                                         float p_attn, uint64_t seed) {
+    const size_t w = global_warp();
+    if (w >= (size_t)s.B * s.H * s.Lq) return;
+    const HeadRow hr = head_row(w, s.Lq, s);
+    const size_t e0 = hr.probs_off + (size_t)hr.i * s.Lk;
+    float* P = probs + e0;
+    const int* kt = key_tokens + (size_t)hr.b * s.Lk;
+    const float scale = 1.0f / sqrtf((float)s.dk);
+    for (int j = lane_id(); j < s.Lk; j += 32) {
+        const bool allowed = kt[j] != PAD_ID && !(s.causal && j > hr.i);
+        P[j] = allowed ? P[j] * scale : -INFINITY;
+    }
+    __syncwarp();
+    warp_masked_softmax(P, s.Lk);
+    for (int j = lane_id(); j < s.Lk; j += 32) {
+        const float p = P[j];
+        pd[e0 + j] = from_float<T>(p_attn <= 0.0f ? p : dropout_keep(seed, e0 + j, p_attn) ? p / (1.0f - p_attn) : 0.0f);
+    }
+}
+
+// dS (B, H, Lq, Lk, fp32) holds dctx V^T, the gradient of dropout(P): ds (activation type; may
+// be dS itself in fp32) = P (dP - rowsum(P dP)) / sqrt(dk) with dP = dropout'(dS), and pd =
+// dropout(P) again (the forward's copy is gone by now), the operands of the other products.
+template <class T>
+__global__ void attention_softmax_backward_kernel(T* ds, T* pd, const float* dS, const float* probs,
+                                                  AttentionShape s, float p_attn, uint64_t seed) {
+    const size_t w = global_warp();
+    if (w >= (size_t)s.B * s.H * s.Lq) return;
+    const HeadRow hr = head_row(w, s.Lq, s);
+    const size_t e0 = hr.probs_off + (size_t)hr.i * s.Lk;
+    const float scale = 1.0f / sqrtf((float)s.dk);
+    // dropout(x) of entry e, as the forward applied it: kept and divided by 1 - p, or 0
+    auto dropped = [&](float x, size_t e) {
+        return p_attn <= 0.0f ? x : dropout_keep(seed, e, p_attn) ? x / (1.0f - p_attn) : 0.0f;
+    };
+    float dot = 0.0f;
+    for (int j = lane_id(); j < s.Lk; j += 32) dot += probs[e0 + j] * dropped(dS[e0 + j], e0 + j);
+    dot = warp_sum(dot);
+    for (int j = lane_id(); j < s.Lk; j += 32) {
+        const size_t e = e0 + j;
+        const float p = probs[e], dp = dropped(dS[e], e);
+        ds[e] = from_float<T>(p * (dp - dot) * scale);
+        pd[e] = from_float<T>(dropped(p, e));
+    }
+}
+
+// =============================================================================================
 // §3.2.3 The decoder one position at a time: a query of length one per (row, head), one warp
 // each, its scores in shared memory (no score matrix goes through device memory); the lanes
 // take a key each for the scores (no reduction per key), then a value channel each.
@@ -1271,18 +1328,43 @@ namespace {
 
 using cuda::bf16;
 
+// Which kernels take §3.2's attention in training (TRANSFORMER_ATTENTION, so that a GPU
+// session can time each): tiled (the default: CUDA cores, a block per (sentence, head, 32 rows)),
+// rowwise (CUDA cores, a warp per row) or batched (cuBLASLt's tensor cores for the products).
+enum class AttentionKernels { Tiled, Rowwise, Batched };
+bool parse_attention_kernels(const char* name, AttentionKernels* out) {
+    const std::string n = name ? name : "tiled";
+    if (n == "tiled") *out = AttentionKernels::Tiled;
+    else if (n == "rowwise") *out = AttentionKernels::Rowwise;
+    else if (n == "batched") *out = AttentionKernels::Batched;
+    else return false;
+    return true;
+}
+
 // The largest power of two (<= 256) dividing an address: cuBLASLt's alignment hint.
-uint32_t alignment_of(const void* p) {
+uint32_t alignment_of(const void* p, size_t stride_bytes = 0) {
     uint32_t a = 256;
-    while (a > 1 && ((uintptr_t)p % a)) a >>= 1;
+    while (a > 1 && ((uintptr_t)p % a || stride_bytes % a)) a >>= 1;
     return a;
+}
+
+// A product repeated over `count` matrices, each operand's next matrix a, b, c elements on
+// (cuBLASLt's strided batch); a count of 1 is the plain product.
+struct Batch {
+    int count = 1;
+    long long a = 0, b = 0, c = 0;
+};
+void set_batch(cublasLtMatrixLayout_t layout, int count, long long stride) {
+    const int32_t n = count;
+    const int64_t st = stride;
+    CUBLAS_CHECK(cublasLtMatrixLayoutSetAttribute(layout, CUBLASLT_MATRIX_LAYOUT_BATCH_COUNT, &n, sizeof n));
+    CUBLAS_CHECK(cublasLtMatrixLayoutSetAttribute(layout, CUBLASLT_MATRIX_LAYOUT_STRIDED_BATCH_OFFSET, &st, sizeof st));
 }
 
 class CudaBackend final : public Backend {
 public:
-    CudaBackend(Precision precision, const cudaDeviceProp& prop) : precision_(precision), prop_(prop) {
-        const char* attention = std::getenv("TRANSFORMER_ATTENTION");
-        rowwise_attention_ = attention && std::string(attention) == "rowwise";
+    CudaBackend(Precision precision, const cudaDeviceProp& prop, AttentionKernels attention)
+        : precision_(precision), prop_(prop), attention_(attention) {
         CUBLAS_CHECK(cublasLtCreate(&lt_));
         workspace_bytes_ = 32u << 20;
         workspace_ = alloc(workspace_bytes_);
@@ -1298,9 +1380,12 @@ public:
     Precision precision() const override { return precision_; }
     std::string describe() const override {
         char buf[512];
-        std::snprintf(buf, sizeof buf, "%s (sm_%d%d, %d SMs, %.0f GB), %s", prop_.name, prop_.major,
+        std::snprintf(buf, sizeof buf, "%s (sm_%d%d, %d SMs, %.0f GB), %s%s", prop_.name, prop_.major,
                       prop_.minor, prop_.multiProcessorCount, prop_.totalGlobalMem / 1e9,
-                      precision_name(precision_));
+                      precision_name(precision_),
+                      attention_ == AttentionKernels::Rowwise   ? ", row-wise attention kernels"
+                      : attention_ == AttentionKernels::Batched ? ", attention's products by cuBLASLt"
+                                                                : "");
         return buf;
     }
     void* alloc(size_t bytes) override {
@@ -1480,6 +1565,7 @@ public:
     void attention_forward(floatX* ctx, float* probs, const floatX* q, const floatX* kv,
                            const int* key_tokens, const AttentionShape& s, float p_attn,
                            uint64_t seed) override {
+        if (attention_ == AttentionKernels::Batched) return attention_forward_batched(ctx, probs, q, kv, key_tokens, s, p_attn, seed);
         cuda::AttentionTile tl;
         size_t smem;
         if (attention_tile(std::max(s.dk, s.dv) + 1, s.dk, s.dv, 1, &tl, &smem)) {
@@ -1495,6 +1581,7 @@ public:
     void attention_backward(floatX* dq, floatX* dkv, const floatX* dctx, const float* probs,
                             const floatX* q, const floatX* kv, const AttentionShape& s, float p_attn,
                             uint64_t seed) override {
+        if (attention_ == AttentionKernels::Batched) return attention_backward_batched(dq, dkv, dctx, probs, q, kv, s, p_attn, seed);
         float* dS = (float*)scratch(0, (size_t)s.B * s.H * s.Lq * s.Lk * sizeof(float));
         cuda::AttentionTile tq, tk;
         size_t sq, sk;
@@ -1518,6 +1605,57 @@ public:
         } else {
             launch(cuda::attention_backward_query_kernel<float>, qblocks, threads, 0, (float*)dq, dS, (const float*)dctx, probs, (const float*)kv, s, p_attn, seed);
             launch(cuda::attention_backward_key_kernel<float>, kblocks, threads, 0, (float*)dkv, dS, probs, (const float*)q, (const float*)dctx, s, p_attn, seed);
+        }
+    }
+
+    // §3.2.1 with the products on tensor cores (TRANSFORMER_ATTENTION=batched): per head, one
+    // cuBLASLt call batched over the B sentences (a sentence's matrices lie a fixed stride
+    // apart; a head's do not, so the heads are the loop), the mask and softmax by a kernel.
+    // Row-major (r, c) matrices are column-major (c, r) to cuBLASLt: each product below is
+    // written as the column-major one it is.
+    void attention_forward_batched(floatX* ctx, float* probs, const floatX* q, const floatX* kv,
+                                   const int* key_tokens, const AttentionShape& s, float p_attn, uint64_t seed) {
+        const size_t x = floatx_size(), tile = (size_t)s.Lq * s.Lk;   // one (sentence, head)'s probs
+        const long long kv_b = (long long)s.Lk * s.kv_stride, q_b = (long long)s.Lq * s.q_stride;
+        const long long p_b = (long long)s.H * tile, ctx_b = (long long)s.Lq * s.H * s.dv;
+        floatX* pd = (floatX*)scratch(3, (size_t)s.B * p_b * x);   // dropout(P), (B, H, Lq, Lk)
+        for (int h = 0; h < s.H; h++)   // S^T (Lk, Lq) = K (Lk, dk) Q^T (dk, Lq), unscaled, fp32
+            matmul(true, false, s.Lk, s.Lq, s.dk, at(kv, s.k_col + h * s.dk), s.kv_stride,
+                   at(q, s.q_col + h * s.dk), s.q_stride, probs + h * tile, s.Lk, CUDA_R_32F, 0.0f,
+                   nullptr, false, {s.B, kv_b, q_b, p_b});
+        const dim3 blocks(cuda::warp_grid((size_t)s.B * s.H * s.Lq)), threads(32 * cuda::WARPS);
+        if (bf()) launch(cuda::attention_softmax_kernel<bf16>, blocks, threads, 0, probs, (bf16*)pd, key_tokens, s, p_attn, seed);
+        else launch(cuda::attention_softmax_kernel<float>, blocks, threads, 0, probs, (float*)pd, key_tokens, s, p_attn, seed);
+        for (int h = 0; h < s.H; h++)   // ctx^T (dv, Lq) = V^T (dv, Lk) dropout(P)^T (Lk, Lq)
+            matmul(false, false, s.dv, s.Lq, s.Lk, at(kv, s.v_col + h * s.dv), s.kv_stride, at(pd, h * tile),
+                   s.Lk, at(ctx, h * s.dv), s.H * s.dv, act_type(), 0.0f, nullptr, false,
+                   {s.B, kv_b, p_b, ctx_b});
+    }
+    void attention_backward_batched(floatX* dq, floatX* dkv, const floatX* dctx, const float* probs,
+                                    const floatX* q, const floatX* kv, const AttentionShape& s, float p_attn,
+                                    uint64_t seed) {
+        const size_t x = floatx_size(), tile = (size_t)s.Lq * s.Lk;
+        const long long kv_b = (long long)s.Lk * s.kv_stride, q_b = (long long)s.Lq * s.q_stride;
+        const long long p_b = (long long)s.H * tile, ctx_b = (long long)s.Lq * s.H * s.dv;
+        float* dP = (float*)scratch(0, (size_t)s.B * p_b * sizeof(float));   // (B, H, Lq, Lk)
+        floatX* ds = bf() ? (floatX*)scratch(4, (size_t)s.B * p_b * x) : (floatX*)dP;   // dS, in place in fp32
+        floatX* pd = (floatX*)scratch(3, (size_t)s.B * p_b * x);
+        for (int h = 0; h < s.H; h++)   // dP^T (Lk, Lq) = V (Lk, dv) dctx^T (dv, Lq), fp32
+            matmul(true, false, s.Lk, s.Lq, s.dv, at(kv, s.v_col + h * s.dv), s.kv_stride, at(dctx, h * s.dv),
+                   s.H * s.dv, dP + h * tile, s.Lk, CUDA_R_32F, 0.0f, nullptr, false, {s.B, kv_b, ctx_b, p_b});
+        const dim3 blocks(cuda::warp_grid((size_t)s.B * s.H * s.Lq)), threads(32 * cuda::WARPS);
+        if (bf()) launch(cuda::attention_softmax_backward_kernel<bf16>, blocks, threads, 0, (bf16*)ds, (bf16*)pd, (const float*)dP, probs, s, p_attn, seed);
+        else launch(cuda::attention_softmax_backward_kernel<float>, blocks, threads, 0, (float*)ds, (float*)pd, (const float*)dP, probs, s, p_attn, seed);
+        for (int h = 0; h < s.H; h++) {
+            // dQ^T (dk, Lq) = K^T (dk, Lk) dS^T (Lk, Lq)
+            matmul(false, false, s.dk, s.Lq, s.Lk, at(kv, s.k_col + h * s.dk), s.kv_stride, at(ds, h * tile), s.Lk,
+                   at(dq, s.q_col + h * s.dk), s.q_stride, act_type(), 0.0f, nullptr, false, {s.B, kv_b, p_b, q_b});
+            // dK^T (dk, Lk) = Q^T (dk, Lq) dS (Lq, Lk)
+            matmul(false, true, s.dk, s.Lk, s.Lq, at(q, s.q_col + h * s.dk), s.q_stride, at(ds, h * tile), s.Lk,
+                   at(dkv, s.k_col + h * s.dk), s.kv_stride, act_type(), 0.0f, nullptr, false, {s.B, q_b, p_b, kv_b});
+            // dV^T (dv, Lk) = dctx^T (dv, Lq) dropout(P) (Lq, Lk)
+            matmul(false, true, s.dv, s.Lk, s.Lq, at(dctx, h * s.dv), s.H * s.dv, at(pd, h * tile), s.Lk,
+                   at(dkv, s.v_col + h * s.dv), s.kv_stride, act_type(), 0.0f, nullptr, false, {s.B, ctx_b, p_b, kv_b});
         }
     }
 
@@ -1613,14 +1751,14 @@ private:
     size_t workspace_bytes_ = 0;
     std::map<void*, size_t> sizes_;         // live allocations, for the peak
     size_t in_use_ = 0, peak_ = 0;
-    bool rowwise_attention_ = false;        // TRANSFORMER_ATTENTION=rowwise: the row-wise kernels
+    AttentionKernels attention_;            // TRANSFORMER_ATTENTION
     std::vector<void*> scratch_;            // the backend's own temporaries, by slot, grown
     std::vector<size_t> scratch_bytes_;
     std::vector<cudaEvent_t> events_;       // time_mark's, reused
     size_t marks_ = 0;                      // events recorded since clear_marks
     // The algorithm chosen per product shape and per alignment of A, B, C/D and the bias.
     std::map<std::tuple<int, int, int, int, int, int, int, int, int, int, int, uint32_t, uint32_t, uint32_t,
-                        uint32_t, uint32_t>,
+                        uint32_t, uint32_t, int, long long, long long, long long>,
              cublasLtMatmulHeuristicResult_t> algos_;
 
     bool bf() const { return precision_ == Precision::BF16; }
@@ -1659,7 +1797,7 @@ private:
     // 1,400: the row-wise kernels), or when TRANSFORMER_ATTENTION=rowwise asks for those (to
     // time both on a GPU).
     bool attention_tile(int width, int dk, int dv, int pd_arrays, cuda::AttentionTile* t, size_t* smem) const {
-        if (rowwise_attention_) return false;
+        if (attention_ == AttentionKernels::Rowwise) return false;
         for (int rows = 32; rows >= cuda::WARPS; rows /= 2)
             for (int chunk = 64; chunk >= 1; chunk /= 2) {
                 const size_t floats = (size_t)chunk * width + (size_t)rows * (dk + dv) + (size_t)pd_arrays * rows * (chunk + 1);
@@ -1681,6 +1819,10 @@ private:
     static int step_warps(int n) {
         return std::max(1, std::min(cuda::WARPS, (int)(48 * 1024 / (sizeof(float) * std::max(1, n)))));
     }
+
+    // The element i elements into a floatX tensor (2 or 4 bytes an element, by the precision).
+    floatX* at(floatX* p, size_t i) const { return (floatX*)((char*)p + i * floatx_size()); }
+    const floatX* at(const floatX* p, size_t i) const { return (const floatX*)((const char*)p + i * floatx_size()); }
 
     void* scratch(int slot, size_t bytes) {
         if ((int)scratch_.size() <= slot) {
@@ -1711,8 +1853,9 @@ private:
     // layout with sizes that are not multiples of 8 floats) is added by bias_relu_kernel after
     // the plain product: the same sums in fp32, rounded twice in bf16.
     void matmul(bool ta, bool tb, int m, int n, int k, const void* A, int lda, const void* B, int ldb,
-                void* C, int ldc, cudaDataType c_type, float beta, const void* bias, bool relu = false) {
-        if (m == 0 || n == 0) return;
+                void* C, int ldc, cudaDataType c_type, float beta, const void* bias, bool relu = false,
+                const Batch& batch = {}) {
+        if (m == 0 || n == 0 || batch.count == 0) return;
         if (bias && alignment_of(bias) < 16) {
             matmul(ta, tb, m, n, k, A, lda, B, ldb, C, ldc, c_type, beta, nullptr);
             if (bf()) run(cuda::bias_relu_kernel<bf16>, grid((size_t)m * n), (bf16*)C, (const bf16*)bias, m, n, ldc, relu);
@@ -1736,12 +1879,21 @@ private:
         CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&la, ab, ta ? k : m, ta ? m : k, lda));
         CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&lb, ab, tb ? n : k, tb ? k : n, ldb));
         CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&lc, c_type, m, n, ldc));
-        const uint32_t align_a = alignment_of(A), align_b = alignment_of(B), align_c = alignment_of(C);
+        const size_t ab_bytes = floatx_size(), c_bytes = c_type == CUDA_R_32F ? 4 : 2;
+        if (batch.count > 1) {
+            set_batch(la, batch.count, batch.a);
+            set_batch(lb, batch.count, batch.b);
+            set_batch(lc, batch.count, batch.c);
+        }
+        // A batch's later matrices lie a stride on: the alignment all of them share.
+        const uint32_t align_a = alignment_of(A, batch.a * ab_bytes), align_b = alignment_of(B, batch.b * ab_bytes);
+        const uint32_t align_c = alignment_of(C, batch.c * c_bytes);
         const uint32_t align_bias = bias ? alignment_of(bias) : 256;
         // Each alignment in the key on its own: an algorithm chosen for an aligned A but a
         // 2-byte B must not be reused for the opposite.
         auto key = std::make_tuple((int)ta, (int)tb, m, n, k, lda, ldb, ldc, (int)c_type, (int)ab, (int)epi,
-                                   align_a, align_b, align_c, align_bias, (uint32_t)(beta != 0));
+                                   align_a, align_b, align_c, align_bias, (uint32_t)(beta != 0), batch.count,
+                                   batch.a, batch.b, batch.c);
         auto it = algos_.find(key);
         if (it == algos_.end()) {
             cublasLtMatmulPreference_t pref;
@@ -1760,9 +1912,9 @@ private:
             cublasLtMatmulPreferenceDestroy(pref);
             if (status != CUBLAS_STATUS_SUCCESS || found == 0) {
                 std::fprintf(stderr, "cuBLASLt: no algorithm for a %d x %d x %d product (%s, op(A) %c op(B) %c, "
-                             "epilogue %d, alignments A %u B %u C %u bias %u bytes): %s\n", m, n, k,
+                             "epilogue %d, alignments A %u B %u C %u bias %u bytes, batch of %d): %s\n", m, n, k,
                              precision_name(precision_), ta ? 'T' : 'N', tb ? 'T' : 'N', (int)epi, align_a, align_b,
-                             align_c, align_bias, cublasLtGetStatusString(status));
+                             align_c, align_bias, batch.count, cublasLtGetStatusString(status));
                 std::exit(1);
             }
             it = algos_.emplace(key, result).first;
@@ -1794,6 +1946,12 @@ extern "C" Backend* transformer_cuda_backend(int precision_value, std::string* e
         *error = std::string("the GPU runs fp32 or bf16, not ") + precision_name(precision);
         return nullptr;
     }
+    AttentionKernels attention;
+    if (!parse_attention_kernels(std::getenv("TRANSFORMER_ATTENTION"), &attention)) {
+        *error = std::string("TRANSFORMER_ATTENTION is tiled, rowwise or batched, not '") +
+                 std::getenv("TRANSFORMER_ATTENTION") + "'";
+        return nullptr;
+    }
     cudaDeviceProp prop;
     CUDA_CHECK(cudaSetDevice(0));
     CUDA_CHECK(cudaGetDeviceProperties(&prop, 0));
@@ -1802,5 +1960,5 @@ extern "C" Backend* transformer_cuda_backend(int precision_value, std::string* e
                  std::to_string(prop.minor) + "; this backend needs 8.0 or newer (bf16)";
         return nullptr;
     }
-    return new CudaBackend(precision, prop);
+    return new CudaBackend(precision, prop, attention);
 }

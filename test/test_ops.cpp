@@ -2,7 +2,7 @@
 // the backend as a parameter: today it checks the CPU ops; with the CUDA backend it checks
 // each GPU op against float64 and against the CPU op.
 //
-//   build/test_ops [--device cpu|cuda] [--precision fp32|bf16] [--against-cpu]
+//   build/test_ops [--device cpu|cuda] [--precision fp32|bf16] [--against-cpu] [--section TEXT]
 //
 // (default cpu, fp32; run from anywhere). The backend comes from make_backend(); when it
 // cannot be had (--device cuda in a build without the CUDA backend, bf16 on the CPU) the
@@ -2116,19 +2116,20 @@ const OpTest TESTS[] = {
 }  // namespace
 
 int main(int argc, char** argv) {
-    std::string device = "cpu", precision = "fp32";
+    std::string device = "cpu", precision = "fp32", section;
     bool against_cpu = false;
     for (int i = 1; i < argc; i++) {
         const std::string a = argv[i];
         if (a == "--device" && i + 1 < argc) device = argv[++i];
         else if (a == "--precision" && i + 1 < argc) precision = argv[++i];
+        else if (a == "--section" && i + 1 < argc) section = argv[++i];
         else if (a == "--against-cpu") against_cpu = true;
         else device = "?";
     }
     if ((device != "cpu" && device != "cuda" && device != "auto") ||
         (precision != "fp32" && precision != "bf16")) {
         std::fprintf(stderr, "usage: %s [--device cpu|cuda|auto] [--precision fp32|bf16] "
-                             "[--against-cpu]\n", argv[0]);
+                             "[--against-cpu] [--section TEXT: only the sections whose title holds TEXT]\n", argv[0]);
         return 2;
     }
     std::string error;
@@ -2145,9 +2146,17 @@ int main(int argc, char** argv) {
     std::printf("tolerances (max|got-want| / max|want|): forward vs float64 %.0e, backward vs "
                 "finite differences %.0e, against the CPU %.0e / %.0e, Adam %.0e, global_norm %.0e\n",
                 TOL.fwd, TOL.bwd, TOL.cross_fwd, TOL.cross_bwd, ADAM_TOL, NORM_TOL);
+    bool wanted = false, any = false;
     for (const OpTest& t : TESTS) {
+        if (t.section) wanted = std::string(t.section).find(section) != std::string::npos;
+        if (!wanted) continue;
         if (t.section) std::printf("--- %s\n", t.section);
         t.run(*be, cpu.get());
+        any = true;
+    }
+    if (!any) {
+        std::fprintf(stderr, "%s: no section's title holds '%s'\n", argv[0], section.c_str());
+        return 2;
     }
     return check_summary("ops");
 }

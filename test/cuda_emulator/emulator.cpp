@@ -517,6 +517,8 @@ struct cuda_emulator_layout {
     cudaDataType type;
     uint64_t rows, cols;
     int64_t ld;
+    int32_t batch = 1;      // CUBLASLT_MATRIX_LAYOUT_BATCH_COUNT
+    int64_t stride = 0;     // CUBLASLT_MATRIX_LAYOUT_STRIDED_BATCH_OFFSET, elements
 };
 struct cuda_emulator_preference {};
 
@@ -574,6 +576,17 @@ cublasStatus_t cublasLtMatrixLayoutDestroy(cublasLtMatrixLayout_t layout) {
     delete layout;
     return CUBLAS_STATUS_SUCCESS;
 }
+cublasStatus_t cublasLtMatrixLayoutSetAttribute(cublasLtMatrixLayout_t layout, cublasLtMatrixLayoutAttribute_t attr,
+                                                const void* buf, size_t bytes) {
+    switch (attr) {
+    case CUBLASLT_MATRIX_LAYOUT_BATCH_COUNT: {
+        cublasStatus_t s = read_attribute(&layout->batch, buf, bytes);
+        return s == CUBLAS_STATUS_SUCCESS && layout->batch < 1 ? CUBLAS_STATUS_INVALID_VALUE : s;
+    }
+    case CUBLASLT_MATRIX_LAYOUT_STRIDED_BATCH_OFFSET: return read_attribute(&layout->stride, buf, bytes);
+    }
+    return CUBLAS_STATUS_INVALID_VALUE;
+}
 cublasStatus_t cublasLtMatmulPreferenceCreate(cublasLtMatmulPreference_t* pref) {
     *pref = new cuda_emulator_preference;
     return CUBLAS_STATUS_SUCCESS;
@@ -598,6 +611,9 @@ static cublasStatus_t check_product(cublasLtMatmulDesc_t desc, cublasLtMatrixLay
     const uint64_t bn = desc->tb == CUBLAS_OP_N ? b->cols : b->rows;
     if (am != m || bk != k || bn != n || c->rows != m || c->cols != n || a->type != b->type || c->type != d->type ||
         c->ld != d->ld || desc->compute != CUBLAS_COMPUTE_32F)
+        return CUBLAS_STATUS_INVALID_VALUE;
+    // A strided batch: every operand the same count (no broadcasting here), C and D one stride.
+    if (a->batch != d->batch || b->batch != d->batch || c->batch != d->batch || c->stride != d->stride)
         return CUBLAS_STATUS_INVALID_VALUE;
     const int e = desc->epilogue;
     if (e != CUBLASLT_EPILOGUE_DEFAULT && e != CUBLASLT_EPILOGUE_BIAS && e != CUBLASLT_EPILOGUE_RELU &&
@@ -645,21 +661,28 @@ cublasStatus_t cublasLtMatmul(cublasLtHandle_t, cublasLtMatmulDesc_t desc, const
     const cudaDataType bias_type = desc->bias_type < 0 ? d->type : (cudaDataType)desc->bias_type;
     const bool with_bias = desc->epilogue & CUBLASLT_EPILOGUE_BIAS;   // RELU_BIAS: both bits
     const bool with_relu = desc->epilogue & CUBLASLT_EPILOGUE_RELU;
-    std::atomic<size_t> next{0};
-    pool().run([&](int) {
-        std::vector<float> col(k);
-        for (size_t j; (j = next++) < n;) {
-            for (size_t l = 0; l < k; l++) col[l] = load(B, b->type, tb ? j + l * ldb : l + j * ldb);
-            for (size_t i = 0; i < m; i++) {
-                float acc = 0.0f;
-                for (size_t l = 0; l < k; l++) acc += load(A, a->type, ta ? l + i * lda : i + l * lda) * col[l];
-                float v = alpha * acc;
-                if (beta != 0.0f) v += beta * load(C, c->type, i + j * ldc);   // beta 0: C is not read
-                if (with_bias) v += load(desc->bias, bias_type, i);
-                if (with_relu) v = v > 0.0f ? v : 0.0f;   // in fp32, before D's rounding
-                store(D, d->type, i + j * ldc, v);
+    const size_t bytes_ab = a->type == CUDA_R_16BF ? 2 : 4, bytes_cd = d->type == CUDA_R_16BF ? 2 : 4;
+    for (int32_t z = 0; z < d->batch; z++) {   // matrix z of a strided batch (z = 0 alone: a plain product)
+        const void* Az = (const char*)A + z * a->stride * bytes_ab;
+        const void* Bz = (const char*)B + z * b->stride * bytes_ab;
+        const void* Cz = (const char*)C + z * c->stride * bytes_cd;
+        void* Dz = (char*)D + z * d->stride * bytes_cd;
+        std::atomic<size_t> next{0};
+        pool().run([&](int) {
+            std::vector<float> col(k);
+            for (size_t j; (j = next++) < n;) {
+                for (size_t l = 0; l < k; l++) col[l] = load(Bz, b->type, tb ? j + l * ldb : l + j * ldb);
+                for (size_t i = 0; i < m; i++) {
+                    float acc = 0.0f;
+                    for (size_t l = 0; l < k; l++) acc += load(Az, a->type, ta ? l + i * lda : i + l * lda) * col[l];
+                    float v = alpha * acc;
+                    if (beta != 0.0f) v += beta * load(Cz, c->type, i + j * ldc);   // beta 0: C is not read
+                    if (with_bias) v += load(desc->bias, bias_type, i);
+                    if (with_relu) v = v > 0.0f ? v : 0.0f;   // in fp32, before D's rounding
+                    store(Dz, d->type, i + j * ldc, v);
+                }
             }
-        }
-    });
+        });
+    }
     return CUBLAS_STATUS_SUCCESS;
 }

@@ -249,7 +249,8 @@ void launch(void (*kernel)(KArgs...), Config config, Args... args) {
 
 // ---------------------------------------------------------------------------------------------
 // cuBLASLt (cublasLt.h): one column-major product D = alpha op(A) op(B) + beta C (+ bias), in
-// fp32 arithmetic over fp32 or bf16 matrices; the layouts are checked against the operation.
+// fp32 arithmetic over fp32 or bf16 matrices, or a strided batch of them; the layouts are
+// checked against the operation.
 // ---------------------------------------------------------------------------------------------
 enum cublasStatus_t {
     CUBLAS_STATUS_SUCCESS = 0,
@@ -271,6 +272,10 @@ enum cublasLtEpilogue_t {
     CUBLASLT_EPILOGUE_RELU = 2,
     CUBLASLT_EPILOGUE_BIAS = 4,
     CUBLASLT_EPILOGUE_RELU_BIAS = 6,   // RELU | BIAS, as in cublasLt.h
+};
+enum cublasLtMatrixLayoutAttribute_t {
+    CUBLASLT_MATRIX_LAYOUT_BATCH_COUNT = 5,            // int32_t
+    CUBLASLT_MATRIX_LAYOUT_STRIDED_BATCH_OFFSET = 6,   // int64_t, in elements
 };
 enum cublasLtMatmulPreferenceAttributes_t {
     CUBLASLT_MATMUL_PREF_SEARCH_MODE = 0,
@@ -312,6 +317,8 @@ cublasStatus_t cublasLtMatmulDescSetAttribute(cublasLtMatmulDesc_t desc, cublasL
 cublasStatus_t cublasLtMatrixLayoutCreate(cublasLtMatrixLayout_t* layout, cudaDataType type, uint64_t rows,
                                           uint64_t cols, int64_t ld);
 cublasStatus_t cublasLtMatrixLayoutDestroy(cublasLtMatrixLayout_t layout);
+cublasStatus_t cublasLtMatrixLayoutSetAttribute(cublasLtMatrixLayout_t layout, cublasLtMatrixLayoutAttribute_t attr,
+                                                const void* buf, size_t bytes);
 cublasStatus_t cublasLtMatmulPreferenceCreate(cublasLtMatmulPreference_t* pref);
 cublasStatus_t cublasLtMatmulPreferenceDestroy(cublasLtMatmulPreference_t pref);
 cublasStatus_t cublasLtMatmulPreferenceSetAttribute(cublasLtMatmulPreference_t pref,

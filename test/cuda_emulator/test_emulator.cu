@@ -281,6 +281,66 @@ static void bias_alignment() {
     cudaFree(d);
 }
 
+// A strided batch of 3 products (m, n, k) = (4, 3, 5), A transposed, each operand's next matrix
+// a stride on (padding between them): each of its results equals the plain product of that
+// matrix, the bytes between them untouched; operands with different batch counts are refused.
+static void strided_batch() {
+    const int m = 4, n = 3, k = 5, count = 3, sa = k * m + 3, sb = k * n + 1, sc = m * n + 2;
+    std::vector<float> A((size_t)sa * count), B((size_t)sb * count), C((size_t)sc * count, -7.0f);
+    for (size_t i = 0; i < A.size(); i++) A[i] = (float)((i * 13) % 11) / 4 - 1;
+    for (size_t i = 0; i < B.size(); i++) B[i] = (float)((i * 7) % 9) / 4 - 1;
+    float *dA, *dB, *dC, *dP;
+    cudaMalloc((void**)&dA, A.size() * 4);
+    cudaMalloc((void**)&dB, B.size() * 4);
+    cudaMalloc((void**)&dC, C.size() * 4);
+    cudaMalloc((void**)&dP, (size_t)m * n * 4);
+    cudaMemcpy(dA, A.data(), A.size() * 4, cudaMemcpyHostToDevice);
+    cudaMemcpy(dB, B.data(), B.size() * 4, cudaMemcpyHostToDevice);
+    cudaMemcpy(dC, C.data(), C.size() * 4, cudaMemcpyHostToDevice);
+    cublasLtHandle_t lt;
+    cublasLtCreate(&lt);
+    cublasLtMatmulDesc_t op;
+    cublasLtMatmulDescCreate(&op, CUBLAS_COMPUTE_32F, CUDA_R_32F);
+    const cublasOperation_t t = CUBLAS_OP_T;
+    cublasLtMatmulDescSetAttribute(op, CUBLASLT_MATMUL_DESC_TRANSA, &t, sizeof t);
+    cublasLtMatrixLayout_t la, lb, lc, one_a, one_b, one_c;
+    cublasLtMatrixLayoutCreate(&la, CUDA_R_32F, k, m, k);
+    cublasLtMatrixLayoutCreate(&lb, CUDA_R_32F, k, n, k);
+    cublasLtMatrixLayoutCreate(&lc, CUDA_R_32F, m, n, m);
+    cublasLtMatrixLayoutCreate(&one_a, CUDA_R_32F, k, m, k);
+    cublasLtMatrixLayoutCreate(&one_b, CUDA_R_32F, k, n, k);
+    cublasLtMatrixLayoutCreate(&one_c, CUDA_R_32F, m, n, m);
+    const int32_t c32 = count;
+    const int64_t strides[3] = {sa, sb, sc};
+    cublasLtMatrixLayout_t batched[3] = {la, lb, lc};
+    for (int i = 0; i < 3; i++) {
+        cublasLtMatrixLayoutSetAttribute(batched[i], CUBLASLT_MATRIX_LAYOUT_BATCH_COUNT, &c32, sizeof c32);
+        cublasLtMatrixLayoutSetAttribute(batched[i], CUBLASLT_MATRIX_LAYOUT_STRIDED_BATCH_OFFSET, &strides[i],
+                                         sizeof strides[i]);
+    }
+    const float alpha = 1.0f, beta = 0.0f;
+    const cublasStatus_t st = cublasLtMatmul(lt, op, &alpha, dA, la, dB, lb, &beta, dC, lc, dC, lc, nullptr, nullptr, 0, nullptr);
+    const cublasStatus_t refused = cublasLtMatmul(lt, op, &alpha, dA, la, dB, one_b, &beta, dC, lc, dC, lc, nullptr, nullptr, 0, nullptr);
+    std::vector<float> got(C.size()), plain((size_t)m * n);
+    cudaMemcpy(got.data(), dC, got.size() * 4, cudaMemcpyDeviceToHost);
+    int wrong = 0, touched = 0;
+    for (int z = 0; z < count; z++) {
+        cublasLtMatmul(lt, op, &alpha, dA + z * sa, one_a, dB + z * sb, one_b, &beta, dP, one_c, dP, one_c, nullptr,
+                       nullptr, 0, nullptr);
+        cudaMemcpy(plain.data(), dP, plain.size() * 4, cudaMemcpyDeviceToHost);
+        for (int i = 0; i < m * n; i++) wrong += got[(size_t)z * sc + i] != plain[(size_t)i];
+        for (int i = m * n; i < sc; i++) touched += got[(size_t)z * sc + i] != -7.0f;
+    }
+    check(st == CUBLAS_STATUS_SUCCESS && wrong == 0 && touched == 0 && refused == CUBLAS_STATUS_INVALID_VALUE,
+          "cuBLASLt strided batch of %d: %d of %d results differ from the plain products, %d padding values "
+          "written; B of another batch count refused (%s)", count, wrong, count * m * n, touched,
+          cublasLtGetStatusString(refused));
+    for (cublasLtMatrixLayout_t l : {la, lb, lc, one_a, one_b, one_c}) cublasLtMatrixLayoutDestroy(l);
+    cublasLtMatmulDescDestroy(op);
+    cublasLtDestroy(lt);
+    for (float* p : {dA, dB, dC, dP}) cudaFree(p);
+}
+
 // Events hold the time they were recorded: elapsed time from one to a later one is >= 0, and
 // an event never recorded is refused.
 static void events() {
@@ -353,6 +413,7 @@ int main() {
         matmul(false, true, t, false, 0.5f, true);
     }
     bias_alignment();
+    strided_batch();
     events();
     radix_sort();
     must_stop("lanes of a warp at __syncwarp and __syncthreads", [] { deadlock_kernel<<<1, 64>>>(); },
