@@ -9,6 +9,7 @@
 #   make bench            training-step speed, ours vs PyTorch on this machine
 #   make gpu-check        on a GPU machine: build, GPU tests, sanitizers, GPU benchmark, 3-min train
 #   make gpu-pack         here, before that: the corpus and CTranslate2's wheel to carry, and the call
+#   make bench-attention  on a GPU: the attention kernels alone at lengths 10-128, vs PyTorch
 #   make bench-decode     decoding speed, ours vs PyTorch
 #   make bench-translate  the same on the real test set with the trained model, and BLEU
 #                         (DEVICE=cuda: on the GPU, and a synthetic base-model batch)
@@ -121,7 +122,7 @@ TESTS := test_core test_ops test_decode test_train test_gemm test_gemm_int8 test
 # libFuzzer targets (test/fuzz/fuzz_*.cpp); make test replays their seeds and regression inputs.
 FUZZ_TARGETS := tokenizer vocab safetensors checkpoint parallel translate
 
-.PHONY: FORCE all test test-asan test-emulated emulator fuzz soak gpu-check gpu-pack bench bench-deps bench-decode bench-translate bench-split-long bench-serve \
+.PHONY: FORCE all test test-asan test-emulated emulator fuzz soak gpu-check gpu-pack bench bench-attention bench-deps bench-decode bench-translate bench-split-long bench-serve \
         bench-bpe bench-gemm bench-gemm-int8 bench-dist data reference reference-check info clean
 all: $(PROGRAMS:%=$(BIN)/%)
 
@@ -221,7 +222,7 @@ $(BUILD)/fuzz_replay_%: $(BUILD)/test/fuzz/fuzz_%.o $(BUILD)/test/fuzz/replay_ma
 	$(CXX) $(CXXFLAGS) $(filter %.o,$^) -o $@ $(LDLIBS)
 
 # The tests run from the repository root; test/run_tests.sh adds up their closing lines.
-test: $(TESTS:%=$(BUILD)/%) $(PROGRAMS:%=$(BIN)/%) $(BUILD)/bench_train $(BUILD)/fp32_peak $(BUILD)/translate_nohttp \
+test: $(TESTS:%=$(BUILD)/%) $(PROGRAMS:%=$(BIN)/%) $(BUILD)/bench_train $(BUILD)/bench_attention $(BUILD)/fp32_peak $(BUILD)/translate_nohttp \
       $(FUZZ_TARGETS:%=$(BUILD)/fuzz_replay_%) $(EMU_LIB) $(BUILD)/test_emulator
 	@sh test/run_tests.sh $(BUILD) $(BIN)
 
@@ -281,6 +282,10 @@ $(BUILD)/fp32_peak: bench/fp32_peak.cpp
 
 bench: $(BUILD)/bench_train $(BUILD)/fp32_peak
 	@BUILD=$(BUILD) sh bench/bench.sh train $(BUILD)
+
+# the attention kernels alone at lengths 10 to 128 on the GPU (TRANSFORMER_ATTENTION's choices), beside PyTorch's
+bench-attention: $(BUILD)/bench_attention
+	@sh bench/bench_attention.sh $(BUILD)
 
 bench-decode: $(BUILD)/bench_decode $(BUILD)/fp32_peak
 	@BUILD=$(BUILD) sh bench/bench.sh decode $(BUILD)

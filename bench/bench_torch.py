@@ -20,6 +20,11 @@ train:  one full training step (forward, backward, Adam) on a fixed synthetic ba
         (--tokens 25000 source + 25000 target tokens a step), eager with bf16 autocast and then
         torch.compile, 3 warm-up steps, the median of 10: torch train <config>-<eager|compile>
         ms_per_step=X tokens_per_s=Y peak_gpu_mb=Z
+attention: --device cuda --precision bf16 --config base (make gpu-check, beside
+        build/bench_attention): §3.2's attention alone, forward and backward of torch's
+        scaled_dot_product_attention at --lengths, --tokens per batch, the masks the model uses.
+        Prints: torch attention kernels=sdpa L=.. B=.. kind=enc-self|dec-self|cross fwd_ms=..
+        bwd_ms=.. tflops=..
 decode: "small" config, random init: 200 source sentences of 20 tokens (19 + </s>) in one
         batch; every hypothesis is FORCED to exactly 20 target tokens (</s> gets log-prob -inf,
         so nothing stops early), greedy and beam 4 (alpha 0.6) with the fast batched decoders.
@@ -34,6 +39,7 @@ decode: "small" config, random init: 200 source sentences of 20 tokens (19 + </s
         --config picks the random-weights model, --sentences and --length the synthetic batch.
 """
 import argparse
+import math
 import os
 import resource
 import statistics
@@ -149,6 +155,57 @@ def bench_train_gpu(name, tokens, steps):
               f"peak_gpu_mb={torch.cuda.max_memory_allocated() / 1e6:.0f}  # {torch.cuda.get_device_name()}, "
               f"bf16 autocast, {n_pairs} pairs of 25 + 25 tokens, loss {float(loss):.3f}", flush=True)
         del model, opt, fwd
+
+
+def bench_attention(args):
+    """§3.2's attention alone, as bench/bench_attention.cpp times ours: B = tokens / L sentences of
+    L tokens, q, k, v as column blocks of the model's projections, forward then backward of
+    torch's scaled_dot_product_attention (its fastest kernel for the mask: the key-padding mask
+    of the encoder's self-attention and the cross-attention, is_causal for the decoder's; before
+    torch 2.0, which has none, softmax(QK^T / sqrt(dk) + mask) V written out)."""
+    import torch.nn.functional as F
+    sdpa = getattr(F, "scaled_dot_product_attention", None)
+    h, dk = model_config(args.config)["n_heads"], model_config(args.config)["d_k"]
+    dtype = torch.bfloat16 if args.precision == "bf16" else torch.float32
+    dev = args.device
+    for L in [int(x) for x in args.lengths.split(",") if x]:
+        B = max(1, args.tokens // L)
+        for kind in ("enc-self", "dec-self", "cross"):
+            g = torch.Generator(device=dev).manual_seed(0)
+            qkv = torch.rand(B, L, 3 * h * dk, device=dev, dtype=dtype, generator=g) * 2 - 1
+            qkv.requires_grad_(True)
+            heads = lambda x: x.view(B, L, h, dk).transpose(1, 2)   # (B, h, L, dk) views
+            q, k, v = (heads(t) for t in qkv.split(h * dk, dim=-1))
+            keep = torch.ones(B, 1, 1, L, dtype=torch.bool, device=dev)   # no padding, as ours
+            mask = None if kind == "dec-self" else keep
+            dctx = torch.rand(B, h, L, dk, device=dev, dtype=dtype, generator=g)
+
+            def forward():
+                if sdpa:
+                    return sdpa(q, k, v, attn_mask=mask, is_causal=kind == "dec-self")
+                scores = (q @ k.transpose(-1, -2)).float() / math.sqrt(dk)   # torch < 2.0: the math
+                if kind == "dec-self":
+                    scores = scores.masked_fill(torch.ones(L, L, dtype=torch.bool, device=dev).triu(1), float("-inf"))
+                else:
+                    scores = scores.masked_fill(~mask, float("-inf"))
+                return torch.softmax(scores, dim=-1).to(dtype) @ v
+            out = forward()
+            out.backward(dctx)   # untimed
+            sync = torch.cuda.synchronize if dev == "cuda" else (lambda: None)
+            sync()
+            t0 = time.perf_counter()
+            outs = [forward() for _ in range(args.repeat)]
+            sync()
+            t1 = time.perf_counter()
+            for o in outs:
+                o.backward(dctx)
+            sync()
+            t2 = time.perf_counter()
+            fwd_ms, bwd_ms = 1000 * (t1 - t0) / args.repeat, 1000 * (t2 - t1) / args.repeat
+            flops = 3 * 2 * B * h * L * L * 2 * dk
+            print(f"torch attention kernels={'sdpa' if sdpa else 'math'} L={L} B={B} kind={kind} fwd_ms={fwd_ms:.3f} bwd_ms={bwd_ms:.3f} "
+                  f"tflops={flops / ((fwd_ms + bwd_ms) * 1e9):.2f}", flush=True)
+            del outs, out, qkv
 
 
 def gpu_environment():
@@ -284,7 +341,7 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0],
                                  formatter_class=argparse.RawDescriptionHelpFormatter,
                                  epilog=__doc__.split("\n", 2)[2])
-    ap.add_argument("mode", choices=["train", "decode"])
+    ap.add_argument("mode", choices=["train", "decode", "attention"])
     ap.add_argument("--configs", default="tiny,small,base", help="train: comma-separated configs")
     ap.add_argument("--steps", type=int, default=0,
                     help="train: timed steps after 2 warm-up steps (default 5; base 3)")
@@ -295,13 +352,16 @@ def main():
     ap.add_argument("--precision", choices=["fp32", "bf16"], default="fp32",
                     help="decode on cuda: bf16 runs under bf16 autocast")
     ap.add_argument("--config", default="small", choices=list(CONFIGS),
-                    help="decode without --weights: the random-weights model (default small)")
+                    help="decode without --weights: the random-weights model (default small); "
+                    "attention: its heads and d_k")
     ap.add_argument("--sentences", type=int, default=DEC_SENTS,
                     help=f"decode, synthetic: source sentences (default {DEC_SENTS})")
     ap.add_argument("--length", type=int, default=DEC_LEN,
                     help=f"decode, synthetic: source tokens incl. </s> and forced output tokens (default {DEC_LEN})")
     ap.add_argument("--tokens", type=int, default=25000,
                     help="train on cuda: source (and target) tokens a step (default 25000)")
+    ap.add_argument("--lengths", default="10,16,32,64,128", help="attention: sentence lengths")
+    ap.add_argument("--repeat", type=int, default=10, help="attention: timed calls in a row")
     ap.add_argument("--weights", help="decode: checkpoint .safetensors (default: random small)")
     ap.add_argument("--input", help="decode: file of token-id lines (default: synthetic, forced)")
     ap.add_argument("--output", help="decode: write the hypotheses (token ids) to OUTPUT.greedy "
@@ -314,7 +374,10 @@ def main():
     ap.add_argument("--max-len-b", type=int, default=50, help="decode: max len = a*len + b")
     args = ap.parse_args()
     torch.set_num_threads(args.threads)
-    run_train(args) if args.mode == "train" else run_decode(args)
+    if args.mode == "attention":
+        bench_attention(args)
+    else:
+        run_train(args) if args.mode == "train" else run_decode(args)
 
 
 if __name__ == "__main__":

@@ -21,6 +21,7 @@
 #include <string>
 #include <vector>
 
+#include "bench/device_fill.h"
 #include "cli/options.h"
 #include "model/profile.h"
 #include "transformer.h"
@@ -43,27 +44,6 @@ static Batch synthetic_batch(int pairs, int len, int vocab) {
     }
     b.src_tokens = b.tgt_tokens = pairs * len;
     return b;
-}
-
-// n floatX of random values in [-1, 1) on the device (bf16: the top half of each float; a
-// product of zeros runs faster than one of real data, ~12% on an H100).
-static floatX* random_floatx(Backend& ops, size_t n) {
-    std::vector<float> host(n);
-    uint64_t s = 88172645463325252ull;
-    for (float& v : host) v = (float)((splitmix64_next(&s) >> 40) * (2.0 / 16777216.0) - 1.0);
-    floatX* p = (floatX*)ops.alloc(n * ops.floatx_size());
-    if (ops.floatx_size() == sizeof(float)) {
-        ops.upload(p, host.data(), n * sizeof(float));
-        return p;
-    }
-    std::vector<uint16_t> half(n);
-    for (size_t i = 0; i < n; i++) {
-        uint32_t bits;
-        std::memcpy(&bits, &host[i], sizeof bits);
-        half[i] = (uint16_t)(bits >> 16);
-    }
-    ops.upload(p, half.data(), n * sizeof(uint16_t));
-    return p;
 }
 
 // TFLOP/s of one large product (8192^3, random data) through the backend's linear_forward: the

@@ -2,7 +2,8 @@
 # test/gpu_check.sh — the first and only command to run on a machine with a GPU (make
 # gpu-check): builds for sm_90 from a clean tree, runs the GPU tests (every op against float64
 # and against the CPU in fp32 and bf16, then the whole model: test_cuda), the programs with
-# --device cuda (test_cli_cuda.sh), the GPU training benchmark (with a per-op profile), a
+# --device cuda (test_cli_cuda.sh), the GPU training benchmark (with a per-op profile; the
+# attention kernels alone and in the step, bench/bench_attention.sh), a
 # 3-minute ./train on the default corpus, ./translate on the GPU against the CPU, the GPU
 # decoding benchmark, and last compute-sanitizer (memcheck and racecheck) over the GPU tests;
 # prints a summary table last.
@@ -96,7 +97,7 @@ step() {
         left+=("$name")
         return 0
     fi
-    line=$(grep -E '(passed, [0-9]+ failed|^ours |^torch |^SKIP|ERROR SUMMARY|BLEU =|identical|lines differ|^real)' "$LOGS/$name.log" | tail -n 1)
+    line=$(grep -E '(passed, [0-9]+ failed|^ours |^torch |^SKIP|ERROR SUMMARY|BLEU =|identical|lines differ|^real|^attention, )' "$LOGS/$name.log" | tail -n 1)
     tail -n 3 "$LOGS/$name.log"
     if grep -q '^SKIP' "$LOGS/$name.log" && ! grep -qE '[1-9][0-9]* passed' "$LOGS/$name.log"; then
         record "$name" "$(printf '%-22s %-5s %5ss  %s' "$name" SKIP $(( $(date +%s) - start )) "$line")"
@@ -116,7 +117,7 @@ skip() {   # skip NAME REASON
 step gpu bash -c "nvidia-smi; s=\$?; for t in g++ make nvcc compute-sanitizer pkg-config mpicxx $PYTHON; do \
     printf '%-18s %s\n' \$t \"\$(command -v \$t || echo 'not found')\"; done; make info; \
     $PYTHON -c 'import torch; print(\"torch\", torch.__version__, \"CUDA\", torch.cuda.is_available())'; exit \$s"
-want build && step build bash -c "make clean > /dev/null && make -j$JOBS all build/test_ops build/test_cuda build/bench_train build/bench_decode"
+want build && step build bash -c "make clean > /dev/null && make -j$JOBS all build/test_ops build/test_cuda build/bench_train build/bench_decode build/bench_attention"
 [ -f build/libtransformer_cuda.so ] || { echo "no CUDA backend was built (is nvcc on PATH?)"; cat "$SUMMARY"; exit 1; }
 
 if want tests; then
@@ -124,6 +125,11 @@ if want tests; then
     step ops-bf16 build/test_ops --device cuda --precision bf16
     step model build/test_cuda
     step cli-cuda sh test/test_cli_cuda.sh .
+    # attention's products by cuBLASLt (TRANSFORMER_ATTENTION=batched): its ops, then the model
+    for p in fp32 bf16; do
+        step ops-batched-$p env TRANSFORMER_ATTENTION=batched build/test_ops --device cuda --precision $p --section "Scaled Dot-Product Attention"
+    done
+    step model-batched env TRANSFORMER_ATTENTION=batched build/test_cuda --quick
 fi
 # The training benchmark: the paper's batches of about 25,000 source + 25,000 target tokens.
 if want bench; then
@@ -131,8 +137,11 @@ if want bench; then
         step "bench-$c-bf16" build/bench_train --device cuda --precision bf16 --config $c --tokens 25000 --profile
     done
     step bench-base-fp32 build/bench_train --device cuda --precision fp32 --config base --tokens 25000
-    # the attention kernels compared: the same step with the row-wise ones
+    # the attention kernels compared: alone at lengths 10 to 128 (beside PyTorch's), then the
+    # whole step with the row-wise ones and with cuBLASLt's products
+    step bench-attention sh bench/bench_attention.sh build
     step bench-base-rowwise env TRANSFORMER_ATTENTION=rowwise build/bench_train --device cuda --precision bf16 --config base --tokens 25000
+    step bench-base-batched env TRANSFORMER_ATTENTION=batched build/bench_train --device cuda --precision bf16 --config base --tokens 25000 --profile
     if $PYTHON -c 'import torch; assert torch.cuda.is_available()' 2> /dev/null; then
         step torch-base $PYTHON bench/bench_torch.py train --device cuda --configs base,big --tokens 25000
     else
@@ -187,6 +196,7 @@ SAN="$SANITIZER --error-exitcode 1"
 if want sanitize && [ -n "$SANITIZER" ]; then
     step memcheck-ops $SAN --tool memcheck build/test_ops --device cuda --precision bf16
     step memcheck-model $SAN --tool memcheck build/test_cuda --quick
+    step memcheck-batched env TRANSFORMER_ATTENTION=batched $SAN --tool memcheck build/test_ops --device cuda --precision bf16 --section "Scaled Dot-Product Attention"
     step racecheck-ops $SAN --tool racecheck build/test_ops --device cuda --precision fp32
     step racecheck-model $SAN --tool racecheck build/test_cuda --quick
 elif want sanitize; then
