@@ -835,53 +835,61 @@ __global__ void attention_backward_key_tiled_kernel(T* dkv, const float* dS, con
 // row. P and dS go to the products in the activation type (bf16 rounds them once more than
 // the tiled kernels, which multiply in fp32).
 // =============================================================================================
-// probs (B, H, Lq, Lk) holds Q K^T: scaled by 1/sqrt(dk), masked, softmax in place; pd (same
-// shape, activation type) = dropout(probs), the left operand of the context's product.
+// The products' operands and results here have rows of ld >= Lk elements (a multiple of 16
+// bytes, as tensor-core kernels want their leading dimensions); probs keeps its (B, H, Lq, Lk).
+// Warp w takes row w of them all: (sentence, head, query) = head_row(w).
+//
+// scores (B, H, Lq, ld) hold Q K^T: scaled by 1/sqrt(dk), masked, their softmax into probs;
+// pd (B, H, Lq, ld; activation type) = dropout(probs), the left operand of the context's product.
 template <class T>
-__global__ void attention_softmax_kernel(float* probs, T* pd, const int* key_tokens, AttentionShape s,
-                                         float p_attn, uint64_t seed) {
+__global__ void attention_softmax_kernel(float* probs, T* pd, const float* scores, int ld, const int* key_tokens,
+                                         AttentionShape s, float p_attn, uint64_t seed) {
     const size_t w = global_warp();
     if (w >= (size_t)s.B * s.H * s.Lq) return;
     const HeadRow hr = head_row(w, s.Lq, s);
-    const size_t e0 = hr.probs_off + (size_t)hr.i * s.Lk;
+    const size_t e0 = w * s.Lk;   // the row's first entry in probs
     float* P = probs + e0;
+    const float* S = scores + w * ld;
+    T* D = pd + w * ld;
     const int* kt = key_tokens + (size_t)hr.b * s.Lk;
     const float scale = 1.0f / sqrtf((float)s.dk);
     for (int j = lane_id(); j < s.Lk; j += 32) {
         const bool allowed = kt[j] != PAD_ID && !(s.causal && j > hr.i);
-        P[j] = allowed ? P[j] * scale : -INFINITY;
+        P[j] = allowed ? S[j] * scale : -INFINITY;
     }
     __syncwarp();
     warp_masked_softmax(P, s.Lk);
     for (int j = lane_id(); j < s.Lk; j += 32) {
         const float p = P[j];
-        pd[e0 + j] = from_float<T>(p_attn <= 0.0f ? p : dropout_keep(seed, e0 + j, p_attn) ? p / (1.0f - p_attn) : 0.0f);
+        D[j] = from_float<T>(p_attn <= 0.0f ? p : dropout_keep(seed, e0 + j, p_attn) ? p / (1.0f - p_attn) : 0.0f);
     }
 }
 
-// dS (B, H, Lq, Lk, fp32) holds dctx V^T, the gradient of dropout(P): ds (activation type; may
+// dS (B, H, Lq, ld; fp32) holds dctx V^T, the gradient of dropout(P): ds (activation type; may
 // be dS itself in fp32) = P (dP - rowsum(P dP)) / sqrt(dk) with dP = dropout'(dS), and pd =
 // dropout(P) again (the forward's copy is gone by now), the operands of the other products.
 template <class T>
-__global__ void attention_softmax_backward_kernel(T* ds, T* pd, const float* dS, const float* probs,
+__global__ void attention_softmax_backward_kernel(T* ds, T* pd, const float* dS, int ld, const float* probs,
                                                   AttentionShape s, float p_attn, uint64_t seed) {
     const size_t w = global_warp();
     if (w >= (size_t)s.B * s.H * s.Lq) return;
-    const HeadRow hr = head_row(w, s.Lq, s);
-    const size_t e0 = hr.probs_off + (size_t)hr.i * s.Lk;
+    const size_t e0 = w * s.Lk;   // the row's first entry in probs: the dropout mask's index
+    const float* P = probs + e0;
+    const float* G = dS + w * ld;
+    T* DS = ds + w * ld;
+    T* D = pd + w * ld;
     const float scale = 1.0f / sqrtf((float)s.dk);
-    // dropout(x) of entry e, as the forward applied it: kept and divided by 1 - p, or 0
-    auto dropped = [&](float x, size_t e) {
-        return p_attn <= 0.0f ? x : dropout_keep(seed, e, p_attn) ? x / (1.0f - p_attn) : 0.0f;
+    // dropout(x) of entry j, as the forward applied it: kept and divided by 1 - p, or 0
+    auto dropped = [&](float x, int j) {
+        return p_attn <= 0.0f ? x : dropout_keep(seed, e0 + j, p_attn) ? x / (1.0f - p_attn) : 0.0f;
     };
     float dot = 0.0f;
-    for (int j = lane_id(); j < s.Lk; j += 32) dot += probs[e0 + j] * dropped(dS[e0 + j], e0 + j);
+    for (int j = lane_id(); j < s.Lk; j += 32) dot += P[j] * dropped(G[j], j);
     dot = warp_sum(dot);
     for (int j = lane_id(); j < s.Lk; j += 32) {
-        const size_t e = e0 + j;
-        const float p = probs[e], dp = dropped(dS[e], e);
-        ds[e] = from_float<T>(p * (dp - dot) * scale);
-        pd[e] = from_float<T>(dropped(p, e));
+        const float p = P[j], dp = dropped(G[j], j);
+        DS[j] = from_float<T>(p * (dp - dot) * scale);
+        D[j] = from_float<T>(dropped(p, j));
     }
 }
 
@@ -1612,49 +1620,54 @@ public:
     // cuBLASLt call batched over the B sentences (a sentence's matrices lie a fixed stride
     // apart; a head's do not, so the heads are the loop), the mask and softmax by a kernel.
     // Row-major (r, c) matrices are column-major (c, r) to cuBLASLt: each product below is
-    // written as the column-major one it is.
+    // written as the column-major one it is. The (Lq, Lk) matrices it reads and writes have
+    // rows of ld = Lk rounded up to 8 elements (16 bytes at least), in scratch buffers.
+    static int score_ld(const AttentionShape& s) { return (s.Lk + 7) / 8 * 8; }
+
     void attention_forward_batched(floatX* ctx, float* probs, const floatX* q, const floatX* kv,
                                    const int* key_tokens, const AttentionShape& s, float p_attn, uint64_t seed) {
-        const size_t x = floatx_size(), tile = (size_t)s.Lq * s.Lk;   // one (sentence, head)'s probs
+        const int ld = score_ld(s);
+        const size_t tile = (size_t)s.Lq * ld;   // one (sentence, head)'s matrix
         const long long kv_b = (long long)s.Lk * s.kv_stride, q_b = (long long)s.Lq * s.q_stride;
         const long long p_b = (long long)s.H * tile, ctx_b = (long long)s.Lq * s.H * s.dv;
-        floatX* pd = (floatX*)scratch(3, (size_t)s.B * p_b * x);   // dropout(P), (B, H, Lq, Lk)
+        float* scores = (float*)scratch(0, (size_t)s.B * p_b * sizeof(float));   // (B, H, Lq, ld)
+        floatX* pd = (floatX*)scratch(3, (size_t)s.B * p_b * floatx_size());    // dropout(P), (B, H, Lq, ld)
         for (int h = 0; h < s.H; h++)   // S^T (Lk, Lq) = K (Lk, dk) Q^T (dk, Lq), unscaled, fp32
             matmul(true, false, s.Lk, s.Lq, s.dk, at(kv, s.k_col + h * s.dk), s.kv_stride,
-                   at(q, s.q_col + h * s.dk), s.q_stride, probs + h * tile, s.Lk, CUDA_R_32F, 0.0f,
+                   at(q, s.q_col + h * s.dk), s.q_stride, scores + h * tile, ld, CUDA_R_32F, 0.0f,
                    nullptr, false, {s.B, kv_b, q_b, p_b});
         const dim3 blocks(cuda::warp_grid((size_t)s.B * s.H * s.Lq)), threads(32 * cuda::WARPS);
-        if (bf()) launch(cuda::attention_softmax_kernel<bf16>, blocks, threads, 0, probs, (bf16*)pd, key_tokens, s, p_attn, seed);
-        else launch(cuda::attention_softmax_kernel<float>, blocks, threads, 0, probs, (float*)pd, key_tokens, s, p_attn, seed);
+        if (bf()) launch(cuda::attention_softmax_kernel<bf16>, blocks, threads, 0, probs, (bf16*)pd, (const float*)scores, ld, key_tokens, s, p_attn, seed);
+        else launch(cuda::attention_softmax_kernel<float>, blocks, threads, 0, probs, (float*)pd, (const float*)scores, ld, key_tokens, s, p_attn, seed);
         for (int h = 0; h < s.H; h++)   // ctx^T (dv, Lq) = V^T (dv, Lk) dropout(P)^T (Lk, Lq)
             matmul(false, false, s.dv, s.Lq, s.Lk, at(kv, s.v_col + h * s.dv), s.kv_stride, at(pd, h * tile),
-                   s.Lk, at(ctx, h * s.dv), s.H * s.dv, act_type(), 0.0f, nullptr, false,
-                   {s.B, kv_b, p_b, ctx_b});
+                   ld, at(ctx, h * s.dv), s.H * s.dv, act_type(), 0.0f, nullptr, false, {s.B, kv_b, p_b, ctx_b});
     }
     void attention_backward_batched(floatX* dq, floatX* dkv, const floatX* dctx, const float* probs,
                                     const floatX* q, const floatX* kv, const AttentionShape& s, float p_attn,
                                     uint64_t seed) {
-        const size_t x = floatx_size(), tile = (size_t)s.Lq * s.Lk;
+        const int ld = score_ld(s);
+        const size_t tile = (size_t)s.Lq * ld, x = floatx_size();
         const long long kv_b = (long long)s.Lk * s.kv_stride, q_b = (long long)s.Lq * s.q_stride;
         const long long p_b = (long long)s.H * tile, ctx_b = (long long)s.Lq * s.H * s.dv;
-        float* dP = (float*)scratch(0, (size_t)s.B * p_b * sizeof(float));   // (B, H, Lq, Lk)
+        float* dP = (float*)scratch(0, (size_t)s.B * p_b * sizeof(float));   // (B, H, Lq, ld)
         floatX* ds = bf() ? (floatX*)scratch(4, (size_t)s.B * p_b * x) : (floatX*)dP;   // dS, in place in fp32
         floatX* pd = (floatX*)scratch(3, (size_t)s.B * p_b * x);
         for (int h = 0; h < s.H; h++)   // dP^T (Lk, Lq) = V (Lk, dv) dctx^T (dv, Lq), fp32
             matmul(true, false, s.Lk, s.Lq, s.dv, at(kv, s.v_col + h * s.dv), s.kv_stride, at(dctx, h * s.dv),
-                   s.H * s.dv, dP + h * tile, s.Lk, CUDA_R_32F, 0.0f, nullptr, false, {s.B, kv_b, ctx_b, p_b});
+                   s.H * s.dv, dP + h * tile, ld, CUDA_R_32F, 0.0f, nullptr, false, {s.B, kv_b, ctx_b, p_b});
         const dim3 blocks(cuda::warp_grid((size_t)s.B * s.H * s.Lq)), threads(32 * cuda::WARPS);
-        if (bf()) launch(cuda::attention_softmax_backward_kernel<bf16>, blocks, threads, 0, (bf16*)ds, (bf16*)pd, (const float*)dP, probs, s, p_attn, seed);
-        else launch(cuda::attention_softmax_backward_kernel<float>, blocks, threads, 0, (float*)ds, (float*)pd, (const float*)dP, probs, s, p_attn, seed);
+        if (bf()) launch(cuda::attention_softmax_backward_kernel<bf16>, blocks, threads, 0, (bf16*)ds, (bf16*)pd, (const float*)dP, ld, probs, s, p_attn, seed);
+        else launch(cuda::attention_softmax_backward_kernel<float>, blocks, threads, 0, (float*)ds, (float*)pd, (const float*)dP, ld, probs, s, p_attn, seed);
         for (int h = 0; h < s.H; h++) {
             // dQ^T (dk, Lq) = K^T (dk, Lk) dS^T (Lk, Lq)
-            matmul(false, false, s.dk, s.Lq, s.Lk, at(kv, s.k_col + h * s.dk), s.kv_stride, at(ds, h * tile), s.Lk,
+            matmul(false, false, s.dk, s.Lq, s.Lk, at(kv, s.k_col + h * s.dk), s.kv_stride, at(ds, h * tile), ld,
                    at(dq, s.q_col + h * s.dk), s.q_stride, act_type(), 0.0f, nullptr, false, {s.B, kv_b, p_b, q_b});
             // dK^T (dk, Lk) = Q^T (dk, Lq) dS (Lq, Lk)
-            matmul(false, true, s.dk, s.Lk, s.Lq, at(q, s.q_col + h * s.dk), s.q_stride, at(ds, h * tile), s.Lk,
+            matmul(false, true, s.dk, s.Lk, s.Lq, at(q, s.q_col + h * s.dk), s.q_stride, at(ds, h * tile), ld,
                    at(dkv, s.k_col + h * s.dk), s.kv_stride, act_type(), 0.0f, nullptr, false, {s.B, q_b, p_b, kv_b});
             // dV^T (dv, Lk) = dctx^T (dv, Lq) dropout(P) (Lq, Lk)
-            matmul(false, true, s.dv, s.Lk, s.Lq, at(dctx, h * s.dv), s.H * s.dv, at(pd, h * tile), s.Lk,
+            matmul(false, true, s.dv, s.Lk, s.Lq, at(dctx, h * s.dv), s.H * s.dv, at(pd, h * tile), ld,
                    at(dkv, s.v_col + h * s.dv), s.kv_stride, act_type(), 0.0f, nullptr, false, {s.B, ctx_b, p_b, kv_b});
         }
     }
