@@ -1356,6 +1356,17 @@ uint32_t alignment_of(const void* p, size_t stride_bytes = 0) {
     return a;
 }
 
+// matmul's product as cuBLASLt sees it: (ta, tb, m, n, k, lda, ldb, ldc, C's type, A and B's
+// type, epilogue, alignments of A, B, C and the bias, beta != 0, batch count and strides).
+using ProductKey = std::tuple<int, int, int, int, int, int, int, int, int, int, int, uint32_t, uint32_t, uint32_t,
+                              uint32_t, uint32_t, int, long long, long long, long long>;
+// A product's descriptors, made once, and the algorithm cuBLASLt's heuristic chose for it.
+struct Product {
+    cublasLtMatmulDesc_t op = nullptr;
+    cublasLtMatrixLayout_t la = nullptr, lb = nullptr, lc = nullptr;
+    cublasLtMatmulHeuristicResult_t algo{};
+};
+
 // A product repeated over `count` matrices, each operand's next matrix a, b, c elements on
 // (cuBLASLt's strided batch); a count of 1 is the plain product.
 struct Batch {
@@ -1381,6 +1392,12 @@ public:
         for (cudaEvent_t e : events_) cudaEventDestroy(e);
         for (void* p : scratch_) release(p);
         release(workspace_);
+        for (auto& [key, p] : products_) {
+            cublasLtMatrixLayoutDestroy(p.la);
+            cublasLtMatrixLayoutDestroy(p.lb);
+            cublasLtMatrixLayoutDestroy(p.lc);
+            cublasLtMatmulDescDestroy(p.op);
+        }
         cublasLtDestroy(lt_);
     }
 
@@ -1769,10 +1786,8 @@ private:
     std::vector<size_t> scratch_bytes_;
     std::vector<cudaEvent_t> events_;       // time_mark's, reused
     size_t marks_ = 0;                      // events recorded since clear_marks
-    // The algorithm chosen per product shape and per alignment of A, B, C/D and the bias.
-    std::map<std::tuple<int, int, int, int, int, int, int, int, int, int, int, uint32_t, uint32_t, uint32_t,
-                        uint32_t, uint32_t, int, long long, long long, long long>,
-             cublasLtMatmulHeuristicResult_t> algos_;
+    // Each product's descriptors and algorithm (plan_product), by shape and alignments.
+    std::map<ProductKey, Product> products_;
 
     bool bf() const { return precision_ == Precision::BF16; }
     cudaDataType act_type() const { return bf() ? CUDA_R_16BF : CUDA_R_32F; }
@@ -1876,69 +1891,77 @@ private:
             return;
         }
         const cudaDataType ab = act_type();
-        cublasLtMatmulDesc_t op;
-        CUBLAS_CHECK(cublasLtMatmulDescCreate(&op, CUBLAS_COMPUTE_32F, CUDA_R_32F));
-        const cublasOperation_t opa = ta ? CUBLAS_OP_T : CUBLAS_OP_N, opb = tb ? CUBLAS_OP_T : CUBLAS_OP_N;
-        CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(op, CUBLASLT_MATMUL_DESC_TRANSA, &opa, sizeof opa));
-        CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(op, CUBLASLT_MATMUL_DESC_TRANSB, &opb, sizeof opb));
         const cublasLtEpilogue_t epi = bias ? (relu ? CUBLASLT_EPILOGUE_RELU_BIAS : CUBLASLT_EPILOGUE_BIAS)
                                             : (relu ? CUBLASLT_EPILOGUE_RELU : CUBLASLT_EPILOGUE_DEFAULT);
-        CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(op, CUBLASLT_MATMUL_DESC_EPILOGUE, &epi, sizeof epi));
-        if (bias) {
-            CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(op, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias, sizeof bias));
-            CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(op, CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE, &ab, sizeof ab));
-        }
-        cublasLtMatrixLayout_t la, lb, lc;
-        CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&la, ab, ta ? k : m, ta ? m : k, lda));
-        CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&lb, ab, tb ? n : k, tb ? k : n, ldb));
-        CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&lc, c_type, m, n, ldc));
         const size_t ab_bytes = floatx_size(), c_bytes = c_type == CUDA_R_32F ? 4 : 2;
-        if (batch.count > 1) {
-            set_batch(la, batch.count, batch.a);
-            set_batch(lb, batch.count, batch.b);
-            set_batch(lc, batch.count, batch.c);
-        }
         // A batch's later matrices lie a stride on: the alignment all of them share.
         const uint32_t align_a = alignment_of(A, batch.a * ab_bytes), align_b = alignment_of(B, batch.b * ab_bytes);
         const uint32_t align_c = alignment_of(C, batch.c * c_bytes);
         const uint32_t align_bias = bias ? alignment_of(bias) : 256;
         // Each alignment in the key on its own: an algorithm chosen for an aligned A but a
         // 2-byte B must not be reused for the opposite.
-        auto key = std::make_tuple((int)ta, (int)tb, m, n, k, lda, ldb, ldc, (int)c_type, (int)ab, (int)epi,
-                                   align_a, align_b, align_c, align_bias, (uint32_t)(beta != 0), batch.count,
-                                   batch.a, batch.b, batch.c);
-        auto it = algos_.find(key);
-        if (it == algos_.end()) {
-            cublasLtMatmulPreference_t pref;
-            CUBLAS_CHECK(cublasLtMatmulPreferenceCreate(&pref));
-            CUBLAS_CHECK(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &workspace_bytes_, sizeof workspace_bytes_));
-            const uint32_t no_inplace = CUBLASLT_REDUCTION_SCHEME_MASK & ~CUBLASLT_REDUCTION_SCHEME_INPLACE;
-            CUBLAS_CHECK(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_REDUCTION_SCHEME_MASK, &no_inplace, sizeof no_inplace));
-            CUBLAS_CHECK(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, &align_a, sizeof align_a));
-            CUBLAS_CHECK(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES, &align_b, sizeof align_b));
-            CUBLAS_CHECK(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, &align_c, sizeof align_c));
-            CUBLAS_CHECK(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES, &align_c, sizeof align_c));
-            cublasLtMatmulHeuristicResult_t result;
-            int found = 0;
-            // No algorithm comes back as NOT_SUPPORTED or as none found: either way, say which product.
-            const cublasStatus_t status = cublasLtMatmulAlgoGetHeuristic(lt_, op, la, lb, lc, lc, pref, 1, &result, &found);
-            cublasLtMatmulPreferenceDestroy(pref);
-            if (status != CUBLAS_STATUS_SUCCESS || found == 0) {
-                std::fprintf(stderr, "cuBLASLt: no algorithm for a %d x %d x %d product (%s, op(A) %c op(B) %c, "
-                             "epilogue %d, alignments A %u B %u C %u bias %u bytes, batch of %d): %s\n", m, n, k,
-                             precision_name(precision_), ta ? 'T' : 'N', tb ? 'T' : 'N', (int)epi, align_a, align_b,
-                             align_c, align_bias, batch.count, cublasLtGetStatusString(status));
-                std::exit(1);
-            }
-            it = algos_.emplace(key, result).first;
-        }
+        const ProductKey key = std::make_tuple((int)ta, (int)tb, m, n, k, lda, ldb, ldc, (int)c_type, (int)ab, (int)epi,
+                                               align_a, align_b, align_c, align_bias, (uint32_t)(beta != 0),
+                                               batch.count, batch.a, batch.b, batch.c);
+        auto it = products_.find(key);
+        if (it == products_.end()) it = products_.emplace(key, plan_product(key)).first;
+        const Product& pr = it->second;
+        // The bias pointer is the one attribute that changes from call to call; cuBLASLt reads
+        // the descriptor when the call is made, so the next call may change it again.
+        if (bias) CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(pr.op, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias, sizeof bias));
         const float alpha = 1.0f;
-        CUBLAS_CHECK(cublasLtMatmul(lt_, op, &alpha, A, la, B, lb, &beta, C, lc, C, lc, &it->second.algo,
+        CUBLAS_CHECK(cublasLtMatmul(lt_, pr.op, &alpha, A, pr.la, B, pr.lb, &beta, C, pr.lc, C, pr.lc, &pr.algo.algo,
                                     workspace_, workspace_bytes_, 0));
-        cublasLtMatrixLayoutDestroy(la);
-        cublasLtMatrixLayoutDestroy(lb);
-        cublasLtMatrixLayoutDestroy(lc);
-        cublasLtMatmulDescDestroy(op);
+    }
+
+    // A product's descriptors and algorithm, made once per key (matmul's shapes, types,
+    // epilogue, alignments and batch) and kept: a call then costs one lookup and cublasLtMatmul.
+    Product plan_product(const ProductKey& key) {
+        const auto [ta, tb, m, n, k, lda, ldb, ldc, c_type_value, ab_value, epi_value, align_a, align_b, align_c,
+                    align_bias, with_beta, count, stride_a, stride_b, stride_c] = key;
+        (void)with_beta;
+        const cudaDataType ab = (cudaDataType)ab_value, c_type = (cudaDataType)c_type_value;
+        const cublasLtEpilogue_t epi = (cublasLtEpilogue_t)epi_value;
+        Product p;
+        CUBLAS_CHECK(cublasLtMatmulDescCreate(&p.op, CUBLAS_COMPUTE_32F, CUDA_R_32F));
+        const cublasOperation_t opa = ta ? CUBLAS_OP_T : CUBLAS_OP_N, opb = tb ? CUBLAS_OP_T : CUBLAS_OP_N;
+        CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(p.op, CUBLASLT_MATMUL_DESC_TRANSA, &opa, sizeof opa));
+        CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(p.op, CUBLASLT_MATMUL_DESC_TRANSB, &opb, sizeof opb));
+        CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(p.op, CUBLASLT_MATMUL_DESC_EPILOGUE, &epi, sizeof epi));
+        if (epi & CUBLASLT_EPILOGUE_BIAS) {   // the pointer itself is set by each call
+            const void* bias_placeholder = workspace_;
+            CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(p.op, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias_placeholder, sizeof bias_placeholder));
+            CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(p.op, CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE, &ab, sizeof ab));
+        }
+        CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&p.la, ab, ta ? k : m, ta ? m : k, lda));
+        CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&p.lb, ab, tb ? n : k, tb ? k : n, ldb));
+        CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&p.lc, c_type, m, n, ldc));
+        if (count > 1) {
+            set_batch(p.la, count, stride_a);
+            set_batch(p.lb, count, stride_b);
+            set_batch(p.lc, count, stride_c);
+        }
+        cublasLtMatmulPreference_t pref;
+        CUBLAS_CHECK(cublasLtMatmulPreferenceCreate(&pref));
+        CUBLAS_CHECK(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &workspace_bytes_, sizeof workspace_bytes_));
+        const uint32_t no_inplace = CUBLASLT_REDUCTION_SCHEME_MASK & ~CUBLASLT_REDUCTION_SCHEME_INPLACE;
+        CUBLAS_CHECK(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_REDUCTION_SCHEME_MASK, &no_inplace, sizeof no_inplace));
+        CUBLAS_CHECK(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, &align_a, sizeof align_a));
+        CUBLAS_CHECK(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES, &align_b, sizeof align_b));
+        CUBLAS_CHECK(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, &align_c, sizeof align_c));
+        CUBLAS_CHECK(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES, &align_c, sizeof align_c));
+        int found = 0;
+        // No algorithm comes back as NOT_SUPPORTED or as none found: either way, say which product.
+        const cublasStatus_t status = cublasLtMatmulAlgoGetHeuristic(lt_, p.op, p.la, p.lb, p.lc, p.lc, pref, 1, &p.algo, &found);
+        cublasLtMatmulPreferenceDestroy(pref);
+        if (status != CUBLAS_STATUS_SUCCESS || found == 0) {
+            std::fprintf(stderr, "cuBLASLt: no algorithm for a %d x %d x %d product (%s, op(A) %c op(B) %c, "
+                         "epilogue %d, alignments A %u B %u C %u bias %u bytes, batch of %d): %s\n", m, n, k,
+                         precision_name(precision_), ta ? 'T' : 'N', tb ? 'T' : 'N', (int)epi, align_a, align_b,
+                         align_c, align_bias, count, cublasLtGetStatusString(status));
+            std::exit(1);
+        }
+        return p;
     }
 };
 
