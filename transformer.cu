@@ -1639,14 +1639,21 @@ public:
     // Row-major (r, c) matrices are column-major (c, r) to cuBLASLt: each product below is
     // written as the column-major one it is. The (Lq, Lk) matrices it reads and writes have
     // rows of ld = Lk rounded up to 8 elements (16 bytes at least), in scratch buffers.
-    static int score_ld(const AttentionShape& s) { return (s.Lk + 7) / 8 * 8; }
+    struct BatchedLayout {
+        int ld;                              // a score row: Lk rounded up to 8 elements
+        size_t tile;                         // one (sentence, head)'s (Lq, ld) matrix
+        long long kv_b, q_b, p_b, ctx_b;     // a sentence's stride in kv, q, the scores, ctx
+    };
+    static BatchedLayout batched_layout(const AttentionShape& s) {
+        const int ld = (s.Lk + 7) / 8 * 8;
+        const size_t tile = (size_t)s.Lq * ld;
+        return {ld, tile, (long long)s.Lk * s.kv_stride, (long long)s.Lq * s.q_stride, (long long)s.H * (long long)tile,
+                (long long)s.Lq * s.H * s.dv};
+    }
 
     void attention_forward_batched(floatX* ctx, float* probs, const floatX* q, const floatX* kv,
                                    const int* key_tokens, const AttentionShape& s, float p_attn, uint64_t seed) {
-        const int ld = score_ld(s);
-        const size_t tile = (size_t)s.Lq * ld;   // one (sentence, head)'s matrix
-        const long long kv_b = (long long)s.Lk * s.kv_stride, q_b = (long long)s.Lq * s.q_stride;
-        const long long p_b = (long long)s.H * tile, ctx_b = (long long)s.Lq * s.H * s.dv;
+        const auto [ld, tile, kv_b, q_b, p_b, ctx_b] = batched_layout(s);
         float* scores = (float*)scratch(0, (size_t)s.B * p_b * sizeof(float));   // (B, H, Lq, ld)
         floatX* pd = (floatX*)scratch(3, (size_t)s.B * p_b * floatx_size());    // dropout(P), (B, H, Lq, ld)
         for (int h = 0; h < s.H; h++)   // S^T (Lk, Lq) = K (Lk, dk) Q^T (dk, Lq), unscaled, fp32
@@ -1663,10 +1670,8 @@ public:
     void attention_backward_batched(floatX* dq, floatX* dkv, const floatX* dctx, const float* probs,
                                     const floatX* q, const floatX* kv, const AttentionShape& s, float p_attn,
                                     uint64_t seed) {
-        const int ld = score_ld(s);
-        const size_t tile = (size_t)s.Lq * ld, x = floatx_size();
-        const long long kv_b = (long long)s.Lk * s.kv_stride, q_b = (long long)s.Lq * s.q_stride;
-        const long long p_b = (long long)s.H * tile, ctx_b = (long long)s.Lq * s.H * s.dv;
+        const auto [ld, tile, kv_b, q_b, p_b, ctx_b] = batched_layout(s);
+        const size_t x = floatx_size();
         float* dP = (float*)scratch(0, (size_t)s.B * p_b * sizeof(float));   // (B, H, Lq, ld)
         floatX* ds = bf() ? (floatX*)scratch(4, (size_t)s.B * p_b * x) : (floatX*)dP;   // dS, in place in fp32
         floatX* pd = (floatX*)scratch(3, (size_t)s.B * p_b * x);
