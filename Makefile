@@ -161,11 +161,11 @@ comma := ,
 EMU_FLAGS := -std=c++17 -I test/cuda_emulator/include -I. $(WARN) -Wno-unused-parameter -fPIC -g \
              -fno-omit-frame-pointer $(if $(filter 1,$(SANITIZE)),-O1 -fsanitize=address$(comma)undefined -fno-sanitize-recover=undefined,-O2)
 # kernel<<<config>>>(args) -> ::cuda_emulator::launch(kernel, ::cuda_emulator::Config{config}, args);
-# extern __shared__ T name[]; -> T* name = (T*)::cuda_emulator::dynamic_shared();
+# extern __shared__ [__align__(n)] T name[]; -> T* name = (T*)::cuda_emulator::dynamic_shared();
 EMU_KERNEL := ([A-Za-z_][A-Za-z_0-9:]*(<[^<>]*>)?)
 EMU_REWRITE := sed -E -e 's/$(EMU_KERNEL)<<<(.*)>>>\(\)/::cuda_emulator::launch(\1, ::cuda_emulator::Config{\3})/' \
     -e 's/$(EMU_KERNEL)<<<(.*)>>>\(/::cuda_emulator::launch(\1, ::cuda_emulator::Config{\3}, /' \
-    -e 's/extern __shared__ ([A-Za-z_0-9]+) ([A-Za-z_0-9]+)\[\];/\1* \2 = (\1*)::cuda_emulator::dynamic_shared();/'
+    -e 's/extern __shared__ (__align__\([0-9]+\) )?([A-Za-z_0-9]+) ([A-Za-z_0-9]+)\[\];/\2* \3 = (\2*)::cuda_emulator::dynamic_shared();/'
 $(EMU_BUILD)/%_emu.cpp: %.cu Makefile
 	@mkdir -p $(dir $@)
 	$(EMU_REWRITE) $< > $@.tmp
@@ -228,7 +228,8 @@ test: $(TESTS:%=$(BUILD)/%) $(PROGRAMS:%=$(BIN)/%) $(BUILD)/bench_train $(BUILD)
 
 # Only the suites that run transformer.cu on the CPU emulator (part of make test).
 EMULATED_SUITES := emulator ops_emulated_fp32 ops_emulated_bf16 cuda_emulated ops_emulated_batched_fp32 \
-                   ops_emulated_batched_bf16 cuda_emulated_batched cli_cuda_emulated
+                   ops_emulated_batched_bf16 cuda_emulated_batched ops_emulated_fused_bf16 cuda_emulated_fused \
+                   cli_cuda_emulated
 test-emulated: $(BUILD)/test_ops $(BUILD)/test_cuda $(PROGRAMS:%=$(BIN)/%) $(EMU_LIB) $(BUILD)/test_emulator
 	@SUITES="$(EMULATED_SUITES)" sh test/run_tests.sh $(BUILD) $(BIN)
 

@@ -4,7 +4,8 @@
 // One translation unit, as llm.c's train_gpt2.cu: the kernels are short, and next to each
 // other a reader sees one op's forward and backward and the CPU loop they replace. Built by
 // the Makefile when nvcc is found (for sm_90 plus PTX; CUDA_ARCH= overrides), linked with
-// cuBLASLt for the matrix products and CUB (part of the CUDA Toolkit) for one sort.
+// cuBLASLt for the matrix products and CUB (part of the CUDA Toolkit) for one sort; the fused
+// attention kernels (TRANSFORMER_ATTENTION=fused) take their products with WMMA (mma.h).
 //
 // Precision: each launcher is a template over the element type T of activations and of the
 // weights the products read (floatX): float in fp32 mode (TF32 off, checked against the CPU
@@ -17,6 +18,7 @@
 #include <cublasLt.h>
 #include <cuda_bf16.h>
 #include <cuda_runtime.h>
+#include <mma.h>
 
 #include <algorithm>
 #include <cmath>
@@ -54,6 +56,7 @@ static void cublas_check(cublasStatus_t s, const char* call, const char* file, i
 namespace cuda {
 
 typedef __nv_bfloat16 bf16;
+namespace wmma = nvcuda::wmma;
 
 __device__ __forceinline__ float to_float(float x) { return x; }
 __device__ __forceinline__ float to_float(bf16 x) { return __bfloat162float(x); }
@@ -471,6 +474,11 @@ struct GainTerm {   // dy * xhat: LayerNorm's dg
 // (sentence, head, position). Scores go to probs, the softmax is taken in place, then the
 // context; lanes run over channels for the products (coalesced) and over keys for the softmax.
 // =============================================================================================
+// dropout(x) of probs entry e, as the forward applied it: kept and divided by 1 - p, or 0.
+__device__ __forceinline__ float attention_dropout(float x, uint64_t seed, size_t e, float p_attn) {
+    return p_attn <= 0.0f ? x : dropout_keep(seed, e, p_attn) ? x / (1.0f - p_attn) : 0.0f;
+}
+
 // The (sentence b, head h, position i) a warp handles among B * H * L rows, and the offset of
 // that (b, h) tile in probs (B, H, Lq, Lk).
 struct HeadRow {
@@ -522,7 +530,7 @@ __global__ void attention_forward_kernel(T* ctx, float* probs, const T* q, const
         float acc = 0.0f;
         for (int j = 0; j < s.Lk; j++) {
             float pj = P[j];
-            if (p_attn > 0.0f) pj = dropout_keep(seed, probs_off + (size_t)i * s.Lk + j, p_attn) ? pj / (1.0f - p_attn) : 0.0f;
+            pj = attention_dropout(pj, seed, probs_off + (size_t)i * s.Lk + j, p_attn);
             acc += pj * to_float(vals[(size_t)j * s.kv_stride + c]);
         }
         out[c] = from_float<T>(acc);
@@ -550,7 +558,7 @@ __global__ void attention_backward_query_kernel(T* dq, float* dS, const T* dctx,
         float part = 0.0f;
         for (int c = lane; c < s.dv; c += 32) part += to_float(dci[c]) * to_float(vals[(size_t)j * s.kv_stride + c]);
         float dp = warp_sum(part);
-        if (p_attn > 0.0f) dp = dropout_keep(seed, probs_off + (size_t)i * s.Lk + j, p_attn) ? dp / (1.0f - p_attn) : 0.0f;
+        dp = attention_dropout(dp, seed, probs_off + (size_t)i * s.Lk + j, p_attn);
         if (lane == 0) D[j] = dp;
     }
     __syncwarp();
@@ -590,7 +598,7 @@ __global__ void attention_backward_key_kernel(T* dkv, const float* dS, const flo
         for (int i = 0; i < s.Lq; i++) {
             const size_t e = probs_off + (size_t)i * s.Lk + j;
             float pd = probs[e];
-            if (p_attn > 0.0f) pd = dropout_keep(seed, e, p_attn) ? pd / (1.0f - p_attn) : 0.0f;
+            pd = attention_dropout(pd, seed, e, p_attn);
             acc += pd * to_float(dctx[((size_t)b * s.Lq + i) * s.H * s.dv + h * s.dv + c]);
         }
         dv[c] = from_float<T>(acc);
@@ -696,7 +704,7 @@ __global__ void attention_forward_tiled_kernel(T* ctx, float* probs, const T* q,
             float* pr = pd + (size_t)r * tl.chunk;
             for (int j = lane; j < nk; j += 32) {
                 const float p = probs[e0 + j];
-                pr[j] = p_attn <= 0.0f ? p : dropout_keep(seed, e0 + j, p_attn) ? p / (1.0f - p_attn) : 0.0f;
+                pr[j] = attention_dropout(p, seed, e0 + j, p_attn);
             }
             __syncwarp();
             for (int c = lane; c < s.dv; c += 32) {
@@ -739,7 +747,7 @@ __global__ void attention_backward_query_tiled_kernel(T* dq, float* dS, const T*
             for (int j = lane; j < nk; j += 32) {
                 float dp = 0.0f;
                 for (int c = 0; c < s.dv; c++) dp += dr[c] * kvs[(size_t)j * W + c];
-                if (p_attn > 0.0f) dp = dropout_keep(seed, e0 + j, p_attn) ? dp / (1.0f - p_attn) : 0.0f;
+                dp = attention_dropout(dp, seed, e0 + j, p_attn);
                 dS[e0 + j] = dp;
             }
         }
@@ -803,7 +811,7 @@ __global__ void attention_backward_key_tiled_kernel(T* dkv, const float* dS, con
             const int i = t / tt.n, r = t % tt.n;
             const size_t e = probs_off + (size_t)(i0 + i) * s.Lk + tt.r0 + r;
             ds[(size_t)r * PC + i] = dS[e];
-            pd[(size_t)r * PC + i] = p_attn <= 0.0f ? probs[e] : dropout_keep(seed, e, p_attn) ? probs[e] / (1.0f - p_attn) : 0.0f;
+            pd[(size_t)r * PC + i] = attention_dropout(probs[e], seed, e, p_attn);
         }
         __syncthreads();
         for (int r = warp; r < tt.n; r += WARPS) {
@@ -861,7 +869,7 @@ __global__ void attention_softmax_kernel(float* probs, T* pd, const float* score
     warp_masked_softmax(P, s.Lk);
     for (int j = lane_id(); j < s.Lk; j += 32) {
         const float p = P[j];
-        D[j] = from_float<T>(p_attn <= 0.0f ? p : dropout_keep(seed, e0 + j, p_attn) ? p / (1.0f - p_attn) : 0.0f);
+        D[j] = from_float<T>(attention_dropout(p, seed, e0 + j, p_attn));
     }
 }
 
@@ -879,18 +887,289 @@ __global__ void attention_softmax_backward_kernel(T* ds, T* pd, const float* dS,
     T* DS = ds + w * ld;
     T* D = pd + w * ld;
     const float scale = 1.0f / sqrtf((float)s.dk);
-    // dropout(x) of entry j, as the forward applied it: kept and divided by 1 - p, or 0
-    auto dropped = [&](float x, int j) {
-        return p_attn <= 0.0f ? x : dropout_keep(seed, e0 + j, p_attn) ? x / (1.0f - p_attn) : 0.0f;
-    };
     float dot = 0.0f;
-    for (int j = lane_id(); j < s.Lk; j += 32) dot += P[j] * dropped(G[j], j);
+    for (int j = lane_id(); j < s.Lk; j += 32) dot += P[j] * attention_dropout(G[j], seed, e0 + j, p_attn);
     dot = warp_sum(dot);
     for (int j = lane_id(); j < s.Lk; j += 32) {
-        const float p = P[j], dp = dropped(G[j], j);
+        const float p = P[j], dp = attention_dropout(G[j], seed, e0 + j, p_attn);
         DS[j] = from_float<T>(p * (dp - dot) * scale);
-        D[j] = from_float<T>(dropped(p, j));
+        D[j] = from_float<T>(attention_dropout(p, seed, e0 + j, p_attn));
     }
+}
+
+// =============================================================================================
+// §3.2.1, §3.2.2 fused on tensor cores (TRANSFORMER_ATTENTION=fused; bf16): the tiled kernels'
+// plan, with the products by the warp matrix functions (WMMA: 16x16x16 tiles, bf16 in, fp32
+// out). A block of WARPS warps takes one (sentence, head) and `rows` query rows (forward,
+// backward_query) or key rows (backward_key); the other side (every key, or every query) is
+// staged whole in shared memory as bf16, so lengths whose stage does not fit the budget
+// (fused_rows) take the tiled kernels. Staged matrices have their rows and columns padded to
+// multiples of 16 with zeros (padded keys, queries and channels add nothing), and their rows
+// 8 elements longer still: WMMA wants leading dimensions in multiples of 16 bytes, and the pad
+// spreads a tile's rows over the banks. P and dS enter the products rounded to bf16, as in
+// the batched path. Like the tiled kernels, no atomics: each output has one writer.
+// =============================================================================================
+__host__ __device__ constexpr int pad16(int n) { return (n + 15) / 16 * 16; }
+__host__ __device__ constexpr int larger(int a, int b) { return a > b ? a : b; }
+// A shared-memory region's bytes rounded up to 32: each starts 256-bit aligned, as WMMA wants.
+__host__ __device__ constexpr size_t region(size_t bytes) { return (bytes + 31) / 32 * 32; }
+
+// Shared memory of attention_forward_fused_kernel (byte offsets; leading dimensions in
+// elements): the tile's queries, the keys and then the values, the scores and then the context
+// (fp32), and dropout(P).
+struct FusedForward {
+    int ldq, ldkv, lds, ldp;
+    size_t qs, kvs, sc, pd, bytes;
+    __host__ __device__ FusedForward(const AttentionShape& s, int rows) {
+        const int Lk = pad16(s.Lk), dk = pad16(s.dk), dv = pad16(s.dv);
+        ldq = dk + 8, ldkv = larger(dk, dv) + 8, lds = larger(Lk, dv) + 4, ldp = Lk + 8;
+        qs = 0;                                          // (rows, ldq) bf16
+        kvs = qs + region((size_t)rows * ldq * 2);       // (Lk, ldkv) bf16
+        sc = kvs + region((size_t)Lk * ldkv * 2);        // (rows, lds) fp32
+        pd = sc + region((size_t)rows * lds * 4);        // (rows, ldp) bf16
+        bytes = pd + region((size_t)rows * ldp * 2);
+    }
+};
+// attention_backward_query_fused_kernel's: the tile's dctx, the values and then the keys,
+// dctx V^T and then dQ (fp32), and dS.
+struct FusedQuery {
+    int ldd, ldkv, lds, ldp;
+    size_t dcs, kvs, sc, ds, bytes;
+    __host__ __device__ FusedQuery(const AttentionShape& s, int rows) {
+        const int Lk = pad16(s.Lk), dk = pad16(s.dk), dv = pad16(s.dv);
+        ldd = dv + 8, ldkv = larger(dk, dv) + 8, lds = larger(Lk, dk) + 4, ldp = Lk + 8;
+        dcs = 0;                                         // (rows, ldd) bf16
+        kvs = dcs + region((size_t)rows * ldd * 2);      // (Lk, ldkv) bf16
+        sc = kvs + region((size_t)Lk * ldkv * 2);        // (rows, lds) fp32
+        ds = sc + region((size_t)rows * lds * 4);        // (rows, ldp) bf16
+        bytes = ds + region((size_t)rows * ldp * 2);
+    }
+};
+// attention_backward_key_fused_kernel's: every query and its dctx, dS and dropout(P) of the
+// tile's keys (query-major: (Lq, rows)), and dK or dV (fp32).
+struct FusedKey {
+    int ldq, ldd, ldr, lds;
+    size_t qs, dcs, ds, pd, out, bytes;
+    __host__ __device__ FusedKey(const AttentionShape& s, int rows) {
+        const int Lq = pad16(s.Lq), dk = pad16(s.dk), dv = pad16(s.dv);
+        ldq = dk + 8, ldd = dv + 8, ldr = rows + 8, lds = larger(dk, dv) + 4;
+        qs = 0;                                          // (Lq, ldq) bf16
+        dcs = qs + region((size_t)Lq * ldq * 2);         // (Lq, ldd) bf16
+        ds = dcs + region((size_t)Lq * ldd * 2);         // (Lq, ldr) bf16
+        pd = ds + region((size_t)Lq * ldr * 2);          // (Lq, ldr) bf16
+        out = pd + region((size_t)Lq * ldr * 2);         // (rows, lds) fp32
+        bytes = out + region((size_t)rows * lds * 4);
+    }
+};
+
+// Rows [r0, r0 + n) of src (row stride ld, `width` columns) into dst (to_rows, to_cols; pitch)
+// as bf16, zeros past n rows and past width columns; 16 bytes a thread where the rows are whole
+// 16-byte packs on 16-byte boundaries (as the model's are at d_k = d_v = 64; to_cols and pitch
+// are multiples of 8 here).
+__device__ void stage_padded(bf16* dst, int pitch, int to_rows, int to_cols, const bf16* src, size_t ld, int r0,
+                             int n, int width) {
+    constexpr int P = Pack16<bf16>::N;
+    if (ld % P == 0 && packed<bf16>(width, src)) {
+        const int packs = to_cols / P;
+        for (int e = threadIdx.x; e < to_rows * packs; e += blockDim.x) {
+            const int r = e / packs, c = e % packs * P;
+            Pack16<bf16> v;
+            if (r < n && c < width) v = *reinterpret_cast<const Pack16<bf16>*>(src + (size_t)(r0 + r) * ld + c);
+            else
+                for (int j = 0; j < P; j++) v.v[j] = from_float<bf16>(0.0f);
+            *reinterpret_cast<Pack16<bf16>*>(dst + (size_t)r * pitch + c) = v;
+        }
+        return;
+    }
+    for (int e = threadIdx.x; e < to_rows * to_cols; e += blockDim.x) {
+        const int r = e / to_cols, c = e % to_cols;
+        dst[(size_t)r * pitch + c] = r < n && c < width ? src[(size_t)(r0 + r) * ld + c] : from_float<bf16>(0.0f);
+    }
+}
+
+// Element (r, c) of a matrix stored row-major or column-major with leading dimension ld.
+template <class Layout> __device__ __forceinline__ size_t element_at(int r, int c, int ld);
+template <> __device__ __forceinline__ size_t element_at<wmma::row_major>(int r, int c, int ld) { return (size_t)r * ld + c; }
+template <> __device__ __forceinline__ size_t element_at<wmma::col_major>(int r, int c, int ld) { return (size_t)c * ld + r; }
+
+// C (M, N; fp32, row-major, ldc) = A (M, K) B (K, N), A and B bf16 in the layouts named, M, N
+// and K multiples of 16. Warp w computes the 16x16 tiles of C numbered w, w + WARPS, ...
+template <class ALayout, class BLayout>
+__device__ void warp_tile_product(float* C, int ldc, const bf16* A, int lda, const bf16* B, int ldb, int M, int N, int K) {
+    const int tiles_n = N / 16;
+    for (int t = threadIdx.x / 32; t < M / 16 * tiles_n; t += WARPS) {
+        const int i = t / tiles_n * 16, j = t % tiles_n * 16;
+        wmma::fragment<wmma::accumulator, 16, 16, 16, float> c;
+        wmma::fill_fragment(c, 0.0f);
+        for (int k = 0; k < K; k += 16) {
+            wmma::fragment<wmma::matrix_a, 16, 16, 16, bf16, ALayout> a;
+            wmma::fragment<wmma::matrix_b, 16, 16, 16, bf16, BLayout> b;
+            wmma::load_matrix_sync(a, A + element_at<ALayout>(i, k, lda), lda);
+            wmma::load_matrix_sync(b, B + element_at<BLayout>(k, j, ldb), ldb);
+            wmma::mma_sync(c, a, b, c);
+        }
+        wmma::store_matrix_sync(C + (size_t)i * ldc + j, c, ldc, wmma::mem_row_major);
+    }
+}
+
+// WMMA takes bf16 from sm_80 on; for older targets these kernels compile empty (fused_rows
+// never chooses them there).
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ < 800
+#define FUSED_ATTENTION_NEEDS_SM80 1
+#endif
+
+__global__ void attention_forward_fused_kernel(bf16* ctx, float* probs, const bf16* q, const bf16* kv,
+                                               const int* key_tokens, AttentionShape s, float p_attn,
+                                               uint64_t seed, int rows) {
+#ifdef FUSED_ATTENTION_NEEDS_SM80
+    __trap();
+#else
+    extern __shared__ __align__(128) float fused_smem[];
+    const FusedForward m(s, rows);
+    bf16* qs = (bf16*)((char*)fused_smem + m.qs);
+    bf16* kvs = (bf16*)((char*)fused_smem + m.kvs);
+    float* sc = (float*)((char*)fused_smem + m.sc);
+    bf16* pd = (bf16*)((char*)fused_smem + m.pd);
+    const TileOf tt = tile_of(s.Lq, rows, s.H);
+    const int b = tt.b, h = tt.h, warp = threadIdx.x / 32, lane = lane_id();
+    const int Lk = pad16(s.Lk), dk = pad16(s.dk), dv = pad16(s.dv);
+    const float scale = 1.0f / sqrtf((float)s.dk);
+    const size_t probs_off = ((size_t)b * s.H + h) * s.Lq * s.Lk;
+    const int* kt = key_tokens + (size_t)b * s.Lk;
+    const bf16* keys = kv + (size_t)b * s.Lk * s.kv_stride + s.k_col + h * s.dk;
+    const bf16* vals = kv + (size_t)b * s.Lk * s.kv_stride + s.v_col + h * s.dv;
+    stage_padded(qs, m.ldq, rows, dk, q + (size_t)b * s.Lq * s.q_stride + s.q_col + h * s.dk, s.q_stride, tt.r0, tt.n, s.dk);
+    stage_padded(kvs, m.ldkv, Lk, dk, keys, s.kv_stride, 0, s.Lk, s.dk);
+    __syncthreads();
+    warp_tile_product<wmma::row_major, wmma::col_major>(sc, m.lds, qs, m.ldq, kvs, m.ldkv, rows, Lk, dk);   // Q K^T
+    __syncthreads();
+    stage_padded(kvs, m.ldkv, Lk, dv, vals, s.kv_stride, 0, s.Lk, s.dv);   // the values replace the keys
+    for (int r = warp; r < rows; r += WARPS) {   // P = softmax(mask(Q K^T / sqrt(dk))), dropout(P)
+        float* S = sc + (size_t)r * m.lds;
+        bf16* D = pd + (size_t)r * m.ldp;
+        const int i = tt.r0 + r;
+        const size_t e0 = probs_off + (size_t)i * s.Lk;
+        if (r < tt.n) {
+            for (int j = lane; j < s.Lk; j += 32) {
+                const bool allowed = kt[j] != PAD_ID && !(s.causal && j > i);
+                S[j] = allowed ? S[j] * scale : -INFINITY;
+            }
+            __syncwarp();
+            warp_masked_softmax(S, s.Lk);
+        }
+        for (int j = lane; j < Lk; j += 32) {   // rows past the tile and keys past Lk: zeros
+            const bool real = r < tt.n && j < s.Lk;
+            if (real) probs[e0 + j] = S[j];
+            D[j] = from_float<bf16>(real ? attention_dropout(S[j], seed, e0 + j, p_attn) : 0.0f);
+        }
+    }
+    __syncthreads();
+    warp_tile_product<wmma::row_major, wmma::row_major>(sc, m.lds, pd, m.ldp, kvs, m.ldkv, rows, dv, Lk);   // dropout(P) V
+    __syncthreads();
+    for (int r = warp; r < tt.n; r += WARPS) {
+        bf16* out = ctx + ((size_t)b * s.Lq + tt.r0 + r) * s.H * s.dv + h * s.dv;
+        for (int c = lane; c < s.dv; c += 32) out[c] = from_float<bf16>(sc[(size_t)r * m.lds + c]);
+    }
+#endif
+}
+
+// Backward, per tile of query rows: dP = dropout'(dctx V^T), dS = P (dP - rowsum(P dP)) /
+// sqrt(dk) into dS (B, H, Lq, Lk; bf16) for the key kernel, and dQ = dS K.
+__global__ void attention_backward_query_fused_kernel(bf16* dq, bf16* dS, const bf16* dctx, const float* probs,
+                                                      const bf16* kv, AttentionShape s, float p_attn,
+                                                      uint64_t seed, int rows) {
+#ifdef FUSED_ATTENTION_NEEDS_SM80
+    __trap();
+#else
+    extern __shared__ __align__(128) float fused_smem[];
+    const FusedQuery m(s, rows);
+    bf16* dcs = (bf16*)((char*)fused_smem + m.dcs);
+    bf16* kvs = (bf16*)((char*)fused_smem + m.kvs);
+    float* sc = (float*)((char*)fused_smem + m.sc);
+    bf16* ds = (bf16*)((char*)fused_smem + m.ds);
+    const TileOf tt = tile_of(s.Lq, rows, s.H);
+    const int b = tt.b, h = tt.h, warp = threadIdx.x / 32, lane = lane_id();
+    const int Lk = pad16(s.Lk), dk = pad16(s.dk), dv = pad16(s.dv);
+    const float scale = 1.0f / sqrtf((float)s.dk);
+    const size_t probs_off = ((size_t)b * s.H + h) * s.Lq * s.Lk;
+    const bf16* keys = kv + (size_t)b * s.Lk * s.kv_stride + s.k_col + h * s.dk;
+    const bf16* vals = kv + (size_t)b * s.Lk * s.kv_stride + s.v_col + h * s.dv;
+    stage_padded(dcs, m.ldd, rows, dv, dctx + (size_t)b * s.Lq * s.H * s.dv + h * s.dv, (size_t)s.H * s.dv, tt.r0, tt.n, s.dv);
+    stage_padded(kvs, m.ldkv, Lk, dv, vals, s.kv_stride, 0, s.Lk, s.dv);
+    __syncthreads();
+    warp_tile_product<wmma::row_major, wmma::col_major>(sc, m.lds, dcs, m.ldd, kvs, m.ldkv, rows, Lk, dv);   // dctx V^T
+    __syncthreads();
+    stage_padded(kvs, m.ldkv, Lk, dk, keys, s.kv_stride, 0, s.Lk, s.dk);   // the keys replace the values
+    for (int r = warp; r < rows; r += WARPS) {
+        const float* G = sc + (size_t)r * m.lds;
+        bf16* D = ds + (size_t)r * m.ldp;
+        const size_t e0 = probs_off + (size_t)(tt.r0 + r) * s.Lk;
+        const float* P = probs + e0;
+        float dot = 0.0f;
+        if (r < tt.n)
+            for (int j = lane; j < s.Lk; j += 32) dot += P[j] * attention_dropout(G[j], seed, e0 + j, p_attn);
+        dot = warp_sum(dot);
+        for (int j = lane; j < Lk; j += 32) {   // rows past the tile and keys past Lk: zeros
+            const bool real = r < tt.n && j < s.Lk;
+            const float v = real ? P[j] * (attention_dropout(G[j], seed, e0 + j, p_attn) - dot) * scale : 0.0f;
+            D[j] = from_float<bf16>(v);
+            if (real) dS[e0 + j] = D[j];
+        }
+    }
+    __syncthreads();
+    warp_tile_product<wmma::row_major, wmma::row_major>(sc, m.lds, ds, m.ldp, kvs, m.ldkv, rows, dk, Lk);   // dS K
+    __syncthreads();
+    for (int r = warp; r < tt.n; r += WARPS) {
+        bf16* out = dq + ((size_t)b * s.Lq + tt.r0 + r) * s.q_stride + s.q_col + h * s.dk;
+        for (int c = lane; c < s.dk; c += 32) out[c] = from_float<bf16>(sc[(size_t)r * m.lds + c]);
+    }
+#endif
+}
+
+// Per tile of key rows: dK = dS^T Q and dV = dropout(P)^T dctx, every query staged at once;
+// dS and dropout(P) staged query-major, (Lq, rows), and read as column-major (rows, Lq).
+__global__ void attention_backward_key_fused_kernel(bf16* dkv, const bf16* dS, const float* probs, const bf16* q,
+                                                    const bf16* dctx, AttentionShape s, float p_attn,
+                                                    uint64_t seed, int rows) {
+#ifdef FUSED_ATTENTION_NEEDS_SM80
+    __trap();
+#else
+    extern __shared__ __align__(128) float fused_smem[];
+    const FusedKey m(s, rows);
+    bf16* qs = (bf16*)((char*)fused_smem + m.qs);
+    bf16* dcs = (bf16*)((char*)fused_smem + m.dcs);
+    bf16* ds = (bf16*)((char*)fused_smem + m.ds);
+    bf16* pd = (bf16*)((char*)fused_smem + m.pd);
+    float* out = (float*)((char*)fused_smem + m.out);
+    const TileOf tt = tile_of(s.Lk, rows, s.H);
+    const int b = tt.b, h = tt.h, warp = threadIdx.x / 32, lane = lane_id();
+    const int Lq = pad16(s.Lq), dk = pad16(s.dk), dv = pad16(s.dv);
+    const size_t probs_off = ((size_t)b * s.H + h) * s.Lq * s.Lk;
+    stage_padded(qs, m.ldq, Lq, dk, q + (size_t)b * s.Lq * s.q_stride + s.q_col + h * s.dk, s.q_stride, 0, s.Lq, s.dk);
+    stage_padded(dcs, m.ldd, Lq, dv, dctx + (size_t)b * s.Lq * s.H * s.dv + h * s.dv, (size_t)s.H * s.dv, 0, s.Lq, s.dv);
+    // consecutive threads take consecutive keys of one query: coalesced reads of the (Lq, Lk) rows
+    for (int t = threadIdx.x; t < Lq * rows; t += blockDim.x) {
+        const int i = t / rows, r = t % rows;
+        const bool real = i < s.Lq && r < tt.n;
+        const size_t e = probs_off + (size_t)i * s.Lk + tt.r0 + r;
+        ds[(size_t)i * m.ldr + r] = real ? dS[e] : from_float<bf16>(0.0f);
+        pd[(size_t)i * m.ldr + r] = from_float<bf16>(real ? attention_dropout(probs[e], seed, e, p_attn) : 0.0f);
+    }
+    __syncthreads();
+    // dK (rows, dk) = dS^T Q, then dV (rows, dv) = dropout(P)^T dctx, each through `out`
+    for (int pass = 0; pass < 2; pass++) {
+        const bool key = pass == 0;
+        const int width = key ? s.dk : s.dv, col = key ? s.k_col + h * s.dk : s.v_col + h * s.dv;
+        warp_tile_product<wmma::col_major, wmma::row_major>(out, m.lds, key ? ds : pd, m.ldr, key ? qs : dcs,
+                                                            key ? m.ldq : m.ldd, rows, key ? dk : dv, Lq);
+        __syncthreads();
+        for (int r = warp; r < tt.n; r += WARPS) {
+            bf16* row = dkv + ((size_t)b * s.Lk + tt.r0 + r) * s.kv_stride + col;
+            for (int c = lane; c < width; c += 32) row[c] = from_float<bf16>(out[(size_t)r * m.lds + c]);
+        }
+        __syncthreads();
+    }
+#endif
 }
 
 // =============================================================================================
@@ -1338,13 +1617,16 @@ using cuda::bf16;
 
 // Which kernels take §3.2's attention in training (TRANSFORMER_ATTENTION, so that a GPU
 // session can time each): tiled (the default: CUDA cores, a block per (sentence, head, 32 rows)),
-// rowwise (CUDA cores, a warp per row) or batched (cuBLASLt's tensor cores for the products).
-enum class AttentionKernels { Tiled, Rowwise, Batched };
+// rowwise (CUDA cores, a warp per row), batched (cuBLASLt's tensor cores for the products) or
+// fused (one kernel a pass with WMMA's tensor cores for the products; bf16 only, as fp32 on
+// tensor cores would be TF32: fp32, and lengths it cannot stage, take the tiled kernels).
+enum class AttentionKernels { Tiled, Rowwise, Batched, Fused };
 bool parse_attention_kernels(const char* name, AttentionKernels* out) {
     const std::string n = name ? name : "tiled";
     if (n == "tiled") *out = AttentionKernels::Tiled;
     else if (n == "rowwise") *out = AttentionKernels::Rowwise;
     else if (n == "batched") *out = AttentionKernels::Batched;
+    else if (n == "fused") *out = AttentionKernels::Fused;
     else return false;
     return true;
 }
@@ -1410,6 +1692,9 @@ public:
                       precision_name(precision_),
                       attention_ == AttentionKernels::Rowwise   ? ", row-wise attention kernels"
                       : attention_ == AttentionKernels::Batched ? ", attention's products by cuBLASLt"
+                      : attention_ == AttentionKernels::Fused
+                          ? (bf() && prop_.major >= 8 ? ", fused tensor-core attention kernels"
+                                                      : ", tiled attention kernels (fused ones need bf16 and sm_80)")
                                                                 : "");
         return buf;
     }
@@ -1591,6 +1876,12 @@ public:
                            const int* key_tokens, const AttentionShape& s, float p_attn,
                            uint64_t seed) override {
         if (attention_ == AttentionKernels::Batched) return attention_forward_batched(ctx, probs, q, kv, key_tokens, s, p_attn, seed);
+        if (const int rows = fused_rows<cuda::FusedForward>(s, s.Lq)) {
+            launch(cuda::attention_forward_fused_kernel, dim3(tiles(s.B, s.H, s.Lq, rows)), dim3(32 * cuda::WARPS),
+                   cuda::FusedForward(s, rows).bytes, (bf16*)ctx, probs, (const bf16*)q, (const bf16*)kv, key_tokens, s,
+                   p_attn, seed, rows);
+            return;
+        }
         cuda::AttentionTile tl;
         size_t smem;
         if (attention_tile(std::max(s.dk, s.dv) + 1, s.dk, s.dv, 1, &tl, &smem)) {
@@ -1607,6 +1898,18 @@ public:
                             const floatX* q, const floatX* kv, const AttentionShape& s, float p_attn,
                             uint64_t seed) override {
         if (attention_ == AttentionKernels::Batched) return attention_backward_batched(dq, dkv, dctx, probs, q, kv, s, p_attn, seed);
+        const int rq = fused_rows<cuda::FusedQuery>(s, s.Lq), rk = fused_rows<cuda::FusedKey>(s, s.Lk);
+        if (rq && rk) {   // dS (B, H, Lq, Lk) in bf16 between the two
+            bf16* dS = (bf16*)scratch(0, (size_t)s.B * s.H * s.Lq * s.Lk * sizeof(bf16));
+            const dim3 threads(32 * cuda::WARPS);
+            launch(cuda::attention_backward_query_fused_kernel, dim3(tiles(s.B, s.H, s.Lq, rq)), threads,
+                   cuda::FusedQuery(s, rq).bytes, (bf16*)dq, dS, (const bf16*)dctx, probs, (const bf16*)kv, s, p_attn,
+                   seed, rq);
+            launch(cuda::attention_backward_key_fused_kernel, dim3(tiles(s.B, s.H, s.Lk, rk)), threads,
+                   cuda::FusedKey(s, rk).bytes, (bf16*)dkv, (const bf16*)dS, probs, (const bf16*)q, (const bf16*)dctx,
+                   s, p_attn, seed, rk);
+            return;
+        }
         float* dS = (float*)scratch(0, (size_t)s.B * s.H * s.Lq * s.Lk * sizeof(float));
         cuda::AttentionTile tq, tk;
         size_t sq, sk;
@@ -1842,9 +2145,23 @@ private:
             }
         return false;
     }
-    // Blocks of a tiled attention kernel: one per (sentence, head, tile of L rows).
-    static unsigned tiles(int B, int H, int L, const cuda::AttentionTile& t) {
-        return (unsigned)((size_t)B * H * ((L + t.rows - 1) / t.rows));
+    // Blocks of a tiled or fused attention kernel: one per (sentence, head, tile of L rows).
+    static unsigned tiles(int B, int H, int L, int rows) { return (unsigned)((size_t)B * H * ((L + rows - 1) / rows)); }
+    static unsigned tiles(int B, int H, int L, const cuda::AttentionTile& t) { return tiles(B, H, L, t.rows); }
+
+    // The fused attention kernels' rows per block (Map: their shared-memory map, for a tile
+    // side of L rows): the most of 64, 32, 16, not past L rounded up to 16, whose shared memory
+    // fits FUSED_SHARED_BYTES (two blocks an SM on sm_90); 0 when none does (NMT lengths fit:
+    // about 200 queries or keys at d_k = d_v = 64), in fp32, before sm_80, or when
+    // TRANSFORMER_ATTENTION asks for other kernels.
+    static constexpr size_t FUSED_SHARED_BYTES = 96 * 1024;
+    template <class Map>
+    int fused_rows(const AttentionShape& s, int L) const {
+        if (attention_ != AttentionKernels::Fused || !bf() || prop_.major < 8) return 0;
+        const size_t limit = std::min<size_t>(FUSED_SHARED_BYTES, prop_.sharedMemPerBlockOptin);
+        for (int rows = 64; rows >= 16; rows /= 2)
+            if (rows <= cuda::pad16(L) && Map(s, rows).bytes <= limit) return rows;
+        return 0;
     }
 
     // Warps per block for one-query attention over n keys: their scores fit 48 KB of shared

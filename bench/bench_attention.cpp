@@ -1,11 +1,12 @@
 // bench/bench_attention.cpp — §3.2's attention alone (forward, then backward) at NMT lengths,
 // with each of the CUDA backend's attention kernels (TRANSFORMER_ATTENTION): tiled and
-// row-wise on CUDA cores, batched (the products by cuBLASLt on tensor cores). It says which
-// one the GPU should keep, length by length; make gpu-check runs it.
+// row-wise on CUDA cores, batched (the products by cuBLASLt on tensor cores), fused (one kernel
+// a pass, the products by WMMA on tensor cores; bf16). It says which one the GPU should keep,
+// length by length; make gpu-check runs it.
 //
 //   build/bench_attention [--device cuda] [--precision bf16] [--config base|big]
 //                         [--tokens 25000] [--lengths 10,16,32,64,128] [--repeat 10]
-//                         [--kernels tiled,rowwise,batched]
+//                         [--kernels tiled,rowwise,batched,fused]
 // (--device cpu times the CPU's one attention, for comparison.)
 // For each length L: the paper's batch of --tokens tokens as B = tokens / L sentences of L
 // tokens, the config's heads and d_k, d_v; three attentions as the model calls them: the
@@ -85,7 +86,7 @@ Timing time_attention(Backend& ops, int B, int L, const Config& c, bool self, bo
 
 int main(int argc, char** argv) {
     std::string device = "cuda", precision, config = "base", lengths = "10,16,32,64,128";
-    std::string kernels = "tiled,rowwise,batched";
+    std::string kernels = "tiled,rowwise,batched,fused";
     int tokens = 25000, repeat = 10;
     Options o("bench_attention", "Times the attention kernels alone at NMT lengths (TRANSFORMER_ATTENTION).");
     o.add("--device", &device, "cpu or cuda", "cpu|cuda");
@@ -94,7 +95,7 @@ int main(int argc, char** argv) {
     o.add("--tokens", &tokens, "tokens of a batch (B = tokens / L sentences)", in_range(1, 1e7));
     o.add("--lengths", &lengths, "sentence lengths L, comma-separated", "L,L,...");
     o.add("--repeat", &repeat, "timed calls in a row", in_range(1, 1000));
-    o.add("--kernels", &kernels, "TRANSFORMER_ATTENTION values: tiled, rowwise, batched", "K,K,...");
+    o.add("--kernels", &kernels, "TRANSFORMER_ATTENTION values: tiled, rowwise, batched, fused", "K,K,...");
     if (!o.parse(argc, argv)) return o.exit_code();
     Config c;
     if (!config_preset(config, &c)) {

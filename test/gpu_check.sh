@@ -130,6 +130,9 @@ if want tests; then
         step ops-batched-$p env TRANSFORMER_ATTENTION=batched build/test_ops --device cuda --precision $p --section "Scaled Dot-Product Attention"
     done
     step model-batched env TRANSFORMER_ATTENTION=batched build/test_cuda --quick
+    # the fused tensor-core kernels (TRANSFORMER_ATTENTION=fused; bf16 only, fp32 takes the tiled ones)
+    step ops-fused-bf16 env TRANSFORMER_ATTENTION=fused build/test_ops --device cuda --precision bf16 --section "Scaled Dot-Product Attention"
+    step model-fused env TRANSFORMER_ATTENTION=fused build/test_cuda --quick
 fi
 # The training benchmark: the paper's batches of about 25,000 source + 25,000 target tokens.
 if want bench; then
@@ -138,10 +141,11 @@ if want bench; then
     done
     step bench-base-fp32 build/bench_train --device cuda --precision fp32 --config base --tokens 25000
     # the attention kernels compared: alone at lengths 10 to 128 (beside PyTorch's), then the
-    # whole step with the row-wise ones and with cuBLASLt's products
+    # whole step with the row-wise ones, with cuBLASLt's products and with the fused tensor-core kernels
     step bench-attention sh bench/bench_attention.sh build
     step bench-base-rowwise env TRANSFORMER_ATTENTION=rowwise build/bench_train --device cuda --precision bf16 --config base --tokens 25000
     step bench-base-batched env TRANSFORMER_ATTENTION=batched build/bench_train --device cuda --precision bf16 --config base --tokens 25000 --profile
+    step bench-base-fused env TRANSFORMER_ATTENTION=fused build/bench_train --device cuda --precision bf16 --config base --tokens 25000 --profile
     if $PYTHON -c 'import torch; assert torch.cuda.is_available()' 2> /dev/null; then
         step torch-base $PYTHON bench/bench_torch.py train --device cuda --configs base,big --tokens 25000
     else
@@ -197,6 +201,8 @@ if want sanitize && [ -n "$SANITIZER" ]; then
     step memcheck-ops $SAN --tool memcheck build/test_ops --device cuda --precision bf16
     step memcheck-model $SAN --tool memcheck build/test_cuda --quick
     step memcheck-batched env TRANSFORMER_ATTENTION=batched $SAN --tool memcheck build/test_ops --device cuda --precision bf16 --section "Scaled Dot-Product Attention"
+    step memcheck-fused env TRANSFORMER_ATTENTION=fused $SAN --tool memcheck build/test_ops --device cuda --precision bf16 --section "Scaled Dot-Product Attention"
+    step racecheck-fused env TRANSFORMER_ATTENTION=fused $SAN --tool racecheck build/test_ops --device cuda --precision bf16 --section "Scaled Dot-Product Attention"
     step racecheck-ops $SAN --tool racecheck build/test_ops --device cuda --precision fp32
     step racecheck-model $SAN --tool racecheck build/test_cuda --quick
 elif want sanitize; then

@@ -71,6 +71,9 @@ ATTN="Scaled Dot-Product Attention"
 run ops_emulated_batched_fp32 env TRANSFORMER_ATTENTION=batched TRANSFORMER_CUDA_EMULATOR="$EMU" "$BUILD/test_ops" --device cuda --precision fp32 --section "$ATTN"
 run ops_emulated_batched_bf16 env TRANSFORMER_ATTENTION=batched TRANSFORMER_CUDA_EMULATOR="$EMU" "$BUILD/test_ops" --device cuda --precision bf16 --section "$ATTN"
 run cuda_emulated_batched env TRANSFORMER_ATTENTION=batched TRANSFORMER_CUDA_EMULATOR="$EMU" "$BUILD/test_cuda" --quick
+# the fused tensor-core kernels (TRANSFORMER_ATTENTION=fused; bf16: fp32 takes the tiled ones)
+run ops_emulated_fused_bf16 env TRANSFORMER_ATTENTION=fused TRANSFORMER_CUDA_EMULATOR="$EMU" "$BUILD/test_ops" --device cuda --precision bf16 --section "$ATTN"
+run cuda_emulated_fused env TRANSFORMER_ATTENTION=fused TRANSFORMER_CUDA_EMULATOR="$EMU" "$BUILD/test_cuda" --quick
 run cli_cuda_emulated env TRANSFORMER_CUDA_EMULATOR="$EMU" sh test/test_cli_cuda.sh "$BIN"
 run corpus sh test/test_corpus.sh
 run cli sh test/test_cli.sh "$BIN"

@@ -233,6 +233,11 @@ void lane_not_running(int linear) {
                   linear >= f->place.block_threads ? "does not exist" : "is not at the same shuffle (has it returned?)");
     fail_at(f, what);
 }
+void wmma_misuse(const char* op, const char* why) {
+    char what[200];
+    std::snprintf(what, sizeof what, "wmma::%s: %s (undefined on a GPU)", op, why);
+    fail_at(fiber_here(), what);
+}
 void* dynamic_shared() { return fiber_here()->worker->dynamic_shared; }
 
 // The running fiber stops at a barrier (or ends) and the scheduler goes on.
@@ -361,7 +366,8 @@ void launch_erased(const void* kernel, void (*body)(void*), void* payload, dim3 
         worker = &w;
         w.body = body, w.payload = payload, w.kernel = kernel;
         w.dynamic_shared_bytes = dynamic_shared_bytes;
-        w.dynamic_shared = std::malloc(std::max<size_t>(1, dynamic_shared_bytes));
+        // 128-byte aligned, as transformer.cu's __align__(128) asks (the WMMA loads check for 32)
+        if (posix_memalign(&w.dynamic_shared, 128, std::max<size_t>(1, dynamic_shared_bytes))) fail("out of memory");
         w.block_dim = block, w.grid_dim = grid;
         for (uint64_t b; (b = next++) < blocks;)
             run_block(w, uint3{(unsigned)(b % grid.x), (unsigned)(b / grid.x % grid.y), (unsigned)(b / ((uint64_t)grid.x * grid.y))});

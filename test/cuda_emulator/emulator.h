@@ -22,7 +22,7 @@
 // `kernel<<<grid, block, smem>>>(args...)` and `extern __shared__ T name[]` is rewritten to the
 // calls below (the Makefile's sed; the build fails if anything is left unrewritten). The
 // headers include/cuda_runtime.h, cuda_bf16.h, cublasLt.h and cub/cub.cuh stand in for the
-// CUDA Toolkit's and only include this file.
+// CUDA Toolkit's and only include this file; include/mma.h (WMMA) adds its fragments.
 #pragma once
 
 #include <algorithm>
@@ -42,6 +42,7 @@
 #define __forceinline__ inline
 #define __launch_bounds__(...)
 #define __restrict__
+#define __align__(n) __attribute__((aligned(n)))
 #define __shared__ static thread_local
 
 struct uint3 { unsigned x, y, z; };
@@ -84,6 +85,7 @@ void syncwarp();
 void* dynamic_shared();                       // this block's extern __shared__ buffer
 [[noreturn]] void partial_mask();              // a warp op's mask is not 0xffffffff
 [[noreturn]] void lane_not_running(int linear); // a shuffle's source lane is not at the same shuffle
+[[noreturn]] void wmma_misuse(const char* op, const char* why);   // include/mma.h's checks
 }  // namespace cuda_emulator
 
 #define threadIdx (::cuda_emulator::here().thread_index)

@@ -1,8 +1,8 @@
 // test/cuda_emulator/test_emulator.cpp — the CUDA emulator checked on its own, before it is
 // trusted with transformer.cu: kernels whose results are known (block and warp reductions
 // through __syncthreads, __syncwarp and shuffles, 3-D indices, dynamic shared memory), the
-// launch limits and the runtime's refusals, cuBLASLt's product against a plain loop, CUB's
-// sort, and, each in a child process, the faults it must stop on (a deadlock between
+// launch limits and the runtime's refusals, cuBLASLt's product and WMMA's against a plain
+// loop, CUB's sort, and, each in a child process, the faults it must stop on (a deadlock between
 // __syncwarp and __syncthreads, a shuffle reading a lane that returned, threadIdx outside a
 // kernel). Built by g++ against the emulator's headers, like build/emu/transformer_emu.cpp.
 #include <sys/wait.h>
@@ -17,6 +17,7 @@
 #include <cublasLt.h>
 #include <cuda_bf16.h>
 #include <cuda_runtime.h>
+#include <mma.h>
 
 #include "test/check.h"
 
@@ -78,6 +79,42 @@ __global__ void early_return_shuffle_kernel(int* out) {   // lane 3 returns befo
 }
 
 __global__ void write_past_kernel(int* p, int n) { p[n + threadIdx.x] = 1; }   // n .. n + 31
+
+// C (32, 32; fp32) = A (32, 32) B (32, 32) in bf16 by WMMA, one warp a 16x16 tile of C: A
+// row-major, B column-major (b_col) or row-major, staged in shared memory (ld 40, as
+// transformer.cu pads); `shift` moves the shared A by that many elements (misaligned if odd).
+namespace wmma = nvcuda::wmma;
+__global__ void wmma_product_kernel(float* C, const __nv_bfloat16* A, const __nv_bfloat16* B, bool b_col, int shift) {
+    __shared__ __align__(32) __nv_bfloat16 a[32 * 40 + 16], b[32 * 40];
+    for (int e = threadIdx.x; e < 32 * 32; e += blockDim.x) {
+        a[shift + e / 32 * 40 + e % 32] = A[e];
+        b[e / 32 * 40 + e % 32] = B[e];
+    }
+    __syncthreads();
+    const int warp = threadIdx.x / 32, i = warp / 2 * 16, j = warp % 2 * 16;
+    wmma::fragment<wmma::accumulator, 16, 16, 16, float> c;
+    wmma::fill_fragment(c, 0.0f);
+    for (int k = 0; k < 32; k += 16) {
+        wmma::fragment<wmma::matrix_a, 16, 16, 16, __nv_bfloat16, wmma::row_major> fa;
+        wmma::load_matrix_sync(fa, a + shift + i * 40 + k, 40);
+        if (b_col) {
+            wmma::fragment<wmma::matrix_b, 16, 16, 16, __nv_bfloat16, wmma::col_major> fb;
+            wmma::load_matrix_sync(fb, b + j * 40 + k, 40);
+            wmma::mma_sync(c, fa, fb, c);
+        } else {
+            wmma::fragment<wmma::matrix_b, 16, 16, 16, __nv_bfloat16, wmma::row_major> fb;
+            wmma::load_matrix_sync(fb, b + k * 40 + j, 40);
+            wmma::mma_sync(c, fa, fb, c);
+        }
+    }
+    wmma::store_matrix_sync(C + i * 32 + j, c, 32, wmma::mem_row_major);
+}
+// Lane 0 loads its fragment from another row than the other lanes.
+__global__ void wmma_lanes_disagree_kernel() {
+    __shared__ __align__(32) __nv_bfloat16 a[32 * 16];
+    wmma::fragment<wmma::matrix_a, 16, 16, 16, __nv_bfloat16, wmma::row_major> fa;
+    wmma::load_matrix_sync(fa, a + (threadIdx.x == 0 ? 16 : 0), 16);
+}
 
 // ---------------------------------------------------------------------------------------------
 static std::vector<int> download_ints(const int* d, size_t n) {
@@ -343,6 +380,40 @@ static void strided_batch() {
 
 // Events hold the time they were recorded: elapsed time from one to a later one is >= 0, and
 // an event never recorded is refused.
+// WMMA (include/mma.h) against a plain loop, B in each layout: the bf16 products are exact in
+// fp32 and the emulator sums in k order, so the loop in the same order agrees bit for bit.
+static void wmma_products() {
+    std::vector<__nv_bfloat16> A(32 * 32), B(32 * 32);
+    for (int e = 0; e < 32 * 32; e++) {
+        A[e] = __float2bfloat16((float)((e * 37) % 19 - 9) / 8.0f);
+        B[e] = __float2bfloat16((float)((e * 11) % 23 - 11) / 16.0f);
+    }
+    void *dA, *dB, *dC;
+    cudaMalloc(&dA, A.size() * 2);
+    cudaMalloc(&dB, B.size() * 2);
+    cudaMalloc(&dC, 32 * 32 * sizeof(float));
+    cudaMemcpy(dA, A.data(), A.size() * 2, cudaMemcpyHostToDevice);
+    cudaMemcpy(dB, B.data(), B.size() * 2, cudaMemcpyHostToDevice);
+    for (bool b_col : {true, false}) {
+        wmma_product_kernel<<<1, 128>>>((float*)dC, (const __nv_bfloat16*)dA, (const __nv_bfloat16*)dB, b_col, 0);
+        std::vector<float> C(32 * 32);
+        cudaMemcpy(C.data(), dC, C.size() * sizeof(float), cudaMemcpyDeviceToHost);
+        int wrong = 0;
+        for (int i = 0; i < 32; i++)
+            for (int j = 0; j < 32; j++) {
+                float want = 0.0f;   // B column-major: B[j][k] is B^T's (k, j)
+                for (int k = 0; k < 32; k++)
+                    want += __bfloat162float(A[i * 32 + k]) * __bfloat162float(b_col ? B[j * 32 + k] : B[k * 32 + j]);
+                wrong += C[i * 32 + j] != want;
+            }
+        check(wrong == 0, "wmma: (32, 32) = (32, 32) (32, 32) in bf16, B %s-major, 4 warps: %d of 1024 differ from a loop",
+              b_col ? "column" : "row", wrong);
+    }
+    cudaFree(dA);
+    cudaFree(dB);
+    cudaFree(dC);
+}
+
 static void events() {
     cudaEvent_t a, b, never;
     cudaEventCreate(&a);
@@ -416,6 +487,7 @@ int main() {
     strided_batch();
     events();
     radix_sort();
+    wmma_products();
     must_stop("lanes of a warp at __syncwarp and __syncthreads", [] { deadlock_kernel<<<1, 64>>>(); },
               "deadlock");
     must_stop("a shuffle reading a lane that returned", [] {
@@ -423,6 +495,13 @@ int main() {
         cudaMalloc(&d, 32 * sizeof(int));
         early_return_shuffle_kernel<<<1, 32>>>((int*)d);
     }, "shuffle reads thread 3");
+    must_stop("a WMMA load from a pointer not 256-bit aligned", [] {
+        void* d = nullptr;
+        cudaMalloc(&d, 32 * 32 * 4);
+        wmma_product_kernel<<<1, 128>>>((float*)d, (const __nv_bfloat16*)d, (const __nv_bfloat16*)d, true, 1);
+    }, "not 256-bit aligned");
+    must_stop("a WMMA load whose lanes pass different pointers", [] { wmma_lanes_disagree_kernel<<<1, 32>>>(); },
+              "lanes pass different pointers");
     must_stop("threadIdx read outside a kernel", [] { std::printf("%u\n", threadIdx.x); }, "outside a kernel");
 #ifdef __SANITIZE_ADDRESS__
     must_stop("a kernel writing past its cudaMalloc allocation (AddressSanitizer)", [] {
