@@ -2096,6 +2096,7 @@ private:
     size_t marks_ = 0;                      // events recorded since clear_marks
     // Each product's descriptors and algorithm (plan_product), by shape and alignments.
     std::map<ProductKey, Product> products_;
+    std::map<const void*, size_t> opted_in_;   // dynamic shared memory each kernel has opted in to
 
     bool bf() const { return precision_ == Precision::BF16; }
     cudaDataType act_type() const { return bf() ? CUDA_R_16BF : CUDA_R_32F; }
@@ -2115,9 +2116,13 @@ private:
     }
     // Dynamic shared memory above 48 KB fails to launch unless the kernel opts in (up to the
     // device's sharedMemPerBlockOptin, 227 KB on sm_90): one-query attention over more than
-    // 12288 keys (a long --max-len-b, or a long source) needs it.
+    // 12288 keys (a long --max-len-b, or a long source) needs it, and the fused attention
+    // kernels at most lengths. A kernel's opt-in is raised only when a launch needs more than
+    // it has (opted_in_), not at every launch.
     template <class... KArgs>
     void allow_shared_memory(void (*kernel)(KArgs...), size_t smem) {
+        size_t& opted = opted_in_[(const void*)kernel];
+        if (smem <= opted) return;
         if (smem > prop_.sharedMemPerBlockOptin) {
             std::fprintf(stderr, "error: a decoding step needs %zu bytes of shared memory per block, more than "
                                  "this GPU's %zu: shorten the input or the output limit (--max-len-a, "
@@ -2125,6 +2130,7 @@ private:
             std::exit(1);
         }
         CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem));
+        opted = smem;
     }
 
     // The tiled attention kernels' tile: the most rows (32, 16, 8) and then the most staged rows

@@ -1043,6 +1043,9 @@ const AttnCase ATTN_CASES[] = {
     // the GPU's tiled kernels: several tiles of 32 query rows and chunks of 64 keys
     {"decoder self causal, tiles and chunks", 2, 70, 70, 2, 8, 6, true, true, 0.1f},
     {"cross, 33 queries over 129 keys", 1, 33, 129, 2, 6, 5, false, false, 0.1f},
+    // the model's head width over 100 positions: the GPU's fused kernels (TRANSFORMER_ATTENTION=fused)
+    // with 16-byte staging and more than 48 KB of shared memory, over two tiles of 64 rows
+    {"decoder self causal, d_k = d_v = 64, 100 positions", 1, 100, 100, 1, 64, 64, true, true, 0.1f},
     // d_k + d_v beyond the tiled kernels' shared memory: the GPU's row-wise kernels (cuBLASLt with
     // TRANSFORMER_ATTENTION=batched)
     {"cross, d_k + d_v = 1624 (wider than a tile)", 1, 3, 4, 1, 1024, 600, false, false, 0.0f},
