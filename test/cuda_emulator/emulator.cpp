@@ -95,6 +95,21 @@ static Pool& pool() {
     return p;
 }
 
+// CUDA_EMULATOR_ORDER=reverse runs the blocks of a grid, the warps of a block and the lanes of a
+// warp last first. A kernel whose result depends on that order lacks a barrier (a thread reads
+// what another writes, or overwrites what another still reads, with no __syncthreads or
+// __syncwarp between): a GPU gives no order, so a correct kernel gives the same result both
+// ways, and make test runs the GPU ops both ways.
+static bool reversed_order() {
+    static const bool reverse = [] {
+        const char* env = std::getenv("CUDA_EMULATOR_ORDER");
+        if (env && std::strcmp(env, "reverse") != 0 && std::strcmp(env, "forward") != 0)
+            fail("CUDA_EMULATOR_ORDER takes forward or reverse");
+        return env && std::strcmp(env, "reverse") == 0;
+    }();
+    return reverse;
+}
+
 // ---------------------------------------------------------------------------------------------
 // Fibers: a stack each and an x86-64 switch that saves the registers the calling convention says
 // a call preserves (ucontext's swapcontext would cost two system calls a switch, and
@@ -288,10 +303,11 @@ static void resume(Worker& w, Fiber& f) {
 // Runs the lanes of one warp until each has ended or waits at __syncthreads, opening their
 // __syncwarp/shuffle barriers as all lanes still running reach them.
 static void run_warp(Worker& w, int begin, int end) {
+    const bool reverse = reversed_order();
     for (;;) {
         int at_warp = 0, at_block = 0;
-        for (int i = begin; i < end; i++) {
-            Fiber& f = w.fibers[(size_t)i];
+        for (int k = begin; k < end; k++) {
+            Fiber& f = w.fibers[(size_t)(reverse ? begin + end - 1 - k : k)];
             if (f.state == State::READY) resume(w, f);
             at_warp += f.state == State::AT_WARP_BARRIER;
             at_block += f.state == State::AT_BLOCK_BARRIER;
@@ -320,7 +336,11 @@ static void run_block(Worker& w, uint3 block) {
     }
     if (w.dynamic_shared_bytes) std::memset(w.dynamic_shared, 0xff, w.dynamic_shared_bytes);   // NaN, -1
     for (;;) {
-        for (int base = 0; base < n; base += 32) run_warp(w, base, std::min(n, base + 32));
+        const int warps = (n + 31) / 32;
+        for (int k = 0; k < warps; k++) {
+            const int base = 32 * (reversed_order() ? warps - 1 - k : k);
+            run_warp(w, base, std::min(n, base + 32));
+        }
         bool waiting = false;   // every thread still running waits at __syncthreads: open it
         for (Fiber& f : w.fibers)
             if (f.state == State::AT_BLOCK_BARRIER) f.state = State::READY, waiting = true;
@@ -369,8 +389,10 @@ void launch_erased(const void* kernel, void (*body)(void*), void* payload, dim3 
         // 128-byte aligned, as transformer.cu's __align__(128) asks (the WMMA loads check for 32)
         if (posix_memalign(&w.dynamic_shared, 128, std::max<size_t>(1, dynamic_shared_bytes))) fail("out of memory");
         w.block_dim = block, w.grid_dim = grid;
-        for (uint64_t b; (b = next++) < blocks;)
+        for (uint64_t k; (k = next++) < blocks;) {
+            const uint64_t b = reversed_order() ? blocks - 1 - k : k;
             run_block(w, uint3{(unsigned)(b % grid.x), (unsigned)(b / grid.x % grid.y), (unsigned)(b / ((uint64_t)grid.x * grid.y))});
+        }
         std::free(w.dynamic_shared);
         w.dynamic_shared = nullptr;
         worker = nullptr;

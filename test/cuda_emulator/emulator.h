@@ -8,7 +8,8 @@
 // How a launch runs (emulator.cpp): the blocks of the grid are shared out among a few CPU
 // threads; each runs its blocks one at a time, and a block's CUDA threads as fibers (a
 // stack each), warp by warp in thread order, each until it ends or reaches a barrier. __syncthreads waits for
-// every thread of the block, __syncwarp and the shuffles for the 32 lanes of a warp. A barrier
+// every thread of the block, __syncwarp and the shuffles for the 32 lanes of a warp
+// (CUDA_EMULATOR_ORDER=reverse: blocks, warps and lanes last first, emulator.cpp). A barrier
 // that can never be passed (threads of one warp at different barriers, a full-mask shuffle in
 // a warp with a lane that has returned) stops the program with the kernel's name: on a GPU it
 // would hang or be undefined.

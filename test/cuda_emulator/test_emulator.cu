@@ -68,6 +68,16 @@ __global__ void shared_rotate_kernel(int* out) {
 }
 __global__ void nothing_kernel() {}
 
+// Barriers missing on purpose: thread t writes ring[t], then at once reads the other warp's
+// entry (t + 32) % 64 and its neighbour lane's t ^ 1. What it reads depends on the order the
+// emulator runs the warps and lanes in (-1: not written yet).
+__global__ void missing_barrier_kernel(int* other_warp, int* other_lane) {
+    extern __shared__ int ring[];
+    ring[threadIdx.x] = threadIdx.x;
+    other_warp[threadIdx.x] = ring[(threadIdx.x + 32) % blockDim.x];
+    other_lane[threadIdx.x] = ring[threadIdx.x ^ 1];
+}
+
 // Faults the emulator must stop on.
 __global__ void deadlock_kernel() {   // warp 0 at __syncwarp, warp 0's lane 31 at __syncthreads
     if (threadIdx.x == 31) __syncthreads();
@@ -414,6 +424,27 @@ static void wmma_products() {
     cudaFree(dC);
 }
 
+// CUDA_EMULATOR_ORDER (forward or reverse; make test runs this test both ways) decides which
+// warp and which lane runs first; a kernel missing a barrier shows it, which is how the GPU
+// tests run in reverse find one.
+static void run_order() {
+    const char* env = std::getenv("CUDA_EMULATOR_ORDER");
+    const bool reverse = env && std::string(env) == "reverse";
+    int* d = device_ints(std::vector<int>(128, 0));
+    missing_barrier_kernel<<<1, 64, 64 * sizeof(int)>>>(d, d + 64);
+    const std::vector<int> got = download_ints(d, 128);
+    int wrong = 0;
+    for (int t = 0; t < 64; t++) {
+        const bool first_warp = t < 32, even_lane = t % 2 == 0;   // which ran first: forward order
+        const int warp_want = first_warp != reverse ? -1 : (t + 32) % 64;
+        const int lane_want = even_lane != reverse ? -1 : t ^ 1;
+        wrong += (got[t] != warp_want) + (got[64 + t] != lane_want);
+    }
+    check(wrong == 0, "CUDA_EMULATOR_ORDER=%s: a kernel missing its barriers reads what only the %s warp and lane wrote (%d of 128 reads otherwise)",
+          reverse ? "reverse" : "forward (default)", reverse ? "last" : "first", wrong);
+    cudaFree(d);
+}
+
 static void events() {
     cudaEvent_t a, b, never;
     cudaEventCreate(&a);
@@ -488,6 +519,7 @@ int main() {
     events();
     radix_sort();
     wmma_products();
+    run_order();
     must_stop("lanes of a warp at __syncwarp and __syncthreads", [] { deadlock_kernel<<<1, 64>>>(); },
               "deadlock");
     must_stop("a shuffle reading a lane that returned", [] {
