@@ -115,6 +115,11 @@ TEXT_SRC := tokenizer.cpp toolkit/decode.cpp toolkit/parallel_data.cpp toolkit/b
             toolkit/trainer.cpp toolkit/distributed.cpp toolkit/batch_queue.cpp
 LIB_SRC := $(MODEL_SRC) $(TEXT_SRC)
 LIB_OBJ := $(LIB_SRC:%.cpp=$(BUILD)/%.o)
+# ... as one archive, so that a program links only the objects it uses, and with --as-needed
+# only the shared libraries those need: ./translate, ./average, ./bleu and ./bpe do not take
+# distributed.o, so they do not depend on libmpi (only ./train and what trains do).
+LIB_A := $(BUILD)/libtransformer.a
+LINK_AS_NEEDED := -Wl,--as-needed
 
 PROGRAMS := train translate average bleu bpe
 TESTS := test_core test_ops test_decode test_train test_gemm test_gemm_int8 test_tokenizer test_data test_attention \
@@ -187,8 +192,12 @@ $(BUILD)/libtransformer_nccl.so: toolkit/nccl_allreduce.cu $(FLAGS_STAMP)
 	@mkdir -p $(dir $@)
 	$(NVCC) $(NVCCFLAGS) -I$(NCCL_HOME)/include -shared $< -o $@ -L$(NCCL_LIBDIR) -Xlinker -rpath=$(NCCL_LIBDIR) -lnccl
 
-$(PROGRAMS:%=$(BIN)/%): $(BIN)/%: $(BUILD)/cli/%.o $(LIB_OBJ) | $(CUDA_LIB) $(NCCL_LIB)
-	$(CXX) $(CXXFLAGS) $(filter %.o,$^) -o $@ $(LDLIBS)
+$(LIB_A): $(LIB_OBJ)
+	@rm -f $@
+	$(AR) rcs $@ $^
+
+$(PROGRAMS:%=$(BIN)/%): $(BIN)/%: $(BUILD)/cli/%.o $(LIB_A) | $(CUDA_LIB) $(NCCL_LIB)
+	$(CXX) $(CXXFLAGS) $(filter %.o,$^) $(filter %.a,$^) -o $@ $(LINK_AS_NEEDED) $(LDLIBS)
 
 # ./translate --serve: cli/serve.cpp with Debian's cpp-httplib (libcpp-httplib-dev: httplib.h and
 # its compiled part, libcpp-httplib.so), flags from its pkg-config file. HTTP_LIBS (defined
@@ -205,21 +214,21 @@ $(BIN)/translate: LDLIBS += $(HTTP_LIBS)
 $(BUILD)/nohttp/serve.o: cli/serve.cpp $(FLAGS_STAMP)
 	@mkdir -p $(dir $@)
 	$(CXX) $(CXXFLAGS) -MMD -MP -c $< -o $@
-$(BUILD)/translate_nohttp: $(BUILD)/cli/translate.o $(BUILD)/nohttp/serve.o $(LIB_OBJ) | $(CUDA_LIB)
-	$(CXX) $(CXXFLAGS) $(filter %.o,$^) -o $@ $(LDLIBS)
+$(BUILD)/translate_nohttp: $(BUILD)/cli/translate.o $(BUILD)/nohttp/serve.o $(LIB_A) | $(CUDA_LIB)
+	$(CXX) $(CXXFLAGS) $(filter %.o,$^) $(filter %.a,$^) -o $@ $(LINK_AS_NEEDED) $(LDLIBS)
 # the line-handling fuzz target includes cli/translate.cpp, so it links the server too
 $(BUILD)/fuzz_replay_translate: $(BUILD)/cli/serve.o
 $(BUILD)/fuzz_replay_translate: LDLIBS += $(HTTP_LIBS)
 
-$(BUILD)/test_%: $(BUILD)/test/test_%.o $(LIB_OBJ) | $(CUDA_LIB)
-	$(CXX) $(CXXFLAGS) $(filter %.o,$^) -o $@ $(LDLIBS)
+$(BUILD)/test_%: $(BUILD)/test/test_%.o $(LIB_A) | $(CUDA_LIB)
+	$(CXX) $(CXXFLAGS) $(filter %.o,$^) $(filter %.a,$^) -o $@ $(LINK_AS_NEEDED) $(LDLIBS)
 
-$(BUILD)/bench_%: $(BUILD)/bench/bench_%.o $(LIB_OBJ) | $(CUDA_LIB)
-	$(CXX) $(CXXFLAGS) $(filter %.o,$^) -o $@ $(LDLIBS)
+$(BUILD)/bench_%: $(BUILD)/bench/bench_%.o $(LIB_A) | $(CUDA_LIB)
+	$(CXX) $(CXXFLAGS) $(filter %.o,$^) $(filter %.a,$^) -o $@ $(LINK_AS_NEEDED) $(LDLIBS)
 
 # A fuzz target without libFuzzer: replays the inputs it is given (test/fuzz/replay_main.cpp).
-$(BUILD)/fuzz_replay_%: $(BUILD)/test/fuzz/fuzz_%.o $(BUILD)/test/fuzz/replay_main.o $(LIB_OBJ) | $(CUDA_LIB)
-	$(CXX) $(CXXFLAGS) $(filter %.o,$^) -o $@ $(LDLIBS)
+$(BUILD)/fuzz_replay_%: $(BUILD)/test/fuzz/fuzz_%.o $(BUILD)/test/fuzz/replay_main.o $(LIB_A) | $(CUDA_LIB)
+	$(CXX) $(CXXFLAGS) $(filter %.o,$^) $(filter %.a,$^) -o $@ $(LINK_AS_NEEDED) $(LDLIBS)
 
 # The tests run from the repository root; test/run_tests.sh adds up their closing lines.
 test: $(TESTS:%=$(BUILD)/%) $(PROGRAMS:%=$(BIN)/%) $(BUILD)/bench_train $(BUILD)/bench_attention $(BUILD)/fp32_peak $(BUILD)/translate_nohttp \

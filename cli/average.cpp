@@ -14,7 +14,7 @@
 
 #include "cli/options.h"
 #include "cli/text_io.h"
-#include "toolkit/trainer.h"
+#include "model/checkpoint.h"
 
 // A checkpoint is written to a temporary file that is then renamed over --out, so --out must
 // be a regular file or not exist: renaming over /dev/null or /dev/full (as root) would

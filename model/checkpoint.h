@@ -75,3 +75,12 @@ bool checkpoint_load(Model* m, const std::string& path, Metadata* meta, std::str
 // Reads the tensors named prefix + <DESIGN.md name> into a buffer of layout's shape.
 bool read_parameters(SafeTensorsFile& file, const ParamLayout& layout, const std::string& prefix,
                      float* buffer, std::string* error);
+
+// Checkpoint files ckpt-*.safetensors in dir, oldest (lowest step) first.
+std::vector<std::string> list_checkpoints(const std::string& dir);
+
+// Averages the parameters of checkpoints of one model element by element (fp32 result,
+// double accumulation). Refuses inputs whose configs or tokenizers differ, naming the first
+// difference. The output keeps the last input's metadata, without Adam state.
+bool average_checkpoints(const std::vector<std::string>& inputs, const std::string& output,
+                         std::string* error);

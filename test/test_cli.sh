@@ -194,4 +194,15 @@ else
     skip "safetensors (PyPI) not installed: checkpoint read by the reference library not checked"
 fi
 
+# Only ./train takes the data-parallel code (toolkit/distributed.cpp): the other programs link
+# what they use (the model library is an archive, linked --as-needed), so they run without Open MPI.
+if ! command -v ldd > /dev/null; then
+    skip "ldd not found: the programs' shared libraries not checked"
+elif ! ldd "$B"/train | grep -q libmpi; then
+    skip "./train is built without MPI (no mpicxx, or MPI=0): nothing to keep out of the other programs"
+else
+    with=$(for p in translate average bleu bpe; do ldd "$B/$p" | grep -q libmpi && printf ' %s' "$p"; done)
+    [ -z "$with" ]; check $? "./translate, ./average, ./bleu and ./bpe do not load libmpi (only ./train does)${with:+; these do:$with}"
+fi
+
 check_summary cli

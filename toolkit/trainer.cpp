@@ -456,20 +456,6 @@ static double dev_loss(Run& r) {
     return tokens > 0 ? sum / tokens : NAN;
 }
 
-std::vector<std::string> list_checkpoints(const std::string& dir) {
-    std::vector<std::pair<long long, std::string>> found;
-    std::error_code ec;
-    for (const auto& e : fs::directory_iterator(dir, ec)) {
-        std::string name = e.path().filename().string();
-        if (name.rfind("ckpt-", 0) == 0 && name.size() > 17 &&
-            name.compare(name.size() - 12, 12, ".safetensors") == 0)
-            found.push_back({std::atoll(name.c_str() + 5), e.path().string()});
-    }
-    std::sort(found.begin(), found.end());
-    std::vector<std::string> out;
-    for (auto& f : found) out.push_back(f.second);
-    return out;
-}
 
 // The training state a checkpoint keeps beyond the existing options: Adam's betas and
 // epsilon, and the best evaluation (BestState).
@@ -703,39 +689,6 @@ static bool train_loop(Run& r) {
 // ---------------------------------------------------------------------------------------------
 // Averaging and the final evaluation
 // ---------------------------------------------------------------------------------------------
-// §6.1 Machine Translation: "a single model obtained by averaging the last 5 checkpoints".
-bool average_checkpoints(const std::vector<std::string>& inputs, const std::string& output,
-                         std::string* error) {
-    if (inputs.empty()) { *error = "no checkpoints to average"; return false; }
-    Model avg;
-    Metadata first_meta, meta;
-    std::vector<double> sum;
-    for (size_t i = 0; i < inputs.size(); i++) {
-        Model m;
-        if (!checkpoint_load(&m, inputs[i], &meta, error, false)) return false;
-        if (i == 0) {
-            model_allocate(&avg, m.cfg, false);
-            first_meta = meta;
-            sum.assign(m.layout.total, 0.0);
-        } else {
-            std::string diff = config_difference(avg.cfg, m.cfg);
-            if (!diff.empty()) { *error = inputs[i] + ": config differs from " + inputs[0] + ": " + diff; return false; }
-            if (meta["tokenizer"] != first_meta["tokenizer"]) {
-                *error = inputs[i] + ": tokenizer differs from " + inputs[0] + "'s";
-                return false;
-            }
-        }
-        for (size_t j = 0; j < sum.size(); j++) sum[j] += m.params[j];
-        avg.step = m.step;
-    }
-    for (size_t j = 0; j < sum.size(); j++) avg.params[j] = (float)(sum[j] / inputs.size());
-    Metadata out_meta;
-    out_meta["tokenizer"] = meta["tokenizer"];
-    std::string from;
-    for (const std::string& p : inputs) from += (from.empty() ? "" : " ") + fs::path(p).filename().string();
-    out_meta["averaged_from"] = from;
-    return checkpoint_save(avg, output, out_meta, false, error);
-}
 
 static Scores score(Model* m, const Tokenizer& tok, const std::string& src_path, const std::string& ref_path,
                     int beam, const TrainOptions& opt) {

@@ -89,11 +89,3 @@ struct TrainOptions {
 // in a row, 130 interrupted (a checkpoint saved).
 int run_training(TrainOptions opt);
 
-// Checkpoint files ckpt-*.safetensors in dir, oldest (lowest step) first.
-std::vector<std::string> list_checkpoints(const std::string& dir);
-
-// Averages the parameters of checkpoints of one model element by element (fp32 result,
-// double accumulation). Refuses inputs whose configs or tokenizers differ, naming the first
-// difference. The output keeps the last input's metadata, without Adam state.
-bool average_checkpoints(const std::vector<std::string>& inputs, const std::string& output,
-                         std::string* error);
