@@ -2312,7 +2312,7 @@ extern "C" Backend* transformer_cuda_backend(int precision_value, std::string* e
     }
     AttentionKernels attention;
     if (!parse_attention_kernels(std::getenv("TRANSFORMER_ATTENTION"), &attention)) {
-        *error = std::string("TRANSFORMER_ATTENTION is tiled, rowwise or batched, not '") +
+        *error = std::string("TRANSFORMER_ATTENTION is tiled, rowwise, batched or fused, not '") +
                  std::getenv("TRANSFORMER_ATTENTION") + "'";
         return nullptr;
     }

@@ -88,5 +88,10 @@ check $? "./translate --precision bf16 on the GPU: exit $s, 20 lines"
 echo sun | "$B"/translate --model "$G" --device cuda --precision int8 > /dev/null 2> "$T/err.txt"
 [ $? -eq 2 ] && grep -q "precision" "$T/err.txt"
 check $? "--device cuda --precision int8 is refused (int8 is a CPU option): $(head -n 1 "$T/err.txt")"
+# TRANSFORMER_ATTENTION picks the GPU's attention kernels; a value it does not know is refused.
+echo sun | TRANSFORMER_ATTENTION=flash "$B"/translate --model "$G" --device cuda > /dev/null 2> "$T/err.txt"
+s=$?
+[ $s -ne 0 ] && grep -q "TRANSFORMER_ATTENTION is tiled, rowwise, batched or fused, not 'flash'" "$T/err.txt"
+check $? "TRANSFORMER_ATTENTION=flash is refused (exit $s): $(head -n 1 "$T/err.txt")"
 
 check_summary cli_cuda
