@@ -42,7 +42,8 @@ struct fragment {
 namespace detail {
 inline float as_float(float v) { return v; }
 inline float as_float(__nv_bfloat16 v) { return __bfloat162float(v); }
-inline void store(float* p, float v) { *p = v; }
+inline void assign(float& d, float v) { d = v; }
+inline void assign(__nv_bfloat16& d, float v) { d = __float2bfloat16(v); }
 
 // The warp's lanes must agree on an operation's arguments (and all be there: the shuffles stop
 // the emulator otherwise); the pointer must be 32-byte aligned, the leading dimension a
@@ -58,7 +59,7 @@ inline void check(const void* ptr, unsigned ldm, size_t element_bytes, int layou
 
 template <class Use, int M, int N, int K, class T, class Layout, class V>
 void fill_fragment(fragment<Use, M, N, K, T, Layout>& f, V v) {
-    for (int i = 0; i < f.num_elements; i++) f.x[i] = (T)v;
+    for (int i = 0; i < f.num_elements; i++) detail::assign(f.x[i], (float)v);
 }
 
 // A or B from memory in the fragment's own layout (row_major: (r, c) at ptr[r * ldm + c]).
@@ -86,7 +87,7 @@ void store_matrix_sync(float* ptr, const fragment<accumulator, M, N, K, float>& 
     detail::check(ptr, ldm, sizeof(float), layout, "store_matrix_sync");
     for (int i = (int)(::cuda_emulator::here().linear & 31); i < f.num_elements; i += 32) {
         const int r = i / f.cols, c = i % f.cols;
-        detail::store(layout == mem_row_major ? ptr + (size_t)r * ldm + c : ptr + (size_t)c * ldm + r, f.x[i]);
+        (layout == mem_row_major ? ptr[(size_t)r * ldm + c] : ptr[(size_t)c * ldm + r]) = f.x[i];
     }
 }
 
