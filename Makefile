@@ -115,7 +115,7 @@ TEXT_SRC := tokenizer.cpp toolkit/decode.cpp toolkit/parallel_data.cpp toolkit/b
             toolkit/trainer.cpp toolkit/distributed.cpp toolkit/batch_queue.cpp
 LIB_SRC := $(MODEL_SRC) $(TEXT_SRC)
 LIB_OBJ := $(LIB_SRC:%.cpp=$(BUILD)/%.o)
-# ... as one archive, so that a program links only the objects it uses, and with --as-needed
+# The same objects as one archive, so that a program links only those it uses, and with --as-needed
 # only the shared libraries those need: ./translate, ./average, ./bleu and ./bpe do not take
 # distributed.o, so they do not depend on libmpi (only ./train and what trains do).
 LIB_A := $(BUILD)/libtransformer.a
