@@ -233,7 +233,7 @@ $(BUILD)/fuzz_replay_%: $(BUILD)/test/fuzz/fuzz_%.o $(BUILD)/test/fuzz/replay_ma
 # The tests run from the repository root; test/run_tests.sh adds up their closing lines.
 test: $(TESTS:%=$(BUILD)/%) $(PROGRAMS:%=$(BIN)/%) $(BUILD)/bench_train $(BUILD)/bench_attention $(BUILD)/fp32_peak $(BUILD)/translate_nohttp \
       $(FUZZ_TARGETS:%=$(BUILD)/fuzz_replay_%) $(EMU_LIB) $(BUILD)/test_emulator
-	@sh test/run_tests.sh $(BUILD) $(BIN)
+	@SANITIZED=$(if $(filter 1,$(SANITIZE)),1,0) sh test/run_tests.sh $(BUILD) $(BIN)
 
 # Only the suites that run transformer.cu on the CPU emulator (part of make test).
 EMULATED_SUITES := emulator ops_emulated_fp32 ops_emulated_bf16 cuda_emulated ops_emulated_batched_fp32 \
