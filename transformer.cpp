@@ -331,25 +331,6 @@ static void masked_softmax_rows(float* scores, const int* key_tokens, int Lq, in
     }
 }
 
-// Pointers to one (sentence b, head h) slice of q, k, v, ctx, probs.
-struct HeadViews {
-    const float *q, *k, *v;
-    size_t ctx_off, probs_off, q_off, k_off, v_off;
-};
-static HeadViews head_views(const float* q, const float* kv, const AttentionShape& s, int b,
-                            int h) {
-    HeadViews hv;
-    hv.q_off = (size_t)b * s.Lq * s.q_stride + s.q_col + (size_t)h * s.dk;
-    hv.k_off = (size_t)b * s.Lk * s.kv_stride + s.k_col + (size_t)h * s.dk;
-    hv.v_off = (size_t)b * s.Lk * s.kv_stride + s.v_col + (size_t)h * s.dv;
-    hv.q = q + hv.q_off;
-    hv.k = kv + hv.k_off;
-    hv.v = kv + hv.v_off;
-    hv.ctx_off = (size_t)b * s.Lq * s.H * s.dv + (size_t)h * s.dv;
-    hv.probs_off = ((size_t)b * s.H + h) * s.Lq * s.Lk;
-    return hv;
-}
-
 // §3.2.1 Scaled Dot-Product Attention, per (sentence, head) of §3.2.2:
 // ctx (B, Lq, H*dv) = dropout(softmax(mask(Q K^T / sqrt(dk)))) V; probs (B, H, Lq, Lk) saved.
 void attention_forward(float* ctx, float* probs, const float* q, const float* kv,
@@ -360,21 +341,21 @@ void attention_forward(float* ctx, float* probs, const float* q, const float* kv
 #pragma omp parallel for collapse(2) schedule(static)
     for (int b = 0; b < s.B; b++)
         for (int h = 0; h < s.H; h++) {
-            HeadViews hv = head_views(q, kv, s, b, h);
-            float* P = probs + hv.probs_off;   // (Lq, Lk)
-            sgemm(false, true, s.Lq, s.Lk, s.dk, scale, hv.q, s.q_stride, hv.k, s.kv_stride,
+            const HeadOffsets o = head_offsets(s, b, h);
+            float* P = probs + o.probs;   // (Lq, Lk)
+            sgemm(false, true, s.Lq, s.Lk, s.dk, scale, q + o.q, s.q_stride, kv + o.k, s.kv_stride,
                   0.0f, P, s.Lk);
             masked_softmax_rows(P, key_tokens + (size_t)b * s.Lk, s.Lq, s.Lk, s.causal);
             const float* Pd = P;
             if (p_attn > 0.0f) {
                 float* buf = scratch + (size_t)thread_id() * 2 * LL;
                 for (size_t i = 0; i < LL; i++)
-                    buf[i] = dropout_keep(site_seed, hv.probs_off + i, p_attn)
+                    buf[i] = dropout_keep(site_seed, o.probs + i, p_attn)
                                  ? P[i] / (1.0f - p_attn) : 0.0f;
                 Pd = buf;
             }
-            sgemm(false, false, s.Lq, s.dv, s.Lk, 1.0f, Pd, s.Lk, hv.v, s.kv_stride, 0.0f,
-                  ctx + hv.ctx_off, s.H * s.dv);
+            sgemm(false, false, s.Lq, s.dv, s.Lk, 1.0f, Pd, s.Lk, kv + o.v, s.kv_stride, 0.0f,
+                  ctx + o.ctx, s.H * s.dv);
         }
 }
 
@@ -388,38 +369,38 @@ void attention_backward(float* dq, float* dkv, const float* dctx, const float* p
 #pragma omp parallel for collapse(2) schedule(static)
     for (int b = 0; b < s.B; b++)
         for (int h = 0; h < s.H; h++) {
-            HeadViews hv = head_views(q, kv, s, b, h);
-            const float* P = probs + hv.probs_off;
+            const HeadOffsets o = head_offsets(s, b, h);
+            const float* P = probs + o.probs;
             float* dP = scratch + (size_t)thread_id() * 2 * LL;   // (Lq, Lk)
             float* Pd_buf = dP + LL;
-            const float* dctx_h = dctx + hv.ctx_off;
+            const float* dctx_h = dctx + o.ctx;
             const int ctx_stride = s.H * s.dv;
             const float* Pd = P;
             if (p_attn > 0.0f) {
                 for (size_t i = 0; i < LL; i++)
-                    Pd_buf[i] = dropout_keep(site_seed, hv.probs_off + i, p_attn)
+                    Pd_buf[i] = dropout_keep(site_seed, o.probs + i, p_attn)
                                     ? P[i] / (1.0f - p_attn) : 0.0f;
                 Pd = Pd_buf;
             }
-            sgemm(false, true, s.Lq, s.Lk, s.dv, 1.0f, dctx_h, ctx_stride, hv.v, s.kv_stride,
+            sgemm(false, true, s.Lq, s.Lk, s.dv, 1.0f, dctx_h, ctx_stride, kv + o.v, s.kv_stride,
                   0.0f, dP, s.Lk);
             sgemm(true, false, s.Lk, s.dv, s.Lq, 1.0f, Pd, s.Lk, dctx_h, ctx_stride, 0.0f,
-                  dkv + hv.v_off, s.kv_stride);
+                  dkv + o.v, s.kv_stride);
             for (int i = 0; i < s.Lq; i++) {
                 float* dpr = dP + (size_t)i * s.Lk;
                 const float* pr = P + (size_t)i * s.Lk;
                 if (p_attn > 0.0f)
                     for (int j = 0; j < s.Lk; j++)
-                        dpr[j] = dropout_keep(site_seed, hv.probs_off + (size_t)i * s.Lk + j,
+                        dpr[j] = dropout_keep(site_seed, o.probs + (size_t)i * s.Lk + j,
                                               p_attn) ? dpr[j] / (1.0f - p_attn) : 0.0f;
                 float dot = 0.0f;
                 for (int j = 0; j < s.Lk; j++) dot += pr[j] * dpr[j];
                 for (int j = 0; j < s.Lk; j++) dpr[j] = pr[j] * (dpr[j] - dot) * scale;
             }
-            sgemm(false, false, s.Lq, s.dk, s.Lk, 1.0f, dP, s.Lk, hv.k, s.kv_stride, 0.0f,
-                  dq + hv.q_off, s.q_stride);
-            sgemm(true, false, s.Lk, s.dk, s.Lq, 1.0f, dP, s.Lk, hv.q, s.q_stride, 0.0f,
-                  dkv + hv.k_off, s.kv_stride);
+            sgemm(false, false, s.Lq, s.dk, s.Lk, 1.0f, dP, s.Lk, kv + o.k, s.kv_stride, 0.0f,
+                  dq + o.q, s.q_stride);
+            sgemm(true, false, s.Lk, s.dk, s.Lq, 1.0f, dP, s.Lk, q + o.q, s.q_stride, 0.0f,
+                  dkv + o.k, s.kv_stride);
         }
 }
 

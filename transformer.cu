@@ -479,15 +479,12 @@ __device__ __forceinline__ float attention_dropout(float x, uint64_t seed, size_
     return p_attn <= 0.0f ? x : dropout_keep(seed, e, p_attn) ? x / (1.0f - p_attn) : 0.0f;
 }
 
-// The (sentence b, head h, position i) a warp handles among B * H * L rows, and the offset of
-// that (b, h) tile in probs (B, H, Lq, Lk).
+// The (sentence b, head h, position i) a warp handles among B * H * L rows.
 struct HeadRow {
     int b, h, i;
-    size_t probs_off;
 };
 __device__ __forceinline__ HeadRow head_row(size_t w, int L, const AttentionShape& s) {
-    const int i = (int)(w % L), h = (int)(w / L % s.H), b = (int)(w / L / s.H);
-    return {b, h, i, ((size_t)b * s.H + h) * s.Lq * s.Lk};
+    return {(int)(w / L / s.H), (int)(w / L % s.H), (int)(w % L)};
 }
 
 template <class T>
@@ -497,14 +494,15 @@ __global__ void attention_forward_kernel(T* ctx, float* probs, const T* q, const
     const size_t w = global_warp();
     if (w >= (size_t)s.B * s.H * s.Lq) return;
     const HeadRow hr = head_row(w, s.Lq, s);
-    const int lane = lane_id(), b = hr.b, h = hr.h, i = hr.i;
+    const HeadOffsets o = head_offsets(s, hr.b, hr.h);
+    const int lane = lane_id(), i = hr.i;
     const float scale = 1.0f / sqrtf((float)s.dk);
-    const size_t probs_off = hr.probs_off;
-    float* P = probs + probs_off + (size_t)i * s.Lk;
-    const T* qi = q + ((size_t)b * s.Lq + i) * s.q_stride + s.q_col + h * s.dk;
-    const T* keys = kv + (size_t)b * s.Lk * s.kv_stride + s.k_col + h * s.dk;
-    const T* vals = kv + (size_t)b * s.Lk * s.kv_stride + s.v_col + h * s.dv;
-    const int* kt = key_tokens + (size_t)b * s.Lk;
+    const size_t e0 = o.probs + (size_t)i * s.Lk;   // the row's first entry in probs
+    float* P = probs + e0;
+    const T* qi = q + o.q + (size_t)i * s.q_stride;
+    const T* keys = kv + o.k;
+    const T* vals = kv + o.v;
+    const int* kt = key_tokens + (size_t)hr.b * s.Lk;
     float mx = -INFINITY;
     for (int j = 0; j < s.Lk; j++) {
         const bool allowed = kt[j] != PAD_ID && !(s.causal && j > i);
@@ -525,14 +523,10 @@ __global__ void attention_forward_kernel(T* ctx, float* probs, const T* q, const
     const float inv = sum > 0.0f ? 1.0f / sum : 0.0f;
     for (int j = lane; j < s.Lk; j += 32) P[j] *= inv;
     __syncwarp();
-    T* out = ctx + ((size_t)b * s.Lq + i) * s.H * s.dv + h * s.dv;
+    T* out = ctx + o.ctx + (size_t)i * s.H * s.dv;
     for (int c = lane; c < s.dv; c += 32) {
         float acc = 0.0f;
-        for (int j = 0; j < s.Lk; j++) {
-            float pj = P[j];
-            pj = attention_dropout(pj, seed, probs_off + (size_t)i * s.Lk + j, p_attn);
-            acc += pj * to_float(vals[(size_t)j * s.kv_stride + c]);
-        }
+        for (int j = 0; j < s.Lk; j++) acc += attention_dropout(P[j], seed, e0 + j, p_attn) * to_float(vals[(size_t)j * s.kv_stride + c]);
         out[c] = from_float<T>(acc);
     }
 }
@@ -546,19 +540,19 @@ __global__ void attention_backward_query_kernel(T* dq, float* dS, const T* dctx,
     const size_t w = global_warp();
     if (w >= (size_t)s.B * s.H * s.Lq) return;
     const HeadRow hr = head_row(w, s.Lq, s);
-    const int lane = lane_id(), b = hr.b, h = hr.h, i = hr.i;
+    const HeadOffsets o = head_offsets(s, hr.b, hr.h);
+    const int lane = lane_id(), i = hr.i;
     const float scale = 1.0f / sqrtf((float)s.dk);
-    const size_t probs_off = hr.probs_off;
-    const float* P = probs + probs_off + (size_t)i * s.Lk;
-    float* D = dS + probs_off + (size_t)i * s.Lk;
-    const T* dci = dctx + ((size_t)b * s.Lq + i) * s.H * s.dv + h * s.dv;
-    const T* keys = kv + (size_t)b * s.Lk * s.kv_stride + s.k_col + h * s.dk;
-    const T* vals = kv + (size_t)b * s.Lk * s.kv_stride + s.v_col + h * s.dv;
+    const size_t e0 = o.probs + (size_t)i * s.Lk;   // the row's first entry in probs and dS
+    const float* P = probs + e0;
+    float* D = dS + e0;
+    const T* dci = dctx + o.ctx + (size_t)i * s.H * s.dv;
+    const T* keys = kv + o.k;
+    const T* vals = kv + o.v;
     for (int j = 0; j < s.Lk; j++) {
         float part = 0.0f;
         for (int c = lane; c < s.dv; c += 32) part += to_float(dci[c]) * to_float(vals[(size_t)j * s.kv_stride + c]);
-        float dp = warp_sum(part);
-        dp = attention_dropout(dp, seed, probs_off + (size_t)i * s.Lk + j, p_attn);
+        const float dp = attention_dropout(warp_sum(part), seed, e0 + j, p_attn);
         if (lane == 0) D[j] = dp;
     }
     __syncwarp();
@@ -567,7 +561,7 @@ __global__ void attention_backward_query_kernel(T* dq, float* dS, const T* dctx,
     dot = warp_sum(dot);
     for (int j = lane; j < s.Lk; j += 32) D[j] = P[j] * (D[j] - dot) * scale;
     __syncwarp();
-    T* dqi = dq + ((size_t)b * s.Lq + i) * s.q_stride + s.q_col + h * s.dk;
+    T* dqi = dq + o.q + (size_t)i * s.q_stride;
     for (int c = lane; c < s.dk; c += 32) {
         float acc = 0.0f;
         for (int j = 0; j < s.Lk; j++) acc += D[j] * to_float(keys[(size_t)j * s.kv_stride + c]);
@@ -583,23 +577,20 @@ __global__ void attention_backward_key_kernel(T* dkv, const float* dS, const flo
     const size_t w = global_warp();
     if (w >= (size_t)s.B * s.H * s.Lk) return;
     const HeadRow hr = head_row(w, s.Lk, s);   // here i is the key j
-    const int lane = lane_id(), b = hr.b, h = hr.h, j = hr.i;
-    const size_t probs_off = hr.probs_off;
-    T* dk = dkv + ((size_t)b * s.Lk + j) * s.kv_stride + s.k_col + h * s.dk;
-    T* dv = dkv + ((size_t)b * s.Lk + j) * s.kv_stride + s.v_col + h * s.dv;
+    const HeadOffsets o = head_offsets(s, hr.b, hr.h);
+    const int lane = lane_id(), j = hr.i;
+    T* dk = dkv + o.k + (size_t)j * s.kv_stride;
+    T* dv = dkv + o.v + (size_t)j * s.kv_stride;
     for (int c = lane; c < s.dk; c += 32) {
         float acc = 0.0f;
-        for (int i = 0; i < s.Lq; i++)
-            acc += dS[probs_off + (size_t)i * s.Lk + j] * to_float(q[((size_t)b * s.Lq + i) * s.q_stride + s.q_col + h * s.dk + c]);
+        for (int i = 0; i < s.Lq; i++) acc += dS[o.probs + (size_t)i * s.Lk + j] * to_float(q[o.q + (size_t)i * s.q_stride + c]);
         dk[c] = from_float<T>(acc);
     }
     for (int c = lane; c < s.dv; c += 32) {
         float acc = 0.0f;
         for (int i = 0; i < s.Lq; i++) {
-            const size_t e = probs_off + (size_t)i * s.Lk + j;
-            float pd = probs[e];
-            pd = attention_dropout(pd, seed, e, p_attn);
-            acc += pd * to_float(dctx[((size_t)b * s.Lq + i) * s.H * s.dv + h * s.dv + c]);
+            const size_t e = o.probs + (size_t)i * s.Lk + j;
+            acc += attention_dropout(probs[e], seed, e, p_attn) * to_float(dctx[o.ctx + (size_t)i * s.H * s.dv + c]);
         }
         dv[c] = from_float<T>(acc);
     }
@@ -664,17 +655,17 @@ __global__ void attention_forward_tiled_kernel(T* ctx, float* probs, const T* q,
                                                uint64_t seed, AttentionTile tl) {
     extern __shared__ float attn_smem[];
     const TileOf tt = tile_of(s.Lq, tl.rows, s.H);
-    const int b = tt.b, h = tt.h, warp = threadIdx.x / 32, lane = lane_id(), W = max(s.dk, s.dv) + 1;
+    const HeadOffsets o = head_offsets(s, tt.b, tt.h);
+    const int warp = threadIdx.x / 32, lane = lane_id(), W = max(s.dk, s.dv) + 1;
     float* kvs = attn_smem;                          // (chunk, W) keys, then values
     float* qs = kvs + (size_t)tl.chunk * W;          // (rows, dk) the tile's queries
     float* acc = qs + (size_t)tl.rows * s.dk;        // (rows, dv) its context
     float* pd = acc + (size_t)tl.rows * s.dv;        // (rows, chunk) dropout(P) of a chunk
     const float scale = 1.0f / sqrtf((float)s.dk);
-    const size_t probs_off = ((size_t)b * s.H + h) * s.Lq * s.Lk;
-    const int* kt = key_tokens + (size_t)b * s.Lk;
-    const T* keys = kv + (size_t)b * s.Lk * s.kv_stride + s.k_col + h * s.dk;
-    const T* vals = kv + (size_t)b * s.Lk * s.kv_stride + s.v_col + h * s.dv;
-    stage_rows(qs, s.dk, q + (size_t)b * s.Lq * s.q_stride + s.q_col + h * s.dk, s.q_stride, tt.r0, tt.n, s.dk);
+    const int* kt = key_tokens + (size_t)tt.b * s.Lk;
+    const T* keys = kv + o.k;
+    const T* vals = kv + o.v;
+    stage_rows(qs, s.dk, q + o.q, s.q_stride, tt.r0, tt.n, s.dk);
     for (int e = threadIdx.x; e < tt.n * s.dv; e += blockDim.x) acc[e] = 0.0f;
     for (int j0 = 0; j0 < s.Lk; j0 += tl.chunk) {   // scores into probs, a chunk of keys at a time
         const int nk = min(tl.chunk, s.Lk - j0);
@@ -688,19 +679,19 @@ __global__ void attention_forward_tiled_kernel(T* ctx, float* probs, const T* q,
                 float dot = 0.0f;
                 for (int c = 0; c < s.dk; c++) dot += qr[c] * kvs[(size_t)j * W + c];
                 const bool allowed = kt[j0 + j] != PAD_ID && !(s.causal && j0 + j > i);
-                probs[probs_off + (size_t)i * s.Lk + j0 + j] = allowed ? dot * scale : -INFINITY;
+                probs[o.probs + (size_t)i * s.Lk + j0 + j] = allowed ? dot * scale : -INFINITY;
             }
         }
     }
     __syncwarp();
-    for (int r = warp; r < tt.n; r += WARPS) warp_masked_softmax(probs + probs_off + (size_t)(tt.r0 + r) * s.Lk, s.Lk);
+    for (int r = warp; r < tt.n; r += WARPS) warp_masked_softmax(probs + o.probs + (size_t)(tt.r0 + r) * s.Lk, s.Lk);
     for (int j0 = 0; j0 < s.Lk; j0 += tl.chunk) {   // the context, a chunk of values at a time
         const int nk = min(tl.chunk, s.Lk - j0);
         __syncthreads();
         stage_rows(kvs, W, vals, s.kv_stride, j0, nk, s.dv);
         __syncthreads();
         for (int r = warp; r < tt.n; r += WARPS) {
-            const size_t e0 = probs_off + (size_t)(tt.r0 + r) * s.Lk + j0;
+            const size_t e0 = o.probs + (size_t)(tt.r0 + r) * s.Lk + j0;
             float* pr = pd + (size_t)r * tl.chunk;
             for (int j = lane; j < nk; j += 32) {
                 const float p = probs[e0 + j];
@@ -715,7 +706,7 @@ __global__ void attention_forward_tiled_kernel(T* ctx, float* probs, const T* q,
         }
     }
     for (int r = warp; r < tt.n; r += WARPS) {
-        T* out = ctx + ((size_t)b * s.Lq + tt.r0 + r) * s.H * s.dv + h * s.dv;
+        T* out = ctx + o.ctx + (size_t)(tt.r0 + r) * s.H * s.dv;
         for (int c = lane; c < s.dv; c += 32) out[c] = from_float<T>(acc[(size_t)r * s.dv + c]);
     }
 }
@@ -726,15 +717,15 @@ __global__ void attention_backward_query_tiled_kernel(T* dq, float* dS, const T*
                                                       uint64_t seed, AttentionTile tl) {
     extern __shared__ float attn_smem[];
     const TileOf tt = tile_of(s.Lq, tl.rows, s.H);
-    const int b = tt.b, h = tt.h, warp = threadIdx.x / 32, lane = lane_id(), W = max(s.dk, s.dv) + 1;
+    const HeadOffsets o = head_offsets(s, tt.b, tt.h);
+    const int warp = threadIdx.x / 32, lane = lane_id(), W = max(s.dk, s.dv) + 1;
     float* kvs = attn_smem;                          // (chunk, W) values, then keys
     float* dcs = kvs + (size_t)tl.chunk * W;         // (rows, dv) the tile's dctx
     float* acc = dcs + (size_t)tl.rows * s.dv;       // (rows, dk) its dq
     const float scale = 1.0f / sqrtf((float)s.dk);
-    const size_t probs_off = ((size_t)b * s.H + h) * s.Lq * s.Lk;
-    const T* keys = kv + (size_t)b * s.Lk * s.kv_stride + s.k_col + h * s.dk;
-    const T* vals = kv + (size_t)b * s.Lk * s.kv_stride + s.v_col + h * s.dv;
-    stage_rows(dcs, s.dv, dctx + (size_t)b * s.Lq * s.H * s.dv + h * s.dv, (size_t)s.H * s.dv, tt.r0, tt.n, s.dv);
+    const T* keys = kv + o.k;
+    const T* vals = kv + o.v;
+    stage_rows(dcs, s.dv, dctx + o.ctx, (size_t)s.H * s.dv, tt.r0, tt.n, s.dv);
     for (int e = threadIdx.x; e < tt.n * s.dk; e += blockDim.x) acc[e] = 0.0f;
     for (int j0 = 0; j0 < s.Lk; j0 += tl.chunk) {   // dP = dropout'(dctx V^T) into dS
         const int nk = min(tl.chunk, s.Lk - j0);
@@ -742,7 +733,7 @@ __global__ void attention_backward_query_tiled_kernel(T* dq, float* dS, const T*
         stage_rows(kvs, W, vals, s.kv_stride, j0, nk, s.dv);
         __syncthreads();
         for (int r = warp; r < tt.n; r += WARPS) {
-            const size_t e0 = probs_off + (size_t)(tt.r0 + r) * s.Lk + j0;
+            const size_t e0 = o.probs + (size_t)(tt.r0 + r) * s.Lk + j0;
             const float* dr = dcs + (size_t)r * s.dv;
             for (int j = lane; j < nk; j += 32) {
                 float dp = 0.0f;
@@ -754,8 +745,8 @@ __global__ void attention_backward_query_tiled_kernel(T* dq, float* dS, const T*
     }
     __syncwarp();
     for (int r = warp; r < tt.n; r += WARPS) {   // dS = P (dP - rowsum(P dP)) / sqrt(dk)
-        const float* P = probs + probs_off + (size_t)(tt.r0 + r) * s.Lk;
-        float* D = dS + probs_off + (size_t)(tt.r0 + r) * s.Lk;
+        const float* P = probs + o.probs + (size_t)(tt.r0 + r) * s.Lk;
+        float* D = dS + o.probs + (size_t)(tt.r0 + r) * s.Lk;
         float dot = 0.0f;
         for (int j = lane; j < s.Lk; j += 32) dot += P[j] * D[j];
         dot = warp_sum(dot);
@@ -768,7 +759,7 @@ __global__ void attention_backward_query_tiled_kernel(T* dq, float* dS, const T*
         stage_rows(kvs, W, keys, s.kv_stride, j0, nk, s.dk);
         __syncthreads();
         for (int r = warp; r < tt.n; r += WARPS) {
-            const float* D = dS + probs_off + (size_t)(tt.r0 + r) * s.Lk + j0;
+            const float* D = dS + o.probs + (size_t)(tt.r0 + r) * s.Lk + j0;
             for (int c = lane; c < s.dk; c += 32) {
                 float a = acc[(size_t)r * s.dk + c];
                 for (int j = 0; j < nk; j++) a += D[j] * kvs[(size_t)j * W + c];
@@ -777,7 +768,7 @@ __global__ void attention_backward_query_tiled_kernel(T* dq, float* dS, const T*
         }
     }
     for (int r = warp; r < tt.n; r += WARPS) {
-        T* out = dq + ((size_t)b * s.Lq + tt.r0 + r) * s.q_stride + s.q_col + h * s.dk;
+        T* out = dq + o.q + (size_t)(tt.r0 + r) * s.q_stride;
         for (int c = lane; c < s.dk; c += 32) out[c] = from_float<T>(acc[(size_t)r * s.dk + c]);
     }
 }
@@ -789,7 +780,8 @@ __global__ void attention_backward_key_tiled_kernel(T* dkv, const float* dS, con
                                                     uint64_t seed, AttentionTile tl) {
     extern __shared__ float attn_smem[];
     const TileOf tt = tile_of(s.Lk, tl.rows, s.H);
-    const int b = tt.b, h = tt.h, warp = threadIdx.x / 32, lane = lane_id();
+    const HeadOffsets o = head_offsets(s, tt.b, tt.h);
+    const int warp = threadIdx.x / 32, lane = lane_id();
     const int WQ = s.dk + 1, WD = s.dv + 1;
     float* qcs = attn_smem;                          // (chunk, dk + 1) queries
     float* dcs = qcs + (size_t)tl.chunk * WQ;        // (chunk, dv + 1) their dctx
@@ -798,18 +790,17 @@ __global__ void attention_backward_key_tiled_kernel(T* dkv, const float* dS, con
     const int PC = tl.chunk + 1;                     // ds and pd rows padded: their staging hits distinct banks
     float* ds = acc_v + (size_t)tl.rows * s.dv;      // (rows, chunk + 1) dS of a chunk, per key
     float* pd = ds + (size_t)tl.rows * PC;           // (rows, chunk + 1) dropout(P) of a chunk
-    const size_t probs_off = ((size_t)b * s.H + h) * s.Lq * s.Lk;
     for (int e = threadIdx.x; e < tl.rows * (s.dk + s.dv); e += blockDim.x) acc_k[e] = 0.0f;   // and acc_v
     for (int i0 = 0; i0 < s.Lq; i0 += tl.chunk) {
         const int nq = min(tl.chunk, s.Lq - i0);
         __syncthreads();
-        stage_rows(qcs, WQ, q + (size_t)b * s.Lq * s.q_stride + s.q_col + h * s.dk, s.q_stride, i0, nq, s.dk);
-        stage_rows(dcs, WD, dctx + (size_t)b * s.Lq * s.H * s.dv + h * s.dv, (size_t)s.H * s.dv, i0, nq, s.dv);
+        stage_rows(qcs, WQ, q + o.q, s.q_stride, i0, nq, s.dk);
+        stage_rows(dcs, WD, dctx + o.ctx, (size_t)s.H * s.dv, i0, nq, s.dv);
         // dS and dropout(P) of the chunk's queries for the tile's keys: consecutive threads take
         // consecutive keys of one query, so that their reads of the (Lq, Lk) rows are coalesced.
         for (int t = threadIdx.x; t < nq * tt.n; t += blockDim.x) {
             const int i = t / tt.n, r = t % tt.n;
-            const size_t e = probs_off + (size_t)(i0 + i) * s.Lk + tt.r0 + r;
+            const size_t e = o.probs + (size_t)(i0 + i) * s.Lk + tt.r0 + r;
             ds[(size_t)r * PC + i] = dS[e];
             pd[(size_t)r * PC + i] = attention_dropout(probs[e], seed, e, p_attn);
         }
@@ -830,9 +821,9 @@ __global__ void attention_backward_key_tiled_kernel(T* dkv, const float* dS, con
         }
     }
     for (int r = warp; r < tt.n; r += WARPS) {
-        T* row = dkv + ((size_t)b * s.Lk + tt.r0 + r) * s.kv_stride;
-        for (int c = lane; c < s.dk; c += 32) row[s.k_col + h * s.dk + c] = from_float<T>(acc_k[(size_t)r * s.dk + c]);
-        for (int c = lane; c < s.dv; c += 32) row[s.v_col + h * s.dv + c] = from_float<T>(acc_v[(size_t)r * s.dv + c]);
+        const size_t row = (size_t)(tt.r0 + r) * s.kv_stride;
+        for (int c = lane; c < s.dk; c += 32) dkv[o.k + row + c] = from_float<T>(acc_k[(size_t)r * s.dk + c]);
+        for (int c = lane; c < s.dv; c += 32) dkv[o.v + row + c] = from_float<T>(acc_v[(size_t)r * s.dv + c]);
     }
 }
 
@@ -1031,14 +1022,14 @@ __global__ void attention_forward_fused_kernel(bf16* ctx, float* probs, const bf
     float* sc = (float*)((char*)fused_smem + m.sc);
     bf16* pd = (bf16*)((char*)fused_smem + m.pd);
     const TileOf tt = tile_of(s.Lq, rows, s.H);
-    const int b = tt.b, h = tt.h, warp = threadIdx.x / 32, lane = lane_id();
+    const HeadOffsets o = head_offsets(s, tt.b, tt.h);
+    const int warp = threadIdx.x / 32, lane = lane_id();
     const int Lk = pad16(s.Lk), dk = pad16(s.dk), dv = pad16(s.dv);
     const float scale = 1.0f / sqrtf((float)s.dk);
-    const size_t probs_off = ((size_t)b * s.H + h) * s.Lq * s.Lk;
-    const int* kt = key_tokens + (size_t)b * s.Lk;
-    const bf16* keys = kv + (size_t)b * s.Lk * s.kv_stride + s.k_col + h * s.dk;
-    const bf16* vals = kv + (size_t)b * s.Lk * s.kv_stride + s.v_col + h * s.dv;
-    stage_padded(qs, m.ldq, rows, dk, q + (size_t)b * s.Lq * s.q_stride + s.q_col + h * s.dk, s.q_stride, tt.r0, tt.n, s.dk);
+    const int* kt = key_tokens + (size_t)tt.b * s.Lk;
+    const bf16* keys = kv + o.k;
+    const bf16* vals = kv + o.v;
+    stage_padded(qs, m.ldq, rows, dk, q + o.q, s.q_stride, tt.r0, tt.n, s.dk);
     stage_padded(kvs, m.ldkv, Lk, dk, keys, s.kv_stride, 0, s.Lk, s.dk);
     __syncthreads();
     warp_tile_product<wmma::row_major, wmma::col_major>(sc, m.lds, qs, m.ldq, kvs, m.ldkv, rows, Lk, dk);   // Q K^T
@@ -1048,7 +1039,7 @@ __global__ void attention_forward_fused_kernel(bf16* ctx, float* probs, const bf
         float* S = sc + (size_t)r * m.lds;
         bf16* D = pd + (size_t)r * m.ldp;
         const int i = tt.r0 + r;
-        const size_t e0 = probs_off + (size_t)i * s.Lk;
+        const size_t e0 = o.probs + (size_t)i * s.Lk;
         if (r < tt.n) {
             for (int j = lane; j < s.Lk; j += 32) {
                 const bool allowed = kt[j] != PAD_ID && !(s.causal && j > i);
@@ -1067,7 +1058,7 @@ __global__ void attention_forward_fused_kernel(bf16* ctx, float* probs, const bf
     warp_tile_product<wmma::row_major, wmma::row_major>(sc, m.lds, pd, m.ldp, kvs, m.ldkv, rows, dv, Lk);   // dropout(P) V
     __syncthreads();
     for (int r = warp; r < tt.n; r += WARPS) {
-        bf16* out = ctx + ((size_t)b * s.Lq + tt.r0 + r) * s.H * s.dv + h * s.dv;
+        bf16* out = ctx + o.ctx + (size_t)(tt.r0 + r) * s.H * s.dv;
         for (int c = lane; c < s.dv; c += 32) out[c] = from_float<bf16>(sc[(size_t)r * m.lds + c]);
     }
 #endif
@@ -1088,13 +1079,13 @@ __global__ void attention_backward_query_fused_kernel(bf16* dq, bf16* dS, const 
     float* sc = (float*)((char*)fused_smem + m.sc);
     bf16* ds = (bf16*)((char*)fused_smem + m.ds);
     const TileOf tt = tile_of(s.Lq, rows, s.H);
-    const int b = tt.b, h = tt.h, warp = threadIdx.x / 32, lane = lane_id();
+    const HeadOffsets o = head_offsets(s, tt.b, tt.h);
+    const int warp = threadIdx.x / 32, lane = lane_id();
     const int Lk = pad16(s.Lk), dk = pad16(s.dk), dv = pad16(s.dv);
     const float scale = 1.0f / sqrtf((float)s.dk);
-    const size_t probs_off = ((size_t)b * s.H + h) * s.Lq * s.Lk;
-    const bf16* keys = kv + (size_t)b * s.Lk * s.kv_stride + s.k_col + h * s.dk;
-    const bf16* vals = kv + (size_t)b * s.Lk * s.kv_stride + s.v_col + h * s.dv;
-    stage_padded(dcs, m.ldd, rows, dv, dctx + (size_t)b * s.Lq * s.H * s.dv + h * s.dv, (size_t)s.H * s.dv, tt.r0, tt.n, s.dv);
+    const bf16* keys = kv + o.k;
+    const bf16* vals = kv + o.v;
+    stage_padded(dcs, m.ldd, rows, dv, dctx + o.ctx, (size_t)s.H * s.dv, tt.r0, tt.n, s.dv);
     stage_padded(kvs, m.ldkv, Lk, dv, vals, s.kv_stride, 0, s.Lk, s.dv);
     __syncthreads();
     warp_tile_product<wmma::row_major, wmma::col_major>(sc, m.lds, dcs, m.ldd, kvs, m.ldkv, rows, Lk, dv);   // dctx V^T
@@ -1103,7 +1094,7 @@ __global__ void attention_backward_query_fused_kernel(bf16* dq, bf16* dS, const 
     for (int r = warp; r < rows; r += WARPS) {
         const float* G = sc + (size_t)r * m.lds;
         bf16* D = ds + (size_t)r * m.ldp;
-        const size_t e0 = probs_off + (size_t)(tt.r0 + r) * s.Lk;
+        const size_t e0 = o.probs + (size_t)(tt.r0 + r) * s.Lk;
         const float* P = probs + e0;
         float dot = 0.0f;
         if (r < tt.n)
@@ -1120,7 +1111,7 @@ __global__ void attention_backward_query_fused_kernel(bf16* dq, bf16* dS, const 
     warp_tile_product<wmma::row_major, wmma::row_major>(sc, m.lds, ds, m.ldp, kvs, m.ldkv, rows, dk, Lk);   // dS K
     __syncthreads();
     for (int r = warp; r < tt.n; r += WARPS) {
-        bf16* out = dq + ((size_t)b * s.Lq + tt.r0 + r) * s.q_stride + s.q_col + h * s.dk;
+        bf16* out = dq + o.q + (size_t)(tt.r0 + r) * s.q_stride;
         for (int c = lane; c < s.dk; c += 32) out[c] = from_float<bf16>(sc[(size_t)r * m.lds + c]);
     }
 #endif
@@ -1142,16 +1133,16 @@ __global__ void attention_backward_key_fused_kernel(bf16* dkv, const bf16* dS, c
     bf16* pd = (bf16*)((char*)fused_smem + m.pd);
     float* out = (float*)((char*)fused_smem + m.out);
     const TileOf tt = tile_of(s.Lk, rows, s.H);
-    const int b = tt.b, h = tt.h, warp = threadIdx.x / 32, lane = lane_id();
+    const HeadOffsets o = head_offsets(s, tt.b, tt.h);
+    const int warp = threadIdx.x / 32, lane = lane_id();
     const int Lq = pad16(s.Lq), dk = pad16(s.dk), dv = pad16(s.dv);
-    const size_t probs_off = ((size_t)b * s.H + h) * s.Lq * s.Lk;
-    stage_padded(qs, m.ldq, Lq, dk, q + (size_t)b * s.Lq * s.q_stride + s.q_col + h * s.dk, s.q_stride, 0, s.Lq, s.dk);
-    stage_padded(dcs, m.ldd, Lq, dv, dctx + (size_t)b * s.Lq * s.H * s.dv + h * s.dv, (size_t)s.H * s.dv, 0, s.Lq, s.dv);
+    stage_padded(qs, m.ldq, Lq, dk, q + o.q, s.q_stride, 0, s.Lq, s.dk);
+    stage_padded(dcs, m.ldd, Lq, dv, dctx + o.ctx, (size_t)s.H * s.dv, 0, s.Lq, s.dv);
     // consecutive threads take consecutive keys of one query: coalesced reads of the (Lq, Lk) rows
     for (int t = threadIdx.x; t < Lq * rows; t += blockDim.x) {
         const int i = t / rows, r = t % rows;
         const bool real = i < s.Lq && r < tt.n;
-        const size_t e = probs_off + (size_t)i * s.Lk + tt.r0 + r;
+        const size_t e = o.probs + (size_t)i * s.Lk + tt.r0 + r;
         ds[(size_t)i * m.ldr + r] = real ? dS[e] : from_float<bf16>(0.0f);
         pd[(size_t)i * m.ldr + r] = from_float<bf16>(real ? attention_dropout(probs[e], seed, e, p_attn) : 0.0f);
     }
@@ -1159,12 +1150,13 @@ __global__ void attention_backward_key_fused_kernel(bf16* dkv, const bf16* dS, c
     // dK (rows, dk) = dS^T Q, then dV (rows, dv) = dropout(P)^T dctx, each through `out`
     for (int pass = 0; pass < 2; pass++) {
         const bool key = pass == 0;
-        const int width = key ? s.dk : s.dv, col = key ? s.k_col + h * s.dk : s.v_col + h * s.dv;
+        const int width = key ? s.dk : s.dv;
+        const size_t col = key ? o.k : o.v;
         warp_tile_product<wmma::col_major, wmma::row_major>(out, m.lds, key ? ds : pd, m.ldr, key ? qs : dcs,
                                                             key ? m.ldq : m.ldd, rows, key ? dk : dv, Lq);
         __syncthreads();
         for (int r = warp; r < tt.n; r += WARPS) {
-            bf16* row = dkv + ((size_t)b * s.Lk + tt.r0 + r) * s.kv_stride + col;
+            bf16* row = dkv + col + (size_t)(tt.r0 + r) * s.kv_stride;
             for (int c = lane; c < width; c += 32) row[c] = from_float<bf16>(out[(size_t)r * m.lds + c]);
         }
         __syncthreads();
@@ -1959,16 +1951,19 @@ public:
         const auto [ld, tile, kv_b, q_b, p_b, ctx_b] = batched_layout(s);
         float* scores = (float*)scratch(0, (size_t)s.B * p_b * sizeof(float));   // (B, H, Lq, ld)
         floatX* pd = (floatX*)scratch(3, (size_t)s.B * p_b * floatx_size());    // dropout(P), (B, H, Lq, ld)
-        for (int h = 0; h < s.H; h++)   // S^T (Lk, Lq) = K (Lk, dk) Q^T (dk, Lq), unscaled, fp32
-            matmul(true, false, s.Lk, s.Lq, s.dk, at(kv, s.k_col + h * s.dk), s.kv_stride,
-                   at(q, s.q_col + h * s.dk), s.q_stride, scores + h * tile, ld, CUDA_R_32F, 0.0f,
-                   nullptr, false, {s.B, kv_b, q_b, p_b});
+        for (int h = 0; h < s.H; h++) {   // S^T (Lk, Lq) = K (Lk, dk) Q^T (dk, Lq), unscaled, fp32
+            const HeadOffsets o = head_offsets(s, 0, h);   // sentence 0's; the batch strides step on
+            matmul(true, false, s.Lk, s.Lq, s.dk, at(kv, o.k), s.kv_stride, at(q, o.q), s.q_stride,
+                   scores + h * tile, ld, CUDA_R_32F, 0.0f, nullptr, false, {s.B, kv_b, q_b, p_b});
+        }
         const dim3 blocks(cuda::warp_grid((size_t)s.B * s.H * s.Lq)), threads(32 * cuda::WARPS);
         if (bf()) launch(cuda::attention_softmax_kernel<bf16>, blocks, threads, 0, probs, (bf16*)pd, (const float*)scores, ld, key_tokens, s, p_attn, seed);
         else launch(cuda::attention_softmax_kernel<float>, blocks, threads, 0, probs, (float*)pd, (const float*)scores, ld, key_tokens, s, p_attn, seed);
-        for (int h = 0; h < s.H; h++)   // ctx^T (dv, Lq) = V^T (dv, Lk) dropout(P)^T (Lk, Lq)
-            matmul(false, false, s.dv, s.Lq, s.Lk, at(kv, s.v_col + h * s.dv), s.kv_stride, at(pd, h * tile),
-                   ld, at(ctx, h * s.dv), s.H * s.dv, act_type(), 0.0f, nullptr, false, {s.B, kv_b, p_b, ctx_b});
+        for (int h = 0; h < s.H; h++) {   // ctx^T (dv, Lq) = V^T (dv, Lk) dropout(P)^T (Lk, Lq)
+            const HeadOffsets o = head_offsets(s, 0, h);
+            matmul(false, false, s.dv, s.Lq, s.Lk, at(kv, o.v), s.kv_stride, at(pd, h * tile), ld, at(ctx, o.ctx),
+                   s.H * s.dv, act_type(), 0.0f, nullptr, false, {s.B, kv_b, p_b, ctx_b});
+        }
     }
     void attention_backward_batched(floatX* dq, floatX* dkv, const floatX* dctx, const float* probs,
                                     const floatX* q, const floatX* kv, const AttentionShape& s, float p_attn,
@@ -1978,22 +1973,25 @@ public:
         float* dP = (float*)scratch(0, (size_t)s.B * p_b * sizeof(float));   // (B, H, Lq, ld)
         floatX* ds = bf() ? (floatX*)scratch(4, (size_t)s.B * p_b * x) : (floatX*)dP;   // dS, in place in fp32
         floatX* pd = (floatX*)scratch(3, (size_t)s.B * p_b * x);
-        for (int h = 0; h < s.H; h++)   // dP^T (Lk, Lq) = V (Lk, dv) dctx^T (dv, Lq), fp32
-            matmul(true, false, s.Lk, s.Lq, s.dv, at(kv, s.v_col + h * s.dv), s.kv_stride, at(dctx, h * s.dv),
-                   s.H * s.dv, dP + h * tile, ld, CUDA_R_32F, 0.0f, nullptr, false, {s.B, kv_b, ctx_b, p_b});
+        for (int h = 0; h < s.H; h++) {   // dP^T (Lk, Lq) = V (Lk, dv) dctx^T (dv, Lq), fp32
+            const HeadOffsets o = head_offsets(s, 0, h);
+            matmul(true, false, s.Lk, s.Lq, s.dv, at(kv, o.v), s.kv_stride, at(dctx, o.ctx), s.H * s.dv,
+                   dP + h * tile, ld, CUDA_R_32F, 0.0f, nullptr, false, {s.B, kv_b, ctx_b, p_b});
+        }
         const dim3 blocks(cuda::warp_grid((size_t)s.B * s.H * s.Lq)), threads(32 * cuda::WARPS);
         if (bf()) launch(cuda::attention_softmax_backward_kernel<bf16>, blocks, threads, 0, (bf16*)ds, (bf16*)pd, (const float*)dP, ld, probs, s, p_attn, seed);
         else launch(cuda::attention_softmax_backward_kernel<float>, blocks, threads, 0, (float*)ds, (float*)pd, (const float*)dP, ld, probs, s, p_attn, seed);
         for (int h = 0; h < s.H; h++) {
+            const HeadOffsets o = head_offsets(s, 0, h);
             // dQ^T (dk, Lq) = K^T (dk, Lk) dS^T (Lk, Lq)
-            matmul(false, false, s.dk, s.Lq, s.Lk, at(kv, s.k_col + h * s.dk), s.kv_stride, at(ds, h * tile), ld,
-                   at(dq, s.q_col + h * s.dk), s.q_stride, act_type(), 0.0f, nullptr, false, {s.B, kv_b, p_b, q_b});
+            matmul(false, false, s.dk, s.Lq, s.Lk, at(kv, o.k), s.kv_stride, at(ds, h * tile), ld, at(dq, o.q),
+                   s.q_stride, act_type(), 0.0f, nullptr, false, {s.B, kv_b, p_b, q_b});
             // dK^T (dk, Lk) = Q^T (dk, Lq) dS (Lq, Lk)
-            matmul(false, true, s.dk, s.Lk, s.Lq, at(q, s.q_col + h * s.dk), s.q_stride, at(ds, h * tile), ld,
-                   at(dkv, s.k_col + h * s.dk), s.kv_stride, act_type(), 0.0f, nullptr, false, {s.B, q_b, p_b, kv_b});
+            matmul(false, true, s.dk, s.Lk, s.Lq, at(q, o.q), s.q_stride, at(ds, h * tile), ld, at(dkv, o.k),
+                   s.kv_stride, act_type(), 0.0f, nullptr, false, {s.B, q_b, p_b, kv_b});
             // dV^T (dv, Lk) = dctx^T (dv, Lq) dropout(P) (Lq, Lk)
-            matmul(false, true, s.dv, s.Lk, s.Lq, at(dctx, h * s.dv), s.H * s.dv, at(pd, h * tile), ld,
-                   at(dkv, s.v_col + h * s.dv), s.kv_stride, act_type(), 0.0f, nullptr, false, {s.B, ctx_b, p_b, kv_b});
+            matmul(false, true, s.dv, s.Lk, s.Lq, at(dctx, o.ctx), s.H * s.dv, at(pd, h * tile), ld, at(dkv, o.v),
+                   s.kv_stride, act_type(), 0.0f, nullptr, false, {s.B, ctx_b, p_b, kv_b});
         }
     }
 

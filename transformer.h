@@ -143,6 +143,21 @@ struct AttentionShape {
     bool causal;
 };
 
+// Where one (sentence b, head h) of §3.2.2 starts in each operand: q and dq (row stride
+// q_stride), the keys, the values and their gradients in kv and dkv (kv_stride), ctx and dctx
+// (row stride H*dv), probs and dS ((B, H, Lq, Lk): (Lq, Lk) per head). The CPU ops and the
+// CUDA kernels index with it alike.
+struct HeadOffsets {
+    size_t q, k, v, ctx, probs;
+};
+HOST_DEVICE inline HeadOffsets head_offsets(const AttentionShape& s, int b, int h) {
+    return {(size_t)b * s.Lq * s.q_stride + s.q_col + (size_t)h * s.dk,
+            (size_t)b * s.Lk * s.kv_stride + s.k_col + (size_t)h * s.dk,
+            (size_t)b * s.Lk * s.kv_stride + s.v_col + (size_t)h * s.dv,
+            (size_t)b * s.Lq * s.H * s.dv + (size_t)h * s.dv,
+            ((size_t)b * s.H + h) * s.Lq * s.Lk};
+}
+
 // Decoding: one query row per hypothesis. q (n, *) with head h's query at column h*dk, row
 // stride q_stride; ctx (n, H*dv).
 struct StepShape { int n, H, dk, dv, q_stride; };
