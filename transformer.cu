@@ -675,17 +675,19 @@ __global__ void attention_forward_tiled_kernel(T* ctx, float* probs, const T* q,
         for (int r = warp; r < tt.n; r += WARPS) {
             const int i = tt.r0 + r;
             const float* qr = qs + (size_t)r * s.dk;
-            for (int j = lane; j < nk; j += 32) {
-                float dot = 0.0f;
-                for (int c = 0; c < s.dk; c++) dot += qr[c] * kvs[(size_t)j * W + c];
+            for (int j = lane; j < nk; j += 32) {   // masked scores are not computed
                 const bool allowed = kt[j0 + j] != PAD_ID && !(s.causal && j0 + j > i);
+                float dot = 0.0f;
+                if (allowed)
+                    for (int c = 0; c < s.dk; c++) dot += qr[c] * kvs[(size_t)j * W + c];
                 probs[o.probs + (size_t)i * s.Lk + j0 + j] = allowed ? dot * scale : -INFINITY;
             }
         }
     }
     __syncwarp();
     for (int r = warp; r < tt.n; r += WARPS) warp_masked_softmax(probs + o.probs + (size_t)(tt.r0 + r) * s.Lk, s.Lk);
-    for (int j0 = 0; j0 < s.Lk; j0 += tl.chunk) {   // the context, a chunk of values at a time
+    const int seen = s.causal ? min(s.Lk, tt.r0 + tt.n) : s.Lk;   // keys the tile's queries see: P is 0 past them
+    for (int j0 = 0; j0 < seen; j0 += tl.chunk) {   // the context, a chunk of values at a time
         const int nk = min(tl.chunk, s.Lk - j0);
         __syncthreads();
         stage_rows(kvs, W, vals, s.kv_stride, j0, nk, s.dv);
@@ -735,11 +737,11 @@ __global__ void attention_backward_query_tiled_kernel(T* dq, float* dS, const T*
         for (int r = warp; r < tt.n; r += WARPS) {
             const size_t e0 = o.probs + (size_t)(tt.r0 + r) * s.Lk + j0;
             const float* dr = dcs + (size_t)r * s.dv;
-            for (int j = lane; j < nk; j += 32) {
+            for (int j = lane; j < nk; j += 32) {   // 0 where the causal mask makes P 0
                 float dp = 0.0f;
-                for (int c = 0; c < s.dv; c++) dp += dr[c] * kvs[(size_t)j * W + c];
-                dp = attention_dropout(dp, seed, e0 + j, p_attn);
-                dS[e0 + j] = dp;
+                if (!(s.causal && j0 + j > tt.r0 + r))
+                    for (int c = 0; c < s.dv; c++) dp += dr[c] * kvs[(size_t)j * W + c];
+                dS[e0 + j] = attention_dropout(dp, seed, e0 + j, p_attn);
             }
         }
     }
@@ -753,7 +755,8 @@ __global__ void attention_backward_query_tiled_kernel(T* dq, float* dS, const T*
         for (int j = lane; j < s.Lk; j += 32) D[j] = P[j] * (D[j] - dot) * scale;
     }
     __syncwarp();
-    for (int j0 = 0; j0 < s.Lk; j0 += tl.chunk) {   // dQ = dS K
+    const int seen = s.causal ? min(s.Lk, tt.r0 + tt.n) : s.Lk;   // keys the tile's queries see: dS is 0 past them
+    for (int j0 = 0; j0 < seen; j0 += tl.chunk) {   // dQ = dS K
         const int nk = min(tl.chunk, s.Lk - j0);
         __syncthreads();
         stage_rows(kvs, W, keys, s.kv_stride, j0, nk, s.dk);
@@ -791,7 +794,8 @@ __global__ void attention_backward_key_tiled_kernel(T* dkv, const float* dS, con
     float* ds = acc_v + (size_t)tl.rows * s.dv;      // (rows, chunk + 1) dS of a chunk, per key
     float* pd = ds + (size_t)tl.rows * PC;           // (rows, chunk + 1) dropout(P) of a chunk
     for (int e = threadIdx.x; e < tl.rows * (s.dk + s.dv); e += blockDim.x) acc_k[e] = 0.0f;   // and acc_v
-    for (int i0 = 0; i0 < s.Lq; i0 += tl.chunk) {
+    const int from = s.causal ? min(s.Lq, tt.r0) : 0;   // queries before the tile's first key see none of its keys
+    for (int i0 = from; i0 < s.Lq; i0 += tl.chunk) {
         const int nq = min(tl.chunk, s.Lq - i0);
         __syncthreads();
         stage_rows(qcs, WQ, q + o.q, s.q_stride, i0, nq, s.dk);
@@ -983,16 +987,30 @@ template <class Layout> __device__ __forceinline__ size_t element_at(int r, int 
 template <> __device__ __forceinline__ size_t element_at<wmma::row_major>(int r, int c, int ld) { return (size_t)r * ld + c; }
 template <> __device__ __forceinline__ size_t element_at<wmma::col_major>(int r, int c, int ld) { return (size_t)c * ld + r; }
 
+// What the causal mask (query i sees keys j <= i) lets a product skip, for a tile whose row 0
+// is query (key) `first`: nothing (NONE); the blocks of C above the diagonal, whose keys no
+// query of theirs sees (KEYS_TO_DIAGONAL: C (queries, keys)); the inner terms over keys past a
+// row block's last query (INNER_TO_DIAGONAL: A (queries, keys)); or over queries before a row
+// block's first key (INNER_FROM_DIAGONAL: A (keys, queries)). Skipped blocks of C are not
+// written; skipped terms are zeros of P or dS.
+enum class Causal { NONE, KEYS_TO_DIAGONAL, INNER_TO_DIAGONAL, INNER_FROM_DIAGONAL };
+__device__ __forceinline__ Causal causal_skip(const AttentionShape& s, Causal skip) { return s.causal ? skip : Causal::NONE; }
+
 // C (M, N; fp32, row-major, ldc) = A (M, K) B (K, N), A and B bf16 in the layouts named, M, N
-// and K multiples of 16. Warp w computes the 16x16 tiles of C numbered w, w + WARPS, ...
+// and K multiples of 16 (so is `first`). Warp w computes the 16x16 tiles of C numbered w,
+// w + WARPS, ...
 template <class ALayout, class BLayout>
-__device__ void warp_tile_product(float* C, int ldc, const bf16* A, int lda, const bf16* B, int ldb, int M, int N, int K) {
+__device__ void warp_tile_product(float* C, int ldc, const bf16* A, int lda, const bf16* B, int ldb, int M, int N, int K,
+                                  Causal skip = Causal::NONE, int first = 0) {
     const int tiles_n = N / 16;
     for (int t = threadIdx.x / 32; t < M / 16 * tiles_n; t += WARPS) {
         const int i = t / tiles_n * 16, j = t % tiles_n * 16;
+        if (skip == Causal::KEYS_TO_DIAGONAL && j > first + i + 15) continue;
+        const int k0 = skip == Causal::INNER_FROM_DIAGONAL ? min(K, first + i) : 0;
+        const int k1 = skip == Causal::INNER_TO_DIAGONAL ? min(K, first + i + 16) : K;
         wmma::fragment<wmma::accumulator, 16, 16, 16, float> c;
         wmma::fill_fragment(c, 0.0f);
-        for (int k = 0; k < K; k += 16) {
+        for (int k = k0; k < k1; k += 16) {
             wmma::fragment<wmma::matrix_a, 16, 16, 16, bf16, ALayout> a;
             wmma::fragment<wmma::matrix_b, 16, 16, 16, bf16, BLayout> b;
             wmma::load_matrix_sync(a, A + element_at<ALayout>(i, k, lda), lda);
@@ -1029,12 +1047,14 @@ __global__ void attention_forward_fused_kernel(bf16* ctx, float* probs, const bf
     const int* kt = key_tokens + (size_t)tt.b * s.Lk;
     const bf16* keys = kv + o.k;
     const bf16* vals = kv + o.v;
+    const int seen = s.causal ? min(s.Lk, tt.r0 + tt.n) : s.Lk;   // keys the tile's queries see
     stage_padded(qs, m.ldq, rows, dk, q + o.q, s.q_stride, tt.r0, tt.n, s.dk);
-    stage_padded(kvs, m.ldkv, Lk, dk, keys, s.kv_stride, 0, s.Lk, s.dk);
+    stage_padded(kvs, m.ldkv, Lk, dk, keys, s.kv_stride, 0, seen, s.dk);
     __syncthreads();
-    warp_tile_product<wmma::row_major, wmma::col_major>(sc, m.lds, qs, m.ldq, kvs, m.ldkv, rows, Lk, dk);   // Q K^T
+    warp_tile_product<wmma::row_major, wmma::col_major>(sc, m.lds, qs, m.ldq, kvs, m.ldkv, rows, Lk, dk,   // Q K^T
+                                                         causal_skip(s, Causal::KEYS_TO_DIAGONAL), tt.r0);
     __syncthreads();
-    stage_padded(kvs, m.ldkv, Lk, dv, vals, s.kv_stride, 0, s.Lk, s.dv);   // the values replace the keys
+    stage_padded(kvs, m.ldkv, Lk, dv, vals, s.kv_stride, 0, seen, s.dv);   // the values replace the keys
     for (int r = warp; r < rows; r += WARPS) {   // P = softmax(mask(Q K^T / sqrt(dk))), dropout(P)
         float* S = sc + (size_t)r * m.lds;
         bf16* D = pd + (size_t)r * m.ldp;
@@ -1055,7 +1075,8 @@ __global__ void attention_forward_fused_kernel(bf16* ctx, float* probs, const bf
         }
     }
     __syncthreads();
-    warp_tile_product<wmma::row_major, wmma::row_major>(sc, m.lds, pd, m.ldp, kvs, m.ldkv, rows, dv, Lk);   // dropout(P) V
+    warp_tile_product<wmma::row_major, wmma::row_major>(sc, m.lds, pd, m.ldp, kvs, m.ldkv, rows, dv, Lk,   // dropout(P) V
+                                                         causal_skip(s, Causal::INNER_TO_DIAGONAL), tt.r0);
     __syncthreads();
     for (int r = warp; r < tt.n; r += WARPS) {
         bf16* out = ctx + o.ctx + (size_t)(tt.r0 + r) * s.H * s.dv;
@@ -1085,30 +1106,34 @@ __global__ void attention_backward_query_fused_kernel(bf16* dq, bf16* dS, const 
     const float scale = 1.0f / sqrtf((float)s.dk);
     const bf16* keys = kv + o.k;
     const bf16* vals = kv + o.v;
+    const int seen = s.causal ? min(s.Lk, tt.r0 + tt.n) : s.Lk;   // keys the tile's queries see
     stage_padded(dcs, m.ldd, rows, dv, dctx + o.ctx, (size_t)s.H * s.dv, tt.r0, tt.n, s.dv);
-    stage_padded(kvs, m.ldkv, Lk, dv, vals, s.kv_stride, 0, s.Lk, s.dv);
+    stage_padded(kvs, m.ldkv, Lk, dv, vals, s.kv_stride, 0, seen, s.dv);
     __syncthreads();
-    warp_tile_product<wmma::row_major, wmma::col_major>(sc, m.lds, dcs, m.ldd, kvs, m.ldkv, rows, Lk, dv);   // dctx V^T
+    warp_tile_product<wmma::row_major, wmma::col_major>(sc, m.lds, dcs, m.ldd, kvs, m.ldkv, rows, Lk, dv,   // dctx V^T
+                                                         causal_skip(s, Causal::KEYS_TO_DIAGONAL), tt.r0);
     __syncthreads();
-    stage_padded(kvs, m.ldkv, Lk, dk, keys, s.kv_stride, 0, s.Lk, s.dk);   // the keys replace the values
-    for (int r = warp; r < rows; r += WARPS) {
-        const float* G = sc + (size_t)r * m.lds;
+    stage_padded(kvs, m.ldkv, Lk, dk, keys, s.kv_stride, 0, seen, s.dk);   // the keys replace the values
+    for (int r = warp; r < rows; r += WARPS) {   // dP = dropout'(dctx V^T), dS = P (dP - rowsum(P dP)) / sqrt(dk)
+        float* G = sc + (size_t)r * m.lds;
         bf16* D = ds + (size_t)r * m.ldp;
         const size_t e0 = o.probs + (size_t)(tt.r0 + r) * s.Lk;
         const float* P = probs + e0;
+        const int seen = r >= tt.n ? 0 : s.causal ? min(s.Lk, tt.r0 + r + 1) : s.Lk;   // P is 0 past them
         float dot = 0.0f;
-        if (r < tt.n)
-            for (int j = lane; j < s.Lk; j += 32) dot += P[j] * attention_dropout(G[j], seed, e0 + j, p_attn);
+        for (int j = lane; j < seen; j += 32) {
+            G[j] = attention_dropout(G[j], seed, e0 + j, p_attn);   // dP in place: a lane reads back its own
+            dot += P[j] * G[j];
+        }
         dot = warp_sum(dot);
-        for (int j = lane; j < Lk; j += 32) {   // rows past the tile and keys past Lk: zeros
-            const bool real = r < tt.n && j < s.Lk;
-            const float v = real ? P[j] * (attention_dropout(G[j], seed, e0 + j, p_attn) - dot) * scale : 0.0f;
-            D[j] = from_float<bf16>(v);
-            if (real) dS[e0 + j] = D[j];
+        for (int j = lane; j < Lk; j += 32) {   // rows past the tile and keys past those seen: zeros
+            D[j] = from_float<bf16>(j < seen ? P[j] * (G[j] - dot) * scale : 0.0f);
+            if (r < tt.n && j < s.Lk) dS[e0 + j] = D[j];
         }
     }
     __syncthreads();
-    warp_tile_product<wmma::row_major, wmma::row_major>(sc, m.lds, ds, m.ldp, kvs, m.ldkv, rows, dk, Lk);   // dS K
+    warp_tile_product<wmma::row_major, wmma::row_major>(sc, m.lds, ds, m.ldp, kvs, m.ldkv, rows, dk, Lk,   // dS K
+                                                         causal_skip(s, Causal::INNER_TO_DIAGONAL), tt.r0);
     __syncthreads();
     for (int r = warp; r < tt.n; r += WARPS) {
         bf16* out = dq + o.q + (size_t)(tt.r0 + r) * s.q_stride;
@@ -1136,10 +1161,12 @@ __global__ void attention_backward_key_fused_kernel(bf16* dkv, const bf16* dS, c
     const HeadOffsets o = head_offsets(s, tt.b, tt.h);
     const int warp = threadIdx.x / 32, lane = lane_id();
     const int Lq = pad16(s.Lq), dk = pad16(s.dk), dv = pad16(s.dv);
-    stage_padded(qs, m.ldq, Lq, dk, q + o.q, s.q_stride, 0, s.Lq, s.dk);
-    stage_padded(dcs, m.ldd, Lq, dv, dctx + o.ctx, (size_t)s.H * s.dv, 0, s.Lq, s.dv);
+    // queries before the tile's first key see none of its keys (causal): neither staged nor read
+    const int from = s.causal ? min(s.Lq, tt.r0) : 0;
+    stage_padded(qs + (size_t)from * m.ldq, m.ldq, Lq - from, dk, q + o.q, s.q_stride, from, s.Lq - from, s.dk);
+    stage_padded(dcs + (size_t)from * m.ldd, m.ldd, Lq - from, dv, dctx + o.ctx, (size_t)s.H * s.dv, from, s.Lq - from, s.dv);
     // consecutive threads take consecutive keys of one query: coalesced reads of the (Lq, Lk) rows
-    for (int t = threadIdx.x; t < Lq * rows; t += blockDim.x) {
+    for (int t = threadIdx.x + from * rows; t < Lq * rows; t += blockDim.x) {
         const int i = t / rows, r = t % rows;
         const bool real = i < s.Lq && r < tt.n;
         const size_t e = o.probs + (size_t)i * s.Lk + tt.r0 + r;
@@ -1153,7 +1180,8 @@ __global__ void attention_backward_key_fused_kernel(bf16* dkv, const bf16* dS, c
         const int width = key ? s.dk : s.dv;
         const size_t col = key ? o.k : o.v;
         warp_tile_product<wmma::col_major, wmma::row_major>(out, m.lds, key ? ds : pd, m.ldr, key ? qs : dcs,
-                                                            key ? m.ldq : m.ldd, rows, key ? dk : dv, Lq);
+                                                            key ? m.ldq : m.ldd, rows, key ? dk : dv, Lq,
+                                                            causal_skip(s, Causal::INNER_FROM_DIAGONAL), tt.r0);
         __syncthreads();
         for (int r = warp; r < tt.n; r += WARPS) {
             bf16* row = dkv + col + (size_t)(tt.r0 + r) * s.kv_stride;
