@@ -36,7 +36,9 @@ static int thread_id() { return 0; }
 
 namespace cpu {
 
-// exp(x), vectorisable (no branches, no libm call, so GCC turns loops of it into AVX-512):
+// exp(x), vectorisable (no libm call; its clamps and NaN test become vector selects, which GCC
+// allows only with -fno-trapping-math, as the Makefile builds: otherwise the comparisons stay
+// branches and the loops over the vocabulary stay scalar, 5-10x slower):
 // Cephes' expf polynomial on x - n ln 2, times 2^n built from the exponent bits. Relative
 // error about 2e-7 (1-2 ulp). Inputs are clamped to [-87, 88]: below, the result is a tiny
 // positive value, so callers zero masked entries themselves, never through exp(-inf).
