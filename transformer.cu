@@ -631,6 +631,12 @@ __device__ __forceinline__ TileOf tile_of(int L, int rows, int H) {
     return {b, h, t * rows, min(rows, L - t * rows)};
 }
 
+// The causal mask (query i sees keys j <= i) in index ranges: query i sees keys [0,
+// keys_seen(s, i)), P and dS being 0 past them; keys from j on are seen by queries
+// [queries_from(s, j), Lq) only. Without the mask: every key, every query.
+__device__ __forceinline__ int keys_seen(const AttentionShape& s, int i) { return s.causal ? min(s.Lk, i + 1) : s.Lk; }
+__device__ __forceinline__ int queries_from(const AttentionShape& s, int j) { return s.causal ? min(s.Lq, j) : 0; }
+
 // P (Lk) of one query row: scores, masked to -inf, become the softmax (0 where masked).
 __device__ void warp_masked_softmax(float* P, int Lk) {
     const int lane = lane_id();
@@ -686,7 +692,7 @@ __global__ void attention_forward_tiled_kernel(T* ctx, float* probs, const T* q,
     }
     __syncwarp();
     for (int r = warp; r < tt.n; r += WARPS) warp_masked_softmax(probs + o.probs + (size_t)(tt.r0 + r) * s.Lk, s.Lk);
-    const int seen = s.causal ? min(s.Lk, tt.r0 + tt.n) : s.Lk;   // keys the tile's queries see: P is 0 past them
+    const int seen = keys_seen(s, tt.r0 + tt.n - 1);   // keys the tile's queries see: P is 0 past them
     for (int j0 = 0; j0 < seen; j0 += tl.chunk) {   // the context, a chunk of values at a time
         const int nk = min(tl.chunk, s.Lk - j0);
         __syncthreads();
@@ -755,7 +761,7 @@ __global__ void attention_backward_query_tiled_kernel(T* dq, float* dS, const T*
         for (int j = lane; j < s.Lk; j += 32) D[j] = P[j] * (D[j] - dot) * scale;
     }
     __syncwarp();
-    const int seen = s.causal ? min(s.Lk, tt.r0 + tt.n) : s.Lk;   // keys the tile's queries see: dS is 0 past them
+    const int seen = keys_seen(s, tt.r0 + tt.n - 1);   // keys the tile's queries see: dS is 0 past them
     for (int j0 = 0; j0 < seen; j0 += tl.chunk) {   // dQ = dS K
         const int nk = min(tl.chunk, s.Lk - j0);
         __syncthreads();
@@ -794,7 +800,7 @@ __global__ void attention_backward_key_tiled_kernel(T* dkv, const float* dS, con
     float* ds = acc_v + (size_t)tl.rows * s.dv;      // (rows, chunk + 1) dS of a chunk, per key
     float* pd = ds + (size_t)tl.rows * PC;           // (rows, chunk + 1) dropout(P) of a chunk
     for (int e = threadIdx.x; e < tl.rows * (s.dk + s.dv); e += blockDim.x) acc_k[e] = 0.0f;   // and acc_v
-    const int from = s.causal ? min(s.Lq, tt.r0) : 0;   // queries before the tile's first key see none of its keys
+    const int from = queries_from(s, tt.r0);   // queries before it see none of the tile's keys
     for (int i0 = from; i0 < s.Lq; i0 += tl.chunk) {
         const int nq = min(tl.chunk, s.Lq - i0);
         __syncthreads();
@@ -1047,7 +1053,7 @@ __global__ void attention_forward_fused_kernel(bf16* ctx, float* probs, const bf
     const int* kt = key_tokens + (size_t)tt.b * s.Lk;
     const bf16* keys = kv + o.k;
     const bf16* vals = kv + o.v;
-    const int seen = s.causal ? min(s.Lk, tt.r0 + tt.n) : s.Lk;   // keys the tile's queries see
+    const int seen = keys_seen(s, tt.r0 + tt.n - 1);   // keys the tile's queries see
     stage_padded(qs, m.ldq, rows, dk, q + o.q, s.q_stride, tt.r0, tt.n, s.dk);
     stage_padded(kvs, m.ldkv, Lk, dk, keys, s.kv_stride, 0, seen, s.dk);
     __syncthreads();
@@ -1106,7 +1112,7 @@ __global__ void attention_backward_query_fused_kernel(bf16* dq, bf16* dS, const 
     const float scale = 1.0f / sqrtf((float)s.dk);
     const bf16* keys = kv + o.k;
     const bf16* vals = kv + o.v;
-    const int seen = s.causal ? min(s.Lk, tt.r0 + tt.n) : s.Lk;   // keys the tile's queries see
+    const int seen = keys_seen(s, tt.r0 + tt.n - 1);   // keys the tile's queries see
     stage_padded(dcs, m.ldd, rows, dv, dctx + o.ctx, (size_t)s.H * s.dv, tt.r0, tt.n, s.dv);
     stage_padded(kvs, m.ldkv, Lk, dv, vals, s.kv_stride, 0, seen, s.dv);
     __syncthreads();
@@ -1119,7 +1125,7 @@ __global__ void attention_backward_query_fused_kernel(bf16* dq, bf16* dS, const 
         bf16* D = ds + (size_t)r * m.ldp;
         const size_t e0 = o.probs + (size_t)(tt.r0 + r) * s.Lk;
         const float* P = probs + e0;
-        const int seen = r >= tt.n ? 0 : s.causal ? min(s.Lk, tt.r0 + r + 1) : s.Lk;   // P is 0 past them
+        const int seen = r < tt.n ? keys_seen(s, tt.r0 + r) : 0;
         float dot = 0.0f;
         for (int j = lane; j < seen; j += 32) {
             G[j] = attention_dropout(G[j], seed, e0 + j, p_attn);   // dP in place: a lane reads back its own
@@ -1162,7 +1168,7 @@ __global__ void attention_backward_key_fused_kernel(bf16* dkv, const bf16* dS, c
     const int warp = threadIdx.x / 32, lane = lane_id();
     const int Lq = pad16(s.Lq), dk = pad16(s.dk), dv = pad16(s.dv);
     // queries before the tile's first key see none of its keys (causal): neither staged nor read
-    const int from = s.causal ? min(s.Lq, tt.r0) : 0;
+    const int from = queries_from(s, tt.r0);
     stage_padded(qs + (size_t)from * m.ldq, m.ldq, Lq - from, dk, q + o.q, s.q_stride, from, s.Lq - from, s.dk);
     stage_padded(dcs + (size_t)from * m.ldd, m.ldd, Lq - from, dv, dctx + o.ctx, (size_t)s.H * s.dv, from, s.Lq - from, s.dv);
     // consecutive threads take consecutive keys of one query: coalesced reads of the (Lq, Lk) rows
