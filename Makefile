@@ -233,8 +233,27 @@ $(BUILD)/bench_%: $(BUILD)/bench/bench_%.o $(LIB_A) | $(CUDA_LIB)
 $(BUILD)/fuzz_replay_%: $(BUILD)/test/fuzz/fuzz_%.o $(BUILD)/test/fuzz/replay_main.o $(LIB_A) | $(CUDA_LIB)
 	$(CXX) $(CXXFLAGS) $(filter %.o,$^) $(filter %.a,$^) -o $@ $(LINK_AS_NEEDED) $(LDLIBS)
 
+# The CPU kernels again for each x86-64 instruction set they are written for (cpu/gemm.cpp:
+# AVX-512, else AVX2 + FMA, else plain C++; cpu/gemm_int8.cpp: AVX-512 VNNI, else AVX2, else plain
+# C++). -march=native builds only the first this machine has, so test_gemm.ISA and
+# test_gemm_int8.ISA build each of them; run_tests.sh runs those the CPU can and says SKIP for
+# the others (it reads the flags from /proc/cpuinfo).
+ifeq ($(shell uname -m),x86_64)
+  KERNEL_ISAS := avx512 avx2 plain
+  ISA_TESTS := $(foreach t,gemm gemm_int8,$(KERNEL_ISAS:%=$(BUILD)/test_$(t).%))
+endif
+ISA_FLAGS_avx512 := -march=x86-64-v4 -mavx512vnni
+ISA_FLAGS_avx2 := -march=x86-64-v3
+ISA_FLAGS_plain := -march=x86-64
+$(BUILD)/test_gemm.%: test/test_gemm.cpp cpu/gemm.cpp cpu/gemm.h test/check.h
+	@mkdir -p $(BUILD)
+	$(CXX) $(CXXFLAGS) $(ISA_FLAGS_$*) -mtune=generic test/test_gemm.cpp cpu/gemm.cpp -o $@
+$(BUILD)/test_gemm_int8.%: test/test_gemm_int8.cpp cpu/gemm_int8.cpp cpu/gemm_int8.h test/check.h
+	@mkdir -p $(BUILD)
+	$(CXX) $(CXXFLAGS) $(ISA_FLAGS_$*) -mtune=generic test/test_gemm_int8.cpp cpu/gemm_int8.cpp -o $@
+
 # The tests run from the repository root; test/run_tests.sh adds up their closing lines.
-test: $(TESTS:%=$(BUILD)/%) $(PROGRAMS:%=$(BIN)/%) $(BUILD)/bench_train $(BUILD)/bench_attention $(BUILD)/fp32_peak $(BUILD)/translate_nohttp \
+test: $(TESTS:%=$(BUILD)/%) $(ISA_TESTS) $(PROGRAMS:%=$(BIN)/%) $(BUILD)/bench_train $(BUILD)/bench_attention $(BUILD)/fp32_peak $(BUILD)/translate_nohttp \
       $(FUZZ_TARGETS:%=$(BUILD)/fuzz_replay_%) $(EMU_LIB) $(BUILD)/test_emulator
 	@SANITIZED=$(if $(filter 1,$(SANITIZE)),1,0) sh test/run_tests.sh $(BUILD) $(BIN)
 

@@ -1,9 +1,10 @@
 // gemm.h — the project's own single-precision matrix product (SGEMM), row-major.
 //
 // Every linear layer, the attention products and their backward passes go through sgemm().
-// The implementation (gemm.cpp) is a cache-blocked, AVX-512, OpenMP-parallel GEMM in the
-// GotoBLAS/BLIS style; its header comment explains the design. Build options:
-//   default        our own kernels (AVX-512 when __AVX512F__ is defined, portable C++ otherwise)
+// The implementation (gemm.cpp) is a cache-blocked, AVX-512 or AVX2, OpenMP-parallel GEMM in
+// the GotoBLAS/BLIS style; its header comment explains the design. Build options:
+//   default        our own kernels (AVX-512 when __AVX512F__ is defined, else AVX2 + FMA when
+//                  __AVX2__ and __FMA__ are, portable C++ otherwise)
 //   -DUSE_OPENBLAS sgemm forwards to cblas_sgemm (link with -lopenblas)
 //   without -fopenmp the product runs serially.
 #pragma once

@@ -3,8 +3,10 @@
 // An opt-in alternative to the fp32 sgemm() for the linear layers of decoding: the weights
 // are quantized once to int8 (symmetric, one scale per output row), the activations per row
 // on every call, and the product runs in exact int32 arithmetic (AVX-512 VNNI vpdpbusd,
-// 64 multiply-adds per instruction). gemm_int8.cpp's header comment explains the design.
+// 64 multiply-adds per instruction; on AVX2, vpsignb + vpmaddubsw + vpmaddwd).
+// gemm_int8.cpp's header comment explains the design.
 //   with __AVX512VNNI__ and __AVX512BW__   the VNNI micro-kernel
+//   else with __AVX2__                     the AVX2 micro-kernel, bitwise the same results
 //   otherwise                              portable C++ giving bitwise the same results
 //   without -fopenmp                       serial
 #pragma once

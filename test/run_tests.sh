@@ -54,6 +54,29 @@ run decode "$BUILD/test_decode"
 run train "$BUILD/test_train"
 run gemm "$BUILD/test_gemm"
 run gemm_int8 "$BUILD/test_gemm_int8"
+# The same two for each instruction set the kernels are written for (the Makefile's KERNEL_ISAS;
+# x86-64 only), where this CPU has what the build asks for.
+isa_flags() {
+    case $1 in
+        avx512) echo "avx512f avx512bw avx512dq avx512vl avx512cd avx512_vnni avx2 fma bmi2 movbe" ;;
+        avx2) echo "avx2 fma bmi1 bmi2 f16c movbe abm" ;;
+        plain) echo "sse2" ;;
+    esac
+}
+for isa in avx512 avx2 plain; do
+    for t in gemm gemm_int8; do
+        [ -x "$BUILD/test_$t.$isa" ] || continue
+        missing=""
+        for flag in $(isa_flags $isa); do
+            grep -qw "$flag" /proc/cpuinfo 2> /dev/null || missing="$missing $flag"
+        done
+        if [ -z "$missing" ]; then
+            run "${t}_$isa" "$BUILD/test_$t.$isa"
+        else
+            run "${t}_$isa" sh -c "echo 'SKIP test_$t.$isa: this CPU lacks$missing'; echo '${t}_$isa: 0 passed, 0 failed, 1 skipped'"
+        fi
+    done
+done
 run tokenizer "$BUILD/test_tokenizer"
 run data "$BUILD/test_data"
 run bleu "$BUILD/test_bleu"
