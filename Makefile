@@ -125,7 +125,7 @@ LIB_A := $(BUILD)/libtransformer.a
 LINK_AS_NEEDED := -Wl,--as-needed
 
 PROGRAMS := train translate average bleu bpe
-TESTS := test_core test_ops test_decode test_train test_gemm test_gemm_int8 test_tokenizer test_data test_attention \
+TESTS := test_core test_ops test_decode test_train test_gemm test_gemm_int8 test_tokenizer test_data test_attention test_openmp_wait \
          test_bleu test_cuda
 # libFuzzer targets (test/fuzz/fuzz_*.cpp); make test replays their seeds and regression inputs.
 FUZZ_TARGETS := tokenizer vocab safetensors checkpoint parallel translate

@@ -22,6 +22,7 @@
 #include <vector>
 
 #include "model/checkpoint.h"
+#include "cli/openmp_wait.h"
 #include "cli/options.h"
 #include "toolkit/decode.h"
 

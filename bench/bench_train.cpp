@@ -22,6 +22,7 @@
 #include <vector>
 
 #include "bench/device_fill.h"
+#include "cli/openmp_wait.h"
 #include "cli/options.h"
 #include "model/profile.h"
 #include "transformer.h"

@@ -17,6 +17,7 @@
 #include <string>
 #include <vector>
 
+#include "cli/openmp_wait.h"
 #include "cli/options.h"
 #include "cli/text_io.h"
 #include "tokenizer.h"

@@ -16,6 +16,7 @@
 #include <cstdlib>
 #include <string>
 
+#include "cli/openmp_wait.h"
 #include "cli/options.h"
 #include "cli/text_io.h"
 #include "tokenizer.h"

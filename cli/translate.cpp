@@ -41,6 +41,7 @@
 #include <vector>
 
 #include "cli/line_check.h"
+#include "cli/openmp_wait.h"
 #include "cli/options.h"
 #include "cli/serve.h"
 #include "cli/text_io.h"

@@ -77,6 +77,7 @@ for isa in avx512 avx2 plain; do
         fi
     done
 done
+run openmp_wait "$BUILD/test_openmp_wait"
 run tokenizer "$BUILD/test_tokenizer"
 run data "$BUILD/test_data"
 run bleu "$BUILD/test_bleu"
