@@ -100,12 +100,6 @@ inline int quantize(float v, float inv) {
     return (int)std::min(127.0f, std::max(-127.0f, r));
 }
 
-// The dequantization of one output: fma(float(acc), sx * scale, bias), then ReLU.
-inline float dequant(int32_t acc, float sx, float scale, float bias, bool relu) {
-    float v = std::fma((float)acc, sx * scale, bias);
-    return relu ? (v > 0.0f ? v : 0.0f) : v;
-}
-
 // ---------------------------------------------------------------------------------------------
 // Activation quantization, in two passes over the rows (row_amax for every row, then
 // quantize_row): the rows' max -> divide -> convert latency chains then overlap.
@@ -151,6 +145,44 @@ void quantize_row(const float* x, int K, int k4, float inv_s, uint8_t* dst) {
         int n = k4 - k;
         _mm512_mask_storeu_epi8(dst + k, n >= 64 ? ~0ull : (1ull << n) - 1, q);
     }
+}
+#elif defined(GEMM_INT8_AVX2)
+// max_k |x[k]| of one row of K floats (the maximum is exact in any order).
+float row_amax(const float* x, int K) {
+    const __m256 abs_mask = _mm256_castsi256_ps(_mm256_set1_epi32(0x7fffffff));
+    __m256 m0 = _mm256_setzero_ps(), m1 = _mm256_setzero_ps();
+    int k = 0;
+    for (; k + 16 <= K; k += 16) {
+        m0 = _mm256_max_ps(m0, _mm256_and_ps(abs_mask, _mm256_loadu_ps(x + k)));
+        m1 = _mm256_max_ps(m1, _mm256_and_ps(abs_mask, _mm256_loadu_ps(x + k + 8)));
+    }
+    alignas(32) float lanes[8];
+    _mm256_store_ps(lanes, _mm256_max_ps(m0, m1));
+    float amax = 0.0f;
+    for (float v : lanes) amax = std::max(amax, v);
+    for (; k < K; k++) amax = std::max(amax, std::fabs(x[k]));
+    return amax;
+}
+
+// One row of K floats -> u8 = rne(x * inv) + 128 (k4 bytes, K..k4 = 128), as the VNNI version:
+// 32 values per step converted to int32 (rne under the default MXCSR rounding, as
+// std::nearbyint), packed with signed saturation to int16 and int8 (each 128-bit lane then
+// holds 4 values of each vector, put back in order by one dword permutation), clamped to
+// -127, plus 128. The last K % 32 values go through the scalar quantize().
+void quantize_row(const float* x, int K, int k4, float inv_s, uint8_t* dst) {
+    const __m256 inv = _mm256_set1_ps(inv_s);
+    const __m256i order = _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7);
+    const __m256i lo = _mm256_set1_epi8(-127), bias = _mm256_set1_epi8((char)0x80);
+    auto scaled = [&](const float* p) { return _mm256_cvtps_epi32(_mm256_mul_ps(_mm256_loadu_ps(p), inv)); };
+    int k = 0;
+    for (; k + 32 <= K; k += 32) {
+        __m256i q = _mm256_packs_epi16(_mm256_packs_epi32(scaled(x + k), scaled(x + k + 8)),
+                                       _mm256_packs_epi32(scaled(x + k + 16), scaled(x + k + 24)));
+        q = _mm256_permutevar8x32_epi32(q, order);
+        _mm256_storeu_si256(reinterpret_cast<__m256i*>(dst + k), _mm256_xor_si256(_mm256_max_epi8(q, lo), bias));
+    }
+    for (; k < K; k++) dst[k] = (uint8_t)(quantize(x[k], inv_s) + 128);
+    for (; k < k4; k++) dst[k] = 128;
 }
 #else
 float row_amax(const float* x, int K) {
@@ -297,6 +329,13 @@ void micro_kernel(const Problem& p, const uint8_t* a, const int8_t* b, int m0, i
         }
 }
 #else
+// The dequantization of one output: fma(float(acc), sx * scale, bias), then ReLU (the vector
+// kernels' epilogues do the same operations on 16 or 8 outputs at a time).
+inline float dequant(int32_t acc, float sx, float scale, float bias, bool relu) {
+    float v = std::fma((float)acc, sx * scale, bias);
+    return relu ? (v > 0.0f ? v : 0.0f) : v;
+}
+
 template <int R>
 void micro_kernel(const Problem& p, const uint8_t* a, const int8_t* b, int m0, int n0, int n) {
     int32_t acc[R][NR] = {};
