@@ -392,7 +392,7 @@ info:
 	@echo "CUDA:     $(if $(filter 1,$(CUDA)),$(CUDA_LIB) ($(CUDA_ARCH); cuBLASLt from $(CUDA_HOME)); loaded when a GPU is present,CPU-only build)"
 	@echo "BLAS:     $(if $(BLAS_FLAGS),OpenBLAS (cblas_sgemm),own cpu/gemm.cpp)"
 	@echo "MPI:      $(if $(filter 1,$(MPI)),$(MPICXX) ($$($(MPICXX) --showme:version 2>&1 | head -1)): mpirun -np N ./train,not built: ./train is single-process)"
-	@echo "HTTP:     $(if $(filter 1,$(HTTP)),cpp-httplib ($(or $(shell pkg-config --modversion cpp-httplib 2>/dev/null),header found)): ./translate --serve,not built: ./translate --serve is refused (no cpp-httplib; Debian: libcpp-httplib-dev)")"
+	@echo "HTTP:     $(if $(filter 1,$(HTTP)),cpp-httplib ($(or $(shell pkg-config --modversion cpp-httplib 2>/dev/null),header found)): ./translate --serve,not built: ./translate --serve is refused (no cpp-httplib; Debian: libcpp-httplib-dev))"
 	@echo "NCCL:     $(if $(NCCL_LIB),$(NCCL_LIB) ($(NCCL_H); $(NCCL_LIBDIR)/libnccl.so),not built$(if $(filter 1,$(CUDA)),: $(if $(NCCL_H),nccl.h without libnccl.so,no nccl.h),: no CUDA backend))"
 
 clean:
