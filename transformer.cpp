@@ -537,9 +537,9 @@ void attention_step_cross(float* ctx, const float* q, const float* kt, const flo
 // PyTorch's CrossEntropyLoss(label_smoothing=eps, ignore_index=PAD): per row,
 // loss = lse - (1 - eps) z_y - (eps / V) sum_k z_k.  Decoding's log-softmax + top-k.
 // ============================================================================================
-// §5.4 Label Smoothing: returns the sum of the rows' losses; lse (rows) saved.
-double crossentropy_forward(float* lse, const float* logits, const int* labels, int rows, int V,
-                            float eps) {
+// §5.4 Label Smoothing: *loss += the sum of the rows' losses; lse (rows) saved.
+void crossentropy_forward(float* lse, double* loss, const float* logits, const int* labels,
+                          int rows, int V, float eps) {
     std::vector<double> row_loss(rows, 0.0);
 #pragma omp parallel for schedule(static)
     for (int r = 0; r < rows; r++) {
@@ -560,7 +560,7 @@ double crossentropy_forward(float* lse, const float* logits, const int* labels, 
     }
     double total = 0.0;
     for (int r = 0; r < rows; r++) total += row_loss[r];
-    return total;
+    *loss += total;
 }
 
 // logits (rows, V) -> (softmax - q) * scale in place; PAD rows -> 0.
@@ -907,9 +907,9 @@ public:
         cpu::attention_step_cross(F(ctx), F(q), F(kt), F(kv), ld, len, sentence, S, s);
     }
 
-    double crossentropy_forward(float* lse, const floatX* logits, const int* labels, int rows,
-                                int V, float eps) override {
-        return cpu::crossentropy_forward(lse, F(logits), labels, rows, V, eps);
+    void crossentropy_forward(float* lse, double* loss, const floatX* logits, const int* labels,
+                              int rows, int V, float eps) override {
+        cpu::crossentropy_forward(lse, loss, F(logits), labels, rows, V, eps);
     }
     void crossentropy_backward(floatX* logits, const float* lse, const int* labels, int rows,
                                int V, float eps, float scale) override {

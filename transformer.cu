@@ -1380,13 +1380,13 @@ __global__ void crossentropy_forward_kernel(float* lse, double* row_loss, const 
     }
 }
 
-// out[0] = sum of v (n) in a fixed order: one block.
-__global__ void sum_kernel(double* out, const double* v, int n) {
+// out[0] = sum of v (n) in a fixed order, or out[0] += it when add: one block.
+__global__ void sum_kernel(double* out, const double* v, int n, bool add) {
     __shared__ double sd[32];
     double acc = 0.0;
     for (int i = threadIdx.x; i < n; i += blockDim.x) acc += v[i];
     acc = block_reduce(acc, Add(), sd);
-    if (threadIdx.x == 0) out[0] = acc;
+    if (threadIdx.x == 0) out[0] = add ? out[0] + acc : acc;
 }
 
 template <class T>
@@ -2054,15 +2054,12 @@ public:
         else launch(cuda::attention_step_cross_kernel<float>, blocks, threads, smem, (float*)ctx, (const float*)q, (const float*)kt, (const float*)kv, ld, len, sentence, S, s);
     }
 
-    double crossentropy_forward(float* lse, const floatX* logits, const int* labels, int rows, int V,
-                                float eps) override {
-        double* row_loss = (double*)scratch(0, ((size_t)rows + 1) * sizeof(double));
+    void crossentropy_forward(float* lse, double* loss, const floatX* logits, const int* labels, int rows,
+                              int V, float eps) override {
+        double* row_loss = (double*)scratch(0, (size_t)rows * sizeof(double));
         if (bf()) launch(cuda::crossentropy_forward_kernel<bf16>, dim3(rows), dim3(cuda::THREADS), 0, lse, row_loss, (const bf16*)logits, labels, V, eps);
         else launch(cuda::crossentropy_forward_kernel<float>, dim3(rows), dim3(cuda::THREADS), 0, lse, row_loss, (const float*)logits, labels, V, eps);
-        launch(cuda::sum_kernel, dim3(1), dim3(1024), 0, row_loss + rows, (const double*)row_loss, rows);
-        double total = 0;
-        download(&total, row_loss + rows, sizeof(double));
-        return total;
+        launch(cuda::sum_kernel, dim3(1), dim3(1024), 0, loss, (const double*)row_loss, rows, true);
     }
     void crossentropy_backward(floatX* logits, const float* lse, const int* labels, int rows, int V,
                                float eps, float scale) override {
@@ -2096,7 +2093,7 @@ public:
     double global_norm(const float* g, size_t n) override {
         double* partial = (double*)scratch(0, (cuda::REDUCE_BLOCKS + 1) * sizeof(double));
         launch(cuda::sum_squares_kernel, dim3(cuda::REDUCE_BLOCKS), dim3(cuda::THREADS), 0, partial, g, n);
-        launch(cuda::sum_kernel, dim3(1), dim3(1024), 0, partial + cuda::REDUCE_BLOCKS, (const double*)partial, cuda::REDUCE_BLOCKS);
+        launch(cuda::sum_kernel, dim3(1), dim3(1024), 0, partial + cuda::REDUCE_BLOCKS, (const double*)partial, cuda::REDUCE_BLOCKS, false);
         double total = 0;
         download(&total, partial + cuda::REDUCE_BLOCKS, sizeof(double));
         return std::sqrt(total);

@@ -331,9 +331,10 @@ public:
     // ---- §3.4 The pre-softmax projection's loss: §5.4 Label Smoothing ------------------------
     // Cross-entropy with label smoothing eps, PyTorch's convention: q(y) = 1 - eps + eps/V,
     // q(k) = eps/V; PAD labels ignored. logits (rows, V); lse (rows) saved (0 on PAD rows).
-    // Returns the SUM of the rows' losses to the host.
-    virtual double crossentropy_forward(float* lse, const floatX* logits, const int* labels,
-                                        int rows, int V, float eps) = 0;
+    // Adds the SUM of the rows' losses to *loss, one double in the backend's memory: a batch's
+    // chunks accumulate there and the host reads the total once (on the GPU: no wait a chunk).
+    virtual void crossentropy_forward(float* lse, double* loss, const floatX* logits,
+                                      const int* labels, int rows, int V, float eps) = 0;
     // In place: logits (rows, V) become dlogits = (softmax - q) * scale; PAD rows become 0.
     virtual void crossentropy_backward(floatX* logits, const float* lse, const int* labels,
                                        int rows, int V, float eps, float scale) = 0;

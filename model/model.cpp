@@ -103,6 +103,7 @@ struct Activations {
     floatX* logits;                   // (logit_rows, V): the logits of one chunk of rows
     int logit_rows = 0;
     float* lse;                       // (B*T)
+    double* loss;                     // (1) the batch's summed loss, accumulated chunk by chunk
     // backward temporaries
     floatX *d_a, *d_b, *d_tmp, *d_tmp2;   // (max_rows, d)
     floatX *d_proj, *d_ctx, *d_kv, *d_enc_out;
@@ -123,6 +124,7 @@ struct Plan {
     floatX* fX(size_t n) { return (floatX*)take(n * fx); }
     float* f32(size_t n) { return (float*)take(n * sizeof(float)); }
     int* i32(size_t n) { return (int*)take(n * sizeof(int)); }
+    double* f64(size_t n) { return (double*)take(n * sizeof(double)); }
 };
 
 static uint32_t site_id(int stack, int layer, int block) {
@@ -214,6 +216,7 @@ static size_t plan_forward(Activations* a, const Config& c, int B, int S, int T,
     a->logits = mem.fX((size_t)logit_rows * c.vocab);
     a->logit_rows = logit_rows;
     a->lse = mem.f32(rt);
+    a->loss = mem.f64(1);
     a->top = top_k ? mem.i32(2 * top_k) : nullptr;
     if (!backward) return mem.used;
     a->d_a = mem.fX(max_rows * d);
@@ -705,7 +708,8 @@ static void forward(Model* m, const Batch& bt, bool train, size_t top_k) {
 }
 
 // §3.4 Embeddings and Softmax, §5.4 Label Smoothing: the tied pre-softmax projection and the
-// loss over the batch's labels, chunk by chunk: the logits, lse, the sum of the rows' losses.
+// loss over the batch's labels, chunk by chunk: the logits, lse, the sum of the rows' losses
+// (accumulated on the device in a->loss, read once at the end: one wait for the host a batch).
 // backward (training) also turns each chunk's logits into their gradient in place, scaled by
 // grad_scale, and takes it through the projection at once: d_dec_out (a->d_a) = dlogits E,
 // dE += dlogits^T dec_out. No (rows, V) logits or probabilities are ever kept.
@@ -713,17 +717,19 @@ static double classifier(const Pass& ps, bool backward, float grad_scale) {
     Activations* a = ps.a;
     const Config& c = ps.m->cfg;
     const int d = c.d_model;
-    double sum = 0;
+    ps.ops.fill_zero(a->loss, sizeof(double));
     for_each_logit_chunk(ps, a->dec_out, ps.B * ps.T, [&](int r0, int n) {
         float* lse = a->lse + r0;
         const int* labels = a->labels + r0;
-        sum += ps.ops.crossentropy_forward(lse, a->logits, labels, n, c.vocab, c.label_smoothing);
+        ps.ops.crossentropy_forward(lse, a->loss, a->logits, labels, n, c.vocab, c.label_smoothing);
         if (!backward) return;
         ps.ops.crossentropy_backward(a->logits, lse, labels, n, c.vocab, c.label_smoothing, grad_scale);
         ps.ops.linear_backward(ps.at(a->d_a, (size_t)r0 * d), 0.0f, ps.G(ps.m->layout.embed), nullptr,
                                a->logits, ps.at(a->dec_out, (size_t)r0 * d), ps.W(ps.m->layout.embed),
                                n, d, c.vocab);
     });
+    double sum = 0;
+    ps.ops.download(&sum, a->loss, sizeof(double));
     return sum;
 }
 

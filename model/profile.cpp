@@ -229,11 +229,10 @@ void ProfiledBackend::attention_step_cross(floatX* ctx, const floatX* q, const f
 }
 
 // ---- §3.4 The loss, and decoding's choices ------------------------------------------------------
-double ProfiledBackend::crossentropy_forward(float* lse, const floatX* logits, const int* labels, int rows, int V,
-                                             float eps) {
-    const double loss = inner_->crossentropy_forward(lse, logits, labels, rows, V, eps);
+void ProfiledBackend::crossentropy_forward(float* lse, double* loss, const floatX* logits, const int* labels,
+                                           int rows, int V, float eps) {
+    inner_->crossentropy_forward(lse, loss, logits, labels, rows, V, eps);
     done("crossentropy_forward", 0, (double)rows * V * fx() + 8.0 * rows);
-    return loss;
 }
 void ProfiledBackend::crossentropy_backward(floatX* logits, const float* lse, const int* labels, int rows, int V,
                                             float eps, float scale) {

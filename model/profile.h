@@ -97,8 +97,8 @@ public:
                                   int ld) override;
     void attention_step_cross(floatX* ctx, const floatX* q, const floatX* kt, const floatX* kv, int ld,
                               const int* len, const int* sentence, int S, const StepShape& s) override;
-    double crossentropy_forward(float* lse, const floatX* logits, const int* labels, int rows, int V,
-                                float eps) override;
+    void crossentropy_forward(float* lse, double* loss, const floatX* logits, const int* labels, int rows,
+                              int V, float eps) override;
     void crossentropy_backward(floatX* logits, const float* lse, const int* labels, int rows, int V,
                                float eps, float scale) override;
     void logsoftmax_topk(int* tokens, float* logp, const floatX* logits, int rows, int V, int ld, int k,

@@ -1420,11 +1420,15 @@ void test_crossentropy_forward(Backend& be, Backend* cpu) {
     for (const Case& c : cases) {
         const Vec z = rand_x(be, (size_t)c.rows * c.V, c.offset - 4, c.offset + 4);
         const IVec labels = ce_labels(c.rows, c.V);
+        // The op adds to the loss it is given (a batch's chunks accumulate on the device): it
+        // starts from `before`, and the sum checked is what the op added.
+        const double before = 1.25;
         struct Out { double sum; Vec lse; };
         auto run = [&](Backend& b) {
             Mem zm = put_x(b, z), lm = put_i(b, labels), lse(b, c.rows * 4);
-            const double sum = b.crossentropy_forward(lse.f(), zm.x(), lm.i(), c.rows, c.V, c.eps);
-            return Out{sum, get_f(b, lse.f(), c.rows)};
+            Mem loss = put(b, std::vector<double>{before});
+            b.crossentropy_forward(lse.f(), (double*)loss.get(), zm.x(), lm.i(), c.rows, c.V, c.eps);
+            return Out{get<double>(b, loss.get(), 1)[0] - before, get_f(b, lse.f(), c.rows)};
         };
         const DVec z64 = D(z);
         double sum = 0;
@@ -1466,7 +1470,8 @@ void test_crossentropy_backward(Backend& be, Backend* cpu) {
         const IVec labels = ce_labels(c.rows, c.V);
         auto run = [&](Backend& b) {
             Mem zm = put_x(b, z), lm = put_i(b, labels), lse(b, c.rows * 4);
-            b.crossentropy_forward(lse.f(), zm.x(), lm.i(), c.rows, c.V, c.eps);
+            Mem loss = put(b, std::vector<double>{0.0});
+            b.crossentropy_forward(lse.f(), (double*)loss.get(), zm.x(), lm.i(), c.rows, c.V, c.eps);
             b.crossentropy_backward(zm.x(), lse.f(), lm.i(), c.rows, c.V, c.eps, c.scale);
             return get_x(b, zm.x(), n);
         };
