@@ -112,7 +112,7 @@ endif
 
 # The model library: every layer, the sequence, checkpoints, decoding, data, tokenizer, BLEU.
 MODEL_SRC := transformer.cpp model/backend.cpp model/config.cpp model/model.cpp model/checkpoint.cpp \
-             model/profile.cpp cpu/gemm.cpp cpu/gemm_int8.cpp
+             model/profile.cpp cpu/gemm.cpp cpu/gemm_int8.cpp cpu/gemm_bf16.cpp
 TEXT_SRC := tokenizer.cpp toolkit/decode.cpp toolkit/parallel_data.cpp toolkit/bleu_score.cpp \
             toolkit/svg.cpp toolkit/attention_view.cpp toolkit/curves.cpp \
             toolkit/trainer.cpp toolkit/distributed.cpp toolkit/batch_queue.cpp
@@ -125,7 +125,7 @@ LIB_A := $(BUILD)/libtransformer.a
 LINK_AS_NEEDED := -Wl,--as-needed
 
 PROGRAMS := train translate average bleu bpe
-TESTS := test_core test_ops test_decode test_train test_gemm test_gemm_int8 test_tokenizer test_data test_attention test_openmp_wait \
+TESTS := test_core test_ops test_decode test_train test_gemm test_gemm_int8 test_gemm_bf16 test_tokenizer test_data test_attention test_openmp_wait \
          test_bleu test_cuda
 # libFuzzer targets (test/fuzz/fuzz_*.cpp); make test replays their seeds and regression inputs.
 FUZZ_TARGETS := tokenizer vocab safetensors checkpoint parallel translate
@@ -234,13 +234,14 @@ $(BUILD)/fuzz_replay_%: $(BUILD)/test/fuzz/fuzz_%.o $(BUILD)/test/fuzz/replay_ma
 	$(CXX) $(CXXFLAGS) $(filter %.o,$^) $(filter %.a,$^) -o $@ $(LINK_AS_NEEDED) $(LDLIBS)
 
 # The CPU kernels again for each x86-64 instruction set they are written for (cpu/gemm.cpp:
-# AVX-512, else AVX2 + FMA, else plain C++; cpu/gemm_int8.cpp: AVX-512 VNNI, else AVX2, else plain
-# C++). -march=native builds only the first this machine has, so test_gemm.ISA and
-# test_gemm_int8.ISA build each of them; run_tests.sh runs those the CPU can and says SKIP for
-# the others (it reads the flags from /proc/cpuinfo).
+# AVX-512, else AVX2 + FMA, else plain C++; cpu/gemm_int8.cpp: AVX-512 VNNI (and AMX), else AVX2,
+# else plain C++; cpu/gemm_bf16.cpp: AMX with AVX-512, else sgemm on rounded operands).
+# -march=native builds only the first this machine has, so test_gemm.ISA, test_gemm_int8.ISA
+# and test_gemm_bf16.ISA build each of them; run_tests.sh runs those the CPU can and says SKIP
+# for the others (it reads the flags from /proc/cpuinfo).
 ifeq ($(shell uname -m),x86_64)
   KERNEL_ISAS := avx512 avx2 plain
-  ISA_TESTS := $(foreach t,gemm gemm_int8,$(KERNEL_ISAS:%=$(BUILD)/test_$(t).%))
+  ISA_TESTS := $(foreach t,gemm gemm_int8 gemm_bf16,$(KERNEL_ISAS:%=$(BUILD)/test_$(t).%))
 endif
 ISA_FLAGS_avx512 := -march=x86-64-v4 -mavx512vnni
 ISA_FLAGS_avx2 := -march=x86-64-v3
@@ -248,9 +249,12 @@ ISA_FLAGS_plain := -march=x86-64
 $(BUILD)/test_gemm.%: test/test_gemm.cpp cpu/gemm.cpp cpu/gemm.h test/check.h
 	@mkdir -p $(BUILD)
 	$(CXX) $(CXXFLAGS) $(ISA_FLAGS_$*) -mtune=generic test/test_gemm.cpp cpu/gemm.cpp -o $@
-$(BUILD)/test_gemm_int8.%: test/test_gemm_int8.cpp cpu/gemm_int8.cpp cpu/gemm_int8.h test/check.h
+$(BUILD)/test_gemm_int8.%: test/test_gemm_int8.cpp cpu/gemm_int8.cpp cpu/gemm_int8.h cpu/amx.h test/check.h
 	@mkdir -p $(BUILD)
 	$(CXX) $(CXXFLAGS) $(ISA_FLAGS_$*) -mtune=generic test/test_gemm_int8.cpp cpu/gemm_int8.cpp -o $@
+$(BUILD)/test_gemm_bf16.%: test/test_gemm_bf16.cpp cpu/gemm_bf16.cpp cpu/gemm_bf16.h cpu/gemm.cpp cpu/gemm.h cpu/amx.h test/check.h
+	@mkdir -p $(BUILD)
+	$(CXX) $(CXXFLAGS) $(ISA_FLAGS_$*) -mtune=generic test/test_gemm_bf16.cpp cpu/gemm_bf16.cpp cpu/gemm.cpp -o $@
 
 # The tests run from the repository root; test/run_tests.sh adds up their closing lines.
 test: $(TESTS:%=$(BUILD)/%) $(ISA_TESTS) $(PROGRAMS:%=$(BIN)/%) $(BUILD)/bench_train $(BUILD)/bench_attention $(BUILD)/fp32_peak $(BUILD)/translate_nohttp \

@@ -21,6 +21,7 @@
 #include <vector>
 
 #include "cpu/gemm.h"
+#include "cpu/gemm_bf16.h"
 #include "cpu/gemm_int8.h"
 #include "model/search.h"
 #include "transformer.h"
@@ -118,18 +119,22 @@ void embedding_backward(float* dE, float* dpe, const float* dx, const int* token
 }
 
 // ============================================================================================
-// Linear layers: Y = X W^T + b with W [out, in], as nn.Linear.
+// Linear layers: Y = X W^T + b with W [out, in], as nn.Linear. Their products go through `gemm`:
+// sgemm (fp32), or sgemm_bf16 (--precision bf16: operands rounded to bf16, fp32 sums).
 // ============================================================================================
+using Gemm = void (*)(bool, bool, int, int, int, float, const float*, int, const float*, int, float,
+                      float*, int);
+
 // Y (rows, out) = X (rows, in) W^T + b (b may be nullptr).
 void linear_forward(float* Y, const float* X, const float* W, const float* b, int rows, int in,
-                    int out) {
+                    int out, Gemm gemm = sgemm) {
     if (!b) {
-        sgemm(false, true, rows, out, in, 1.0f, X, in, W, in, 0.0f, Y, out);
+        gemm(false, true, rows, out, in, 1.0f, X, in, W, in, 0.0f, Y, out);
         return;
     }
 #pragma omp parallel for schedule(static)
     for (int r = 0; r < rows; r++) std::memcpy(Y + (size_t)r * out, b, out * sizeof(float));
-    sgemm(false, true, rows, out, in, 1.0f, X, in, W, in, 1.0f, Y, out);
+    gemm(false, true, rows, out, in, 1.0f, X, in, W, in, 1.0f, Y, out);
 }
 
 // Inside a parallel region: the columns [c0, c1) of `cols` this thread owns; false if none.
@@ -158,9 +163,9 @@ static void column_sum_accumulate(float* db, const float* dY, int rows, int cols
 
 // dX (rows, in) = dY W + dX_beta * dX; dW (out, in) += dY^T X; db (out) += sum_rows dY.
 void linear_backward(float* dX, float dX_beta, float* dW, float* db, const float* dY,
-                     const float* X, const float* W, int rows, int in, int out) {
-    if (dX) sgemm(false, false, rows, in, out, 1.0f, dY, out, W, in, dX_beta, dX, in);
-    sgemm(true, false, out, in, rows, 1.0f, dY, out, X, in, 1.0f, dW, in);
+                     const float* X, const float* W, int rows, int in, int out, Gemm gemm = sgemm) {
+    if (dX) gemm(false, false, rows, in, out, 1.0f, dY, out, W, in, dX_beta, dX, in);
+    gemm(true, false, out, in, rows, 1.0f, dY, out, X, in, 1.0f, dW, in);
     if (db) column_sum_accumulate(db, dY, rows, out);
 }
 
@@ -175,8 +180,8 @@ static void relu_forward(float* y, const float* x, size_t n) {
 
 // Fused: Y (rows, out) = max(0, X (rows, in) W^T + b), the FFN's first layer.
 void linear_relu_forward(float* Y, const float* X, const float* W, const float* b, int rows,
-                         int in, int out) {
-    linear_forward(Y, X, W, b, rows, in, out);
+                         int in, int out, Gemm gemm = sgemm) {
+    linear_forward(Y, X, W, b, rows, in, out, gemm);
     relu_forward(Y, Y, (size_t)rows * out);
 }
 
@@ -776,11 +781,26 @@ const float* F(const floatX* p) { return reinterpret_cast<const float*>(p); }
 
 class CpuBackend final : public Backend {
 public:
+    // bf16: the linear layers' products with bf16 operands (sgemm_bf16); floatX stays float.
+    explicit CpuBackend(bool bf16) : bf16_(bf16), gemm_(bf16 ? sgemm_bf16 : sgemm) {}
     Device device() const override { return Device::CPU; }
-    Precision precision() const override { return int8_.empty() ? Precision::FP32 : Precision::INT8; }
+    Precision precision() const override {
+        return !int8_.empty() ? Precision::INT8 : bf16_ ? Precision::BF16 : Precision::FP32;
+    }
+    size_t floatx_size() const override { return sizeof(float); }
     std::string describe() const override {
         return "CPU, " + std::to_string(max_threads()) + " OpenMP thread" +
-               (max_threads() > 1 ? "s, " : ", ") + precision_name(precision());
+               (max_threads() > 1 ? "s, " : ", ") + precision_name(precision()) + kernels();
+    }
+    // Which kernel takes the products: int8, e.g. " (amx from 16 rows, avx512-vnni below)";
+    // bf16, " (amx products)" or " (products: sgemm on bf16-rounded operands, no AMX)".
+    std::string kernels() const {
+        if (precision() == Precision::BF16)
+            return std::string(bf16_kernel()) == "amx" ? " (amx products)"
+                                                        : " (products: sgemm on bf16-rounded operands, no AMX)";
+        if (precision() != Precision::INT8) return "";
+        const std::string rows = int8_kernel(64, 256), few = int8_kernel(1, 256);
+        return " (" + (rows == few ? rows : rows + " from 16 rows, " + few + " below") + ")";
     }
     void* alloc(size_t bytes) override {
         if (bytes == 0) return nullptr;
@@ -830,17 +850,17 @@ public:
     void linear_forward(floatX* Y, const floatX* X, const floatX* W, const floatX* b, int rows,
                         int in, int out) override {
         if (!int8_.empty()) return linear_int8(F(Y), out, F(X), rows, int8_at(F(W), out, in), F(b), false);
-        cpu::linear_forward(F(Y), F(X), F(W), F(b), rows, in, out);
+        cpu::linear_forward(F(Y), F(X), F(W), F(b), rows, in, out, gemm_);
     }
     void linear_backward(floatX* dX, float dX_beta, float* dW, float* db, const floatX* dY,
                          const floatX* X, const floatX* W, int rows, int in, int out) override {
-        cpu::linear_backward(F(dX), dX_beta, dW, db, F(dY), F(X), F(W), rows, in, out);
+        cpu::linear_backward(F(dX), dX_beta, dW, db, F(dY), F(X), F(W), rows, in, out, gemm_);
     }
 
     void linear_relu_forward(floatX* Y, const floatX* X, const floatX* W, const floatX* b,
                              int rows, int in, int out) override {
         if (!int8_.empty()) return linear_int8(F(Y), out, F(X), rows, int8_at(F(W), out, in), F(b), true);
-        cpu::linear_relu_forward(F(Y), F(X), F(W), F(b), rows, in, out);
+        cpu::linear_relu_forward(F(Y), F(X), F(W), F(b), rows, in, out, gemm_);
     }
     void relu_backward(floatX* dx, const floatX* dy, const floatX* y, size_t n) override {
         cpu::relu_backward(F(dx), F(dy), F(y), n);
@@ -948,6 +968,8 @@ public:
     void drop_quantized_weights() override { int8_.clear(); }
 
 private:
+    const bool bf16_;
+    const cpu::Gemm gemm_;                        // the linear layers' products
     std::vector<float> scratch_;                  // attention's per-thread tiles
     std::map<const float*, Int8Weights> int8_;    // quantized weight matrices, by address
     std::vector<std::chrono::steady_clock::time_point> marks_;   // time_mark's
@@ -971,4 +993,6 @@ private:
 
 }  // namespace
 
-std::unique_ptr<Backend> make_cpu_backend() { return std::make_unique<CpuBackend>(); }
+std::unique_ptr<Backend> make_cpu_backend(Precision precision) {
+    return std::make_unique<CpuBackend>(precision == Precision::BF16);
+}

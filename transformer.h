@@ -200,7 +200,8 @@ public:
     virtual Device device() const = 0;
     virtual Precision precision() const = 0;
     virtual std::string describe() const = 0;   // e.g. "CPU, 2 OpenMP threads, fp32"
-    size_t floatx_size() const { return precision() == Precision::BF16 ? 2 : 4; }
+    // Bytes of a floatX: 2 for the GPU's bf16, else 4 (the CPU's bf16 keeps float activations).
+    virtual size_t floatx_size() const { return precision() == Precision::BF16 ? 2 : 4; }
     // Device memory, uninitialised, 64-byte aligned; nullptr for 0 bytes. Out of memory ends
     // the program with a message naming the size.
     virtual void* alloc(size_t bytes) = 0;
@@ -397,8 +398,10 @@ public:
     virtual void drop_quantized_weights() {}
 };
 
-// The CPU backend (transformer.cpp): fp32 (int8 after quantize_weights).
-std::unique_ptr<Backend> make_cpu_backend();
+// The CPU backend (transformer.cpp): fp32 (int8 after quantize_weights), or bf16: float
+// activations and weights, the linear layers' products on bf16-rounded operands with fp32 sums
+// (cpu/gemm_bf16.h; Intel AMX where the CPU has it).
+std::unique_ptr<Backend> make_cpu_backend(Precision precision = Precision::FP32);
 // The CUDA backend (transformer.cu), fp32 or bf16 (model/backend.cpp loads it: it is a shared
 // library, build/libtransformer_cuda.so, so that CPU runs never load the CUDA libraries);
 // nullptr + *error when this build has no CUDA backend or no GPU is present.

@@ -11,6 +11,8 @@
 # installs what is missing).
 #   THREADS         cores for both sides (default: all)
 #   BENCH_CONFIGS   train: the configs to run (default "tiny small base")
+#   BENCH_PRECISION train: fp32 (default) or bf16 (ours: the linear layers' products on bf16
+#                   operands, AMX where the CPU has it; PyTorch: CPU bf16 autocast, oneDNN)
 #   TORCH_BLAS_DIR  the BLAS folder PyTorch loads (default Debian's openblas-openmp)
 set -u
 MODE=$1
@@ -27,11 +29,13 @@ cat "$out"
 refusal=$(grep '^no ratio' "$out")
 export OMP_NUM_THREADS=$THREADS
 if [ "$MODE" = train ]; then
+    echo "precision: ${BENCH_PRECISION:-fp32}"
     printf '%-6s | %12s %12s | %12s %12s | %9s | %7s | %15s\n' config "ours ms" "torch ms" "ours tok/s" "torch tok/s" "speed-up" GFLOP/s "peak MB ours/pt"
     for c in ${BENCH_CONFIGS:-tiny small base}; do
-        o=$("$BUILD/bench_train" --config $c) || exit 1
+        o=$("$BUILD/bench_train" --config $c --precision "${BENCH_PRECISION:-fp32}") || exit 1
         t=""
-        [ $anchor = 1 ] && t=$($TORCH $PY bench/bench_torch.py train --configs $c --threads "$THREADS" | grep '^torch train')
+        [ $anchor = 1 ] && t=$($TORCH $PY bench/bench_torch.py train --configs $c --threads "$THREADS" \
+            --precision "${BENCH_PRECISION:-fp32}" | grep '^torch train')
         oms=$(value "$o" ms_per_step); tms=$(value "$t" ms_per_step)
         printf '%-6s | %12s %12s | %12s %12s | %9s | %7s | %15s\n' $c "$oms" "${tms:-no ratio}" "$(value "$o" tokens_per_s)" \
             "$(value "$t" tokens_per_s)" "$(ratio "$tms" "$oms")" "$(value "$o" matmul_gflops)" "$(value "$o" peak_rss_mb)/$(value "$t" peak_rss_mb)"

@@ -5,6 +5,8 @@
 // feed-forward pair), (d, vocab) (the logits). Both compute y[M, N] = x[M, K] W^T:
 //     fp32   sgemm(false, true, M, N, K, 1, x, K, W, K, 0, y, N)
 //     int8   linear_int8(y, N, x, M, Wq, nullptr, false)   (quantizing x is included)
+// Where linear_int8 takes the AMX kernel (gemm_int8.h: int8_kernel), the same product is timed
+// again with AMX turned off (the VNNI kernel, bitwise the same y), against AMX in alternation.
 // Each product is run alternately (so that load from other processes hits both alike), the
 // reported time is the median of the runs; GOP/s counts 2 M N K operations. With
 // OMP_NUM_THREADS=1 times are the thread's CPU time (robust to other processes on the
@@ -26,6 +28,7 @@
 #include <ctime>
 #include <functional>
 #include <random>
+#include <string>
 #include <vector>
 #ifdef _OPENMP
 #include <omp.h>
@@ -62,9 +65,24 @@ void bench_shape(int M, int K, int N, double budget) {
         max_ref = std::max(max_ref, (double)std::fabs(y32[i]));
     }
     double op = 2.0 * M * N * K;
-    std::printf("%5d %5d %6d  %9.4f %7.1f  %9.4f %7.1f  %6.2fx  %.1e%s\n", M, K, N, t32 * 1e3,
-                op / t32 * 1e-9, t8 * 1e3, op / t8 * 1e-9, t32 / t8, max_err / max_ref,
-                max_err <= 2e-2 * max_ref ? "" : "  MISMATCH");
+    const std::string kernel = int8_kernel(M, K);
+    char vnni[64] = "        -        -";
+    if (kernel == "amx") {   // the VNNI kernel on the same product, alternating with AMX
+        double t_vnni, t_amx;
+        std::vector<float> yv((size_t)M * N);
+        median_times(
+            [&] {
+                int8_allow_amx(false);
+                linear_int8(yv.data(), N, x.data(), M, wq, nullptr, false);
+                int8_allow_amx(true);
+            },
+            [&] { linear_int8(y8.data(), N, x.data(), M, wq, nullptr, false); }, budget, &t_vnni,
+            &t_amx);
+        std::snprintf(vnni, sizeof vnni, "%9.4f %7.2fx", t_vnni * 1e3, t_vnni / t_amx);
+    }
+    std::printf("%5d %5d %6d  %9.4f %7.1f  %9.4f %7.1f %-11s %6.2fx  %s  %.1e%s\n", M, K, N,
+                t32 * 1e3, op / t32 * 1e-9, t8 * 1e3, op / t8 * 1e-9, kernel.c_str(), t32 / t8,
+                vnni, max_err / max_ref, max_err <= 2e-2 * max_ref ? "" : "  MISMATCH");
     std::fflush(stdout);
 }
 
@@ -77,16 +95,12 @@ int main(int argc, char** argv) {
 #ifdef _OPENMP
     threads = omp_get_max_threads();
 #endif
-#if defined(__AVX512VNNI__) && defined(__AVX512BW__)
-    const char* path = "AVX-512 VNNI";
-#else
-    const char* path = "portable C++";
-#endif
     bench_cpu_clock() = threads == 1;
-    std::printf("threads=%d (%s), int8 kernel: %s; median ms, GOP/s = 2MNK / time\n", threads,
-                bench_cpu_clock() ? "thread CPU time" : "wall time", path);
-    std::printf("%5s %5s %6s  %9s %7s  %9s %7s  %7s  %s\n", "M", "K", "N", "fp32 ms", "GOP/s",
-                "int8 ms", "GOP/s", "speedup", "rel.err");
+    std::printf("threads=%d (%s); median ms, GOP/s = 2MNK / time; int8's kernel per shape, and "
+                "where it is AMX the VNNI kernel's time and AMX's speed-up over it\n", threads,
+                bench_cpu_clock() ? "thread CPU time" : "wall time");
+    std::printf("%5s %5s %6s  %9s %7s  %9s %7s %-11s %7s  %9s %8s  %s\n", "M", "K", "N", "fp32 ms",
+                "GOP/s", "int8 ms", "GOP/s", "kernel", "vs fp32", "vnni ms", "amx/vnni", "rel.err");
     const int KN[][2] = {{256, 768}, {256, 256}, {256, 1024}, {1024, 256}, {256, 8000}};
     const int Ms[] = {100, 200, 400, 800};
     for (int M : Ms)

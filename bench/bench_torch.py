@@ -97,7 +97,9 @@ def peak_rss_mb():
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0  # KiB on Linux
 
 
-def bench_train(name, steps):
+def bench_train(name, steps, bf16=False):
+    """Training steps on the CPU; bf16: the forward under CPU bf16 autocast (oneDNN's bf16
+    products, on AMX where the CPU has it), the loss in fp32."""
     cfg = model_config(name)
     n_pairs = CONFIGS[name][5]
     steps = steps or CONFIGS[name][6]
@@ -110,14 +112,24 @@ def bench_train(name, steps):
     times, cpu = [], []
     for step in range(1, 2 + steps + 1):
         t0, c0 = time.perf_counter(), time.process_time()
-        loss = R.train_step(model, opt, step, batch, cfg)
+        if bf16:
+            for group in opt.param_groups:
+                group["lr"] = R.lr_at(step, cfg)
+            opt.zero_grad(set_to_none=True)
+            with torch.autocast("cpu", dtype=torch.bfloat16):
+                logits = model(batch["src"], batch["tgt_in"])
+            loss = R.loss_fn(logits.float(), batch["labels"], cfg["label_smoothing"])
+            loss.backward()
+            opt.step()
+        else:
+            loss = R.train_step(model, opt, step, batch, cfg)
         times.append(time.perf_counter() - t0)
         cpu.append(time.process_time() - c0)
     ms = 1000.0 * statistics.median(times[2:])
     cpu_ms = 1000.0 * statistics.median(cpu[2:])
     tokens = 2 * n_pairs * SENT_LEN
     print(f"torch train {name} ms_per_step={ms:.1f} tokens_per_s={tokens / ms * 1000:.0f} "
-          f"peak_rss_mb={peak_rss_mb():.0f}  # loss {float(loss):.3f}, {steps} timed steps, "
+          f"peak_rss_mb={peak_rss_mb():.0f}  # {'bf16 autocast' if bf16 else 'fp32'}, loss {float(loss):.3f}, {steps} timed steps, "
           f"process CPU {cpu_ms:.0f} ms/step (wall > CPU/threads means other load)", flush=True)
 
 
@@ -233,11 +245,12 @@ def run_train(args):
             sys.exit(f"unknown config '{name}' (choose from {', '.join(CONFIGS)})")
     if len(names) == 1:
         print_environment()
-        bench_train(names[0], args.steps)
+        bench_train(names[0], args.steps, args.precision == "bf16")
         return
     for name in names:  # one process per config: peak RSS per config
         cmd = [sys.executable, os.path.abspath(__file__), "train", "--configs", name,
-               "--threads", str(args.threads)] + (["--steps", str(args.steps)] if args.steps else [])
+               "--threads", str(args.threads), "--precision", args.precision] + \
+              (["--steps", str(args.steps)] if args.steps else [])
         if subprocess.run(cmd).returncode != 0:
             sys.exit(f"train benchmark of {name} failed")
 
@@ -350,7 +363,7 @@ def main():
                     help="train: cuda times eager bf16 autocast and torch.compile on the GPU; "
                     "decode: the decoders on the GPU")
     ap.add_argument("--precision", choices=["fp32", "bf16"], default="fp32",
-                    help="decode on cuda: bf16 runs under bf16 autocast")
+                    help="decode on cuda, train on the CPU: bf16 runs under bf16 autocast")
     ap.add_argument("--config", default="small", choices=list(CONFIGS),
                     help="decode without --weights: the random-weights model (default small); "
                     "attention: its heads and d_k")

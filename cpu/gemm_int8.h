@@ -3,9 +3,12 @@
 // An opt-in alternative to the fp32 sgemm() for the linear layers of decoding: the weights
 // are quantized once to int8 (symmetric, one scale per output row), the activations per row
 // on every call, and the product runs in exact int32 arithmetic (AVX-512 VNNI vpdpbusd,
-// 64 multiply-adds per instruction; on AVX2, vpsignb + vpmaddubsw + vpmaddwd).
-// gemm_int8.cpp's header comment explains the design.
-//   with __AVX512VNNI__ and __AVX512BW__   the VNNI micro-kernel
+// 64 multiply-adds per instruction; Intel AMX's tdpbusd, 16,384; on AVX2, vpsignb +
+// vpmaddubsw + vpmaddwd). gemm_int8.cpp's header comment explains the design.
+//   with __AVX512VNNI__ and __AVX512BW__   the VNNI micro-kernel, and the AMX one (compiled
+//                                          on Linux with GCC 11 / clang 12 or later) for
+//                                          products of 16 rows or more where the CPU and
+//                                          the kernel offer AMX; bitwise the same results
 //   else with __AVX2__                     the AVX2 micro-kernel, bitwise the same results
 //   otherwise                              portable C++ giving bitwise the same results
 //   without -fopenmp                       serial
@@ -52,6 +55,13 @@ struct Int8Weights {
 
 // Quantizes and packs W [N, K] (row-major, row stride K) into *w (previous contents replaced).
 void int8_weights_init(Int8Weights* w, const float* W, int N, int K);
+
+// The kernel linear_int8 takes for M rows of depth K: "amx" (Intel AMX tiles, where the CPU
+// and the OS offer them, for M >= 16 and K rounded up to 4 a multiple of 64), "avx512-vnni",
+// "avx2" or "portable". All give bitwise the same y.
+const char* int8_kernel(int M, int K);
+// false: never AMX (tests and benchmarks compare it with the VNNI kernel); true: the default.
+void int8_allow_amx(bool allow);
 
 // Dequantized weight q[n][k] * scale[n] (for tests and diagnostics; 0 <= n < N, 0 <= k < K).
 float int8_weight_at(const Int8Weights& w, int n, int k);

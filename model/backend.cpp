@@ -13,6 +13,7 @@
 #include <string>
 
 #include "transformer.h"
+#include "cpu/gemm_bf16.h"
 
 // The library's one entry point (transformer.cu).
 typedef Backend* (*CudaFactory)(int precision, std::string* error);
@@ -90,7 +91,7 @@ std::unique_ptr<Backend> make_backend(const std::string& device, const std::stri
         return nullptr;
     }
     if (precision != "" && precision != "fp32" && precision != "bf16" && precision != "int8") {
-        *error = "--precision must be fp32, bf16 (GPU) or int8 (CPU), not '" + precision + "'";
+        *error = "--precision must be fp32, bf16 or int8 (CPU), not '" + precision + "'";
         return nullptr;
     }
     if (device == "cuda" && precision == "int8") {
@@ -107,9 +108,12 @@ std::unique_ptr<Backend> make_backend(const std::string& device, const std::stri
         }
         if (note) *note = "no GPU (" + why + "): running on the CPU";
     }
-    if (precision == "bf16") {
-        *error = "--precision bf16 needs the GPU; the CPU runs fp32 (or int8 for translation)";
-        return nullptr;
+    if (precision == "bf16") {   // the CPU's: bf16 products (AMX where the CPU has it)
+        if (note && std::string(bf16_kernel()) != "amx")
+            *note = (note->empty() ? "" : *note + "; ") +
+                    "this CPU has no AMX-BF16 (or TRANSFORMER_AMX=0): --precision bf16 rounds the "
+                    "products' operands but runs them at fp32 speed";
+        return make_cpu_backend(Precision::BF16);
     }
     return make_cpu_backend();   // int8: the caller quantizes once the weights are loaded
 }

@@ -39,6 +39,7 @@ public:
     // ---- The device and its memory: passed through; the copies are timed -----------------
     Device device() const override { return inner_->device(); }
     Precision precision() const override { return inner_->precision(); }
+    size_t floatx_size() const override { return inner_->floatx_size(); }
     std::string describe() const override { return inner_->describe(); }
     void* alloc(size_t bytes) override { return inner_->alloc(bytes); }
     void release(void* p) override { inner_->release(p); }

@@ -54,6 +54,10 @@ run decode "$BUILD/test_decode"
 run train "$BUILD/test_train"
 run gemm "$BUILD/test_gemm"
 run gemm_int8 "$BUILD/test_gemm_int8"
+run gemm_bf16 "$BUILD/test_gemm_bf16"
+# --precision bf16 on the CPU: every op with the linear layers' products on bf16 operands,
+# against float64 and the CPU's fp32 at bf16's tolerances
+run ops_cpu_bf16 "$BUILD/test_ops" --device cpu --precision bf16 --against-cpu
 # The same two for each instruction set the kernels are written for (the Makefile's KERNEL_ISAS;
 # x86-64 only), where this CPU has what the build asks for.
 isa_flags() {
@@ -64,7 +68,7 @@ isa_flags() {
     esac
 }
 for isa in avx512 avx2 plain; do
-    for t in gemm gemm_int8; do
+    for t in gemm gemm_int8 gemm_bf16; do
         [ -x "$BUILD/test_$t.$isa" ] || continue
         missing=""
         for flag in $(isa_flags $isa); do

@@ -35,6 +35,21 @@ check $? "greedy (--beam 1): exit 0 ($s), 4 lines, only the empty one empty"
 "$B"/translate --model "$M" --precision int8 < "$T/in.txt" > "$T/int8.txt"
 s=$?; [ $s -eq 0 ] && [ "$(wc -l < "$T/int8.txt")" -eq 4 ] && [ -z "$(sed -n 2p "$T/int8.txt")" ]
 check $? "--precision int8: exit 0 ($s), 4 lines, the empty one empty"
+# TRANSFORMER_AMX=0: the int8 products without Intel AMX (the VNNI kernel): the same lines.
+TRANSFORMER_AMX=0 "$B"/translate --model "$M" --precision int8 < "$T/in.txt" > "$T/int8_noamx.txt"
+s=$?; [ $s -eq 0 ] && cmp -s "$T/int8.txt" "$T/int8_noamx.txt"
+check $? "TRANSFORMER_AMX=0: exit 0 ($s), the same int8 translations"
+# --precision bf16 on the CPU: the linear layers' products on bf16 operands (AMX where the CPU has it)
+"$B"/train --config tiny --d-model 32 --d-ff 64 --vocab-size 300 --data "$T/corpus" --out "$T/bf16" \
+    --device cpu --precision bf16 --max-steps 10 --max-tokens 400 --warmup 20 --log-every 1000s --no-eval > "$T/bf16.log" 2>&1
+s=$?; [ $s -eq 0 ] && grep -q "^device: CPU, .*bf16" "$T/bf16.log" && [ -f "$T/bf16/average.safetensors" ]
+check $? "./train --device cpu --precision bf16: exit $s, $(grep '^device:' "$T/bf16.log")"
+"$B"/translate --model "$M" --device cpu --precision bf16 < "$T/in.txt" > "$T/bf16.txt"
+s=$?; [ $s -eq 0 ] && [ "$(wc -l < "$T/bf16.txt")" -eq 4 ] && [ -z "$(sed -n 2p "$T/bf16.txt")" ]
+check $? "./translate --device cpu --precision bf16: exit 0 ($s), 4 lines, the empty one empty"
+echo sun | TRANSFORMER_AMX=2 "$B"/translate --model "$M" --precision int8 > /dev/null 2> "$T/err.txt"; s=$?
+[ $s -eq 1 ] && grep -q "TRANSFORMER_AMX=2: 0 (no AMX) or 1" "$T/err.txt"
+check $? "TRANSFORMER_AMX=2 is refused (exit $s): $(head -n 1 "$T/err.txt")"
 echo sun | "$B"/translate --model "$M" --precision fp16 > /dev/null 2> "$T/err.txt"; [ $? -eq 2 ] && grep -q precision "$T/err.txt"
 check $? "--precision fp16 is refused (exit 2, message names --precision)"
 "$B"/translate --model "$M" --nbest 3 < "$T/in.txt" > "$T/nbest.txt"

@@ -431,7 +431,7 @@ int main(int argc, char** argv) {
     std::printf("-- the op profiler (model/profile.h)\n");
     Config profiled = small_config(false, false);
     profiled.p_drop = 0.1f, profiled.p_attn_drop = 0.1f, profiled.p_relu_drop = 0.1f;
-    profiled_step_checks("CPU", make_cpu_backend, profiled, small_batch(profiled.vocab, 5), 7);
+    profiled_step_checks("CPU", [] { return make_cpu_backend(); }, profiled, small_batch(profiled.vocab, 5), 7);
     std::printf("-- checkpoints\n");
     checkpoint_round_trip();
     checkpoint_refusals();

@@ -17,6 +17,7 @@
 #include "test/check.h"
 #include "test/model_buffers.h"
 #include "test/profile_check.h"
+#include "test/train_case.h"
 #include "test/ref_case.h"
 #include "toolkit/decode.h"
 
@@ -28,51 +29,6 @@ static std::unique_ptr<Backend> gpu(const char* precision) {
     std::unique_ptr<Backend> b = make_backend("cuda", precision, &err);
     if (!b) check_skip("%s: %s", precision, err.c_str());
     return b;
-}
-
-// A small post-LN model with every dropout on (the masks are the shared generator's, so both
-// devices drop the same elements), pre-LN and learned positions in the second config.
-static Config small_config(bool pre_ln) {
-    Config c;
-    c.n_enc = 2, c.n_dec = 2, c.d_model = 64, c.d_ff = 96, c.n_heads = 4, c.d_k = 16, c.d_v = 12;
-    c.vocab = 61, c.max_len = 32, c.pre_ln = pre_ln, c.learned_pos = pre_ln;
-    c.p_drop = 0.1f, c.p_attn_drop = 0.1f, c.p_relu_drop = 0.1f, c.label_smoothing = 0.1f;
-    return c;
-}
-
-// B sentence pairs of random lengths (odd sizes, padding in both sides).
-static Batch random_batch(const Config& c, int B, uint64_t seed) {
-    uint64_t s = seed;
-    auto draw = [&](int n) { return (int)(splitmix64_next(&s) % (uint64_t)n); };
-    std::vector<int> src_len(B), tgt_len(B);
-    Batch b;
-    b.B = B;
-    for (int i = 0; i < B; i++) {
-        src_len[i] = 2 + draw(13), tgt_len[i] = 2 + draw(11);
-        b.S = std::max(b.S, src_len[i]);
-        b.T = std::max(b.T, tgt_len[i]);
-    }
-    b.src.assign((size_t)B * b.S, PAD_ID);
-    b.tgt_in.assign((size_t)B * b.T, PAD_ID);
-    b.labels.assign((size_t)B * b.T, PAD_ID);
-    for (int i = 0; i < B; i++) {
-        for (int j = 0; j < src_len[i]; j++) b.src[(size_t)i * b.S + j] = j + 1 < src_len[i] ? 4 + draw(c.vocab - 4) : EOS_ID;
-        b.tgt_in[(size_t)i * b.T] = BOS_ID;
-        for (int j = 0; j < tgt_len[i]; j++) {
-            const int t = j + 1 < tgt_len[i] ? 4 + draw(c.vocab - 4) : EOS_ID;
-            b.labels[(size_t)i * b.T + j] = t;
-            if (j + 1 < tgt_len[i]) b.tgt_in[(size_t)i * b.T + j + 1] = t;
-        }
-    }
-    for (int t : b.src) b.src_tokens += t != PAD_ID;
-    for (int t : b.labels) b.tgt_tokens += t != PAD_ID;
-    return b;
-}
-
-static void train_step(Model* m, const Batch& b, float* loss) {
-    model_zero_grad(m);
-    *loss = model_forward_backward(m, b);
-    adam_update(m, learning_rate(m->cfg, m->step + 1, 1.0, 10));
 }
 
 // fp32 on the GPU against the CPU: the first step's loss and every gradient, then the losses of
@@ -117,64 +73,6 @@ static void training_step_matches_cpu(bool pre_ln) {
         check_close((std::string(label) + ": after 10 Adam steps " + t.name).c_str(), pg.data() + t.offset,
                     pc.data() + t.offset, t.numel, 1e-3);
     }
-}
-
-// bf16 against fp32 on the GPU over 200 steps (--quick: 40) of the same batches: the curves
-// must stay close.
-static void bf16_loss_curve() {
-    const Config c = small_config(false);
-    Model f32, b16;
-    f32.backend = gpu("fp32");
-    b16.backend = gpu("bf16");
-    if (!f32.backend || !b16.backend) return;
-    model_init(&f32, c, 9);
-    model_init(&b16, c, 9);
-    double max_diff = 0, tail_diff = 0;
-    float first = 0, last_f = 0, last_b = 0;
-    const int steps = g_curve_steps;
-    for (int s = 0; s < steps; s++) {
-        const Batch b = random_batch(c, 16, 1000 + s % 8);   // 8 batches, revisited: the loss falls
-        train_step(&f32, b, &last_f);
-        train_step(&b16, b, &last_b);
-        if (s == 0) first = last_f;
-        max_diff = std::max(max_diff, (double)std::fabs(last_f - last_b));
-        if (s >= steps * 3 / 4) tail_diff += std::fabs(last_f - last_b) / (steps - steps * 3 / 4);
-    }
-    check(last_f < first - 0.5, "fp32 on the GPU learns: loss %.3f -> %.3f over %d steps", first, last_f, steps);
-    check(max_diff < 0.25 && tail_diff < 0.1,
-          "bf16 loss curve within 0.25 of fp32's at every step (max %.4f) and 0.1 on average over the "
-          "last quarter (%.4f); final %.4f vs %.4f", max_diff, tail_diff, last_b, last_f);
-}
-
-// A run saved after 6 steps and resumed for 6 more equals 12 uninterrupted steps, bit for bit.
-static void resume_is_bitwise(const char* precision) {
-    const Config c = small_config(false);
-    Model a, b, r;
-    a.backend = gpu(precision);
-    b.backend = gpu(precision);
-    r.backend = gpu(precision);
-    if (!a.backend || !b.backend || !r.backend) return;
-    model_init(&a, c, 3);
-    model_init(&b, c, 3);
-    float loss;
-    for (int s = 0; s < 12; s++) train_step(&a, random_batch(c, 9, 50 + s), &loss);
-    for (int s = 0; s < 6; s++) train_step(&b, random_batch(c, 9, 50 + s), &loss);
-    char tmpl[] = "/tmp/test_cuda.XXXXXX";
-    const std::string dir = mkdtemp(tmpl), path = dir + "/ckpt.safetensors";
-    std::string err;
-    check(checkpoint_save(b, path, {}, true, &err), "%s: save on the GPU (%s)", precision, err.c_str());
-    check(checkpoint_load(&r, path, nullptr, &err), "%s: load on the GPU (%s)", precision, err.c_str());
-    for (int s = 6; s < 12; s++) train_step(&r, random_batch(c, 9, 50 + s), &loss);
-    check(same_bits(host_params(a), host_params(r)) && same_bits(host_adam(a), host_adam(r)),
-          "%s: 6 steps + save + load + 6 steps == 12 steps on the GPU (parameters and Adam state bitwise)",
-          precision);
-    Model again;
-    again.backend = gpu(precision);
-    model_init(&again, c, 3);
-    for (int s = 0; s < 12; s++) train_step(&again, random_batch(c, 9, 50 + s), &loss);
-    check(same_bits(host_params(a), host_params(again)), "%s: two runs of 12 steps are bitwise equal", precision);
-    std::remove(path.c_str());
-    std::remove(dir.c_str());
 }
 
 // test_decode's reference case on the GPU in fp32: the reference's tokens, log-probabilities
@@ -252,10 +150,10 @@ int main(int argc, char** argv) {
     training_step_matches_cpu(false);
     training_step_matches_cpu(true);
     std::printf("-- bf16 vs fp32 loss curve\n");
-    bf16_loss_curve();
+    bf16_loss_curve(gpu, "GPU", g_curve_steps);
     std::printf("-- resume\n");
-    resume_is_bitwise("fp32");
-    resume_is_bitwise("bf16");
+    resume_is_bitwise(gpu, "GPU", "fp32");
+    resume_is_bitwise(gpu, "GPU", "bf16");
     std::printf("-- decoding\n");
     reference_decoding();
     alone_equals_batched();

@@ -10,9 +10,11 @@
 #include <cstdio>
 #include <algorithm>
 #include <cstdlib>
+#include <cstring>
 #include <string>
 #include <vector>
 
+#include "cpu/gemm_int8.h"
 #include "test/check.h"
 #include "toolkit/decode.h"
 #include "test/ref_case.h"
@@ -247,6 +249,22 @@ static void copy_task() {
         const int correct = copied(beam);
         check(correct >= 90, "copy task, int8 inference, beam %d: %d/100 copied exactly (>= 90)", beam, correct);
     }
+    // The int8 products with Intel AMX and without (gemm_int8.h): the same hypotheses, bit for
+    // bit (every K here, 64 and 128, is one AMX takes).
+    DecodeOptions opt;
+    const std::string kernel_with = int8_kernel(400, 64);
+    auto with_amx = decode_batch(&m, sources, opt);
+    int8_allow_amx(false);
+    const std::string kernel_without = int8_kernel(400, 64);
+    auto without_amx = decode_batch(&m, sources, opt);
+    int8_allow_amx(true);
+    int same = 0;
+    for (size_t i = 0; i < sources.size(); i++) {
+        const Hypothesis &a = with_amx[i][0], &b = without_amx[i][0];
+        same += a.tokens == b.tokens && std::memcmp(&a.logprob, &b.logprob, sizeof(float)) == 0;
+    }
+    check(same == 100, "copy task, int8 beam 4 with AMX where this CPU has it (400 rows take %s) and "
+          "without (%s): %d/100 hypotheses bitwise the same", kernel_with.c_str(), kernel_without.c_str(), same);
 }
 
 // ---------------------------------------------------------------------------------------------

@@ -13,6 +13,11 @@
 //    double): max |error| / max |y| below 2e-2, printed.
 // 3. Determinism: bitwise the same y with 1 and 2 OpenMP threads (both ways of splitting the
 //    output), and for calls made from inside an OpenMP parallel region.
+// 4. AMX (where the CPU has amx_int8 and the build the VNNI kernel): the calls take the AMX
+//    kernel and give the reference's y bitwise on the shapes around its 32 x 32 blocks (M from
+//    16, K a multiple of 64), with 1 and 2 threads; with AMX turned off the same calls take the
+//    VNNI kernel. A CPU with amx_int8 whose calls do not take AMX fails (the detection broke);
+//    elsewhere the section says SKIP and why.
 #include "cpu/gemm_int8.h"
 #include "test/check.h"
 
@@ -21,6 +26,7 @@
 #include <cstdint>
 #include <cstring>
 #include <random>
+#include <string>
 #include <vector>
 #ifdef _OPENMP
 #include <omp.h>
@@ -221,6 +227,58 @@ void check_inside_parallel(const std::vector<Case>& cases) {
 }
 #endif
 
+// Whether /proc/cpuinfo lists `flag` (Linux).
+bool cpu_has(const char* flag) {
+    std::FILE* f = std::fopen("/proc/cpuinfo", "r");
+    if (!f) return false;
+    char word[64];
+    bool found = false;
+    while (!found && std::fscanf(f, "%63s", word) == 1) found = std::strcmp(word, flag) == 0;
+    std::fclose(f);
+    return found;
+}
+
+// 4. The AMX kernel against the reference, the kernel each call takes, and 1 vs 2 threads.
+void check_amx(uint32_t* seed) {
+    const std::string probe = int8_kernel(32, 64);
+    if (probe != "amx" && probe != "avx512-vnni") {
+        check_skip("AMX kernel: this build's int8 kernel is %s (AMX is compiled with the VNNI one)",
+                   probe.c_str());
+        return;
+    }
+    if (!cpu_has("amx_int8")) {
+        check_skip("AMX kernel: this CPU has no amx_int8 (/proc/cpuinfo)");
+        return;
+    }
+    check(probe == "amx", "AMX: the CPU has amx_int8 and a 32 x 64 product takes the %s kernel",
+          probe.c_str());
+    const int Ms[] = {16, 17, 31, 32, 33, 48, 100, 257}, Ns[] = {1, 17, 32, 33, 64, 65, 100, 768},
+              Ks[] = {64, 256, 1024, 2048};
+    int variant = 0;
+    for (int M : Ms)
+        for (int N : Ns)
+            for (int K : Ks) {
+                if ((double)M * N * K > 5e7 || (variant++ % 3 != 0 && M > 33 && N > 65)) continue;
+                const int v = variant;
+                check_exact({M, N, K, (v & 1) != 0, (v & 2) != 0, (v % 3) * 3}, (*seed)++, v % 2 == 0);
+            }
+    check(std::string(int8_kernel(16, 256)) == "amx" && std::string(int8_kernel(15, 256)) != "amx" &&
+              std::string(int8_kernel(100, 1000)) != "amx",
+          "AMX: taken from 16 rows on, not for 15 rows or K = 1000 (%s, %s, %s)", int8_kernel(16, 256),
+          int8_kernel(15, 256), int8_kernel(100, 1000));
+#ifdef _OPENMP
+    // Row split in 32-row bands (M = 100, 257), column split (M = 16 N = 8000).
+    const Case thr_cases[] = {{100, 768, 256, true, true, 1}, {257, 100, 1024, false, false, 0},
+                              {16, 8000, 256, true, false, 2}};
+    for (const Case& c : thr_cases) check_thread_counts(c, (*seed)++);
+#endif
+    int8_allow_amx(false);
+    check(std::string(int8_kernel(32, 64)) == "avx512-vnni",
+          "AMX turned off: a 32 x 64 product takes the %s kernel", int8_kernel(32, 64));
+    check_exact({100, 768, 256, true, false, 3}, (*seed)++, true);
+    int8_allow_amx(true);
+}
+
 }  // namespace
 
 int main() {
@@ -267,6 +325,8 @@ int main() {
                                {100, 100, 100, true, true, 0}, {7, 1000, 64, false, false, 1}};
     check_inside_parallel(inner);
 #endif
+
+    check_amx(&seed);
 
     return check_summary("gemm_int8");
 }

@@ -2147,7 +2147,7 @@ int main(int argc, char** argv) {
         check_skip("test_ops on %s: %s", device.c_str(), error.c_str());
         return check_summary("ops");
     }
-    TOL = be->floatx_size() == 2 ? BF16_TOL : FP32_TOL;
+    TOL = be->precision() == Precision::BF16 ? BF16_TOL : FP32_TOL;   // the GPU's, or the CPU's bf16 products
     std::unique_ptr<Backend> cpu;
     if (be->device() != Device::CPU || against_cpu) cpu = make_cpu_backend();
     std::printf("test_ops on %s%s%s\n", be->describe().c_str(), cpu ? "; against " : "",

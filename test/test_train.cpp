@@ -4,7 +4,9 @@
 // inputs refused). Fine-tuning (--init-from: the first loss and step replayed from the
 // checkpoint with a fresh optimizer), Adam's betas and epsilon (the update against Adam's
 // formula; kept by resume), and the best checkpoint surviving a resume. Uses small
-// synthetic parallel corpora written to a temporary folder.
+// synthetic parallel corpora written to a temporary folder. --precision bf16 on the CPU (the
+// linear layers' products on bf16 operands): its loss curve against fp32's over 200 steps, and
+// resume bitwise (test/train_case.h, which test_cuda runs on the GPU).
 //
 //   make test   (or build/test_train, from the repository root)
 #include <fcntl.h>
@@ -21,8 +23,10 @@
 #include <string>
 #include <vector>
 
+#include "cpu/gemm_bf16.h"
 #include "test/check.h"
 #include "test/model_buffers.h"
+#include "test/train_case.h"
 #include "model/checkpoint.h"
 #include "toolkit/parallel_data.h"
 #include "toolkit/trainer.h"
@@ -440,6 +444,14 @@ static void best_survives_resume() {
     check(same_bits(host_params(last_a), host_params(last_b)), "evaluating during training keeps resume exact (step 30 bitwise)");
 }
 
+// The CPU's backend for a precision; a SKIP line when there is none.
+static std::unique_ptr<Backend> cpu_backend(const char* precision) {
+    std::string err;
+    std::unique_ptr<Backend> b = make_backend("cpu", precision, &err);
+    if (!b) check_skip("CPU %s: %s", precision, err.c_str());
+    return b;
+}
+
 int main() {
     char tmpl[] = "/tmp/test_train.XXXXXX";
     g_tmp = mkdtemp(tmpl);
@@ -456,6 +468,9 @@ int main() {
     adam_options();
     std::printf("-- the best checkpoint and resume\n");
     best_survives_resume();
+    std::printf("-- --precision bf16 on the CPU (the linear layers' products: %s)\n", bf16_kernel());
+    bf16_loss_curve(cpu_backend, "CPU", 200);
+    resume_is_bitwise(cpu_backend, "CPU", "bf16");
     fs::remove_all(g_tmp);
     return check_summary("train");
 }

@@ -1,0 +1,364 @@
+// gemm_bf16.cpp — C = alpha * bf16(op(A)) * bf16(op(B)) + beta * C, row-major (gemm_bf16.h).
+//
+// With Intel AMX: the GotoBLAS loops of gemm.cpp around AMX's tdpbf16ps
+// -----------------------------------------------------------------------------------------
+// tdpbf16ps multiplies a 16 x 32 bf16 tile A (16 rows of 32 k, 64 bytes a row) by a 32 x 16
+// bf16 tile B stored as 16 rows of k pairs (row p holds, for each of the 16 columns, the
+// elements k = 2p and 2p + 1 side by side) and adds the 16 x 16 fp32 results into a third tile:
+// 16,384 multiply-adds an instruction, where a 512-bit fp32 FMA does 16. So the operands are
+// packed (and rounded to bf16 on the way, vcvtne2ps2bf16) into exactly those tiles:
+//   A block (mc x kc): strips of 16 rows; strip s, depth step t (32 k) is one 1 KiB tile:
+//       Ap[((s * steps + t) * 16 + r) * 32 + k % 32]
+//   B panel (kc x nc): slivers of 16 columns; sliver j, depth step t is one 1 KiB tile:
+//       Bp[((j * steps + t) * 16 + (k % 32) / 2) * 32 + c * 2 + k % 2]
+// rows, columns and depths past the edges zero. The kernel keeps a 32 x 32 block of C in four
+// tiles (2 strips x 2 slivers: tiles 0..3), loads two A tiles (4, 5) and two B tiles (6, 7) a
+// depth step and issues four tdpbf16ps; at the end it stores the tiles and updates C
+// (alpha * sum + beta * C on the first depth block, C + alpha * sum on the next ones).
+// Loops (each thread on its band of C, as gemm.cpp's): for NC columns, for KC depths, pack the
+// B panel; for MC rows, pack the A block; for each 32-column pair of slivers (in L1), for each
+// 32-row pair of strips: the kernel. Packing converts 32 floats to bf16 at a time; where the
+// source runs the other way (A transposed: the weight gradients' dY^T; B transposed: the
+// forward's W^T) 16 x 16 blocks of 32-bit values are transposed in registers first.
+//
+// Without AMX: each operand rounded to bf16 into an fp32 buffer, then sgemm.
+#include "cpu/gemm_bf16.h"
+
+#include "cpu/amx.h"
+#include "cpu/gemm.h"
+
+#include <algorithm>
+#include <cstdint>
+#include <cstdlib>
+#include <cstring>
+#include <vector>
+#ifdef _OPENMP
+#include <omp.h>
+#endif
+
+#if defined(CPU_AMX) && defined(__AVX512F__) && defined(__AVX512BW__)
+#define GEMM_BF16_AMX 1
+#define AMX_TARGET __attribute__((target("amx-tile,amx-bf16,avx512bf16")))
+// GCC 12.2 warns "'__Y' may be used uninitialized" inside the intrinsics that take an
+// _mm512_undefined_*() pass-through (GCC bug 105593, fixed in 12.3): silence that warning.
+#ifndef __clang__
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#endif
+#include <immintrin.h>
+#endif
+
+float round_bf16(float x) {
+    uint32_t u;
+    std::memcpy(&u, &x, 4);
+    if ((u & 0x7f800000u) == 0x7f800000u && (u & 0x007fffffu)) {   // NaN: quiet, truncated
+        u = (u | 0x00400000u) & 0xffff0000u;
+    } else {
+        u += 0x7fffu + ((u >> 16) & 1u);   // round to nearest, ties to even
+        u &= 0xffff0000u;
+    }
+    std::memcpy(&x, &u, 4);
+    return x;
+}
+
+namespace {
+
+bool amx_allowed = amx_from_environment();   // TRANSFORMER_AMX (cpu/amx.h), bf16_allow_amx
+
+bool use_amx() {
+#ifdef GEMM_BF16_AMX
+    return amx_allowed && amx_available(AmxType::BF16);
+#else
+    return false;
+#endif
+}
+
+// ---------------------------------------------------------------------------------------------
+// Without AMX: rows x cols of a (row stride ld) rounded into dst (row stride cols).
+void round_into(const float* a, int rows, int cols, int ld, float* dst) {
+    for (int r = 0; r < rows; r++)
+        for (int c = 0; c < cols; c++) dst[(size_t)r * cols + c] = round_bf16(a[(size_t)r * ld + c]);
+}
+
+void gemm_rounded(bool trans_a, bool trans_b, int M, int N, int K, float alpha, const float* A,
+                  int lda, const float* B, int ldb, float beta, float* C, int ldc) {
+    // op(A) is stored as A: M x K (or K x M transposed); likewise B.
+    const int ar = trans_a ? K : M, ac = trans_a ? M : K, br = trans_b ? N : K, bc = trans_b ? K : N;
+    std::vector<float> a((size_t)ar * ac), b((size_t)br * bc);
+    round_into(A, ar, ac, lda, a.data());
+    round_into(B, br, bc, ldb, b.data());
+    sgemm(trans_a, trans_b, M, N, K, alpha, a.data(), ac, b.data(), bc, beta, C, ldc);
+}
+
+#ifdef GEMM_BF16_AMX
+// ---------------------------------------------------------------------------------------------
+int thread_count() {
+#ifdef _OPENMP
+    if (!omp_in_parallel()) return omp_get_max_threads();
+#endif
+    return 1;
+}
+
+int round_up(int x, int m) { return (x + m - 1) / m * m; }
+
+constexpr int KC = 512;    // depth of a packed block: 16 steps of 32
+constexpr int MC = 128;    // A block 128 x 512 bf16 = 128 KiB (L2)
+constexpr int NC = 1024;   // B panel 512 x 1024 bf16 = 1 MiB (L2)
+constexpr int TILE = 512;  // bf16 elements of a tile (16 rows x 64 bytes)
+
+// Strided view of a logical matrix: element (r, c) at p[r * rs + c * cs]; one stride is 1.
+struct View {
+    const float* p;
+    long rs, cs;
+    const float* at(long r, long c) const { return p + r * rs + c * cs; }
+};
+
+inline __mmask16 first(int n) { return n <= 0 ? 0 : n >= 16 ? 0xFFFF : (__mmask16)((1u << n) - 1); }
+
+// 16 x 16 32-bit values transposed in registers: r[i] lane j <-> r[j] lane i.
+AMX_TARGET inline void transpose16(__m512i r[16]) {
+    __m512i t[16];
+    for (int i = 0; i < 8; i++) {   // (r0 r1) interleaved: lane L: r0[4L] r1[4L] r0[4L+1] r1[4L+1]
+        t[2 * i] = _mm512_unpacklo_epi32(r[2 * i], r[2 * i + 1]);
+        t[2 * i + 1] = _mm512_unpackhi_epi32(r[2 * i], r[2 * i + 1]);
+    }
+    for (int g = 0; g < 4; g++) {   // u[4g + j], 128-bit lane L: column 4L + j of rows 4g..4g+3
+        r[4 * g] = _mm512_unpacklo_epi64(t[4 * g], t[4 * g + 2]);
+        r[4 * g + 1] = _mm512_unpackhi_epi64(t[4 * g], t[4 * g + 2]);
+        r[4 * g + 2] = _mm512_unpacklo_epi64(t[4 * g + 1], t[4 * g + 3]);
+        r[4 * g + 3] = _mm512_unpackhi_epi64(t[4 * g + 1], t[4 * g + 3]);
+    }
+    for (int j = 0; j < 4; j++) {   // the 128-bit lanes of u[j], u[4+j], u[8+j], u[12+j] transposed
+        const __m512i p = _mm512_shuffle_i32x4(r[j], r[4 + j], 0x44), q = _mm512_shuffle_i32x4(r[j], r[4 + j], 0xEE);
+        const __m512i s = _mm512_shuffle_i32x4(r[8 + j], r[12 + j], 0x44), u = _mm512_shuffle_i32x4(r[8 + j], r[12 + j], 0xEE);
+        t[j] = _mm512_shuffle_i32x4(p, s, 0x88);
+        t[4 + j] = _mm512_shuffle_i32x4(p, s, 0xDD);
+        t[8 + j] = _mm512_shuffle_i32x4(q, u, 0x88);
+        t[12 + j] = _mm512_shuffle_i32x4(q, u, 0xDD);
+    }
+    for (int i = 0; i < 16; i++) r[i] = t[i];
+}
+
+// 32 floats (lanes past n zero) as 32 bf16, in order.
+AMX_TARGET inline __m512i bf16x32(const float* x, int n) {
+    const __m512 lo = _mm512_maskz_loadu_ps(first(n), x), hi = _mm512_maskz_loadu_ps(first(n - 16), x + 16);
+    return (__m512i)_mm512_cvtne2ps_pbh(hi, lo);
+}
+
+// Two rows of 16 floats (k and k + 1; lanes past n zero) as 16 pairs: (a[c], b[c]) for c = 0..15.
+AMX_TARGET inline __m512i bf16_pairs(const float* a, const float* b, int n) {
+    const __m512i both = (__m512i)_mm512_cvtne2ps_pbh(_mm512_maskz_loadu_ps(first(n), b),
+                                                      _mm512_maskz_loadu_ps(first(n), a));
+    const __m512i order = _mm512_set_epi16(31, 15, 30, 14, 29, 13, 28, 12, 27, 11, 26, 10, 25, 9, 24, 8,
+                                           23, 7, 22, 6, 21, 5, 20, 4, 19, 3, 18, 2, 17, 1, 16, 0);
+    return _mm512_permutexvar_epi16(order, both);
+}
+
+// A block: rows x kc of op(A) into strips of 16 rows x steps tiles (Ap's layout above). The
+// tiles are taken along the source's rows: strip by strip when a row's k values are contiguous,
+// depth step by depth step when A is transposed (so that the 32 source rows of a step are read
+// across all the strips at once, not 64 bytes of each at a stride of lda per strip).
+AMX_TARGET void pack_a(const View& a, int rows, int kc, uint16_t* dst) {
+    const int steps = round_up(kc, 32) / 32, strips = round_up(rows, 16) / 16;
+    for (int i = 0; i < strips * steps; i++) {
+        const int s = a.cs == 1 ? i / steps : i % strips, t = a.cs == 1 ? i % steps : i / strips;
+        uint16_t* tile = dst + ((size_t)s * steps + t) * TILE;
+        const int k0 = 32 * t, nk = std::min(32, kc - k0), r0 = 16 * s, nr = std::min(16, rows - r0);
+        if (a.cs == 1) {   // the row's k values are contiguous
+            for (int r = 0; r < 16; r++)
+                _mm512_store_si512(tile + 32 * r, r < nr ? bf16x32(a.at(r0 + r, k0), nk) : _mm512_setzero_si512());
+            continue;
+        }
+        // a.rs == 1 (A transposed): 16 rows of a depth are contiguous; transposed 16 x 16
+        __m512i lo[16], hi[16];
+        for (int k = 0; k < 16; k++) {
+            lo[k] = k < nk ? _mm512_castps_si512(_mm512_maskz_loadu_ps(first(nr), a.at(r0, k0 + k))) : _mm512_setzero_si512();
+            hi[k] = k + 16 < nk ? _mm512_castps_si512(_mm512_maskz_loadu_ps(first(nr), a.at(r0, k0 + 16 + k))) : _mm512_setzero_si512();
+        }
+        transpose16(lo);
+        transpose16(hi);
+        for (int r = 0; r < 16; r++)
+            _mm512_store_si512(tile + 32 * r, (__m512i)_mm512_cvtne2ps_pbh(_mm512_castsi512_ps(hi[r]), _mm512_castsi512_ps(lo[r])));
+    }
+}
+
+// B panel: kc x cols of op(B) into slivers of 16 columns x steps tiles (Bp's layout above), taken
+// along the source's rows as pack_a's.
+AMX_TARGET void pack_b(const View& b, int kc, int cols, uint16_t* dst) {
+    const int steps = round_up(kc, 32) / 32, slivers = round_up(cols, 16) / 16;
+    for (int i = 0; i < slivers * steps; i++) {
+        const int j = b.rs == 1 ? i / steps : i % slivers, t = b.rs == 1 ? i % steps : i / slivers;
+        uint16_t* tile = dst + ((size_t)j * steps + t) * TILE;
+        const int k0 = 32 * t, nk = std::min(32, kc - k0), c0 = 16 * j, nc = std::min(16, cols - c0);
+        if (b.cs == 1) {   // a depth's columns are contiguous: rows k, k + 1 paired
+            for (int p = 0; p < 16; p++) {
+                const int k = k0 + 2 * p;
+                __m512i v = _mm512_setzero_si512();
+                if (2 * p + 1 < nk) v = bf16_pairs(b.at(k, c0), b.at(k + 1, c0), nc);
+                else if (2 * p < nk) v = bf16_pairs(b.at(k, c0), b.at(k, c0), nc) & _mm512_set1_epi32(0xffff);
+                _mm512_store_si512(tile + 32 * p, v);
+            }
+            continue;
+        }
+        // b.rs == 1 (B transposed): a column's k values are contiguous, 32 of them are the
+        // column's 16 pairs; 16 columns x 16 pairs transposed
+        __m512i col[16];
+        for (int c = 0; c < 16; c++) col[c] = c < nc ? bf16x32(b.at(k0, c0 + c), nk) : _mm512_setzero_si512();
+        transpose16(col);
+        for (int p = 0; p < 16; p++) _mm512_store_si512(tile + 32 * p, col[p]);
+    }
+}
+
+// C[0:rows, 0:cols] (rows, cols <= 32) from the tiles' sums in acc: alpha * sum + beta * C on
+// the first depth block (C not read when beta == 0), C + alpha * sum after it.
+void update_c(const float (*acc)[16][16], int rows, int cols, float alpha, float beta, bool first_block,
+              float* C, long ldc) {
+    const __m512 va = _mm512_set1_ps(alpha), vb = _mm512_set1_ps(beta);
+    for (int v = 0; v < 2 && 16 * v < cols; v++) {
+        const __mmask16 m = first(cols - 16 * v);
+        for (int r = 0; r < rows; r++) {
+            float* c = C + r * ldc + 16 * v;
+            __m512 y = _mm512_mul_ps(_mm512_load_ps(acc[2 * (r / 16) + v][r % 16]), va);
+            if (!first_block) y = _mm512_add_ps(_mm512_maskz_loadu_ps(m, c), y);
+            else if (beta != 0.0f) y = _mm512_fmadd_ps(_mm512_maskz_loadu_ps(m, c), vb, y);
+            _mm512_mask_storeu_ps(c, m, y);
+        }
+    }
+}
+
+// A 32 x 32 block (TM strips x TN slivers of 16) of the product over `steps` depth steps: a, the
+// first strip's tiles; b, the first sliver's (the next strip or sliver is `steps` tiles on).
+template <int TM, int TN>
+AMX_TARGET void kernel(const uint16_t* a, const uint16_t* b, int steps, float (*acc)[16][16]) {
+    _tile_zero(0);
+    if (TN == 2) _tile_zero(1);
+    if (TM == 2) {
+        _tile_zero(2);
+        if (TN == 2) _tile_zero(3);
+    }
+    const size_t next = (size_t)steps * TILE;
+    for (int t = 0; t < steps; t++, a += TILE, b += TILE) {
+        _tile_loadd(6, b, 64);
+        if (TN == 2) _tile_loadd(7, b + next, 64);
+        _tile_loadd(4, a, 64);
+        _tile_dpbf16ps(0, 4, 6);
+        if (TN == 2) _tile_dpbf16ps(1, 4, 7);
+        if (TM == 2) {
+            _tile_loadd(5, a + next, 64);
+            _tile_dpbf16ps(2, 5, 6);
+            if (TN == 2) _tile_dpbf16ps(3, 5, 7);
+        }
+    }
+    _tile_stored(0, acc[0], 64);
+    if (TN == 2) _tile_stored(1, acc[1], 64);
+    if (TM == 2) {
+        _tile_stored(2, acc[2], 64);
+        if (TN == 2) _tile_stored(3, acc[3], 64);
+    }
+}
+
+// One product: the views, sizes and scalars, and C.
+struct Problem {
+    View a, b;
+    int M, N, K;
+    float alpha, beta;
+    float* C;
+    long ldc;
+};
+
+// Per-thread packing buffers, 64-byte aligned, grown on demand.
+struct Buffer {
+    uint16_t* p = nullptr;
+    size_t n = 0;
+    ~Buffer() { std::free(p); }
+    uint16_t* get(size_t elements) {
+        if (elements > n) {
+            std::free(p);
+            n = (elements + 31) / 32 * 32;
+            p = static_cast<uint16_t*>(std::aligned_alloc(64, n * sizeof(uint16_t)));
+        }
+        return p;
+    }
+};
+thread_local Buffer tls_a, tls_b;
+
+// C rows [m0, m1) x columns [n0, n1), blocked as in the header comment; the tiles configured
+// on entry and released on return.
+AMX_TARGET void gemm_band(const Problem& p, int m0, int m1, int n0, int n1) {
+    static const TileConfig config;
+    _tile_loadconfig(&config);
+    alignas(64) float acc[4][16][16];
+    uint16_t* ap = tls_a.get((size_t)MC * KC);
+    uint16_t* bp = tls_b.get((size_t)NC * KC);
+    for (int jc = n0; jc < n1; jc += NC) {
+        const int nc = std::min(NC, n1 - jc);
+        for (int pc = 0; pc < p.K; pc += KC) {
+            const int kc = std::min(KC, p.K - pc), steps = round_up(kc, 32) / 32;
+            pack_b({p.b.at(pc, jc), p.b.rs, p.b.cs}, kc, nc, bp);
+            for (int ic = m0; ic < m1; ic += MC) {
+                const int mc = std::min(MC, m1 - ic);
+                pack_a({p.a.at(ic, pc), p.a.rs, p.a.cs}, mc, kc, ap);
+                for (int jr = 0; jr < nc; jr += 32)
+                    for (int ir = 0; ir < mc; ir += 32) {
+                        const int rows = std::min(32, mc - ir), cols = std::min(32, nc - jr);
+                        const uint16_t* a = ap + (size_t)(ir / 16) * steps * TILE;
+                        const uint16_t* b = bp + (size_t)(jr / 16) * steps * TILE;
+                        if (rows > 16 && cols > 16) kernel<2, 2>(a, b, steps, acc);
+                        else if (rows > 16) kernel<2, 1>(a, b, steps, acc);
+                        else if (cols > 16) kernel<1, 2>(a, b, steps, acc);
+                        else kernel<1, 1>(a, b, steps, acc);
+                        update_c(acc, rows, cols, p.alpha, p.beta, pc == 0,
+                                 p.C + (size_t)(ic + ir) * p.ldc + jc + jr, p.ldc);
+                    }
+            }
+        }
+    }
+    _tile_release();
+}
+
+// C cut into one band per thread: by rows (32-row units) when M >= N, else by columns.
+void gemm_amx(const Problem& p) {
+    const int nth = (double)p.M * p.N * p.K <= (1 << 20) ? 1 : thread_count();
+    const bool by_rows = p.M >= p.N;
+    const int units = round_up(by_rows ? p.M : p.N, 32) / 32;
+#ifdef _OPENMP
+#pragma omp parallel num_threads(nth) if (nth > 1)
+#endif
+    {
+        int t = 0, nt = 1;
+#ifdef _OPENMP
+        t = omp_get_thread_num(), nt = omp_get_num_threads();
+#endif
+        const int u0 = (int)((long)units * t / nt) * 32, u1 = (int)((long)units * (t + 1) / nt) * 32;
+        if (by_rows && u0 < p.M) gemm_band(p, u0, std::min(p.M, u1), 0, p.N);
+        if (!by_rows && u0 < p.N) gemm_band(p, 0, p.M, u0, std::min(p.N, u1));
+    }
+}
+#endif
+
+}  // namespace
+
+const char* bf16_kernel() { return use_amx() ? "amx" : "sgemm"; }
+
+bool bf16_amx_built() {
+#ifdef GEMM_BF16_AMX
+    return true;
+#else
+    return false;
+#endif
+}
+
+void bf16_allow_amx(bool allow) { amx_allowed = allow; }
+
+void sgemm_bf16(bool trans_a, bool trans_b, int M, int N, int K, float alpha, const float* A,
+                int lda, const float* B, int ldb, float beta, float* C, int ldc) {
+    if (M <= 0 || N <= 0) return;
+    if (K <= 0 || alpha == 0.0f || !use_amx()) {   // sgemm scales C alone when K or alpha is 0
+        if (K <= 0 || alpha == 0.0f) sgemm(trans_a, trans_b, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
+        else gemm_rounded(trans_a, trans_b, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
+        return;
+    }
+#ifdef GEMM_BF16_AMX
+    gemm_amx({trans_a ? View{A, 1, lda} : View{A, lda, 1}, trans_b ? View{B, 1, ldb} : View{B, ldb, 1},
+              M, N, K, alpha, beta, C, ldc});
+#endif
+}

@@ -1,0 +1,237 @@
+// test/test_gemm_bf16.cpp — sgemm_bf16 (gemm_bf16.h): bf16 inputs, fp32 sums.
+//
+// 1. round_bf16 on chosen values: exact ones, ties to even, carries into the exponent, the
+//    largest float (rounds to infinity), infinities, NaN, subnormals.
+// 2. Each path sgemm_bf16 has here (AMX where the CPU has amx_bf16, and always the sgemm path
+//    with bf16_allow_amx(false)) against a double-precision loop over the bf16-ROUNDED operands:
+//    all four (trans_a, trans_b) cases, shapes off the 16 x 32 tiles and the 32 x 32 blocks,
+//    depths past one 512 block, alpha and beta (beta 0 over NaN in C), leading dimensions past
+//    the minimum (C's padding must stay untouched). The error is bounded by fp32 summation:
+//    |C - ref| <= 1e-5 * (|alpha| sum_k |a b| + |beta c|) element by element. And the
+//    rounding is really there: against the UNROUNDED operands the same bound fails.
+// 3. Bitwise the same C with 1 and 2 OpenMP threads (row and column splits).
+// A CPU with amx_bf16 whose calls do not take AMX fails (the detection broke); elsewhere the
+// AMX half says SKIP and why.
+#include "cpu/gemm_bf16.h"
+#include "test/check.h"
+
+#include <cmath>
+#include <cstdint>
+#include <cstdio>
+#include <cstring>
+#include <random>
+#include <string>
+#include <vector>
+#ifdef _OPENMP
+#include <omp.h>
+#endif
+
+namespace {
+
+constexpr float SENTINEL = -12345.0f;
+
+uint32_t bits(float x) {
+    uint32_t u;
+    std::memcpy(&u, &x, 4);
+    return u;
+}
+float from_bits(uint32_t u) {
+    float x;
+    std::memcpy(&x, &u, 4);
+    return x;
+}
+
+// 1. round_bf16.
+void check_rounding() {
+    struct Case { uint32_t in, want; const char* what; };
+    const Case cases[] = {
+        {0x3f800000u, 0x3f800000u, "1.0 is a bf16"},
+        {0x3f808000u, 0x3f800000u, "1 + 2^-8 (a tie) rounds to even: 1.0"},
+        {0x3f818000u, 0x3f820000u, "1 + 3 * 2^-8 (a tie) rounds to even: 1 + 2^-6"},
+        {0x3f808001u, 0x3f810000u, "just past the tie rounds up"},
+        {0x3f807fffu, 0x3f800000u, "just below the tie rounds down"},
+        {0xbf80c000u, 0xbf810000u, "negative values round by magnitude"},
+        {0x3fffffffu, 0x40000000u, "a carry into the exponent: 2 - 2^-23 -> 2.0"},
+        {0x7f7fffffu, 0x7f800000u, "the largest float rounds to infinity"},
+        {0x7f800000u, 0x7f800000u, "infinity stays"},
+        {0xff800000u, 0xff800000u, "-infinity stays"},
+        {0x00000001u, 0x00000000u, "the smallest subnormal rounds to 0"},
+        {0x00008000u, 0x00000000u, "a subnormal tie rounds to even (0)"},
+        {0x00018000u, 0x00020000u, "a subnormal tie rounds to even (up)"},
+    };
+    for (const Case& c : cases) {
+        const uint32_t got = bits(round_bf16(from_bits(c.in)));
+        check(got == c.want, "round_bf16(0x%08x) = 0x%08x, want 0x%08x: %s", c.in, got, c.want, c.what);
+    }
+    const float nan = round_bf16(from_bits(0x7f800001u));
+    check(std::isnan(nan) && (bits(nan) & 0xffffu) == 0, "round_bf16(a signalling NaN) = 0x%08x: a NaN with 16 low zero bits",
+          bits(nan));
+}
+
+struct Case {
+    bool ta, tb;
+    int M, N, K;
+    float alpha, beta;
+    int pad_a, pad_b, pad_c;
+};
+
+struct Data {
+    int lda, ldb, ldc;
+    std::vector<float> A, B, C0;
+};
+
+Data make_data(const Case& c, uint32_t seed) {
+    std::mt19937 rng(seed);
+    std::uniform_real_distribution<float> u(-1.0f, 1.0f);
+    Data d;
+    d.lda = (c.ta ? c.M : c.K) + c.pad_a;
+    d.ldb = (c.tb ? c.K : c.N) + c.pad_b;
+    d.ldc = c.N + c.pad_c;
+    d.A.resize((size_t)(c.ta ? c.K : c.M) * d.lda + 1);
+    d.B.resize((size_t)(c.tb ? c.N : c.K) * d.ldb + 1);
+    d.C0.assign((size_t)c.M * d.ldc + 1, SENTINEL);
+    for (auto& x : d.A) x = u(rng);
+    for (auto& x : d.B) x = u(rng);
+    for (int i = 0; i < c.M; i++)
+        for (int j = 0; j < c.N; j++) d.C0[(size_t)i * d.ldc + j] = c.beta == 0.0f ? NAN : u(rng);
+    return d;
+}
+
+// The result of sgemm_bf16 on a copy of C0.
+std::vector<float> run(const Case& c, const Data& d) {
+    std::vector<float> C = d.C0;
+    sgemm_bf16(c.ta, c.tb, c.M, c.N, c.K, c.alpha, d.A.data(), d.lda, d.B.data(), d.ldb, c.beta,
+               C.data(), d.ldc);
+    return C;
+}
+
+// Whether C is within fp32 summation's bound of the double product of the operands, rounded to
+// bf16 first (rounded) or not; counts the elements out of bounds and C's touched padding.
+struct Compare { int out = 0, padding = 0; double worst = 0; };
+Compare compare(const Case& c, const Data& d, const std::vector<float>& C, bool rounded) {
+    auto r = [&](float x) { return rounded ? (double)round_bf16(x) : (double)x; };
+    Compare cmp;
+    for (int i = 0; i < c.M; i++)
+        for (int j = 0; j < c.N; j++) {
+            double s = 0, mag = 0;
+            for (int k = 0; k < c.K; k++) {
+                const double a = r(c.ta ? d.A[(size_t)k * d.lda + i] : d.A[(size_t)i * d.lda + k]);
+                const double b = r(c.tb ? d.B[(size_t)j * d.ldb + k] : d.B[(size_t)k * d.ldb + j]);
+                s += a * b;
+                mag += std::fabs(a * b);
+            }
+            const double c0 = c.beta == 0.0f ? 0.0 : d.C0[(size_t)i * d.ldc + j];
+            const double want = c.alpha * s + c.beta * c0;
+            const double bound = 1e-5 * (std::fabs(c.alpha) * mag + std::fabs(c.beta * c0)) + 1e-30;
+            const double err = std::fabs(C[(size_t)i * d.ldc + j] - want);
+            cmp.worst = std::max(cmp.worst, err / bound);
+            cmp.out += !(err <= bound);
+        }
+    for (int i = 0; i < c.M; i++)
+        for (int j = c.N; j < d.ldc; j++) cmp.padding += bits(C[(size_t)i * d.ldc + j]) != bits(SENTINEL);
+    cmp.padding += bits(C.back()) != bits(SENTINEL);
+    return cmp;
+}
+
+void describe(const Case& c, char* buf, size_t n) {
+    std::snprintf(buf, n, "%c%c M=%d N=%d K=%d alpha=%g beta=%g pads=%d,%d,%d", c.ta ? 'T' : 'N',
+                  c.tb ? 'T' : 'N', c.M, c.N, c.K, c.alpha, c.beta, c.pad_a, c.pad_b, c.pad_c);
+}
+
+// 2. One case on the current path: within the bound of the rounded product, C's padding kept.
+void check_case(const Case& c, uint32_t seed, const char* path) {
+    Data d = make_data(c, seed);
+    std::vector<float> C = run(c, d);
+    Compare cmp = compare(c, d, C, true);
+    char what[160];
+    describe(c, what, sizeof what);
+    check(cmp.out == 0 && cmp.padding == 0, "%-6s %-48s out of bound: %d (worst err/bound %.3f), padding changed: %d",
+          path, what, cmp.out, cmp.worst, cmp.padding);
+}
+
+void check_path(const char* path) {
+    uint32_t seed = 1;
+    const int sizes[] = {1, 15, 16, 17, 31, 33, 64, 100};
+    int v = 0;
+    for (bool ta : {false, true})
+        for (bool tb : {false, true})
+            for (int M : sizes)
+                for (int N : sizes) {
+                    const int K = sizes[(v * 3 + 1) % 8] + (v % 5 == 0 ? 512 : 0);   // some past one block
+                    const float alpha = v % 3 == 0 ? 1.0f : 0.75f, beta = v % 4 == 0 ? 0.0f : v % 4 == 1 ? 1.0f : 0.5f;
+                    if (v++ % 4 != 0 && M > 16 && N > 16) continue;   // a quarter of the larger pairs
+                    check_case({ta, tb, M, N, K, alpha, beta, v % 3, (v + 1) % 3, v % 2 * 3}, seed++, path);
+                }
+    // The model's products: Y = X W^T, dX = dY W, dW = dY^T X (tokens 300, d 256, d_ff 1024).
+    check_case({false, true, 300, 1024, 256, 1.0f, 0.0f, 0, 0, 0}, seed++, path);
+    check_case({false, false, 300, 256, 1024, 1.0f, 1.0f, 0, 0, 0}, seed++, path);
+    check_case({true, false, 1024, 256, 300, 1.0f, 1.0f, 0, 0, 0}, seed++, path);
+    check_case({true, false, 64, 80, 1300, 1.0f, 1.0f, 0, 0, 0}, seed++, path);   // three depth blocks
+}
+
+// The rounding is there: the product of the unrounded operands is out of the bound.
+void check_rounds(const char* path) {
+    const Case c{false, true, 40, 50, 256, 1.0f, 0.0f, 0, 0, 0};
+    Data d = make_data(c, 99);
+    std::vector<float> C = run(c, d);
+    Compare exact = compare(c, d, C, false);
+    check(exact.out > c.M * c.N / 2, "%-6s the operands are rounded: against the unrounded product %d of %d "
+          "elements are out of the fp32 bound (worst err/bound %.1f)", path, exact.out, c.M * c.N, exact.worst);
+}
+
+#ifdef _OPENMP
+// 3. Bitwise the same C with 1 and 2 threads.
+void check_threads(const Case& c, uint32_t seed, const char* path) {
+    Data d = make_data(c, seed);
+    const int saved = omp_get_max_threads();
+    omp_set_num_threads(1);
+    std::vector<float> one = run(c, d);
+    omp_set_num_threads(2);
+    std::vector<float> two = run(c, d);
+    omp_set_num_threads(saved);
+    char what[160];
+    describe(c, what, sizeof what);
+    check(std::memcmp(one.data(), two.data(), one.size() * 4) == 0, "%-6s %-48s 1 and 2 threads bitwise equal", path, what);
+}
+#endif
+
+// Whether /proc/cpuinfo lists `flag` (Linux).
+bool cpu_has(const char* flag) {
+    std::FILE* f = std::fopen("/proc/cpuinfo", "r");
+    if (!f) return false;
+    char word[64];
+    bool found = false;
+    while (!found && std::fscanf(f, "%63s", word) == 1) found = std::strcmp(word, flag) == 0;
+    std::fclose(f);
+    return found;
+}
+
+void check_all(const char* path) {
+    check_path(path);
+    check_rounds(path);
+#ifdef _OPENMP
+    check_threads({false, true, 300, 200, 256, 1.0f, 0.0f, 0, 0, 0}, 7, path);   // rows split
+    check_threads({true, false, 64, 700, 300, 1.0f, 1.0f, 0, 0, 0}, 8, path);    // columns split
+#endif
+}
+
+}  // namespace
+
+int main() {
+    check_rounding();
+    const bool cpu_amx = cpu_has("amx_bf16") && cpu_has("avx512_bf16");
+    const std::string kernel = bf16_kernel();
+    if (!bf16_amx_built()) {
+        check_skip("sgemm_bf16's AMX path: not in this build (it needs AVX-512 and GCC 11 / clang 12 on x86-64 Linux)");
+    } else if (cpu_amx) {
+        check(kernel == "amx", "the CPU has amx_bf16 and sgemm_bf16 takes the %s path", kernel.c_str());
+        check_all("amx");
+    } else {
+        check_skip("sgemm_bf16's AMX path: this CPU has no amx_bf16 (/proc/cpuinfo)");
+    }
+    bf16_allow_amx(false);
+    check(std::string(bf16_kernel()) == "sgemm", "AMX turned off: sgemm_bf16 takes the %s path", bf16_kernel());
+    check_all("sgemm");
+    bf16_allow_amx(true);
+    return check_summary("gemm_bf16");
+}
