@@ -17,7 +17,8 @@
 #   make bench-serve      ./translate --serve: lines/s and latency, 1/8/32 clients, vs stdin mode
 #   make bench-bpe        BPE learn/encode speed, ours vs SentencePiece
 #   make bench-gemm       matrix-product speed, ours vs OpenBLAS
-#   make bench-gemm-int8  int8 linear layer (gemm_int8.cpp) speed vs our fp32 sgemm
+#   make bench-gemm-int8  int8 linear layer (gemm_int8.cpp) speed vs our fp32 sgemm (and AMX vs VNNI)
+#   make bench-gemm-bf16  the CPU's bf16 products (gemm_bf16.cpp) speed vs our fp32 sgemm
 #   make bench-dist       data-parallel training: 1 and 2 MPI ranks on the CPU, all-reduce on paper
 #   make data             the default English->Spanish corpus (data/corpus/default)
 #   make reference        regenerate test/ref/* with the PyTorch reference (python3-torch)
@@ -131,7 +132,7 @@ TESTS := test_core test_ops test_decode test_train test_gemm test_gemm_int8 test
 FUZZ_TARGETS := tokenizer vocab safetensors checkpoint parallel translate
 
 .PHONY: FORCE all test test-asan test-emulated emulator fuzz soak gpu-check gpu-pack bench bench-attention bench-deps bench-decode bench-translate bench-split-long bench-serve \
-        bench-bpe bench-gemm bench-gemm-int8 bench-dist data reference reference-check info clean
+        bench-bpe bench-gemm bench-gemm-int8 bench-gemm-bf16 bench-dist data reference reference-check info clean
 all: $(PROGRAMS:%=$(BIN)/%)
 
 # keep object files of tests and benchmarks between runs
@@ -373,6 +374,12 @@ $(BUILD)/bench_gemm_int8: $(BUILD)/bench/bench_gemm_int8.o $(BUILD)/cpu/gemm.o $
 
 bench-gemm-int8: $(BUILD)/bench_gemm_int8
 	OMP_NUM_THREADS=2 $(BUILD)/bench_gemm_int8
+
+$(BUILD)/bench_gemm_bf16: $(BUILD)/bench/bench_gemm_bf16.o $(BUILD)/cpu/gemm.o $(BUILD)/cpu/gemm_bf16.o
+	$(CXX) $(CXXFLAGS) $^ -o $@ $(LDLIBS)
+
+bench-gemm-bf16: $(BUILD)/bench_gemm_bf16
+	OMP_NUM_THREADS=2 $(BUILD)/bench_gemm_bf16
 
 # ./train with 1 and 2 MPI ranks on the CPU (step time, bitwise agreement), and the all-reduce's
 # share of a step on paper for base and big on 8 GPUs (NVLink 4, InfiniBand NDR).

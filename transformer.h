@@ -125,8 +125,9 @@ ParamLayout make_layout(const Config& cfg);
 struct floatX;
 
 enum class Device { CPU, CUDA };
-// fp32: the reference numerics. bf16 (GPU): bf16 weight copy and activations, fp32 master
-// weights, gradients, Adam state, LayerNorm statistics, softmax and loss. int8 (CPU,
+// fp32: the reference numerics. bf16 on the GPU: bf16 weight copy and activations, fp32 master
+// weights, gradients, Adam state, LayerNorm statistics, softmax and loss; on the CPU: the
+// linear layers' products on bf16 operands with fp32 sums, everything else fp32. int8 (CPU,
 // inference): weight matrices quantized per output row, activations per row on the fly.
 enum class Precision { FP32, BF16, INT8 };
 inline const char* precision_name(Precision p) {   // "fp32", "bf16", "int8"

@@ -79,7 +79,7 @@ int main(int argc, char** argv) {
     o.add("--config", &config, "without --model: tiny, small, base or big, random weights", "NAME");
     o.add("--input", &input, "lines of source token ids (default: synthetic, forced length)", "FILE");
     o.add("--output", &output, "with --input: write hypotheses to PREFIX.greedy, PREFIX.beam4", "PREFIX");
-    o.add("--precision", &precision, "fp32, int8 (CPU) or bf16 (GPU)", "fp32|int8|bf16");
+    o.add("--precision", &precision, "fp32, int8 (CPU) or bf16 (the GPU's; on the CPU bf16 products)", "fp32|int8|bf16");
     o.add("--device", &device, "cpu or cuda", "cpu|cuda");
     o.add("--sentences", &sentences, "synthetic: source sentences in the batch");
     o.add("--length", &length, "synthetic: source tokens (incl. </s>) and forced output tokens");

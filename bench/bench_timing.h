@@ -1,5 +1,5 @@
 // bench/bench_timing.h — the clock, the alternating timer and the random fill shared by the
-// matrix-product benchmarks (bench_gemm.cpp, bench_gemm_int8.cpp).
+// matrix-product benchmarks (bench_gemm.cpp, bench_gemm_int8.cpp, bench_gemm_bf16.cpp).
 #pragma once
 #include <algorithm>
 #include <chrono>

@@ -122,7 +122,7 @@ struct TranslateOptions {
     bool replace_invalid = false;
     bool split_long = false;
     std::string device = "auto";      // auto | cpu | cuda
-    std::string precision;            // "" (the device's default) | fp32 | bf16 (GPU) | int8 (CPU)
+    std::string precision;            // "" (the device's default) | fp32 | bf16 | int8 (CPU)
     InspectOptions inspect;           // --attention DIR, --attention-words/-layer, --alignment
     std::string input, output;        // -i / -o: files instead of stdin / stdout ("": those)
     int threads = 0;                  // OpenMP threads (0: OpenMP's default)

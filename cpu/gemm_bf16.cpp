@@ -5,7 +5,7 @@
 // tdpbf16ps multiplies a 16 x 32 bf16 tile A (16 rows of 32 k, 64 bytes a row) by a 32 x 16
 // bf16 tile B stored as 16 rows of k pairs (row p holds, for each of the 16 columns, the
 // elements k = 2p and 2p + 1 side by side) and adds the 16 x 16 fp32 results into a third tile:
-// 16,384 multiply-adds an instruction, where a 512-bit fp32 FMA does 16. So the operands are
+// 8,192 multiply-adds an instruction, where a 512-bit fp32 FMA does 16. So the operands are
 // packed (and rounded to bf16 on the way, vcvtne2ps2bf16) into exactly those tiles:
 //   A block (mc x kc): strips of 16 rows; strip s, depth step t (32 k) is one 1 KiB tile:
 //       Ap[((s * steps + t) * 16 + r) * 32 + k % 32]
@@ -28,7 +28,9 @@
 #include "cpu/gemm.h"
 
 #include <algorithm>
+#include <atomic>
 #include <cstdint>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <vector>
@@ -62,11 +64,16 @@ float round_bf16(float x) {
 
 namespace {
 
-bool amx_allowed = amx_from_environment();   // TRANSFORMER_AMX (cpu/amx.h), bf16_allow_amx
+// TRANSFORMER_AMX (cpu/amx.h), read on first use (not in a static initializer, which another
+// translation unit's might precede), then bf16_allow_amx's.
+bool& amx_allowed() {
+    static bool allowed = amx_from_environment();
+    return allowed;
+}
 
 bool use_amx() {
 #ifdef GEMM_BF16_AMX
-    return amx_allowed && amx_available(AmxType::BF16);
+    return amx_allowed() && amx_available(AmxType::BF16);
 #else
     return false;
 #endif
@@ -100,9 +107,12 @@ int thread_count() {
 
 int round_up(int x, int m) { return (x + m - 1) / m * m; }
 
+// Block sizes, measured (make bench-gemm-bf16, 2 threads, the geometric mean of its 11 products:
+// MC 64 / NC 512 1,069 GFLOP/s, MC 128 / NC 1024 931-950; KC 1024 or 2048 no better). KC is
+// also the numerics' depth blocking: the sums of C are added up block by block.
 constexpr int KC = 512;    // depth of a packed block: 16 steps of 32
-constexpr int MC = 128;    // A block 128 x 512 bf16 = 128 KiB (L2)
-constexpr int NC = 1024;   // B panel 512 x 1024 bf16 = 1 MiB (L2)
+constexpr int MC = 64;     // A block 64 x 512 bf16 = 64 KiB (L2)
+constexpr int NC = 512;    // B panel 512 x 512 bf16 = 512 KiB (L2)
 constexpr int TILE = 512;  // bf16 elements of a tile (16 rows x 64 bytes)
 
 // Strided view of a logical matrix: element (r, c) at p[r * rs + c * cs]; one stride is 1.
@@ -275,6 +285,11 @@ struct Buffer {
             std::free(p);
             n = (elements + 31) / 32 * 32;
             p = static_cast<uint16_t*>(std::aligned_alloc(64, n * sizeof(uint16_t)));
+            if (!p) {
+                std::fprintf(stderr, "error: out of memory allocating %.1f MB for sgemm_bf16's packing\n",
+                             n * sizeof(uint16_t) / 1e6);
+                std::exit(1);
+            }
         }
         return p;
     }
@@ -297,6 +312,9 @@ AMX_TARGET void gemm_band(const Problem& p, int m0, int m1, int n0, int n1) {
             for (int ic = m0; ic < m1; ic += MC) {
                 const int mc = std::min(MC, m1 - ic);
                 pack_a({p.a.at(ic, pc), p.a.rs, p.a.cs}, mc, kc, ap);
+                // GCC's _tile_loadd is an asm statement that does not name the memory it reads:
+                // keep the compiler from moving the packing's stores past the tile loads
+                std::atomic_signal_fence(std::memory_order_seq_cst);
                 for (int jr = 0; jr < nc; jr += 32)
                     for (int ir = 0; ir < mc; ir += 32) {
                         const int rows = std::min(32, mc - ir), cols = std::min(32, nc - jr);
@@ -318,6 +336,7 @@ AMX_TARGET void gemm_band(const Problem& p, int m0, int m1, int n0, int n1) {
 // C cut into one band per thread: by rows (32-row units) when M >= N, else by columns.
 void gemm_amx(const Problem& p) {
     const int nth = (double)p.M * p.N * p.K <= (1 << 20) ? 1 : thread_count();
+    (void)nth;   // without OpenMP
     const bool by_rows = p.M >= p.N;
     const int units = round_up(by_rows ? p.M : p.N, 32) / 32;
 #ifdef _OPENMP
@@ -329,8 +348,8 @@ void gemm_amx(const Problem& p) {
         t = omp_get_thread_num(), nt = omp_get_num_threads();
 #endif
         const int u0 = (int)((long)units * t / nt) * 32, u1 = (int)((long)units * (t + 1) / nt) * 32;
-        if (by_rows && u0 < p.M) gemm_band(p, u0, std::min(p.M, u1), 0, p.N);
-        if (!by_rows && u0 < p.N) gemm_band(p, 0, p.M, u0, std::min(p.N, u1));
+        if (u0 < u1 && by_rows && u0 < p.M) gemm_band(p, u0, std::min(p.M, u1), 0, p.N);
+        if (u0 < u1 && !by_rows && u0 < p.N) gemm_band(p, 0, p.M, u0, std::min(p.N, u1));
     }
 }
 #endif
@@ -347,7 +366,7 @@ bool bf16_amx_built() {
 #endif
 }
 
-void bf16_allow_amx(bool allow) { amx_allowed = allow; }
+void bf16_allow_amx(bool allow) { amx_allowed() = allow; }
 
 void sgemm_bf16(bool trans_a, bool trans_b, int M, int N, int K, float alpha, const float* A,
                 int lda, const float* B, int ldb, float beta, float* C, int ldc) {

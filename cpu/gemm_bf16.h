@@ -8,12 +8,13 @@
 // their matrix products; everything else in the model stays fp32 on the CPU.
 //
 //   with Intel AMX (AMX-BF16; Sapphire Rapids and later, Linux 5.16+)   tdpbf16ps tiles:
-//       16 x 32 by 32 x 16 products, 16,384 multiply-adds an instruction (gemm_bf16.cpp)
+//       16 x 32 by 32 x 16 products, 8,192 multiply-adds an instruction (gemm_bf16.cpp)
 //   elsewhere   the operands rounded to bf16 into fp32 buffers, then sgemm(): the same
 //               values multiplied, summed in another order (so not bitwise AMX's), at fp32
 //               speed (no faster than --precision fp32: bf16 pays only with AMX)
 // AMX treats bf16 subnormal inputs as zero and flushes subnormal sums to zero; the other path
-// keeps them. Deterministic: bitwise the same C for any thread count.
+// keeps them. Deterministic: bitwise the same C for any thread count (the fallback as far as
+// sgemm is: ours is, BLAS=openblas's cblas_sgemm does not promise it).
 #pragma once
 
 void sgemm_bf16(bool trans_a, bool trans_b, int M, int N, int K, float alpha, const float* A,

@@ -13,8 +13,9 @@
 // the CPU has it: test_gemm_int8.avx512, .avx2, .plain; and AMX where the CPU has amx_int8.)
 // On CPUs with Intel AMX (Sapphire Rapids and later) the products of 16 rows or more take the
 // AMX kernel further below: the same operands and epilogue, one tile instruction for 256
-// vpdpbusd. On a 2-core Emerald Rapids VM it did 2.0-2.4x the VNNI kernel's work a second on
-// the decoder's shapes, quantization included (make bench-gemm-int8).
+// vpdpbusd. On one core of a Xeon VM with AMX it did 1.7-2.5x the VNNI kernel's work a second
+// on the decoder's shapes, quantization included (make bench-gemm-int8); its tile loads and
+// the epilogue, not the tile products, bound it.
 //
 // vpdpbusd multiplies UNSIGNED bytes by SIGNED bytes. The activations are therefore stored
 // as u8 = qx + 128 (in [1, 255]) and the offset removed at the end, exactly:
@@ -459,16 +460,13 @@ void amx_epilogue(const Problem& p, const AmxBlock& blk, const AmxSums& acc) {
 }
 
 // compute_band's loops with AMX blocks (32 rows x 32 columns) in place of the 6 x 64 tiles.
-// Software-pipelined: a block's epilogue (vector instructions) is issued after the next
-// block's tile instructions, so that the core runs it while the tile unit computes; the sums
-// alternate between two buffers. The tiles are configured on entry and released on return
-// (each thread has its own).
+// The tiles are configured on entry and released on return (each thread has its own). (Issuing
+// a block's epilogue after the next block's tile instructions, so that the two might overlap,
+// was measured no faster.)
 AMX_TARGET void compute_band_amx(const Problem& p, int m0, int m1, int s0, int s1) {
     static const TileConfig config;
     _tile_loadconfig(&config);
-    alignas(64) AmxSums sums[2];
-    AmxBlock pending{0, 0, 0, 0};   // the block whose epilogue waits (rows 0: none)
-    int cur = 0;
+    alignas(64) AmxSums sums;
     const int sc = std::max<long>(1, WB_BYTES / (4L * NR * std::max(1, p.kq)));  // per L2 block
     for (int jc = s0; jc < s1; jc += sc) {
         const int je = std::min(s1, jc + sc);
@@ -479,17 +477,17 @@ AMX_TARGET void compute_band_amx(const Problem& p, int m0, int m1, int s0, int s
                     const AmxBlock blk{i, rows, s * NR + 32 * h, std::min(32, p.N - s * NR - 32 * h)};
                     const int8_t* b = p.w->packed.data() + (size_t)s * NR * 4 * p.kq + 32 * 4 * h;
                     const uint8_t* a = p.qa + i * p.lda;
-                    if (rows > 16) amx_sums<2>(p, a, b);
-                    else amx_sums<1>(p, a, b);
-                    if (pending.rows) amx_epilogue(p, pending, sums[cur ^ 1]);
-                    if (rows > 16) amx_store<2>(sums[cur]);
-                    else amx_store<1>(sums[cur]);
-                    pending = blk;
-                    cur ^= 1;
+                    if (rows > 16) {
+                        amx_sums<2>(p, a, b);
+                        amx_store<2>(sums);
+                    } else {
+                        amx_sums<1>(p, a, b);
+                        amx_store<1>(sums);
+                    }
+                    amx_epilogue(p, blk, sums);
                 }
         }
     }
-    if (pending.rows) amx_epilogue(p, pending, sums[cur ^ 1]);
     _tile_release();
 }
 #endif
@@ -538,13 +536,18 @@ int thread_count() {
 #ifndef GEMM_INT8_AMX
 constexpr int AMX_MR = MR;
 #endif
-bool amx_allowed = amx_from_environment();   // TRANSFORMER_AMX (cpu/amx.h), int8_allow_amx
+// TRANSFORMER_AMX (cpu/amx.h), read on first use (not in a static initializer, which another
+// translation unit's might precede), then int8_allow_amx's.
+bool& amx_allowed() {
+    static bool allowed = amx_from_environment();
+    return allowed;
+}
 constexpr int AMX_ROWS = AMX_MR;
 
 // Whether linear_int8 takes the AMX kernel for M rows of depth K.
 bool use_amx(int M, int K) {
 #ifdef GEMM_INT8_AMX
-    return amx_allowed && M >= AMX_MIN_ROWS && round_up(K, 4) % 64 == 0 && amx_available(AmxType::INT8);
+    return amx_allowed() && M >= AMX_MIN_ROWS && round_up(K, 4) % 64 == 0 && amx_available(AmxType::INT8);
 #else
     (void)M, (void)K;
     return false;
@@ -581,7 +584,7 @@ void int8_weights_init(Int8Weights* w, const float* W, int N, int K) {
     }
 }
 
-void int8_allow_amx(bool allow) { amx_allowed = allow; }
+void int8_allow_amx(bool allow) { amx_allowed() = allow; }
 
 const char* int8_kernel(int M, int K) {
 #if defined(GEMM_INT8_VNNI)

@@ -13,6 +13,7 @@
 #include <string>
 
 #include "transformer.h"
+#include "cpu/amx.h"
 #include "cpu/gemm_bf16.h"
 
 // The library's one entry point (transformer.cu).
@@ -90,6 +91,7 @@ std::unique_ptr<Backend> make_backend(const std::string& device, const std::stri
         *error = "--device must be auto, cpu or cuda, not '" + device + "'";
         return nullptr;
     }
+    amx_from_environment();   // a malformed TRANSFORMER_AMX stops the program here, not mid-run
     if (precision != "" && precision != "fp32" && precision != "bf16" && precision != "int8") {
         *error = "--precision must be fp32, bf16 or int8 (CPU), not '" + precision + "'";
         return nullptr;
@@ -111,8 +113,9 @@ std::unique_ptr<Backend> make_backend(const std::string& device, const std::stri
     if (precision == "bf16") {   // the CPU's: bf16 products (AMX where the CPU has it)
         if (note && std::string(bf16_kernel()) != "amx")
             *note = (note->empty() ? "" : *note + "; ") +
-                    "this CPU has no AMX-BF16 (or TRANSFORMER_AMX=0): --precision bf16 rounds the "
-                    "products' operands but runs them at fp32 speed";
+                    (bf16_amx_built() ? "this CPU has no AMX-BF16 (or TRANSFORMER_AMX=0)"
+                                      : "this build has no AMX path (it needs AVX-512 and GCC 11 or clang 12)") +
+                    ": --precision bf16 rounds the products' operands but runs them at fp32 speed";
         return make_cpu_backend(Precision::BF16);
     }
     return make_cpu_backend();   // int8: the caller quantizes once the weights are loaded

@@ -44,6 +44,10 @@ check $? "TRANSFORMER_AMX=0: exit 0 ($s), the same int8 translations"
     --device cpu --precision bf16 --max-steps 10 --max-tokens 400 --warmup 20 --log-every 1000s --no-eval > "$T/bf16.log" 2>&1
 s=$?; [ $s -eq 0 ] && grep -q "^device: CPU, .*bf16" "$T/bf16.log" && [ -f "$T/bf16/average.safetensors" ]
 check $? "./train --device cpu --precision bf16: exit $s, $(grep '^device:' "$T/bf16.log")"
+TRANSFORMER_AMX=0 "$B"/train --config tiny --d-model 32 --d-ff 64 --vocab-size 300 --data "$T/corpus" --out "$T/bf16-noamx" \
+    --device cpu --precision bf16 --max-steps 2 --max-tokens 400 --log-every 1000s --no-eval > "$T/bf16-noamx.log" 2>&1
+s=$?; [ $s -eq 0 ] && grep -q "no AMX-BF16 (or TRANSFORMER_AMX=0): --precision bf16 rounds the products' operands but runs them at fp32 speed" "$T/bf16-noamx.log"
+check $? "TRANSFORMER_AMX=0 ./train --precision bf16: exit $s, says bf16 runs at fp32 speed without AMX"
 "$B"/translate --model "$M" --device cpu --precision bf16 < "$T/in.txt" > "$T/bf16.txt"
 s=$?; [ $s -eq 0 ] && [ "$(wc -l < "$T/bf16.txt")" -eq 4 ] && [ -z "$(sed -n 2p "$T/bf16.txt")" ]
 check $? "./translate --device cpu --precision bf16: exit 0 ($s), 4 lines, the empty one empty"

@@ -18,6 +18,7 @@
 #include <cmath>
 #include <cstdint>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <random>
 #include <string>
@@ -167,6 +168,8 @@ void check_path(const char* path) {
     check_case({false, false, 300, 256, 1024, 1.0f, 1.0f, 0, 0, 0}, seed++, path);
     check_case({true, false, 1024, 256, 300, 1.0f, 1.0f, 0, 0, 0}, seed++, path);
     check_case({true, false, 64, 80, 1300, 1.0f, 1.0f, 0, 0, 0}, seed++, path);   // three depth blocks
+    check_case({false, true, 20, 30, 0, 1.0f, 0.5f, 1, 1, 2}, seed++, path);     // K = 0: C = beta C
+    check_case({false, false, 20, 30, 40, 0.0f, 0.5f, 0, 0, 1}, seed++, path);   // alpha = 0
 }
 
 // The rounding is there: the product of the unrounded operands is out of the bound.
@@ -180,6 +183,27 @@ void check_rounds(const char* path) {
 }
 
 #ifdef _OPENMP
+// Calls from inside a parallel region (each on its thread, serial) give the calls made outside.
+void check_inside_parallel(const char* path) {
+    const Case cases[] = {{false, true, 300, 200, 256, 1.0f, 0.0f, 0, 0, 0}, {true, false, 64, 700, 300, 1.0f, 1.0f, 0, 0, 0}};
+    std::vector<Data> data;
+    std::vector<std::vector<float>> outside, inside(2);
+    for (int i = 0; i < 2; i++) {
+        data.push_back(make_data(cases[i], 20 + i));
+        outside.push_back(run(cases[i], data[i]));
+    }
+    int in_parallel = 0;
+#pragma omp parallel for num_threads(2) reduction(+ : in_parallel)
+    for (int i = 0; i < 2; i++) {
+        in_parallel += omp_in_parallel() ? 1 : 0;
+        inside[i] = run(cases[i], data[i]);
+    }
+    const bool same = std::memcmp(inside[0].data(), outside[0].data(), inside[0].size() * 4) == 0 &&
+                      std::memcmp(inside[1].data(), outside[1].data(), inside[1].size() * 4) == 0;
+    check(same, "%-6s 2 calls inside a parallel region (%d of 2 inside an active one) bitwise the calls outside",
+          path, in_parallel);
+}
+
 // 3. Bitwise the same C with 1 and 2 threads.
 void check_threads(const Case& c, uint32_t seed, const char* path) {
     Data d = make_data(c, seed);
@@ -212,6 +236,7 @@ void check_all(const char* path) {
 #ifdef _OPENMP
     check_threads({false, true, 300, 200, 256, 1.0f, 0.0f, 0, 0, 0}, 7, path);   // rows split
     check_threads({true, false, 64, 700, 300, 1.0f, 1.0f, 0, 0, 0}, 8, path);    // columns split
+    check_inside_parallel(path);
 #endif
 }
 
@@ -221,8 +246,11 @@ int main() {
     check_rounding();
     const bool cpu_amx = cpu_has("amx_bf16") && cpu_has("avx512_bf16");
     const std::string kernel = bf16_kernel();
+    const char* env = std::getenv("TRANSFORMER_AMX");
     if (!bf16_amx_built()) {
         check_skip("sgemm_bf16's AMX path: not in this build (it needs AVX-512 and GCC 11 / clang 12 on x86-64 Linux)");
+    } else if (env && std::strcmp(env, "0") == 0) {
+        check_skip("sgemm_bf16's AMX path: TRANSFORMER_AMX=0 turns it off in this process");
     } else if (cpu_amx) {
         check(kernel == "amx", "the CPU has amx_bf16 and sgemm_bf16 takes the %s path", kernel.c_str());
         check_all("amx");

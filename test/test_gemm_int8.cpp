@@ -24,6 +24,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <cstdlib>
 #include <cstring>
 #include <random>
 #include <string>
@@ -250,10 +251,16 @@ void check_amx(uint32_t* seed) {
         check_skip("AMX kernel: this CPU has no amx_int8 (/proc/cpuinfo)");
         return;
     }
+    const char* env = std::getenv("TRANSFORMER_AMX");
+    if (env && std::strcmp(env, "0") == 0) {
+        check_skip("AMX kernel: TRANSFORMER_AMX=0 turns it off in this process");
+        return;
+    }
     check(probe == "amx", "AMX: the CPU has amx_int8 and a 32 x 64 product takes the %s kernel",
           probe.c_str());
+    // K = 62 and 254: K4 a multiple of 64 with K itself not (the u8 padding at 128 inside a tile)
     const int Ms[] = {16, 17, 31, 32, 33, 48, 100, 257}, Ns[] = {1, 17, 32, 33, 64, 65, 100, 768},
-              Ks[] = {64, 256, 1024, 2048};
+              Ks[] = {62, 64, 254, 256, 1024, 2048};
     int variant = 0;
     for (int M : Ms)
         for (int N : Ns)

@@ -5,7 +5,7 @@
 //   build/test_ops [--device cpu|cuda] [--precision fp32|bf16] [--against-cpu] [--section TEXT]
 //
 // (default cpu, fp32; run from anywhere). The backend comes from make_backend(); when it
-// cannot be had (--device cuda in a build without the CUDA backend, bf16 on the CPU) the
+// cannot be had (--device cuda in a build without the CUDA backend, or on a machine without a GPU) the
 // program prints "SKIP test_ops on <device>: <reason>" and "ops: 0 passed, 0 failed, 1 skipped", exit 0:
 // a skip is never counted as passed.
 //
@@ -38,7 +38,8 @@
 // Tolerances: max |got - want| <= tol * max |want| (test/check.h's check_close), stated on
 // every line:
 //                                                fp32     bf16
-//   forward outputs vs float64                   1e-5     1e-2   (outputs stored in bf16)
+//   forward outputs vs float64                   1e-5     1e-2   (GPU: outputs stored in bf16;
+//                                                                 CPU: products on bf16 operands)
 //   backward outputs vs central differences      1e-5     3e-2
 //   against the CPU backend, forward / backward  1e-5     1e-2 / 3e-2
 //   Adam (fp32 state in every mode): the step p' - p, m, v vs float64 1e-5;

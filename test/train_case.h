@@ -3,6 +3,7 @@
 // resume bitwise equal to an uninterrupted run. test_cuda runs them on the GPU, test_train on
 // the CPU (whose bf16 takes the linear layers' products on bf16 operands).
 #pragma once
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <functional>
