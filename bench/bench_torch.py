@@ -97,6 +97,19 @@ def peak_rss_mb():
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0  # KiB on Linux
 
 
+def autocast_step(fwd, opt, step, batch, cfg, device):
+    """One Adam step with the forward under bf16 autocast on `device`, the loss in fp32."""
+    for group in opt.param_groups:
+        group["lr"] = R.lr_at(step, cfg)
+    opt.zero_grad(set_to_none=True)
+    with torch.autocast(device, dtype=torch.bfloat16):
+        logits = fwd(batch["src"], batch["tgt_in"])
+    loss = R.loss_fn(logits.float(), batch["labels"], cfg["label_smoothing"])
+    loss.backward()
+    opt.step()
+    return loss.detach()
+
+
 def bench_train(name, steps, bf16=False):
     """Training steps on the CPU; bf16: the forward under CPU bf16 autocast (oneDNN's bf16
     products, on AMX where the CPU has it), the loss in fp32."""
@@ -113,14 +126,7 @@ def bench_train(name, steps, bf16=False):
     for step in range(1, 2 + steps + 1):
         t0, c0 = time.perf_counter(), time.process_time()
         if bf16:
-            for group in opt.param_groups:
-                group["lr"] = R.lr_at(step, cfg)
-            opt.zero_grad(set_to_none=True)
-            with torch.autocast("cpu", dtype=torch.bfloat16):
-                logits = model(batch["src"], batch["tgt_in"])
-            loss = R.loss_fn(logits.float(), batch["labels"], cfg["label_smoothing"])
-            loss.backward()
-            opt.step()
+            loss = autocast_step(model, opt, step, batch, cfg, "cpu")
         else:
             loss = R.train_step(model, opt, step, batch, cfg)
         times.append(time.perf_counter() - t0)
@@ -152,14 +158,7 @@ def bench_train_gpu(name, tokens, steps):
         for step in range(1, 3 + steps + 1):   # 3 warm-up steps (compilation included)
             torch.cuda.synchronize()
             t0 = time.perf_counter()
-            for group in opt.param_groups:
-                group["lr"] = R.lr_at(step, cfg)
-            opt.zero_grad(set_to_none=True)
-            with torch.autocast("cuda", dtype=torch.bfloat16):
-                logits = fwd(batch["src"], batch["tgt_in"])
-            loss = R.loss_fn(logits.float(), batch["labels"], cfg["label_smoothing"])
-            loss.backward()
-            opt.step()
+            loss = autocast_step(fwd, opt, step, batch, cfg, "cuda")
             torch.cuda.synchronize()
             times.append(time.perf_counter() - t0)
         ms = 1000.0 * statistics.median(times[3:])

@@ -7,6 +7,7 @@
 // shapes, calls from inside an OpenMP parallel region, and bitwise determinism.
 #include "cpu/gemm.h"
 #include "test/check.h"
+#include "test/gemm_case.h"
 
 #include <cmath>
 #include <cstdint>
@@ -18,39 +19,6 @@
 #endif
 
 namespace {
-
-struct Case {
-    bool ta, tb;
-    int M, N, K;
-    float alpha, beta;
-    int pad_a, pad_b, pad_c;  // extra elements per row beyond the minimum leading dimension
-};
-
-// Operands and C for one case, with random contents; C's padding holds a sentinel.
-struct Data {
-    int lda, ldb, ldc;
-    std::vector<float> A, B, C0;
-};
-
-constexpr float SENTINEL = -12345.0f;
-
-Data make_data(const Case& c, uint32_t seed) {
-    std::mt19937 rng(seed);
-    std::uniform_real_distribution<float> u(-1.0f, 1.0f);
-    Data d;
-    d.lda = (c.ta ? c.M : c.K) + c.pad_a;
-    d.ldb = (c.tb ? c.K : c.N) + c.pad_b;
-    d.ldc = c.N + c.pad_c;
-    d.A.resize((size_t)(c.ta ? c.K : c.M) * d.lda + 1);
-    d.B.resize((size_t)(c.tb ? c.N : c.K) * d.ldb + 1);
-    d.C0.assign((size_t)c.M * d.ldc + 1, SENTINEL);
-    for (auto& x : d.A) x = u(rng);
-    for (auto& x : d.B) x = u(rng);
-    for (int i = 0; i < c.M; i++)
-        for (int j = 0; j < c.N; j++)
-            d.C0[(size_t)i * d.ldc + j] = c.beta == 0.0f ? NAN : u(rng);  // beta=0 ignores NaN
-    return d;
-}
 
 // Naive reference in double: C = alpha * op(A) op(B) + beta * C (padding left as is).
 std::vector<float> reference(const Case& c, const Data& d) {

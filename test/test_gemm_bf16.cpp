@@ -14,6 +14,8 @@
 // AMX half says SKIP and why.
 #include "cpu/gemm_bf16.h"
 #include "test/check.h"
+#include "test/cpu_flags.h"
+#include "test/gemm_case.h"
 
 #include <cmath>
 #include <cstdint>
@@ -29,8 +31,6 @@
 
 namespace {
 
-constexpr float SENTINEL = -12345.0f;
-
 uint32_t bits(float x) {
     uint32_t u;
     std::memcpy(&u, &x, 4);
@@ -44,8 +44,8 @@ float from_bits(uint32_t u) {
 
 // 1. round_bf16.
 void check_rounding() {
-    struct Case { uint32_t in, want; const char* what; };
-    const Case cases[] = {
+    struct Rounding { uint32_t in, want; const char* what; };
+    const Rounding cases[] = {
         {0x3f800000u, 0x3f800000u, "1.0 is a bf16"},
         {0x3f808000u, 0x3f800000u, "1 + 2^-8 (a tie) rounds to even: 1.0"},
         {0x3f818000u, 0x3f820000u, "1 + 3 * 2^-8 (a tie) rounds to even: 1 + 2^-6"},
@@ -60,42 +60,13 @@ void check_rounding() {
         {0x00008000u, 0x00000000u, "a subnormal tie rounds to even (0)"},
         {0x00018000u, 0x00020000u, "a subnormal tie rounds to even (up)"},
     };
-    for (const Case& c : cases) {
+    for (const Rounding& c : cases) {
         const uint32_t got = bits(round_bf16(from_bits(c.in)));
         check(got == c.want, "round_bf16(0x%08x) = 0x%08x, want 0x%08x: %s", c.in, got, c.want, c.what);
     }
     const float nan = round_bf16(from_bits(0x7f800001u));
     check(std::isnan(nan) && (bits(nan) & 0xffffu) == 0, "round_bf16(a signalling NaN) = 0x%08x: a NaN with 16 low zero bits",
           bits(nan));
-}
-
-struct Case {
-    bool ta, tb;
-    int M, N, K;
-    float alpha, beta;
-    int pad_a, pad_b, pad_c;
-};
-
-struct Data {
-    int lda, ldb, ldc;
-    std::vector<float> A, B, C0;
-};
-
-Data make_data(const Case& c, uint32_t seed) {
-    std::mt19937 rng(seed);
-    std::uniform_real_distribution<float> u(-1.0f, 1.0f);
-    Data d;
-    d.lda = (c.ta ? c.M : c.K) + c.pad_a;
-    d.ldb = (c.tb ? c.K : c.N) + c.pad_b;
-    d.ldc = c.N + c.pad_c;
-    d.A.resize((size_t)(c.ta ? c.K : c.M) * d.lda + 1);
-    d.B.resize((size_t)(c.tb ? c.N : c.K) * d.ldb + 1);
-    d.C0.assign((size_t)c.M * d.ldc + 1, SENTINEL);
-    for (auto& x : d.A) x = u(rng);
-    for (auto& x : d.B) x = u(rng);
-    for (int i = 0; i < c.M; i++)
-        for (int j = 0; j < c.N; j++) d.C0[(size_t)i * d.ldc + j] = c.beta == 0.0f ? NAN : u(rng);
-    return d;
 }
 
 // The result of sgemm_bf16 on a copy of C0.
@@ -218,17 +189,6 @@ void check_threads(const Case& c, uint32_t seed, const char* path) {
     check(std::memcmp(one.data(), two.data(), one.size() * 4) == 0, "%-6s %-48s 1 and 2 threads bitwise equal", path, what);
 }
 #endif
-
-// Whether /proc/cpuinfo lists `flag` (Linux).
-bool cpu_has(const char* flag) {
-    std::FILE* f = std::fopen("/proc/cpuinfo", "r");
-    if (!f) return false;
-    char word[64];
-    bool found = false;
-    while (!found && std::fscanf(f, "%63s", word) == 1) found = std::strcmp(word, flag) == 0;
-    std::fclose(f);
-    return found;
-}
 
 void check_all(const char* path) {
     check_path(path);

@@ -20,6 +20,7 @@
 //    elsewhere the section says SKIP and why.
 #include "cpu/gemm_int8.h"
 #include "test/check.h"
+#include "test/cpu_flags.h"
 
 #include <algorithm>
 #include <cmath>
@@ -227,17 +228,6 @@ void check_inside_parallel(const std::vector<Case>& cases) {
           in_parallel, n);
 }
 #endif
-
-// Whether /proc/cpuinfo lists `flag` (Linux).
-bool cpu_has(const char* flag) {
-    std::FILE* f = std::fopen("/proc/cpuinfo", "r");
-    if (!f) return false;
-    char word[64];
-    bool found = false;
-    while (!found && std::fscanf(f, "%63s", word) == 1) found = std::strcmp(word, flag) == 0;
-    std::fclose(f);
-    return found;
-}
 
 // 4. The AMX kernel against the reference, the kernel each call takes, and 1 vs 2 threads.
 void check_amx(uint32_t* seed) {

@@ -1,0 +1,41 @@
+// test/gemm_case.h — one matrix product's case for the tests of sgemm (test_gemm) and sgemm_bf16
+// (test_gemm_bf16): its shape, transposes, scalars and padded leading dimensions, and random
+// operands with C's padding holding a sentinel (so a test sees a store past N).
+#pragma once
+#include <cmath>
+#include <cstdint>
+#include <random>
+#include <vector>
+
+struct Case {
+    bool ta, tb;
+    int M, N, K;
+    float alpha, beta;
+    int pad_a, pad_b, pad_c;  // extra elements per row beyond the minimum leading dimension
+};
+
+// Operands and C for one case, with random contents; C's padding holds a sentinel.
+struct Data {
+    int lda, ldb, ldc;
+    std::vector<float> A, B, C0;
+};
+
+constexpr float SENTINEL = -12345.0f;
+
+inline Data make_data(const Case& c, uint32_t seed) {
+    std::mt19937 rng(seed);
+    std::uniform_real_distribution<float> u(-1.0f, 1.0f);
+    Data d;
+    d.lda = (c.ta ? c.M : c.K) + c.pad_a;
+    d.ldb = (c.tb ? c.K : c.N) + c.pad_b;
+    d.ldc = c.N + c.pad_c;
+    d.A.resize((size_t)(c.ta ? c.K : c.M) * d.lda + 1);
+    d.B.resize((size_t)(c.tb ? c.N : c.K) * d.ldb + 1);
+    d.C0.assign((size_t)c.M * d.ldc + 1, SENTINEL);
+    for (auto& x : d.A) x = u(rng);
+    for (auto& x : d.B) x = u(rng);
+    for (int i = 0; i < c.M; i++)
+        for (int j = 0; j < c.N; j++)
+            d.C0[(size_t)i * d.ldc + j] = c.beta == 0.0f ? NAN : u(rng);  // beta=0 ignores NaN
+    return d;
+}
