@@ -247,13 +247,13 @@ endif
 ISA_FLAGS_avx512 := -march=x86-64-v4 -mavx512vnni
 ISA_FLAGS_avx2 := -march=x86-64-v3
 ISA_FLAGS_plain := -march=x86-64
-$(BUILD)/test_gemm.%: test/test_gemm.cpp cpu/gemm.cpp cpu/gemm.h test/check.h test/gemm_case.h
+$(BUILD)/test_gemm.%: test/test_gemm.cpp cpu/gemm.cpp cpu/gemm.h cpu/kernel_common.h test/check.h test/gemm_case.h
 	@mkdir -p $(BUILD)
 	$(CXX) $(CXXFLAGS) $(ISA_FLAGS_$*) -mtune=generic test/test_gemm.cpp cpu/gemm.cpp -o $@
-$(BUILD)/test_gemm_int8.%: test/test_gemm_int8.cpp cpu/gemm_int8.cpp cpu/gemm_int8.h cpu/amx.h test/check.h test/cpu_flags.h
+$(BUILD)/test_gemm_int8.%: test/test_gemm_int8.cpp cpu/gemm_int8.cpp cpu/gemm_int8.h cpu/amx.h cpu/kernel_common.h test/check.h test/cpu_flags.h
 	@mkdir -p $(BUILD)
 	$(CXX) $(CXXFLAGS) $(ISA_FLAGS_$*) -mtune=generic test/test_gemm_int8.cpp cpu/gemm_int8.cpp -o $@
-$(BUILD)/test_gemm_bf16.%: test/test_gemm_bf16.cpp cpu/gemm_bf16.cpp cpu/gemm_bf16.h cpu/gemm.cpp cpu/gemm.h cpu/amx.h test/check.h test/cpu_flags.h test/gemm_case.h
+$(BUILD)/test_gemm_bf16.%: test/test_gemm_bf16.cpp cpu/gemm_bf16.cpp cpu/gemm_bf16.h cpu/gemm.cpp cpu/gemm.h cpu/amx.h cpu/kernel_common.h test/check.h test/cpu_flags.h test/gemm_case.h
 	@mkdir -p $(BUILD)
 	$(CXX) $(CXXFLAGS) $(ISA_FLAGS_$*) -mtune=generic test/test_gemm_bf16.cpp cpu/gemm_bf16.cpp cpu/gemm.cpp -o $@
 

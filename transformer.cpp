@@ -122,8 +122,7 @@ void embedding_backward(float* dE, float* dpe, const float* dx, const int* token
 // Linear layers: Y = X W^T + b with W [out, in], as nn.Linear. Their products go through `gemm`:
 // sgemm (fp32), or sgemm_bf16 (--precision bf16: operands rounded to bf16, fp32 sums).
 // ============================================================================================
-using Gemm = void (*)(bool, bool, int, int, int, float, const float*, int, const float*, int, float,
-                      float*, int);
+using Gemm = decltype(&sgemm);
 
 // Y (rows, out) = X (rows, in) W^T + b (b may be nullptr).
 void linear_forward(float* Y, const float* X, const float* W, const float* b, int rows, int in,

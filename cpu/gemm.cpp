@@ -73,6 +73,8 @@ void sgemm(bool trans_a, bool trans_b, int M, int N, int K, float alpha, const f
 
 #else  // our own implementation
 
+#include "cpu/kernel_common.h"
+
 #include <algorithm>
 #include <cstddef>
 #include <cstdlib>
@@ -86,6 +88,8 @@ void sgemm(bool trans_a, bool trans_b, int M, int N, int K, float alpha, const f
 
 namespace {
 
+using cpu_kernels::thread_count;
+
 // ---------------------------------------------------------------------------------------------
 // The vector registers the kernels are written on: Simd::W floats, and a mask naming the
 // first n lanes for the partial loads and stores at a tile's edge (lanes past n are neither
@@ -97,7 +101,7 @@ struct Simd {   // AVX-512: 16 floats in a zmm
     static constexpr bool fast_partial_store = true;   // masked stores run at full speed
     using V = __m512;
     using Mask = __mmask16;
-    static Mask first(int n) { return n <= 0 ? 0 : n >= 16 ? 0xFFFF : (Mask)((1u << n) - 1); }
+    static Mask first(int n) { return cpu_kernels::first_lanes(n); }
     static V zero() { return _mm512_setzero_ps(); }
     static V set1(float x) { return _mm512_set1_ps(x); }
     static V load(const float* p) { return _mm512_load_ps(p); }   // 64-byte aligned
@@ -534,10 +538,6 @@ void gemm_parallel(const Problem& p, int nth) {
     gemm_band(p, omp_get_thread_num(), omp_get_num_threads(), by_rows);
 }
 
-int thread_count() {
-    if (omp_in_parallel()) return 1;  // no nested parallelism: the caller already is parallel
-    return omp_get_max_threads();
-}
 #endif  // _OPENMP
 
 }  // namespace

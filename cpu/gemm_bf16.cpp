@@ -26,6 +26,7 @@
 
 #include "cpu/amx.h"
 #include "cpu/gemm.h"
+#include "cpu/kernel_common.h"
 
 #include <algorithm>
 #include <atomic>
@@ -98,14 +99,8 @@ void gemm_rounded(bool trans_a, bool trans_b, int M, int N, int K, float alpha, 
 
 #ifdef GEMM_BF16_AMX
 // ---------------------------------------------------------------------------------------------
-int thread_count() {
-#ifdef _OPENMP
-    if (!omp_in_parallel()) return omp_get_max_threads();
-#endif
-    return 1;
-}
-
-int round_up(int x, int m) { return (x + m - 1) / m * m; }
+using cpu_kernels::round_up;
+using cpu_kernels::thread_count;
 
 // Block sizes, measured (make bench-gemm-bf16, 2 threads, the geometric mean of its 11 products:
 // MC 64 / NC 512 1,069 GFLOP/s, MC 128 / NC 1024 931-950; KC 1024 or 2048 no better). KC is
@@ -122,7 +117,7 @@ struct View {
     const float* at(long r, long c) const { return p + r * rs + c * cs; }
 };
 
-inline __mmask16 first(int n) { return n <= 0 ? 0 : n >= 16 ? 0xFFFF : (__mmask16)((1u << n) - 1); }
+using cpu_kernels::first_lanes;
 
 // 16 x 16 32-bit values transposed in registers: r[i] lane j <-> r[j] lane i.
 AMX_TARGET inline void transpose16(__m512i r[16]) {
@@ -150,14 +145,14 @@ AMX_TARGET inline void transpose16(__m512i r[16]) {
 
 // 32 floats (lanes past n zero) as 32 bf16, in order.
 AMX_TARGET inline __m512i bf16x32(const float* x, int n) {
-    const __m512 lo = _mm512_maskz_loadu_ps(first(n), x), hi = _mm512_maskz_loadu_ps(first(n - 16), x + 16);
+    const __m512 lo = _mm512_maskz_loadu_ps(first_lanes(n), x), hi = _mm512_maskz_loadu_ps(first_lanes(n - 16), x + 16);
     return (__m512i)_mm512_cvtne2ps_pbh(hi, lo);
 }
 
 // Two rows of 16 floats (k and k + 1; lanes past n zero) as 16 pairs: (a[c], b[c]) for c = 0..15.
 AMX_TARGET inline __m512i bf16_pairs(const float* a, const float* b, int n) {
-    const __m512i both = (__m512i)_mm512_cvtne2ps_pbh(_mm512_maskz_loadu_ps(first(n), b),
-                                                      _mm512_maskz_loadu_ps(first(n), a));
+    const __m512i both = (__m512i)_mm512_cvtne2ps_pbh(_mm512_maskz_loadu_ps(first_lanes(n), b),
+                                                      _mm512_maskz_loadu_ps(first_lanes(n), a));
     const __m512i order = _mm512_set_epi16(31, 15, 30, 14, 29, 13, 28, 12, 27, 11, 26, 10, 25, 9, 24, 8,
                                            23, 7, 22, 6, 21, 5, 20, 4, 19, 3, 18, 2, 17, 1, 16, 0);
     return _mm512_permutexvar_epi16(order, both);
@@ -181,8 +176,8 @@ AMX_TARGET void pack_a(const View& a, int rows, int kc, uint16_t* dst) {
         // a.rs == 1 (A transposed): 16 rows of a depth are contiguous; transposed 16 x 16
         __m512i lo[16], hi[16];
         for (int k = 0; k < 16; k++) {
-            lo[k] = k < nk ? _mm512_castps_si512(_mm512_maskz_loadu_ps(first(nr), a.at(r0, k0 + k))) : _mm512_setzero_si512();
-            hi[k] = k + 16 < nk ? _mm512_castps_si512(_mm512_maskz_loadu_ps(first(nr), a.at(r0, k0 + 16 + k))) : _mm512_setzero_si512();
+            lo[k] = k < nk ? _mm512_castps_si512(_mm512_maskz_loadu_ps(first_lanes(nr), a.at(r0, k0 + k))) : _mm512_setzero_si512();
+            hi[k] = k + 16 < nk ? _mm512_castps_si512(_mm512_maskz_loadu_ps(first_lanes(nr), a.at(r0, k0 + 16 + k))) : _mm512_setzero_si512();
         }
         transpose16(lo);
         transpose16(hi);
@@ -224,7 +219,7 @@ void update_c(const float (*acc)[16][16], int rows, int cols, float alpha, float
               float* C, long ldc) {
     const __m512 va = _mm512_set1_ps(alpha), vb = _mm512_set1_ps(beta);
     for (int v = 0; v < 2 && 16 * v < cols; v++) {
-        const __mmask16 m = first(cols - 16 * v);
+        const __mmask16 m = first_lanes(cols - 16 * v);
         for (int r = 0; r < rows; r++) {
             float* c = C + r * ldc + 16 * v;
             __m512 y = _mm512_mul_ps(_mm512_load_ps(acc[2 * (r / 16) + v][r % 16]), va);

@@ -81,6 +81,7 @@
 // AMX's intrinsics (GCC 11, clang 12: cpu/amx.h), and runs where the CPU and the kernel offer
 // the tiles.
 #include "cpu/amx.h"
+#include "cpu/kernel_common.h"
 #if defined(GEMM_INT8_VNNI) && defined(CPU_AMX)
 #define GEMM_INT8_AMX 1
 #define AMX_TARGET __attribute__((target("amx-tile,amx-int8")))
@@ -96,7 +97,8 @@ constexpr float TINY = 1e-30f;        // rows with max |v| below this quantize t
 // Products with M * N * K at or below this (~1 microsecond on one core) run serially.
 constexpr double SERIAL_MNK = 1 << 18;
 
-int round_up(int x, int m) { return (x + m - 1) / m * m; }
+using cpu_kernels::round_up;
+using cpu_kernels::thread_count;
 
 // Per-row quantization constants: q = rne(v * inv), v ~= q * scale.
 struct RowScale {
@@ -117,9 +119,7 @@ inline int quantize(float v, float inv) {
 // Activation quantization, in two passes over the rows (row_amax for every row, then
 // quantize_row): the rows' max -> divide -> convert latency chains then overlap.
 #ifdef GEMM_INT8_VNNI
-inline __mmask16 tail_mask(int n) {
-    return n <= 0 ? 0 : n >= 16 ? 0xFFFF : (__mmask16)((1u << n) - 1);
-}
+using cpu_kernels::first_lanes;
 
 // max_k |x[k]| of one row of K floats.
 float row_amax(const float* x, int K) {
@@ -130,14 +130,14 @@ float row_amax(const float* x, int K) {
         m1 = _mm512_max_ps(m1, _mm512_abs_ps(_mm512_loadu_ps(x + k + 16)));
     }
     for (; k < K; k += 16)
-        m0 = _mm512_max_ps(m0, _mm512_abs_ps(_mm512_maskz_loadu_ps(tail_mask(K - k), x + k)));
+        m0 = _mm512_max_ps(m0, _mm512_abs_ps(_mm512_maskz_loadu_ps(first_lanes(K - k), x + k)));
     return _mm512_reduce_max_ps(_mm512_max_ps(m0, m1));
 }
 
 // The 16 floats of x[0..16) (lanes >= n read as 0) times inv, rounded to int32 (rne under
 // the default MXCSR rounding).
 inline __m512i scaled_int32(const float* x, int n, __m512 inv) {
-    return _mm512_cvtps_epi32(_mm512_mul_ps(_mm512_maskz_loadu_ps(tail_mask(n), x), inv));
+    return _mm512_cvtps_epi32(_mm512_mul_ps(_mm512_maskz_loadu_ps(first_lanes(n), x), inv));
 }
 
 // One row of K floats -> u8 = rne(x * inv) + 128 (k4 bytes, K..k4 = 128). 64 values per
@@ -248,7 +248,7 @@ struct Columns16 {
     __m512 sc, bi;
 };
 inline Columns16 columns16(const Problem& p, int c, int n) {
-    const __mmask16 m = tail_mask(n);
+    const __mmask16 m = first_lanes(n);
     return {m, _mm512_slli_epi32(_mm512_maskz_loadu_epi32(m, p.w->colsum.data() + c), 7),
             _mm512_maskz_loadu_ps(m, p.w->scale.data() + c),
             p.bias ? _mm512_maskz_loadu_ps(m, p.bias + c) : _mm512_setzero_ps()};
@@ -525,13 +525,6 @@ void compute_band(const Problem& p, int m0, int m1, int s0, int s1) {
 // Per-calling-thread buffers for the quantized activations, grown on demand and reused.
 thread_local std::vector<uint8_t, Aligned64<uint8_t>> tls_qa;
 thread_local std::vector<float> tls_sx;
-
-int thread_count() {
-#ifdef _OPENMP
-    if (!omp_in_parallel()) return omp_get_max_threads();
-#endif
-    return 1;
-}
 
 #ifndef GEMM_INT8_AMX
 constexpr int AMX_MR = MR;
