@@ -71,7 +71,9 @@
 #define GEMM_INT8_VNNI 1
 // GCC 12.2 warns "'__Y' may be used uninitialized" inside the intrinsics that take an
 // _mm512_undefined_*() pass-through (GCC bug 105593, fixed in 12.3): silence that warning.
+#ifndef __clang__
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#endif
 #include <immintrin.h>
 #elif defined(__AVX2__)
 #define GEMM_INT8_AVX2 1
