@@ -61,14 +61,38 @@
 // cblas_sgemm.
 #include "cpu/gemm.h"
 
+#include <cstdio>
+#include <cstdlib>
+
+void apply_epilogue(int M, int N, float* C, int ldc, const GemmEpilogue& epilogue) {
+    if (!epilogue.bias && !epilogue.relu) return;
+    for (int i = 0; i < M; i++) {
+        float* c = C + (size_t)i * ldc;
+        for (int j = 0; j < N; j++) {
+            float v = epilogue.bias ? c[j] + epilogue.bias[j] : c[j];
+            c[j] = epilogue.relu ? (v > 0.0f ? v : 0.0f) : v;
+        }
+    }
+}
+
+void check_epilogue(float beta, const GemmEpilogue& epilogue, const char* caller) {
+    if (epilogue.bias && beta != 0.0f) {
+        std::fprintf(stderr, "error: %s: a bias epilogue with beta = %g (a bias takes beta * C's place: beta must be 0)\n",
+                     caller, beta);
+        std::abort();
+    }
+}
+
 #ifdef USE_OPENBLAS
 #include <cblas.h>
 
 void sgemm(bool trans_a, bool trans_b, int M, int N, int K, float alpha, const float* A, int lda,
-           const float* B, int ldb, float beta, float* C, int ldc) {
+           const float* B, int ldb, float beta, float* C, int ldc, GemmEpilogue epilogue) {
+    check_epilogue(beta, epilogue, "sgemm");
     cblas_sgemm(CblasRowMajor, trans_a ? CblasTrans : CblasNoTrans,
                 trans_b ? CblasTrans : CblasNoTrans, M, N, K, alpha, A, lda, B, ldb, beta, C,
                 ldc);
+    apply_epilogue(M, N, C, ldc, epilogue);   // a pass of its own here
 }
 
 #else  // our own implementation
@@ -107,8 +131,12 @@ struct Simd {   // AVX-512: 16 floats in a zmm
     static V load(const float* p) { return _mm512_load_ps(p); }   // 64-byte aligned
     static V load(const float* p, Mask m) { return _mm512_maskz_loadu_ps(m, p); }
     static void store(float* p, Mask m, V v) { _mm512_mask_storeu_ps(p, m, v); }
+    static V add(V a, V b) { return _mm512_add_ps(a, b); }
     static V mul(V a, V b) { return _mm512_mul_ps(a, b); }
     static V fma(V a, V b, V c) { return _mm512_fmadd_ps(a, b, c); }
+    // b where a is NaN. (maskz with every lane: _mm512_max_ps's undefined pass-through trips
+    // GCC 12.2's "may be used uninitialized" warning, GCC bug 105593.)
+    static V max(V a, V b) { return _mm512_maskz_max_ps((__mmask16)0xFFFF, a, b); }
 };
 #elif defined(__AVX2__) && defined(__FMA__)
 #define GEMM_SIMD 1
@@ -131,8 +159,10 @@ struct Simd {   // AVX2 + FMA: 8 floats in a ymm
         if (m.all) _mm256_storeu_ps(p, v);
         else _mm256_maskstore_ps(p, m.lanes, v);
     }
+    static V add(V a, V b) { return _mm256_add_ps(a, b); }
     static V mul(V a, V b) { return _mm256_mul_ps(a, b); }
     static V fma(V a, V b, V c) { return _mm256_fmadd_ps(a, b, c); }
+    static V max(V a, V b) { return _mm256_max_ps(a, b); }   // b where a is NaN
 };
 #endif
 
@@ -163,6 +193,16 @@ struct View {
     const float* at(long r, long c) const { return p + r * rs + c * cs; }
 };
 
+// How the kernels store a block of C: C = relu(alpha * sum + (bias ? bias[j] : beta * C)) for
+// column j of the block. Over several depth blocks, the first one takes the caller's beta and
+// bias, the later ones add to C (beta 1, no bias), and only the last one applies the ReLU.
+struct Update {
+    float alpha, beta;
+    const float* bias;   // at the block's first column; nullptr: none
+    bool relu;
+    Update at_column(int j) const { return {alpha, beta, bias ? bias + j : nullptr, relu}; }
+};
+
 // ---------------------------------------------------------------------------------------------
 // Per-thread, 64-byte aligned scratch that grows on demand and is reused across calls.
 class Scratch {
@@ -182,13 +222,15 @@ private:
 };
 thread_local Scratch tls_a, tls_b, tls_small;
 
-// C = beta * C on an M x N block (beta == 0 writes exact zeros).
-void scale_c(int M, int N, float beta, float* C, int ldc) {
+// C = relu(beta * C + bias) on an M x N block: the product when K or alpha is 0 (beta == 0
+// writes exact zeros before the bias).
+void scale_c(int M, int N, float beta, float* C, int ldc, const GemmEpilogue& epilogue) {
     for (int i = 0; i < M; i++) {
         float* c = C + (size_t)i * ldc;
         if (beta == 0.0f) std::memset(c, 0, sizeof(float) * N);
         else if (beta != 1.0f) for (int j = 0; j < N; j++) c[j] *= beta;
     }
+    apply_epilogue(M, N, C, ldc, epilogue);
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -277,20 +319,25 @@ void pack_block(const View& v, int rows, int kc, float* dst) {
 }
 
 // ---------------------------------------------------------------------------------------------
-// Micro-kernel: C[0:mr, 0:nr] = alpha * (a sliver . b sliver) + beta * C, with the full
-// MR x NR product always computed (padding is zero) and only mr x nr stored.
+// Micro-kernel: C[0:mr, 0:nr] = alpha * (a sliver . b sliver) + beta * C (or + bias, then the
+// ReLU: the Update), with the full MR x NR product always computed (padding is zero) and only
+// mr x nr stored.
 #ifdef GEMM_SIMD
 constexpr int NV = NR / Simd::W;   // vectors per tile row
 
-// alpha * acc + beta * c[masked lanes]; c is not read when beta == 0 (NaN there ignored).
-inline Simd::V scaled_update(Simd::V acc, const float* c, Simd::Mask m, float alpha, float beta) {
-    Simd::V v = Simd::mul(acc, Simd::set1(alpha));
-    if (beta != 0.0f) v = Simd::fma(Simd::load(c, m), Simd::set1(beta), v);
+// The value stored for the vector of sums acc at c (masked lanes), column j of the update's
+// block: relu(alpha * acc + (bias[j..] or beta * c)); c is not read when beta == 0 (NaN there
+// ignored). bias + v equals fma(bias, 1, v): the bits of a bias put in C and beta = 1.
+inline Simd::V scaled_update(Simd::V acc, const float* c, Simd::Mask m, const Update& u, int j) {
+    Simd::V v = Simd::mul(acc, Simd::set1(u.alpha));
+    if (u.bias) v = Simd::add(v, Simd::load(u.bias + j, m));
+    else if (u.beta != 0.0f) v = Simd::fma(Simd::load(c, m), Simd::set1(u.beta), v);
+    if (u.relu) v = Simd::max(v, Simd::zero());
     return v;
 }
 
 void micro_kernel(int kc, const float* __restrict a, const float* __restrict b, float* c,
-                  int ldc, int mr, int nr, float alpha, float beta) {
+                  int ldc, int mr, int nr, const Update& u) {
     Simd::V acc[MR][NV];
 #pragma GCC unroll 12
     for (int r = 0; r < MR; r++)
@@ -324,21 +371,28 @@ void micro_kernel(int kc, const float* __restrict a, const float* __restrict b, 
 #pragma GCC unroll 2
         for (int v = 0; v < NV; v++) {
             float* cv = cr + v * Simd::W;
-            Simd::store(cv, m[v], scaled_update(acc[r][v], cv, m[v], alpha, beta));
+            Simd::store(cv, m[v], scaled_update(acc[r][v], cv, m[v], u, v * Simd::W));
         }
     }
 }
 #else
+// The value stored for the sum acc at c, column j of the update's block (the SIMD version's).
+inline float scaled_update(float acc, const float* c, const Update& u, int j) {
+    float v = u.alpha * acc;
+    if (u.bias) v += u.bias[j];
+    else if (u.beta != 0.0f) v += u.beta * *c;
+    return u.relu ? (v > 0.0f ? v : 0.0f) : v;
+}
+
 void micro_kernel(int kc, const float* __restrict a, const float* __restrict b, float* c,
-                  int ldc, int mr, int nr, float alpha, float beta) {
+                  int ldc, int mr, int nr, const Update& u) {
     float acc[MR][NR] = {};
     for (int k = 0; k < kc; k++, a += MR, b += NR)
         for (int r = 0; r < MR; r++)
             for (int j = 0; j < NR; j++) acc[r][j] += a[r] * b[j];
     for (int r = 0; r < mr; r++) {
         float* cr = c + (size_t)r * ldc;
-        for (int j = 0; j < nr; j++)
-            cr[j] = beta == 0.0f ? alpha * acc[r][j] : alpha * acc[r][j] + beta * cr[j];
+        for (int j = 0; j < nr; j++) cr[j] = scaled_update(acc[r][j], cr + j, u, j);
     }
 }
 #endif
@@ -351,16 +405,19 @@ struct Problem {
     float alpha, beta;
     float* C;
     int ldc;
+    GemmEpilogue epilogue;   // its bias at C's first column
 };
 
 // Runs every micro-tile of one packed A block (mc x kc) against one packed B panel (kc x nc).
 void macro_kernel(int mc, int nc, int kc, const float* ap, const float* bp, float* C, int ldc,
-                  float alpha, float beta) {
-    for (int jr = 0; jr < nc; jr += NR)
+                  const Update& u) {
+    for (int jr = 0; jr < nc; jr += NR) {
+        const Update at = u.at_column(jr);
         for (int ir = 0; ir < mc; ir += MR)
             micro_kernel(kc, ap + (size_t)ir * kc, bp + (size_t)jr * kc,
                          C + (size_t)ir * ldc + jr, ldc, std::min(MR, mc - ir),
-                         std::min(NR, nc - jr), alpha, beta);
+                         std::min(NR, nc - jr), at);
+    }
 }
 
 // Depth of the packed blocks: K cut into equal blocks of at most KC (K = 4100 gives
@@ -379,14 +436,16 @@ void gemm_serial(const Problem& p) {
         int nc = std::min(NC, p.N - jc);
         for (int pc = 0; pc < p.K; pc += kc_max) {
             int kc = std::min(kc_max, p.K - pc);
-            float beta = pc == 0 ? p.beta : 1.0f;  // later depth blocks accumulate
+            // later depth blocks accumulate; the bias goes with the first, the ReLU with the last
+            const bool first = pc == 0, last = pc + kc >= p.K;
+            const Update u{p.alpha, first ? p.beta : 1.0f, first && p.epilogue.bias ? p.epilogue.bias + jc : nullptr,
+                           last && p.epilogue.relu};
             // op(B) rows pc.., columns jc..: slivers run along N, depth along K.
             pack_block<NR>(View{p.b.at(pc, jc), p.b.cs, p.b.rs}, nc, kc, bp);
             for (int ic = 0; ic < p.M; ic += MC) {
                 int mc = std::min(MC, p.M - ic);
                 pack_block<MR>(View{p.a.at(ic, pc), p.a.rs, p.a.cs}, mc, kc, ap);
-                macro_kernel(mc, nc, kc, ap, bp, p.C + (size_t)ic * p.ldc + jc, p.ldc, p.alpha,
-                             beta);
+                macro_kernel(mc, nc, kc, ap, bp, p.C + (size_t)ic * p.ldc + jc, p.ldc, u);
             }
         }
     }
@@ -402,7 +461,7 @@ constexpr int SMALL_ROWS = Simd::W == 16 ? 8 : 6;
 // R rows x (W * NV) columns of C, columns masked to n (<= W * NV). Up to 16 (AVX2: 12)
 // accumulators: enough independent FMA chains to hide the FMA latency.
 template <int R, int TV>
-void small_tile(const View& a, const float* b, long ldb, int K, int n, float alpha, float beta,
+void small_tile(const View& a, const float* b, long ldb, int K, int n, const Update& u,
                 float* c, int ldc) {
     Simd::Mask m[TV];
 #pragma GCC unroll 2
@@ -429,23 +488,23 @@ void small_tile(const View& a, const float* b, long ldb, int K, int n, float alp
 #pragma GCC unroll 2
         for (int v = 0; v < TV; v++) {
             float* cr = c + (size_t)r * ldc + v * Simd::W;
-            Simd::store(cr, m[v], scaled_update(acc[r][v], cr, m[v], alpha, beta));
+            Simd::store(cr, m[v], scaled_update(acc[r][v], cr, m[v], u, v * Simd::W));
         }
 }
 
 // rows (1..R) x W*TV columns: the tile with that many rows.
 template <int TV, int R = SMALL_ROWS>
-void small_rows(int rows, const View& a, const float* b, long ldb, int K, int n, float alpha,
-                float beta, float* c, int ldc) {
+void small_rows(int rows, const View& a, const float* b, long ldb, int K, int n, const Update& u,
+                float* c, int ldc) {
     if constexpr (R > 1)
-        if (rows < R) return small_rows<TV, R - 1>(rows, a, b, ldb, K, n, alpha, beta, c, ldc);
-    small_tile<R, TV>(a, b, ldb, K, n, alpha, beta, c, ldc);
+        if (rows < R) return small_rows<TV, R - 1>(rows, a, b, ldb, K, n, u, c, ldc);
+    small_tile<R, TV>(a, b, ldb, K, n, u, c, ldc);
 }
 
 // Rows are cut into equal blocks of at most SMALL_ROWS (25 -> 7, 6, 6, 6 rather than
 // 8, 8, 8, 1), columns into chunks of two vectors with a masked last one.
 void gemm_small_kernel(const View& a, const float* b, long ldb, int M, int N, int K,
-                       float alpha, float beta, float* C, int ldc) {
+                       const Update& u, float* C, int ldc) {
     int blocks = (M + SMALL_ROWS - 1) / SMALL_ROWS;
     for (int bi = 0, i = 0; bi < blocks; bi++) {
         int rows = (M - i) / (blocks - bi);  // spread the remainder over the last blocks
@@ -453,15 +512,15 @@ void gemm_small_kernel(const View& a, const float* b, long ldb, int M, int N, in
         for (int j = 0; j < N; j += 2 * Simd::W) {
             int n = std::min(2 * Simd::W, N - j);
             float* c = C + (size_t)i * ldc + j;
-            if (n > Simd::W) small_rows<2>(rows, ai, b + j, ldb, K, n, alpha, beta, c, ldc);
-            else small_rows<1>(rows, ai, b + j, ldb, K, n, alpha, beta, c, ldc);
+            if (n > Simd::W) small_rows<2>(rows, ai, b + j, ldb, K, n, u.at_column(j), c, ldc);
+            else small_rows<1>(rows, ai, b + j, ldb, K, n, u.at_column(j), c, ldc);
         }
         i += rows;
     }
 }
 #else
 void gemm_small_kernel(const View& a, const float* b, long ldb, int M, int N, int K,
-                       float alpha, float beta, float* C, int ldc) {
+                       const Update& u, float* C, int ldc) {
     constexpr int JB = 256;  // row chunk accumulated on the stack
     float acc[JB];
     for (int i = 0; i < M; i++)
@@ -474,8 +533,7 @@ void gemm_small_kernel(const View& a, const float* b, long ldb, int M, int N, in
                 for (int j = 0; j < n; j++) acc[j] += av * bk[j];
             }
             float* c = C + (size_t)i * ldc + j0;
-            for (int j = 0; j < n; j++)
-                c[j] = beta == 0.0f ? alpha * acc[j] : alpha * acc[j] + beta * c[j];
+            for (int j = 0; j < n; j++) c[j] = scaled_update(acc[j], c + j, u, j0 + j);
         }
 }
 #endif
@@ -489,7 +547,7 @@ void gemm_small(const Problem& p) {
         b = t;
         ldb = p.N;
     }
-    gemm_small_kernel(p.a, b, ldb, p.M, p.N, p.K, p.alpha, p.beta, p.C, p.ldc);
+    gemm_small_kernel(p.a, b, ldb, p.M, p.N, p.K, {p.alpha, p.beta, p.epilogue.bias, p.epilogue.relu}, p.C, p.ldc);
 }
 
 #ifdef _OPENMP
@@ -528,6 +586,7 @@ void gemm_band(const Problem& p, int t, int nth, bool by_rows) {
         q.b.p = p.b.at(0, lo);
         q.C = p.C + lo;
         q.N = hi - lo;
+        if (p.epilogue.bias) q.epilogue.bias = p.epilogue.bias + lo;
     }
     gemm_serial(q);
 }
@@ -543,15 +602,16 @@ void gemm_parallel(const Problem& p, int nth) {
 }  // namespace
 
 void sgemm(bool trans_a, bool trans_b, int M, int N, int K, float alpha, const float* A, int lda,
-           const float* B, int ldb, float beta, float* C, int ldc) {
+           const float* B, int ldb, float beta, float* C, int ldc, GemmEpilogue epilogue) {
+    check_epilogue(beta, epilogue, "sgemm");
     if (M <= 0 || N <= 0) return;
     if (K <= 0 || alpha == 0.0f) {
-        scale_c(M, N, beta, C, ldc);
+        scale_c(M, N, beta, C, ldc, epilogue);
         return;
     }
     Problem p{trans_a ? View{A, 1, lda} : View{A, lda, 1},
               trans_b ? View{B, 1, ldb} : View{B, ldb, 1},
-              M, N, K, alpha, beta, C, ldc};
+              M, N, K, alpha, beta, C, ldc, epilogue};
     if ((double)M * N * K <= SMALL_MNK) {
         gemm_small(p);
         return;

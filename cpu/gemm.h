@@ -16,5 +16,26 @@
 // Called outside an OpenMP parallel region it uses all OpenMP threads; called inside one
 // (e.g. attention, parallel over batch x head) it runs single-threaded on the calling thread.
 // Deterministic: the same inputs and thread count give bitwise the same C.
+//
+// The epilogue of the linear layers' forward, applied as C is stored (no pass of its own over C,
+// as cuBLASLt's BIAS / RELU_BIAS epilogues on the GPU and the int8 kernels' on the CPU):
+//   bias (N; nullptr: none): added to every row of C in place of beta * C, so beta must be 0
+//                            (C's old values are not read);
+//   relu: C = max(C, 0) once the sum is complete (NaN becomes 0, as x > 0 ? x : 0 would give).
+// C = relu(alpha * op(A) op(B) + bias) is then bitwise the product with beta = 1 over C filled
+// with the bias, followed by a ReLU pass.
+struct GemmEpilogue {
+    const float* bias = nullptr;
+    bool relu = false;
+};
+
 void sgemm(bool trans_a, bool trans_b, int M, int N, int K, float alpha,
-           const float* A, int lda, const float* B, int ldb, float beta, float* C, int ldc);
+           const float* A, int lda, const float* B, int ldb, float beta, float* C, int ldc,
+           GemmEpilogue epilogue = {});
+
+// The epilogue alone, over an M x N block of C (row stride ldc) that holds alpha * op(A) op(B):
+// C += bias, then the ReLU. For products that cannot apply it as they store (OpenBLAS's).
+void apply_epilogue(int M, int N, float* C, int ldc, const GemmEpilogue& epilogue);
+
+// Stops the program with a message when a bias comes with beta != 0 (a caller's error).
+void check_epilogue(float beta, const GemmEpilogue& epilogue, const char* caller);

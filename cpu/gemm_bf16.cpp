@@ -14,7 +14,8 @@
 // rows, columns and depths past the edges zero. The kernel keeps a 32 x 32 block of C in four
 // tiles (2 strips x 2 slivers: tiles 0..3), loads two A tiles (4, 5) and two B tiles (6, 7) a
 // depth step and issues four tdpbf16ps; at the end it stores the tiles and updates C
-// (alpha * sum + beta * C on the first depth block, C + alpha * sum on the next ones).
+// (alpha * sum + beta * C, or + bias, on the first depth block, C + alpha * sum on the next
+// ones, the ReLU of the linear layers' epilogue after the last).
 // Loops (each thread on its band of C, as gemm.cpp's): for NC columns, for KC depths, pack the
 // B panel; for MC rows, pack the A block; for each 32-column pair of slivers (in L1), for each
 // 32-row pair of strips: the kernel. Packing converts 32 floats to bf16 at a time; where the
@@ -88,13 +89,13 @@ void round_into(const float* a, int rows, int cols, int ld, float* dst) {
 }
 
 void gemm_rounded(bool trans_a, bool trans_b, int M, int N, int K, float alpha, const float* A,
-                  int lda, const float* B, int ldb, float beta, float* C, int ldc) {
+                  int lda, const float* B, int ldb, float beta, float* C, int ldc, GemmEpilogue epilogue) {
     // op(A) is stored as A: M x K (or K x M transposed); likewise B.
     const int ar = trans_a ? K : M, ac = trans_a ? M : K, br = trans_b ? N : K, bc = trans_b ? K : N;
     std::vector<float> a((size_t)ar * ac), b((size_t)br * bc);
     round_into(A, ar, ac, lda, a.data());
     round_into(B, br, bc, ldb, b.data());
-    sgemm(trans_a, trans_b, M, N, K, alpha, a.data(), ac, b.data(), bc, beta, C, ldc);
+    sgemm(trans_a, trans_b, M, N, K, alpha, a.data(), ac, b.data(), bc, beta, C, ldc, epilogue);
 }
 
 #ifdef GEMM_BF16_AMX
@@ -213,18 +214,29 @@ AMX_TARGET void pack_b(const View& b, int kc, int cols, uint16_t* dst) {
     }
 }
 
-// C[0:rows, 0:cols] (rows, cols <= 32) from the tiles' sums in acc: alpha * sum + beta * C on
-// the first depth block (C not read when beta == 0), C + alpha * sum after it.
-void update_c(const float (*acc)[16][16], int rows, int cols, float alpha, float beta, bool first_block,
-              float* C, long ldc) {
-    const __m512 va = _mm512_set1_ps(alpha), vb = _mm512_set1_ps(beta);
+// How a block of C is stored (gemm.cpp's Update): on the first depth block alpha * sum + (bias
+// or beta * C) (C not read when beta == 0), after it C + alpha * sum; the ReLU after the last.
+struct Update {
+    float alpha, beta;
+    bool first_block, last_block;
+    const float* bias;   // at the block's first column; nullptr: none
+    bool relu;
+};
+
+// C[0:rows, 0:cols] (rows, cols <= 32) from the tiles' sums in acc, as u says.
+void update_c(const float (*acc)[16][16], int rows, int cols, const Update& u, float* C, long ldc) {
+    const __m512 va = _mm512_set1_ps(u.alpha), vb = _mm512_set1_ps(u.beta), zero = _mm512_setzero_ps();
+    const bool bias = u.first_block && u.bias, relu = u.last_block && u.relu;
     for (int v = 0; v < 2 && 16 * v < cols; v++) {
         const __mmask16 m = first_lanes(cols - 16 * v);
+        const __m512 b = bias ? _mm512_maskz_loadu_ps(m, u.bias + 16 * v) : zero;
         for (int r = 0; r < rows; r++) {
             float* c = C + r * ldc + 16 * v;
             __m512 y = _mm512_mul_ps(_mm512_load_ps(acc[2 * (r / 16) + v][r % 16]), va);
-            if (!first_block) y = _mm512_add_ps(_mm512_maskz_loadu_ps(m, c), y);
-            else if (beta != 0.0f) y = _mm512_fmadd_ps(_mm512_maskz_loadu_ps(m, c), vb, y);
+            if (!u.first_block) y = _mm512_add_ps(_mm512_maskz_loadu_ps(m, c), y);
+            else if (bias) y = _mm512_add_ps(y, b);   // fma(bias, 1, y): a bias put in C, beta 1
+            else if (u.beta != 0.0f) y = _mm512_fmadd_ps(_mm512_maskz_loadu_ps(m, c), vb, y);
+            if (relu) y = _mm512_max_ps(y, zero);   // zero where y is NaN, as x > 0 ? x : 0
             _mm512_mask_storeu_ps(c, m, y);
         }
     }
@@ -268,6 +280,7 @@ struct Problem {
     float alpha, beta;
     float* C;
     long ldc;
+    GemmEpilogue epilogue;   // its bias at C's first column
 };
 
 // Per-thread packing buffers, 64-byte aligned, grown on demand.
@@ -319,8 +332,9 @@ AMX_TARGET void gemm_band(const Problem& p, int m0, int m1, int n0, int n1) {
                         else if (rows > 16) kernel<2, 1>(a, b, steps, acc);
                         else if (cols > 16) kernel<1, 2>(a, b, steps, acc);
                         else kernel<1, 1>(a, b, steps, acc);
-                        update_c(acc, rows, cols, p.alpha, p.beta, pc == 0,
-                                 p.C + (size_t)(ic + ir) * p.ldc + jc + jr, p.ldc);
+                        const Update u{p.alpha, p.beta, pc == 0, pc + kc >= p.K,
+                                       p.epilogue.bias ? p.epilogue.bias + jc + jr : nullptr, p.epilogue.relu};
+                        update_c(acc, rows, cols, u, p.C + (size_t)(ic + ir) * p.ldc + jc + jr, p.ldc);
                     }
             }
         }
@@ -364,15 +378,16 @@ bool bf16_amx_built() {
 void bf16_allow_amx(bool allow) { amx_allowed() = allow; }
 
 void sgemm_bf16(bool trans_a, bool trans_b, int M, int N, int K, float alpha, const float* A,
-                int lda, const float* B, int ldb, float beta, float* C, int ldc) {
+                int lda, const float* B, int ldb, float beta, float* C, int ldc, GemmEpilogue epilogue) {
+    check_epilogue(beta, epilogue, "sgemm_bf16");
     if (M <= 0 || N <= 0) return;
     if (K <= 0 || alpha == 0.0f || !use_amx()) {   // sgemm scales C alone when K or alpha is 0
-        if (K <= 0 || alpha == 0.0f) sgemm(trans_a, trans_b, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
-        else gemm_rounded(trans_a, trans_b, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
+        if (K <= 0 || alpha == 0.0f) sgemm(trans_a, trans_b, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc, epilogue);
+        else gemm_rounded(trans_a, trans_b, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc, epilogue);
         return;
     }
 #ifdef GEMM_BF16_AMX
     gemm_amx({trans_a ? View{A, 1, lda} : View{A, lda, 1}, trans_b ? View{B, 1, ldb} : View{B, ldb, 1},
-              M, N, K, alpha, beta, C, ldc});
+              M, N, K, alpha, beta, C, ldc, epilogue});
 #endif
 }

@@ -16,9 +16,12 @@
 // keeps them. Deterministic: bitwise the same C for any thread count (the fallback as far as
 // sgemm is: ours is, BLAS=openblas's cblas_sgemm does not promise it).
 #pragma once
+#include "cpu/gemm.h"
 
+// The epilogue (gemm.h's: the linear layers' bias and ReLU) is applied as C is stored, as sgemm's.
 void sgemm_bf16(bool trans_a, bool trans_b, int M, int N, int K, float alpha, const float* A,
-                int lda, const float* B, int ldb, float beta, float* C, int ldc);
+                int lda, const float* B, int ldb, float beta, float* C, int ldc,
+                GemmEpilogue epilogue = {});
 
 // The path sgemm_bf16 takes: "amx" or "sgemm" (bf16-rounded operands through sgemm).
 const char* bf16_kernel();

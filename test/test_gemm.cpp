@@ -4,7 +4,8 @@
 // 12 x 32 micro-tile or of the MC/KC/NC cache blocks, K = 0, alpha != 1, beta in {0, 1, 0.5}
 // (beta = 0 with NaN already in C), leading dimensions larger than the minimum (the padding
 // of C must stay untouched), the small-matrix path (attention-like strided views), random
-// shapes, calls from inside an OpenMP parallel region, and bitwise determinism.
+// shapes, calls from inside an OpenMP parallel region, and bitwise determinism; and the linear
+// layers' epilogue (bias, ReLU) bitwise against a bias-filled C, beta 1 and a ReLU pass.
 #include "cpu/gemm.h"
 #include "test/check.h"
 #include "test/gemm_case.h"
@@ -128,6 +129,18 @@ void check_inside_parallel(const std::vector<Case>& cases) {
         check(in_parallel == n, "inside-parallel: %d of %d calls ran inside an active region", in_parallel, n);
 }
 
+// The epilogue (bias, and ReLU or not) on one case: bitwise its definition (gemm_case.h).
+void check_epilogue_case(const Case& c, bool relu, uint32_t seed) {
+    Data d = make_data(c, seed);
+    long negative = 0;
+    const long differ = epilogue_differences(sgemm, c, d, relu, seed, &negative);
+    char what[160];
+    describe(c, relu ? "bias+relu" : "bias", what, sizeof what);
+    check(differ == 0 && (!relu || c.K == 0 || negative > 0),
+          "%s: bitwise bias-filled C, beta 1%s (%ld of %zu elements differ; %ld set to 0)", what,
+          relu ? ", ReLU pass" : "", differ, d.C0.size(), negative);
+}
+
 }  // namespace
 
 int main() {
@@ -191,6 +204,17 @@ int main() {
             inner.push_back({ta, tb, 12, 512, 400, 1.0f, 0.0f, 1, 1, 1});
         }
     check_inside_parallel(inner);
+
+    // The epilogue: the small path, the blocked path, two depth blocks (K > KC: the bias goes
+    // with the first, the ReLU after the last), C split by rows and by columns (the bias
+    // follows the column band), the linear layers' NT shapes, K = 0 (C = relu(bias)).
+    const int epi_shapes[][3] = {{25, 25, 32}, {7, 45, 9}, {150, 90, 270}, {40, 70, 1100},
+                                 {20, 4200, 20}, {300, 1024, 256}, {13, 2100, 50}, {17, 40, 0}};
+    for (auto& s : epi_shapes)
+        for (bool ta : T)
+            for (bool tb : T)
+                for (bool relu : T) check_epilogue_case({ta, tb, s[0], s[1], s[2], 1.0f, 0.0f, 2, 1, 3}, relu, seed++);
+    check_epilogue_case({false, true, 150, 90, 270, -0.5f, 0.0f, 0, 0, 0}, true, seed++);   // alpha != 1
 
     return check_summary("gemm");
 }

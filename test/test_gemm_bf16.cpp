@@ -10,6 +10,8 @@
 //    |C - ref| <= 1e-5 * (|alpha| sum_k |a b| + |beta c|) element by element. And the
 //    rounding is really there: against the UNROUNDED operands the same bound fails.
 // 3. Bitwise the same C with 1 and 2 OpenMP threads (row and column splits).
+// 4. The linear layers' epilogue (bias, ReLU; gemm.h) bitwise against a bias-filled C, beta 1
+//    and a ReLU pass, on each path: one and two depth blocks, C split by rows and by columns.
 // A CPU with amx_bf16 whose calls do not take AMX fails (the detection broke); elsewhere the
 // AMX half says SKIP and why.
 #include "cpu/gemm_bf16.h"
@@ -190,8 +192,29 @@ void check_threads(const Case& c, uint32_t seed, const char* path) {
 }
 #endif
 
+// 4. The epilogue on one case: bitwise its definition (gemm_case.h).
+void check_epilogue_case(const Case& c, bool relu, uint32_t seed, const char* path) {
+    Data d = make_data(c, seed);
+    long negative = 0;
+    const long differ = epilogue_differences(sgemm_bf16, c, d, relu, seed, &negative);
+    char what[160];
+    describe(c, what, sizeof what);
+    check(differ == 0 && (!relu || negative > 0),
+          "%-6s %-48s %s: bitwise bias-filled C, beta 1%s (%ld of %zu elements differ; %ld set to 0)", path, what,
+          relu ? "bias+relu" : "bias", relu ? ", ReLU pass" : "", differ, d.C0.size(), negative);
+}
+
+void check_epilogue(const char* path) {
+    uint32_t seed = 500;
+    const int shapes[][3] = {{17, 33, 40}, {300, 1024, 256}, {64, 80, 1300}, {40, 700, 60}};
+    for (auto& s : shapes)
+        for (bool tb : {false, true})
+            for (bool relu : {false, true}) check_epilogue_case({false, tb, s[0], s[1], s[2], 1.0f, 0.0f, 1, 2, 3}, relu, seed++, path);
+}
+
 void check_all(const char* path) {
     check_path(path);
+    check_epilogue(path);
     check_rounds(path);
 #ifdef _OPENMP
     check_threads({false, true, 300, 200, 256, 1.0f, 0.0f, 0, 0, 0}, 7, path);   // rows split
