@@ -55,8 +55,7 @@ struct Product {
 // Times one product with both libraries and prints a table row.
 void bench_product(const Product& p, double budget) {
     int lda = p.ta ? p.M : p.K, ldb = p.tb ? p.K : p.N, ldc = p.N;
-    std::vector<float> A((size_t)p.M * p.K), B((size_t)p.K * p.N), C((size_t)p.M * p.N),
-        C2((size_t)p.M * p.N);
+    Floats A((size_t)p.M * p.K), B((size_t)p.K * p.N), C((size_t)p.M * p.N), C2((size_t)p.M * p.N);
     fill_uniform(A, 1);
     fill_uniform(B, 2);
     double ours, blas;
@@ -87,8 +86,7 @@ void bench_small(const Product& p, int heads, double budget) {
     const int row = 3 * 512;  // operands are views into wider rows (stride like a fused QKV)
     int lda = row, ldb = row, ldc = 64;
     size_t a_rows = p.ta ? p.K : p.M, b_rows = p.tb ? p.N : p.K;
-    std::vector<float> A(a_rows * row * heads), B(b_rows * row * heads),
-        C((size_t)p.M * ldc * heads);
+    Floats A(a_rows * row * heads), B(b_rows * row * heads), C((size_t)p.M * ldc * heads);
     fill_uniform(A, 3);
     fill_uniform(B, 4);
     auto run = [&](bool use_blas) {

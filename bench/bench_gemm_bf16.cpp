@@ -25,7 +25,7 @@
 namespace {
 
 void bench_shape(const char* what, bool ta, bool tb, int M, int N, int K, double budget) {
-    std::vector<float> A((size_t)M * K), B((size_t)K * N), C32((size_t)M * N), C16((size_t)M * N);
+    Floats A((size_t)M * K), B((size_t)K * N), C32((size_t)M * N), C16((size_t)M * N);
     fill_uniform(A, 1);
     fill_uniform(B, 2);
     const int lda = ta ? M : K, ldb = tb ? K : N;

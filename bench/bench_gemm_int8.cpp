@@ -50,7 +50,7 @@ void median_times(const std::function<void()>& f, const std::function<void()>& g
 
 // Times one shape and prints a table row.
 void bench_shape(int M, int K, int N, double budget) {
-    std::vector<float> x((size_t)M * K), W((size_t)N * K), y32((size_t)M * N), y8((size_t)M * N);
+    Floats x((size_t)M * K), W((size_t)N * K), y32((size_t)M * N), y8((size_t)M * N);
     fill_uniform(x, 1, 1.0f);
     fill_uniform(W, 2, 1.0f / std::sqrt((float)K));
     Int8Weights wq;
@@ -69,7 +69,7 @@ void bench_shape(int M, int K, int N, double budget) {
     char vnni[64] = "        -        -";
     if (kernel == "amx") {   // the VNNI kernel on the same product, alternating with AMX
         double t_vnni, t_amx;
-        std::vector<float> yv((size_t)M * N);
+        Floats yv((size_t)M * N);
         median_times(
             [&] {
                 int8_allow_amx(false);
