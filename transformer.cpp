@@ -344,15 +344,18 @@ static void masked_softmax_rows(float* scores, const int* key_tokens, int Lq, in
     for (int i = 0; i < Lq; i++) {
         float* row = scores + (size_t)i * Lk;
         float mx = -INFINITY;
+#pragma omp simd reduction(max : mx)
         for (int j = 0; j < Lk; j++)
-            if (key_allowed(key_tokens, i, j, causal)) mx = std::max(mx, row[j]);
+            mx = key_allowed(key_tokens, i, j, causal) && row[j] > mx ? row[j] : mx;
         float sum = 0.0f;
+#pragma omp simd reduction(+ : sum)
         for (int j = 0; j < Lk; j++) {
             float e = key_allowed(key_tokens, i, j, causal) ? exp_fast(row[j] - mx) : 0.0f;
             row[j] = e;
             sum += e;
         }
         float inv = sum > 0.0f ? 1.0f / sum : 0.0f;
+#pragma omp simd
         for (int j = 0; j < Lk; j++) row[j] *= inv;
     }
 }
@@ -420,7 +423,9 @@ void attention_backward(float* dq, float* dkv, const float* dctx, const float* p
                         dpr[j] = dropout_keep(site_seed, o.probs + (size_t)i * s.Lk + j,
                                               p_attn) ? dpr[j] / (1.0f - p_attn) : 0.0f;
                 float dot = 0.0f;
+#pragma omp simd reduction(+ : dot)
                 for (int j = 0; j < s.Lk; j++) dot += pr[j] * dpr[j];
+#pragma omp simd
                 for (int j = 0; j < s.Lk; j++) dpr[j] = pr[j] * (dpr[j] - dot) * scale;
             }
             sgemm(false, false, s.Lq, s.dk, s.Lk, 1.0f, dP, s.Lk, kv + o.k, s.kv_stride, 0.0f,
