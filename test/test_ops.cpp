@@ -59,6 +59,9 @@
 
 #include "test/check.h"
 #include "transformer.h"
+#ifdef _OPENMP
+#include <omp.h>
+#endif
 
 namespace {
 
@@ -830,11 +833,34 @@ void test_layernorm_forward(Backend& be, Backend* cpu) {
     }
 }
 
+// On the CPU, run() with one OpenMP thread gives bitwise what it gave with all of them (`got`):
+// the sums over rows (LayerNorm's dg, db: fixed blocks of rows) do not depend on the thread count.
+template <class Out, class Run>
+void same_with_one_thread(Backend& be, const std::string& name, const Out& got, Run run) {
+#ifdef _OPENMP
+    if (be.device() != Device::CPU) return;
+    const int saved = omp_get_max_threads();
+    if (saved < 2) {
+        check_skip("%s: one OpenMP thread here, so no other thread count to compare", name.c_str());
+        return;
+    }
+    omp_set_num_threads(1);
+    const Out one = run(be);
+    omp_set_num_threads(saved);
+    same(name + " dx, 1 thread = " + std::to_string(saved), one.dx, got.dx);
+    same(name + " dg, 1 thread = " + std::to_string(saved), one.dg, got.dg);
+    same(name + " db, 1 thread = " + std::to_string(saved), one.db, got.db);
+#else
+    (void)be, (void)name, (void)got, (void)run;
+#endif
+}
+
 // dx = LN'(dy) + dx_beta dx; dg, db accumulate. mean, rstd from the backend's own forward.
+// 100 rows: the CPU sums dg, db in blocks of 32 rows (the last one partial), then block by block.
 void test_layernorm_backward(Backend& be, Backend* cpu) {
     struct Case { int rows, d; float beta; };
     std::vector<Case> cases = {{1, 5, 0.0f}, {3, 16, 1.0f}, {17, 67, 0.0f}, {17, 67, 1.0f},
-                               {8, 512, 1.0f}, {1, 4, 0.5f}};
+                               {8, 512, 1.0f}, {1, 4, 0.5f}, {100, 67, 1.0f}};
     for (const Case& c : cases) {
         const int rows = c.rows, d = c.d;
         const size_t n = (size_t)rows * d;
@@ -861,6 +887,7 @@ void test_layernorm_backward(Backend& be, Backend* cpu) {
         if (c.beta == 0) all_written(name + " dx", got.dx);
         grad_vs_fd(name + " dg", g64, loss, got.dg, &dg0);
         grad_vs_fd(name + " db", b64, loss, got.db, &db0);
+        if (rows > 32) same_with_one_thread(be, name, got, run);
         if (cpu) {
             Out ref = run(*cpu);
             vs_cpu(name + " dx", got.dx, ref.dx, TOL.cross_bwd);
@@ -933,7 +960,7 @@ void test_residual_layernorm_forward(Backend& be, Backend* cpu) {
 // against the same backend's layernorm_backward + copy + dropout_backward.
 void test_residual_layernorm_backward(Backend& be, Backend* cpu) {
     struct Case { int rows, d; float p; };
-    const Case cases[] = {{1, 5, 0.0f}, {3, 16, 0.1f}, {17, 67, 0.3f}, {8, 512, 0.1f}};
+    const Case cases[] = {{1, 5, 0.0f}, {3, 16, 0.1f}, {17, 67, 0.3f}, {8, 512, 0.1f}, {100, 67, 0.1f}};
     uint32_t site = 470;
     for (const Case& c : cases) {
         const int rows = c.rows, d = c.d;
@@ -981,6 +1008,7 @@ void test_residual_layernorm_backward(Backend& be, Backend* cpu) {
         same(name + " df = unfused", got.df, got.df2);
         same(name + " dg = unfused", got.dg, got.dg2);
         same(name + " db = unfused", got.db, got.db2);
+        if (rows > 32) same_with_one_thread(be, name, got, run);
         if (cpu) {
             Out ref = run(*cpu);
             vs_cpu(name + " dx", got.dx, ref.dx, TOL.cross_bwd);
