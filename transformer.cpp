@@ -600,10 +600,9 @@ void crossentropy_forward(float* lse, double* loss, const float* logits, const i
                 sum *= exp_fast(mx - block_mx);   // 0 while mx is -inf (exp_fast clamps)
                 mx = block_mx;
             }
-            const float m = mx;
 #pragma omp simd reduction(+ : block_sum, block_sum_z)
             for (int k = k0; k < k1; k++) {
-                block_sum += exp_fast(z[k] - m);
+                block_sum += exp_fast(z[k] - mx);
                 block_sum_z += z[k];
             }
             sum += block_sum;

@@ -5,35 +5,18 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdint>
-#include <cstdlib>
 #include <ctime>
 #include <functional>
-#include <new>
 #include <random>
 #include <vector>
+
+#include "cpu/kernel_common.h"   // Aligned64
 
 // The benchmarks' matrices start on a 64-byte boundary, as the model's arena slices do (a
 // plain std::vector of this size comes from mmap 16 bytes past a page: every 64-byte store of
 // a row then straddles two cache lines, which cost the 4,100 x 8,000 logits product half its
-// speed, 32 against 16 ms in bf16).
-template <class T>
-struct CacheLineAllocator {
-    using value_type = T;
-    CacheLineAllocator() = default;
-    template <class U>
-    CacheLineAllocator(const CacheLineAllocator<U>&) {}
-    T* allocate(size_t n) {
-        void* p = std::aligned_alloc(64, (n * sizeof(T) + 63) / 64 * 64);
-        if (!p) throw std::bad_alloc();
-        return static_cast<T*>(p);
-    }
-    void deallocate(T* p, size_t) { std::free(p); }
-    template <class U>
-    bool operator==(const CacheLineAllocator<U>&) const { return true; }
-    template <class U>
-    bool operator!=(const CacheLineAllocator<U>&) const { return false; }
-};
-using Floats = std::vector<float, CacheLineAllocator<float>>;
+// speed, 32 against 20 ms in bf16).
+using Floats = std::vector<float, Aligned64<float>>;
 
 // With one thread the clock is the thread's CPU time, so that other processes competing for
 // the core do not distort the numbers; with several threads it has to be wall time.

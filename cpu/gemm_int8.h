@@ -15,29 +15,9 @@
 #pragma once
 #include <cstddef>
 #include <cstdint>
-#include <cstdlib>
-#include <new>
 #include <vector>
 
-// Minimal allocator for 64-byte aligned std::vector storage (one zmm / one cache line).
-template <class T>
-struct Aligned64 {
-    using value_type = T;
-    Aligned64() = default;
-    template <class U>
-    Aligned64(const Aligned64<U>&) {}
-    T* allocate(size_t n) {
-        size_t bytes = (n * sizeof(T) + 63) / 64 * 64;
-        void* p = std::aligned_alloc(64, bytes ? bytes : 64);
-        if (!p) throw std::bad_alloc();
-        return static_cast<T*>(p);
-    }
-    void deallocate(T* p, size_t) { std::free(p); }
-    template <class U>
-    bool operator==(const Aligned64<U>&) const { return true; }
-    template <class U>
-    bool operator!=(const Aligned64<U>&) const { return false; }
-};
+#include "cpu/kernel_common.h"   // Aligned64
 
 // The weights W [N, K] of a linear layer (nn.Linear layout: out_features x in_features),
 // quantized per output row n: w[n][k] ~= q[n][k] * scale[n], q in [-127, 127],

@@ -1,13 +1,37 @@
 // kernel_common.h — the small helpers the CPU's matrix kernels share (gemm.cpp, gemm_int8.cpp,
-// gemm_bf16.cpp): how many threads a product may take, rounding up, and AVX-512's mask of
-// the first n lanes.
+// gemm_bf16.cpp): how many threads a product may take, rounding up, AVX-512's mask of the
+// first n lanes, and std::vector storage on 64-byte boundaries (the int8 weights, the
+// benchmarks' matrices).
 #pragma once
+#include <cstddef>
+#include <cstdlib>
+#include <new>
 #ifdef _OPENMP
 #include <omp.h>
 #endif
 #ifdef __AVX512F__
 #include <immintrin.h>
 #endif
+
+// Minimal allocator for 64-byte aligned std::vector storage (one zmm / one cache line).
+template <class T>
+struct Aligned64 {
+    using value_type = T;
+    Aligned64() = default;
+    template <class U>
+    Aligned64(const Aligned64<U>&) {}
+    T* allocate(size_t n) {
+        size_t bytes = (n * sizeof(T) + 63) / 64 * 64;
+        void* p = std::aligned_alloc(64, bytes ? bytes : 64);
+        if (!p) throw std::bad_alloc();
+        return static_cast<T*>(p);
+    }
+    void deallocate(T* p, size_t) { std::free(p); }
+    template <class U>
+    bool operator==(const Aligned64<U>&) const { return true; }
+    template <class U>
+    bool operator!=(const Aligned64<U>&) const { return false; }
+};
 
 namespace cpu_kernels {
 
