@@ -37,20 +37,23 @@ static int thread_id() { return 0; }
 
 namespace cpu {
 
-// exp(x), vectorisable (no libm call; its clamps and NaN test become vector selects, which GCC
+// exp(x), vectorisable (no libm call; its clamps become vector min/max selects, which GCC
 // allows only with -fno-trapping-math, as the Makefile builds: otherwise the comparisons stay
 // branches and the loops over the vocabulary stay scalar, 5-10x slower):
 // Cephes' expf polynomial on x - n ln 2, times 2^n built from the exponent bits. Relative
 // error about 2e-7 (1-2 ulp). Inputs are clamped to [-87, 88]: below, the result is a tiny
 // positive value, so callers zero masked entries themselves, never through exp(-inf).
+// NaN stays NaN (a diverged step must show as one) by arithmetic alone: the clamps' compares
+// are false for it and every step after passes it on. n is read off the bits of the rounded
+// sum t (its low bits hold n two's-complement, as t and the magic constant share a binade),
+// not converted from the float n, which would be undefined for NaN: no NaN test, no blend
+// (the loss's and softmax's loops run 1.4x faster than with them, the same bits otherwise).
 static inline float exp_fast(float x) {
-    const float in = x;
-    const bool nan = x != x;   // NaN stays NaN (a diverged step must show as one), without
-    x = nan ? 0.0f : x;        // converting NaN to int below (undefined behaviour)
     x = x < -87.0f ? -87.0f : x;
     x = x > 88.0f ? 88.0f : x;
     const float round_magic = 12582912.0f;   // 1.5 * 2^23: adding it rounds to an integer
-    float n = (x * 1.44269504088896341f + round_magic) - round_magic;   // round(x / ln 2)
+    const float t = x * 1.44269504088896341f + round_magic;
+    const float n = t - round_magic;   // round(x / ln 2)
     float r = x - n * 0.693359375f + n * 2.12194440e-4f;   // x - n ln 2, two-part constant
     float p = 1.9875691500e-4f;
     p = p * r + 1.3981999507e-3f;
@@ -59,9 +62,19 @@ static inline float exp_fast(float x) {
     p = p * r + 1.6666665459e-1f;
     p = p * r + 5.0000001201e-1f;
     p = p * r * r + r + 1.0f;
-    int32_t bits = ((int32_t)n + 127) << 23;   // 2^n
-    return nan ? in : p * __builtin_bit_cast(float, bits);
+    const uint32_t bits = (__builtin_bit_cast(uint32_t, t) - __builtin_bit_cast(uint32_t, round_magic) + 127u) << 23;
+    return p * __builtin_bit_cast(float, bits);   // p * 2^n
 }
+
+// The loops over long rows of exp_fast (the loss, decoding's log-softmax over the vocabulary)
+// ask GCC for 512-bit vectors where the CPU has AVX-512 (its default for -march=native is 256
+// bits): exp_fast's ~20 vector instructions then cover 16 floats, not 8. (Attention's rows, 10
+// to 100 keys, do better at 256.)
+#if defined(__AVX512F__) && defined(__GNUC__) && !defined(__clang__)
+#define WIDE_VECTORS __attribute__((target("prefer-vector-width=512")))
+#else
+#define WIDE_VECTORS
+#endif
 
 // ============================================================================================
 // §3.4 Embeddings, §3.5 Positional Encoding: E[token] * sqrt(d_model) + PE, then dropout.
@@ -525,38 +538,34 @@ void attention_keys_transpose(float* kt, const float* kv, int B, int S, int H, i
                     kt[(((size_t)b * H + h) * dk + c) * S + j] = kv[((size_t)b * S + j) * ld + h * dk + c];
 }
 
-// ctx (n, H*dv): row r attends over the first len[b] keys of its sentence b = sentence[r],
-// per head, vectorised over the keys and over the value channels:
-//   p (len) = softmax(q K^T / sqrt(dk)) from the transposed keys,   ctx (dv) = sum_j p_j v_j.
+// ctx (n, H*dv): row r attends over the first len[b] keys of its sentence b = sentence[r]. The
+// rows of a sentence (its beam's hypotheses) are consecutive and share its keys and values, so
+// each run of them and each head is two small products (gemm.cpp's unpacked kernel, every row
+// of the run against the keys at once):
+//   P (m, len) = softmax(Q K^T / sqrt(dk)) from the transposed keys (dk, S),  ctx (m, dv) = P V.
 void attention_step_cross(float* ctx, const float* q, const float* kt, const float* kv, int ld,
                           const int* len, const int* sentence, int S, const StepShape& s) {
     const int H = s.H, dk = s.dk, dv = s.dv;
     const float scale = 1.0f / std::sqrt((float)dk);
+    std::vector<int> runs;   // first row of each run of rows with one sentence, then n
+    for (int r = 0; r < s.n; r++)
+        if (r == 0 || sentence[r] != sentence[r - 1]) runs.push_back(r);
+    const int n_runs = (int)runs.size();
+    runs.push_back(s.n);
 #pragma omp parallel
     {
-        std::vector<float> p(S);
+        std::vector<float> p;   // (m, len)
 #pragma omp for schedule(static)
-        for (int rh = 0; rh < s.n * H; rh++) {
-            const int r = rh / H, h = rh % H, b = sentence[r], n = len[b];
-            const float* qh = q + (size_t)r * s.q_stride + h * dk;
-            const float* k = kt + ((size_t)b * H + h) * dk * S;   // (dk, S)
-            std::fill(p.begin(), p.begin() + n, 0.0f);
-            for (int i = 0; i < dk; i++) {
-                const float qi = qh[i] * scale;
-                const float* ki = k + (size_t)i * S;
-#pragma omp simd
-                for (int j = 0; j < n; j++) p[j] += qi * ki[j];
-            }
-            softmax_rows(p.data(), 1, n);
-            float* out = ctx + (size_t)r * H * dv + h * dv;
-            std::fill(out, out + dv, 0.0f);
+        for (int uh = 0; uh < n_runs * H; uh++) {
+            const int u = uh / H, h = uh % H, r0 = runs[u], m = runs[u + 1] - r0;
+            const int b = sentence[r0], n = len[b];
+            p.resize((size_t)m * n);
+            const float* k = kt + ((size_t)b * H + h) * dk * S;          // (dk, S)
             const float* v = kv + (size_t)b * S * ld + H * dk + h * dv;   // (n, ld)
-            for (int j = 0; j < n; j++) {
-                const float pj = p[j];
-                const float* vj = v + (size_t)j * ld;
-#pragma omp simd
-                for (int c = 0; c < dv; c++) out[c] += pj * vj[c];
-            }
+            sgemm(false, false, m, n, dk, scale, q + (size_t)r0 * s.q_stride + h * dk, s.q_stride, k, S, 0.0f,
+                  p.data(), n);
+            softmax_rows(p.data(), m, n);
+            sgemm(false, false, m, dv, n, 1.0f, p.data(), n, v, ld, 0.0f, ctx + (size_t)r0 * H * dv + h * dv, H * dv);
         }
     }
 }
@@ -580,7 +589,7 @@ static inline void prefetch_block_ahead(const float* p) {
 }
 
 // §5.4 Label Smoothing: *loss += the sum of the rows' losses; lse (rows) saved.
-void crossentropy_forward(float* lse, double* loss, const float* logits, const int* labels,
+WIDE_VECTORS void crossentropy_forward(float* lse, double* loss, const float* logits, const int* labels,
                           int rows, int V, float eps) {
     std::vector<double> row_loss(rows, 0.0);
 #pragma omp parallel for schedule(static)
@@ -618,7 +627,7 @@ void crossentropy_forward(float* lse, double* loss, const float* logits, const i
 }
 
 // logits (rows, V) -> (softmax - q) * scale in place; PAD rows -> 0.
-void crossentropy_backward(float* logits, const float* lse, const int* labels, int rows, int V,
+WIDE_VECTORS void crossentropy_backward(float* logits, const float* lse, const int* labels, int rows, int V,
                            float eps, float scale) {
     const float off = eps / V;
 #pragma omp parallel for schedule(static)
@@ -636,62 +645,101 @@ void crossentropy_backward(float* logits, const float* lse, const int* labels, i
     }
 }
 
-// log(sum_k exp(z_k)) of z (V).
-static float logsumexp(const float* z, int V) {
-    float mx = -INFINITY, sum = 0.0f;
-#pragma omp simd reduction(max : mx)
-    for (int k = 0; k < V; k++) mx = z[k] > mx ? z[k] : mx;
-#pragma omp simd reduction(+ : sum)
-    for (int k = 0; k < V; k++) sum += exp_fast(z[k] - mx);
-    return mx + std::log(sum);
+// Decoding's passes over a row of logits (V = 8,000 to 37,000 floats) run once a step for
+// every hypothesis. A single running maximum or sum is one chain of dependent vector
+// operations, each waiting out the latency of the one before (4 cycles): these loops keep
+// ROW_LANES running values instead (a few vector registers' worth, independent chains), and
+// the top-k scan tests a block of entries at once, so that it looks entry by entry only at the
+// few blocks that hold a candidate.
+constexpr int ROW_LANES = 64;
+
+// max_k z_k of z (n), NaN ignored (-inf when n == 0).
+WIDE_VECTORS static float max_of(const float* z, int n) {
+    float part[ROW_LANES];
+    std::fill(part, part + ROW_LANES, -INFINITY);
+    int k0 = 0;
+    for (; k0 + ROW_LANES <= n; k0 += ROW_LANES)
+#pragma omp simd
+        for (int l = 0; l < ROW_LANES; l++) part[l] = z[k0 + l] > part[l] ? z[k0 + l] : part[l];
+    float mx = -INFINITY;
+    for (int k = k0; k < n; k++) mx = z[k] > mx ? z[k] : mx;
+    for (int l = 0; l < ROW_LANES; l++) mx = part[l] > mx ? part[l] : mx;
+    return mx;
 }
 
-// The k best entries of z (V) into best[0..k), best first (ties: lowest id); returns how many
-// (k, or V when V < k). Blocks of 16 whose maximum cannot enter the list are skipped with one
-// vectorised test, so only a few blocks are scanned.
-static int top_k(const float* z, int V, int k, int* best) {
+// sum_k exp(z_k - mx) of z (n).
+WIDE_VECTORS static float sum_exp(const float* z, int n, float mx) {
+    float part[ROW_LANES] = {};
+    int k0 = 0;
+    for (; k0 + ROW_LANES <= n; k0 += ROW_LANES)
+#pragma omp simd
+        for (int l = 0; l < ROW_LANES; l++) part[l] += exp_fast(z[k0 + l] - mx);
+    float sum = 0.0f;
+    for (int k = k0; k < n; k++) sum += exp_fast(z[k] - mx);
+    for (int l = 0; l < ROW_LANES; l++) sum += part[l];
+    return sum;
+}
+
+// log(sum_k exp(z_k)) of z (V).
+static float logsumexp(const float* z, int V) {
+    const float mx = max_of(z, V);
+    return mx + std::log(sum_exp(z, V, mx));
+}
+
+// Whether an entry of z (N) is above t: one compare a vector, no branch.
+template <int N>
+WIDE_VECTORS static inline bool any_above(const float* z, float t) {
+    int count = 0;
+#pragma omp simd reduction(+ : count)
+    for (int l = 0; l < N; l++) count += z[l] > t ? 1 : 0;
+    return count > 0;
+}
+
+// The k best entries of z (V) into best[0..k), best first (ties: lowest id), z[banned] never
+// among them (banned < 0: none); returns how many (k, or fewer when V is smaller). Once the
+// list is full, a block of ROW_LANES entries none of which beats its last is skipped whole, and
+// inside a block that has one, each 16 entries likewise.
+WIDE_VECTORS static int top_k(const float* z, int V, int k, int banned, int* best) {
     int n = 0;
-    for (int w0 = 0; w0 < V; w0 += 16) {
-        const int w1 = std::min(V, w0 + 16);
-        if (n == k) {
-            float mx = -INFINITY;
-#pragma omp simd reduction(max : mx)
-            for (int w = w0; w < w1; w++) mx = std::max(mx, z[w]);
-            if (mx <= z[best[n - 1]]) continue;
-        }
-        for (int w = w0; w < w1; w++) {
-            if (n == k && z[w] <= z[best[n - 1]]) continue;
-            int pos = (int)(std::upper_bound(best, best + n, w, [&](int a, int b) { return z[a] > z[b]; }) - best);
-            if (n < k) n++;
-            for (int i = n - 1; i > pos; i--) best[i] = best[i - 1];
-            best[pos] = w;
+    for (int b0 = 0; b0 < V; b0 += ROW_LANES) {
+        const int b1 = std::min(V, b0 + ROW_LANES);
+        if (n == k && b1 - b0 == ROW_LANES && !any_above<ROW_LANES>(z + b0, z[best[n - 1]])) continue;
+        for (int w0 = b0; w0 < b1; w0 += 16) {
+            const int w1 = std::min(b1, w0 + 16);
+            if (n == k && w1 - w0 == 16 && !any_above<16>(z + w0, z[best[n - 1]])) continue;
+            for (int w = w0; w < w1; w++) {
+                if (w == banned || (n == k && z[w] <= z[best[n - 1]])) continue;
+                int pos = (int)(std::upper_bound(best, best + n, w, [&](int a, int b) { return z[a] > z[b]; }) - best);
+                if (n < k) n++;
+                for (int i = n - 1; i > pos; i--) best[i] = best[i - 1];
+                best[pos] = w;
+            }
         }
     }
     return n;
 }
 
 // tokens, logp (rows, k): each row's k best tokens and their z - logsumexp(z), best first;
-// `banned` counts as -inf. Rows of logits have stride ld.
+// `banned` counts as -inf. Rows of logits have stride ld. The best token's logit is the row's
+// maximum (the log-sum-exp's shift): two passes over the row, the scan and the sum.
 void logsoftmax_topk(int* tokens, float* logp, const float* logits, int rows, int V, int ld,
                      int k, int banned) {
-#pragma omp parallel
-    {
-        std::vector<float> row(banned >= 0 ? V : 0);
-#pragma omp for schedule(static)
-        for (int r = 0; r < rows; r++) {
-            const float* z = logits + (size_t)r * ld;
-            if (banned >= 0) {
-                std::copy(z, z + V, row.begin());
-                row[banned] = -INFINITY;
-                z = row.data();
-            }
-            const float lse = logsumexp(z, V);
-            int* best = tokens + (size_t)r * k;
-            const int found = top_k(z, V, k, best);
-            for (int i = 0; i < k; i++)   // fewer than k tokens (V < k): token -1, -inf
-                logp[(size_t)r * k + i] = i < found ? z[best[i]] - lse : -INFINITY;
-            for (int i = found; i < k; i++) best[i] = -1;
+#pragma omp parallel for schedule(static)
+    for (int r = 0; r < rows; r++) {
+        const float* z = logits + (size_t)r * ld;
+        int* best = tokens + (size_t)r * k;
+        const int found = top_k(z, V, k, banned, best);
+        float lse = 0.0f;
+        if (found > 0) {
+            const float mx = z[best[0]];
+            const float sum = banned >= 0 && banned < V
+                                  ? sum_exp(z, banned, mx) + sum_exp(z + banned + 1, V - banned - 1, mx)
+                                  : sum_exp(z, V, mx);
+            lse = mx + std::log(sum);
         }
+        for (int i = 0; i < k; i++)   // fewer than k tokens (V < k): token -1, -inf
+            logp[(size_t)r * k + i] = i < found ? z[best[i]] - lse : -INFINITY;
+        for (int i = found; i < k; i++) best[i] = -1;
     }
 }
 

@@ -13,6 +13,9 @@
 // a * len + b; one timed run; --output writes the hypotheses (ids) to PREFIX.greedy and
 // PREFIX.beam4. Prints:
 //   ours decode greedy|beam4 tokens_per_s=.. ms=.. sentences_per_s=..
+// --profile: then greedy and beam 4 once more with every op timed (model/profile.h), as
+// "# profile" lines under a "# profile greedy|beam4" heading: each op's ms a decoding run, its
+// share of the unprofiled run, TFLOP/s and GB/s.
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
@@ -22,6 +25,7 @@
 #include <vector>
 
 #include "model/checkpoint.h"
+#include "model/profile.h"
 #include "cli/openmp_wait.h"
 #include "cli/options.h"
 #include "toolkit/decode.h"
@@ -74,6 +78,7 @@ static double milliseconds_since(std::chrono::steady_clock::time_point t0) {
 int main(int argc, char** argv) {
     std::string model_path, input, output, precision = "fp32", device = "cpu", config = "small";
     int sentences = 200, length = 20, repeats = 3, batch_tokens = 4000;
+    bool profile = false;
     Options o("bench_decode", "Times batched greedy and beam-4 decoding.");
     o.add("--model", &model_path, "checkpoint (default: the --config preset, random weights)", "FILE");
     o.add("--config", &config, "without --model: tiny, small, base or big, random weights", "NAME");
@@ -85,6 +90,7 @@ int main(int argc, char** argv) {
     o.add("--length", &length, "synthetic: source tokens (incl. </s>) and forced output tokens");
     o.add("--repeats", &repeats, "synthetic: timed runs (the median is printed)");
     o.add("--batch-tokens", &batch_tokens, "with --input: padded source tokens per batch");
+    o.add_flag("--profile", &profile, "then each search once more timed op by op (\"# profile\" lines)");
     if (!o.parse(argc, argv)) return o.exit_code();
     Model m;
     std::string err;
@@ -102,34 +108,47 @@ int main(int argc, char** argv) {
     std::vector<std::vector<int>> sources;
     if (input.empty()) sources = synthetic_sources(sentences, length, m.cfg.vocab);
     else if (!read_sources(input, m.cfg.vocab, &sources)) return 1;
+    // One decoding run of the sources (forced length when synthetic, as ./translate otherwise).
+    auto decode = [&](const DecodeOptions& opt) {
+        auto hyps = input.empty() ? decode_batch(&m, sources, opt) : decode_sorted(&m, sources, opt, batch_tokens);
+        m.backend->synchronize();
+        return hyps;
+    };
+    std::vector<double> median_ms;
     for (int beam : {1, 4}) {
         DecodeOptions opt;
         opt.beam = beam;
+        if (input.empty()) opt.force_length = length;
         const char* label = beam == 1 ? "greedy" : "beam4";
         std::vector<double> ms;
         std::vector<std::vector<Hypothesis>> hyps;
-        if (input.empty()) {
-            opt.force_length = length;
-            for (int r = 0; r < repeats; r++) {
-                auto t0 = std::chrono::steady_clock::now();
-                hyps = decode_batch(&m, sources, opt);
-                m.backend->synchronize();
-                ms.push_back(milliseconds_since(t0));
-            }
-        } else {
+        for (int r = 0; r < (input.empty() ? repeats : 1); r++) {
             auto t0 = std::chrono::steady_clock::now();
-            hyps = decode_sorted(&m, sources, opt, batch_tokens);
+            hyps = decode(opt);
             ms.push_back(milliseconds_since(t0));
-            if (!output.empty()) write_hypotheses(output + "." + label, hyps);
         }
+        if (!input.empty() && !output.empty()) write_hypotheses(output + "." + label, hyps);
         std::sort(ms.begin(), ms.end());
         const double med = ms[ms.size() / 2];
+        median_ms.push_back(med);
         size_t tokens = 0;
         for (const auto& h : hyps) tokens += h[0].tokens.size();
         std::printf("ours decode %s tokens_per_s=%.0f ms=%.1f sentences_per_s=%.1f  # %s, %zu sentences, %zu output tokens, %s\n",
                     label, tokens / (med / 1000), med, sources.size() / (med / 1000), precision.c_str(),
                     sources.size(), tokens, m.backend->describe().c_str());
         std::fflush(stdout);
+    }
+    if (profile) {
+        ProfiledBackend* p = profile_model(&m);
+        for (int i = 0; i < 2; i++) {
+            DecodeOptions opt;
+            opt.beam = i == 0 ? 1 : 4;
+            if (input.empty()) opt.force_length = length;
+            p->reset();
+            decode(opt);
+            std::printf("# profile %s\n", i == 0 ? "greedy" : "beam4");
+            profile_print(stdout, p->report(), 1, median_ms[i], "run");
+        }
     }
     return 0;
 }

@@ -56,16 +56,17 @@ ProfiledBackend* profile_model(Model* m) {
     return p;
 }
 
-void profile_print(FILE* out, const std::vector<OpProfile>& ops, int steps, double step_ms) {
+void profile_print(FILE* out, const std::vector<OpProfile>& ops, int steps, double step_ms, const char* unit) {
     double total = 0, flops = 0;
     for (const OpProfile& p : ops) total += p.ms, flops += p.flops;
     total /= steps;
     const double whole = step_ms > 0 ? step_ms : total;
-    std::fprintf(out, "# profile: %.2f ms a step in the ops below (%d step%s timed op by op)", total, steps,
+    std::fprintf(out, "# profile: %.2f ms a %s in the ops below (%d %s%s timed op by op)", total, unit, steps, unit,
                  steps == 1 ? "" : "s");
-    if (step_ms > 0) std::fprintf(out, "; %.2f ms a step unprofiled", step_ms);
+    if (step_ms > 0) std::fprintf(out, "; %.2f ms a %s unprofiled", step_ms, unit);
     std::fprintf(out, "; matrix work %.3g TFLOP/s over the ops' time\n", total > 0 ? flops / steps / (total * 1e9) : 0.0);
-    std::fprintf(out, "# profile %-28s %7s %10s %7s %9s %9s\n", "op", "calls", "ms/step", "share", "TFLOP/s", "GB/s");
+    const std::string per = std::string("ms/") + unit;
+    std::fprintf(out, "# profile %-28s %7s %10s %7s %9s %9s\n", "op", "calls", per.c_str(), "share", "TFLOP/s", "GB/s");
     for (const OpProfile& p : ops) {
         const double ms = p.ms / steps;
         char tflops[16] = "-", gbs[16] = "-";

@@ -141,6 +141,7 @@ double forward_matmul_flops(const Config& c, const Batch& b);
 
 // Wraps m's backend in a ProfiledBackend (the model's buffers stay where they are) and returns it.
 ProfiledBackend* profile_model(Model* m);
-// Prints the report as a table of lines that start with "# profile", per step: ms, share of
-// step_ms (the step's time measured without profiling, 0: of the ops' sum), TFLOP/s, GB/s.
-void profile_print(FILE* out, const std::vector<OpProfile>& ops, int steps, double step_ms);
+// Prints the report as a table of lines that start with "# profile", per step (a training step;
+// unit names it, e.g. "run" for a whole decoding run): ms, share of step_ms (the step's time
+// measured without profiling, 0: of the ops' sum), TFLOP/s, GB/s.
+void profile_print(FILE* out, const std::vector<OpProfile>& ops, int steps, double step_ms, const char* unit = "step");
