@@ -930,7 +930,8 @@ public:
         if (bytes) std::memset(dst, 0, bytes);
     }
     void copy_rows(floatX* dst, int ld_dst, const floatX* src, int ld_src, int rows,
-                   int cols) override {
+                   int cols) override {   // (decoding's keys and values into the cache: ~1 MB a step)
+#pragma omp parallel for schedule(static) if ((size_t)rows * cols >= (1u << 16))
         for (int r = 0; r < rows; r++)
             std::memcpy(F(dst) + (size_t)r * ld_dst, F(src) + (size_t)r * ld_src, cols * sizeof(float));
     }

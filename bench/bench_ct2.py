@@ -338,8 +338,9 @@ def main():
     ap.add_argument("--alpha", type=float, default=0.6, help="length penalty (default 0.6)")
     ap.add_argument("--max-len-b", type=int, default=50,
                     help="max output length = longest source in the batch + B (default 50)")
-    ap.add_argument("--types", default=",".join(QUANTIZATIONS),
-                    help="comma-separated model types to convert and run (default int8,float32)")
+    ap.add_argument("--types", default=None,
+                    help="comma-separated model types to convert and run (default: int8,float32 "
+                    "on the CPU, float16,bfloat16,float32 on the GPU)")
     ap.add_argument("--modes", default="greedy,beam",
                     help="comma-separated decoders to run (default greedy,beam)")
     ap.add_argument("--model-dir", help="keep the converted models in MODEL_DIR/<type> "
@@ -349,6 +350,8 @@ def main():
         sys.exit(check(args.weights, args.threads))
     if not args.input:
         ap.error("--input is required (or --check)")
+    if args.types is None:   # float16 and bfloat16 are GPU types (bfloat16's conversion needs torch)
+        args.types = "int8,float32" if args.device == "cpu" else "float16,bfloat16,float32"
     types = [x for x in args.types.split(",") if x]
     for q in types:
         if q not in QUANTIZATIONS:
