@@ -2,7 +2,8 @@
 // the CPU, test_cuda on the GPU or its emulator): a profiled training step is bitwise the
 // unprofiled one, the report names the ops the step called as often as the model calls them,
 // its times are non-negative and fit in the step's wall time, and the matrix FLOPs it sums op
-// by op for a forward pass equal forward_matmul_flops, the count written out from the config.
+// by op for a forward pass equal forward_matmul_flops, the count written out from the config;
+// a profiled decoding gives the plain one's hypotheses and counts its steps' ops.
 #pragma once
 #include <chrono>
 #include <cmath>
@@ -13,6 +14,7 @@
 #include "model/profile.h"
 #include "test/check.h"
 #include "test/model_buffers.h"
+#include "toolkit/decode.h"
 
 inline void profiled_step_checks(const std::string& label, const std::function<std::unique_ptr<Backend>()>& make,
                                  const Config& c, const Batch& b, int chunk_rows) {
@@ -74,4 +76,40 @@ inline void profiled_step_checks(const std::string& label, const std::function<s
     const double want = forward_matmul_flops(c, b);   // model/profile.h: from the config alone
     check(std::fabs(flops - want) <= 1e-9 * want, "%s: a forward's matrix FLOPs as profiled %.6g, as counted from the "
           "config %.6g", label.c_str(), flops, want);
+}
+
+// A profiled decoding (greedy and beam 4, with the cache) gives bitwise the plain one's
+// hypotheses, and the report counts the decoding ops as the decoder calls them: per step one
+// logsoftmax_topk, and one self- and one cross-attention step per decoder layer.
+inline void profiled_decode_checks(const std::string& label, const std::function<std::unique_ptr<Backend>()>& make,
+                                   const Config& c, const std::vector<std::vector<int>>& sources) {
+    Model plain, prof;
+    plain.backend = make();
+    prof.backend = make();
+    if (!plain.backend || !prof.backend) return;
+    model_init(&plain, c, 5);
+    model_init(&prof, c, 5);
+    ProfiledBackend* p = profile_model(&prof);
+    for (int beam : {1, 4}) {
+        DecodeOptions opt;
+        opt.beam = beam;
+        const auto want = decode_batch(&plain, sources, opt);
+        p->reset();
+        const auto got = decode_batch(&prof, sources, opt);
+        bool same = want.size() == got.size();
+        for (size_t i = 0; same && i < want.size(); i++) {
+            same = want[i].size() == got[i].size();
+            for (size_t j = 0; same && j < want[i].size(); j++)
+                same = want[i][j].tokens == got[i][j].tokens && same_bits({want[i][j].logprob}, {got[i][j].logprob});
+        }
+        std::map<std::string, long> calls;
+        for (const OpProfile& o : p->report()) calls[o.op] = o.calls;
+        const long steps = calls["logsoftmax_topk"];
+        check(same && steps > 0 && calls["attention_step_self"] == steps * c.n_dec &&
+                  calls["attention_step_cross"] == steps * c.n_dec,
+              "%s: a profiled decoding (beam %d, %zu sentences) gives bitwise the plain one's hypotheses; the report "
+              "counts %ld steps (logsoftmax_topk), attention_step_self %ld and _cross %ld (%d decoder layers)",
+              label.c_str(), beam, sources.size(), steps, calls["attention_step_self"],
+              calls["attention_step_cross"], c.n_dec);
+    }
 }

@@ -432,6 +432,8 @@ int main(int argc, char** argv) {
     Config profiled = small_config(false, false);
     profiled.p_drop = 0.1f, profiled.p_attn_drop = 0.1f, profiled.p_relu_drop = 0.1f;
     profiled_step_checks("CPU", [] { return make_cpu_backend(); }, profiled, small_batch(profiled.vocab, 5), 7);
+    profiled_decode_checks("CPU", [] { return make_cpu_backend(); }, small_config(false, false),
+                           {{5, 9, 14, 3, EOS_ID}, {7, 7, EOS_ID}, {11, 4, 8, 20, 6, 12, 4, EOS_ID}});
     std::printf("-- checkpoints\n");
     checkpoint_round_trip();
     checkpoint_refusals();
