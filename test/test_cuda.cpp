@@ -161,5 +161,7 @@ int main(int argc, char** argv) {
     for (const char* precision : {"fp32", "bf16"})
         profiled_step_checks(std::string("GPU ") + precision, [&] { return gpu(precision); }, small_config(false),
                              random_batch(small_config(false), 7, 13), 9);
+    profiled_decode_checks("GPU fp32", [&] { return gpu("fp32"); }, small_config(false),
+                           {{5, 9, 14, 3, EOS_ID}, {7, 7, EOS_ID}, {11, 4, 8, 20, 6, 12, 4, EOS_ID}});
     return check_summary("cuda");
 }
