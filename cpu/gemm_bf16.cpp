@@ -13,9 +13,15 @@
 //       Bp[((j * steps + t) * 16 + (k % 32) / 2) * 32 + c * 2 + k % 2]
 // rows, columns and depths past the edges zero. The kernel keeps a 32 x 32 block of C in four
 // tiles (2 strips x 2 slivers: tiles 0..3), loads two A tiles (4, 5) and two B tiles (6, 7) a
-// depth step and issues four tdpbf16ps; at the end it stores the tiles and updates C
-// (alpha * sum + beta * C, or + bias, on the first depth block, C + alpha * sum on the next
-// ones, the ReLU of the linear layers' epilogue after the last).
+// depth step and issues four tdpbf16ps. With alpha 1 and beta 0 or 1 (every product of the
+// model) a whole block is summed in C itself: its tiles start from zero, from C (beta 1, or a
+// later depth block) or from the bias (one row loaded 16 times: stride 0), and are stored into C
+// (the ReLU of the linear layers' epilogue then runs over the block after the last depth block).
+// Otherwise, and on the edges, the tiles are stored aside and C updated from them (alpha * sum +
+// beta * C, or + bias, on the first depth block, C + alpha * sum on the next ones). A C far
+// larger than the caches and written once (the classifier's logits, 131 MB on the small config)
+// is stored past the caches (streaming stores): it would not stay in them, and each plain store
+// reads its line first; this halved the logits' time on a 2-core Xeon with AMX.
 // Loops (each thread on its band of C, as gemm.cpp's): for NC columns, for KC depths, pack the
 // B panel; for MC rows, pack the A block; for each 32-column pair of slivers (in L1), for each
 // 32-row pair of strips: the kernel. Packing converts 32 floats to bf16 at a time; where the
@@ -105,11 +111,12 @@ using cpu_kernels::thread_count;
 
 // Block sizes, measured (make bench-gemm-bf16, 2 threads, the geometric mean of its 11 products:
 // MC 64 / NC 512 1,069 GFLOP/s, MC 128 / NC 1024 931-950; KC 1024 or 2048 no better). KC is
-// also the numerics' depth blocking: the sums of C are added up block by block.
+// also the numerics' depth blocking: each depth block's products are added to C in turn.
 constexpr int KC = 512;    // depth of a packed block: 16 steps of 32
 constexpr int MC = 64;     // A block 64 x 512 bf16 = 64 KiB (L2)
 constexpr int NC = 512;    // B panel 512 x 512 bf16 = 512 KiB (L2)
 constexpr int TILE = 512;  // bf16 elements of a tile (16 rows x 64 bytes)
+constexpr double STREAM_BYTES = 64e6;   // a C larger than this, written once, streams (see above)
 
 // Strided view of a logical matrix: element (r, c) at p[r * rs + c * cs]; one stride is 1.
 struct View {
@@ -159,36 +166,43 @@ AMX_TARGET inline __m512i bf16_pairs(const float* a, const float* b, int n) {
     return _mm512_permutexvar_epi16(order, both);
 }
 
-// A block: rows x kc of op(A) into strips of 16 rows x steps tiles (Ap's layout above). The
-// tiles are taken along the source's rows: strip by strip when a row's k values are contiguous,
-// depth step by depth step when A is transposed (so that the 32 source rows of a step are read
-// across all the strips at once, not 64 bytes of each at a stride of lda per strip).
+// A block: rows x kc of op(A) into strips of 16 rows x steps tiles (Ap's layout above), read
+// along the source's rows. When a row's k values are contiguous, row by row, each row from start
+// to end (the order the hardware prefetchers follow best: 2-3% of the products' time against
+// strip by strip). When A is transposed (the weight gradients' dY^T), depth step by depth step, so
+// that the 32 source rows of a step are read across all the strips at once, not 64 bytes of each
+// at a stride of lda per strip; each tile prefetches its strip's next step (those rows come from
+// memory, and the packing waited for them).
 AMX_TARGET void pack_a(const View& a, int rows, int kc, uint16_t* dst) {
     const int steps = round_up(kc, 32) / 32, strips = round_up(rows, 16) / 16;
-    for (int i = 0; i < strips * steps; i++) {
-        const int s = a.cs == 1 ? i / steps : i % strips, t = a.cs == 1 ? i % steps : i / strips;
-        uint16_t* tile = dst + ((size_t)s * steps + t) * TILE;
-        const int k0 = 32 * t, nk = std::min(32, kc - k0), r0 = 16 * s, nr = std::min(16, rows - r0);
-        if (a.cs == 1) {   // the row's k values are contiguous
-            for (int r = 0; r < 16; r++)
-                _mm512_store_si512(tile + 32 * r, r < nr ? bf16x32(a.at(r0 + r, k0), nk) : _mm512_setzero_si512());
-            continue;
-        }
-        // a.rs == 1 (A transposed): 16 rows of a depth are contiguous; transposed 16 x 16
-        __m512i lo[16], hi[16];
-        for (int k = 0; k < 16; k++) {
-            lo[k] = k < nk ? _mm512_castps_si512(_mm512_maskz_loadu_ps(first_lanes(nr), a.at(r0, k0 + k))) : _mm512_setzero_si512();
-            hi[k] = k + 16 < nk ? _mm512_castps_si512(_mm512_maskz_loadu_ps(first_lanes(nr), a.at(r0, k0 + 16 + k))) : _mm512_setzero_si512();
-        }
-        transpose16(lo);
-        transpose16(hi);
-        for (int r = 0; r < 16; r++)
-            _mm512_store_si512(tile + 32 * r, (__m512i)_mm512_cvtne2ps_pbh(_mm512_castsi512_ps(hi[r]), _mm512_castsi512_ps(lo[r])));
+    if (a.cs == 1) {
+        for (int r = 0; r < 16 * strips; r++)
+            for (int t = 0; t < steps; t++) {
+                uint16_t* row = dst + ((size_t)(r / 16) * steps + t) * TILE + 32 * (r % 16);
+                _mm512_store_si512(row, r < rows ? bf16x32(a.at(r, 32 * t), std::min(32, kc - 32 * t)) : _mm512_setzero_si512());
+            }
+        return;
     }
+    for (int t = 0; t < steps; t++)   // a.rs == 1: 16 rows of a depth are contiguous; transposed 16 x 16
+        for (int s = 0; s < strips; s++) {
+            uint16_t* tile = dst + ((size_t)s * steps + t) * TILE;
+            const int k0 = 32 * t, nk = std::min(32, kc - k0), r0 = 16 * s, nr = std::min(16, rows - r0);
+            for (int k = k0 + 32; k < std::min(k0 + 64, kc); k++) _mm_prefetch((const char*)a.at(r0, k), _MM_HINT_T0);
+            __m512i lo[16], hi[16];
+            for (int k = 0; k < 16; k++) {
+                lo[k] = k < nk ? _mm512_castps_si512(_mm512_maskz_loadu_ps(first_lanes(nr), a.at(r0, k0 + k))) : _mm512_setzero_si512();
+                hi[k] = k + 16 < nk ? _mm512_castps_si512(_mm512_maskz_loadu_ps(first_lanes(nr), a.at(r0, k0 + 16 + k))) : _mm512_setzero_si512();
+            }
+            transpose16(lo);
+            transpose16(hi);
+            for (int r = 0; r < 16; r++)
+                _mm512_store_si512(tile + 32 * r, (__m512i)_mm512_cvtne2ps_pbh(_mm512_castsi512_ps(hi[r]), _mm512_castsi512_ps(lo[r])));
+        }
 }
 
 // B panel: kc x cols of op(B) into slivers of 16 columns x steps tiles (Bp's layout above), taken
-// along the source's rows as pack_a's.
+// along the source's rows as pack_a's; when a depth's columns are contiguous (B not transposed:
+// W in dX = dY W, X in dW = dY^T X) each tile prefetches its sliver's next step.
 AMX_TARGET void pack_b(const View& b, int kc, int cols, uint16_t* dst) {
     const int steps = round_up(kc, 32) / 32, slivers = round_up(cols, 16) / 16;
     for (int i = 0; i < slivers * steps; i++) {
@@ -196,6 +210,7 @@ AMX_TARGET void pack_b(const View& b, int kc, int cols, uint16_t* dst) {
         uint16_t* tile = dst + ((size_t)j * steps + t) * TILE;
         const int k0 = 32 * t, nk = std::min(32, kc - k0), c0 = 16 * j, nc = std::min(16, cols - c0);
         if (b.cs == 1) {   // a depth's columns are contiguous: rows k, k + 1 paired
+            for (int k = k0 + 32; k < std::min(k0 + 64, kc); k++) _mm_prefetch((const char*)b.at(k, c0), _MM_HINT_T0);   // next step
             for (int p = 0; p < 16; p++) {
                 const int k = k0 + 2 * p;
                 __m512i v = _mm512_setzero_si512();
@@ -221,6 +236,7 @@ struct Update {
     bool first_block, last_block;
     const float* bias;   // at the block's first column; nullptr: none
     bool relu;
+    bool stream;         // 16 floats on a 64-byte line stored past the caches
 };
 
 // C[0:rows, 0:cols] (rows, cols <= 32) from the tiles' sums in acc, as u says.
@@ -237,7 +253,8 @@ void update_c(const float (*acc)[16][16], int rows, int cols, const Update& u, f
             else if (bias) y = _mm512_add_ps(y, b);   // fma(bias, 1, y): a bias put in C, beta 1
             else if (u.beta != 0.0f) y = _mm512_fmadd_ps(_mm512_maskz_loadu_ps(m, c), vb, y);
             if (relu) y = _mm512_max_ps(y, zero);   // zero where y is NaN, as x > 0 ? x : 0
-            _mm512_mask_storeu_ps(c, m, y);
+            if (u.stream && m == 0xFFFF && reinterpret_cast<uintptr_t>(c) % 64 == 0) _mm512_stream_ps(c, y);
+            else _mm512_mask_storeu_ps(c, m, y);
         }
     }
 }
@@ -271,6 +288,48 @@ AMX_TARGET void kernel(const uint16_t* a, const uint16_t* b, int steps, float (*
         _tile_stored(2, acc[2], 64);
         if (TN == 2) _tile_stored(3, acc[3], 64);
     }
+}
+
+// A whole 32 x 32 block summed in C itself (alpha 1): the four tiles start from `from` (C for
+// beta 1 or a later depth block; the bias, one row read 16 times with stride 0) or from zero
+// when it is null, take the `steps` depth steps and are stored into C. No round trip through
+// memory for the sums and no pass over C besides the tiles' loads and stores.
+AMX_TARGET void kernel_in_c(const uint16_t* a, const uint16_t* b, int steps, const float* from, long from_ld,
+                            float* C, long ldc) {
+    if (from) {
+        const float* low = from + 16 * from_ld;
+        _tile_loadd(0, from, from_ld * 4);
+        _tile_loadd(1, from + 16, from_ld * 4);
+        _tile_loadd(2, low, from_ld * 4);
+        _tile_loadd(3, low + 16, from_ld * 4);
+    } else {
+        _tile_zero(0);
+        _tile_zero(1);
+        _tile_zero(2);
+        _tile_zero(3);
+    }
+    const size_t next = (size_t)steps * TILE;
+    for (int t = 0; t < steps; t++, a += TILE, b += TILE) {
+        _tile_loadd(6, b, 64);
+        _tile_loadd(7, b + next, 64);
+        _tile_loadd(4, a, 64);
+        _tile_dpbf16ps(0, 4, 6);
+        _tile_dpbf16ps(1, 4, 7);
+        _tile_loadd(5, a + next, 64);
+        _tile_dpbf16ps(2, 5, 6);
+        _tile_dpbf16ps(3, 5, 7);
+    }
+    _tile_stored(0, C, ldc * 4);
+    _tile_stored(1, C + 16, ldc * 4);
+    _tile_stored(2, C + 16 * ldc, ldc * 4);
+    _tile_stored(3, C + 16 * ldc + 16, ldc * 4);
+}
+
+// The ReLU over a 32 x 32 block of C, in place (zero where C is NaN, as x > 0 ? x : 0).
+AMX_TARGET void relu_block(float* C, long ldc) {
+    const __m512 zero = _mm512_setzero_ps();
+    for (int r = 0; r < 32; r++)
+        for (int v = 0; v < 32; v += 16) _mm512_storeu_ps(C + r * ldc + v, _mm512_max_ps(_mm512_loadu_ps(C + r * ldc + v), zero));
 }
 
 // One product: the views, sizes and scalars, and C.
@@ -312,6 +371,11 @@ AMX_TARGET void gemm_band(const Problem& p, int m0, int m1, int n0, int n1) {
     alignas(64) float acc[4][16][16];
     uint16_t* ap = tls_a.get((size_t)MC * KC);
     uint16_t* bp = tls_b.get((size_t)NC * KC);
+    // A C far larger than the caches (the classifier's logits), written once and with no bias:
+    // stored past the caches, from the tiles' sums (as in_c's: the same bits)
+    const bool stream = (double)p.M * p.N * sizeof(float) > STREAM_BYTES && p.K <= KC && p.beta == 0.0f && !p.epilogue.bias;
+    // alpha 1 and beta 0 or 1 (every product of the model): whole blocks are summed in C's tiles
+    const bool in_c = !stream && p.alpha == 1.0f && (p.beta == 0.0f || p.beta == 1.0f);
     for (int jc = n0; jc < n1; jc += NC) {
         const int nc = std::min(NC, n1 - jc);
         for (int pc = 0; pc < p.K; pc += KC) {
@@ -328,17 +392,26 @@ AMX_TARGET void gemm_band(const Problem& p, int m0, int m1, int n0, int n1) {
                         const int rows = std::min(32, mc - ir), cols = std::min(32, nc - jr);
                         const uint16_t* a = ap + (size_t)(ir / 16) * steps * TILE;
                         const uint16_t* b = bp + (size_t)(jr / 16) * steps * TILE;
+                        float* c = p.C + (size_t)(ic + ir) * p.ldc + jc + jr;
+                        if (in_c && rows == 32 && cols == 32) {
+                            const float* bias = p.epilogue.bias ? p.epilogue.bias + jc + jr : nullptr;
+                            if (pc > 0 || p.beta != 0.0f) kernel_in_c(a, b, steps, c, p.ldc, c, p.ldc);
+                            else kernel_in_c(a, b, steps, bias, 0, c, p.ldc);
+                            if (p.epilogue.relu && pc + kc >= p.K) relu_block(c, p.ldc);
+                            continue;
+                        }
                         if (rows > 16 && cols > 16) kernel<2, 2>(a, b, steps, acc);
                         else if (rows > 16) kernel<2, 1>(a, b, steps, acc);
                         else if (cols > 16) kernel<1, 2>(a, b, steps, acc);
                         else kernel<1, 1>(a, b, steps, acc);
                         const Update u{p.alpha, p.beta, pc == 0, pc + kc >= p.K,
-                                       p.epilogue.bias ? p.epilogue.bias + jc + jr : nullptr, p.epilogue.relu};
-                        update_c(acc, rows, cols, u, p.C + (size_t)(ic + ir) * p.ldc + jc + jr, p.ldc);
+                                       p.epilogue.bias ? p.epilogue.bias + jc + jr : nullptr, p.epilogue.relu, stream};
+                        update_c(acc, rows, cols, u, c, p.ldc);
                     }
             }
         }
     }
+    if (stream) _mm_sfence();
     _tile_release();
 }
 

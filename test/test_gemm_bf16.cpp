@@ -12,6 +12,8 @@
 // 3. Bitwise the same C with 1 and 2 OpenMP threads (row and column splits).
 // 4. The linear layers' epilogue (bias, ReLU; gemm.h) bitwise against a bias-filled C, beta 1
 //    and a ReLU pass, on each path: one and two depth blocks, C split by rows and by columns.
+// 5. A C over 64 MB (the logits; the AMX path streams it past the caches) bitwise the same
+//    product in row chunks, aligned and not.
 // A CPU with amx_bf16 whose calls do not take AMX fails (the detection broke); elsewhere the
 // AMX half says SKIP and why.
 #include "cpu/gemm_bf16.h"
@@ -19,6 +21,7 @@
 #include "test/cpu_flags.h"
 #include "test/gemm_case.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <cstdio>
@@ -212,10 +215,54 @@ void check_epilogue(const char* path) {
             for (bool relu : {false, true}) check_epilogue_case({false, tb, s[0], s[1], s[2], 1.0f, 0.0f, 1, 2, 3}, relu, seed++, path);
 }
 
+// 5. A C of more than 64 MB written once (the classifier's logits), which the AMX path stores
+//    past the caches: bitwise the same C as the product cut into row chunks of 256 (C under that
+//    size), on a 64-byte-aligned C and on one 16 bytes off it, and sampled rows within the bound
+//    of the rounded product.
+void check_streaming(const char* path) {
+    const int M = 4100, N = 4112, K = 40;   // NT, as the logits X E^T; C 67.4 MB
+    std::mt19937 rng(900);
+    std::uniform_real_distribution<float> u(-1.0f, 1.0f);
+    std::vector<float> A((size_t)M * K), B((size_t)N * K);
+    for (float& x : A) x = u(rng);
+    for (float& x : B) x = u(rng);
+    std::vector<float> whole_buf((size_t)M * N + 32), chunks_buf((size_t)M * N + 32);
+    for (int offset : {0, 4}) {
+        auto at64 = [&](std::vector<float>& v) {
+            const uintptr_t p = reinterpret_cast<uintptr_t>(v.data());
+            return v.data() + ((64 - p % 64) % 64) / sizeof(float) + offset;
+        };
+        float* whole = at64(whole_buf);
+        float* chunks = at64(chunks_buf);
+        sgemm_bf16(false, true, M, N, K, 1.0f, A.data(), K, B.data(), K, 0.0f, whole, N);
+        for (int r0 = 0; r0 < M; r0 += 256)
+            sgemm_bf16(false, true, std::min(256, M - r0), N, K, 1.0f, A.data() + (size_t)r0 * K, K, B.data(), K, 0.0f,
+                       chunks + (size_t)r0 * N, N);
+        long differ = 0;
+        for (size_t i = 0; i < (size_t)M * N; i++) differ += bits(whole[i]) != bits(chunks[i]);
+        int out = 0;
+        for (int i : {0, 1, 17, 2047, M - 1})
+            for (int j = 0; j < N; j++) {
+                double s = 0, mag = 0;
+                for (int k = 0; k < K; k++) {
+                    const double p = (double)round_bf16(A[(size_t)i * K + k]) * round_bf16(B[(size_t)j * K + k]);
+                    s += p;
+                    mag += std::fabs(p);
+                }
+                out += !(std::fabs(whole[(size_t)i * N + j] - s) <= 1e-5 * mag + 1e-30);
+            }
+        check(differ == 0 && out == 0,
+              "%-6s NT M=%d N=%d K=%d, C %.1f MB %s: bitwise the product in chunks of 256 rows (%ld differ); "
+              "5 rows within the bound (%d out)", path, M, N, K, (double)M * N * 4 / 1e6,
+              offset ? "16 bytes off a 64-byte line" : "64-byte aligned", differ, out);
+    }
+}
+
 void check_all(const char* path) {
     check_path(path);
     check_epilogue(path);
     check_rounds(path);
+    check_streaming(path);
 #ifdef _OPENMP
     check_threads({false, true, 300, 200, 256, 1.0f, 0.0f, 0, 0, 0}, 7, path);   // rows split
     check_threads({true, false, 64, 700, 300, 1.0f, 1.0f, 0, 0, 0}, 8, path);    // columns split
