@@ -14,6 +14,7 @@
 #   make bench-translate  the same on the real test set with the trained model, and BLEU
 #                         (DEVICE=cuda: on the GPU, and a synthetic base-model batch)
 #   make bench-split-long ./translate --split-long on one line of 50k/100k/200k words
+#   make bench-sentences  BLEU of long lines of several sentences: whole, --split-long, --split-sentences
 #   make bench-serve      ./translate --serve: lines/s and latency, 1/8/32 clients, vs stdin mode
 #   make bench-bpe        BPE learn/encode speed, ours vs SentencePiece
 #   make bench-gemm       matrix-product speed, ours vs OpenBLAS
@@ -126,12 +127,12 @@ LIB_A := $(BUILD)/libtransformer.a
 LINK_AS_NEEDED := -Wl,--as-needed
 
 PROGRAMS := train translate average bleu bpe
-TESTS := test_core test_ops test_decode test_train test_gemm test_gemm_int8 test_gemm_bf16 test_tokenizer test_data test_attention test_openmp_wait \
+TESTS := test_core test_ops test_decode test_train test_gemm test_gemm_int8 test_gemm_bf16 test_tokenizer test_sentences test_data test_attention test_openmp_wait \
          test_bleu test_cuda
 # libFuzzer targets (test/fuzz/fuzz_*.cpp); make test replays their seeds and regression inputs.
 FUZZ_TARGETS := tokenizer vocab safetensors checkpoint parallel translate
 
-.PHONY: FORCE all test test-asan test-emulated emulator fuzz soak gpu-check gpu-pack bench bench-attention bench-deps bench-decode bench-translate bench-split-long bench-serve \
+.PHONY: FORCE all test test-asan test-emulated emulator fuzz soak gpu-check gpu-pack bench bench-attention bench-deps bench-decode bench-translate bench-split-long bench-sentences bench-serve \
         bench-bpe bench-gemm bench-gemm-int8 bench-gemm-bf16 bench-dist data reference reference-check info clean
 all: $(PROGRAMS:%=$(BIN)/%)
 
@@ -346,6 +347,10 @@ gpu-pack:
 # one very long line (MODEL=..., default runs/default/average.safetensors; skipped without it)
 bench-split-long: $(BIN)/translate
 	@bash bench/bench_split_long.sh $(MODEL)
+
+# BLEU of long lines of several sentences: whole, --split-long, --split-sentences (MODEL=...)
+bench-sentences: $(BIN)/translate $(BIN)/bleu
+	@bash bench/bench_sentences.sh $(MODEL)
 
 # ./translate --serve against stdin mode (MODEL=..., default runs/default/average.safetensors;
 # skipped without it): 1, 8 and 32 clients, dynamic batching on and off (bench/bench_serve.py)

@@ -4,10 +4,14 @@
 //   - a trailing '\r' is dropped (CRLF text);
 //   - invalid UTF-8 is an error naming the line and the byte, unless replace_invalid (each
 //     bad byte becomes U+FFFD);
-//   - a line of more than max_input_tokens tokens is an error, unless split_long (it is cut
-//     into pieces of max_input_tokens tokens, each translated on its own).
+//   - split_sentences: the line is cut after each sentence end (cli/sentences.h) into pieces
+//     translated on their own (their translations are joined by a space);
+//   - a line (or, with split_sentences, a sentence) of more than max_input_tokens tokens is an
+//     error, unless split_long: then the line is cut into its sentences, and a sentence still
+//     over the limit into runs that end at a clause mark, else at a word boundary, else at
+//     the limit (cli/sentences.h).
 //
-//   LineRules rules{max_input_tokens, replace_invalid, split_long};
+//   LineRules rules{max_input_tokens, replace_invalid, split_long, split_sentences};
 //   if (!check_line(tok, line, rules, "line 7", &pieces, &err)) ...   err: "line 7: invalid ..."
 #pragma once
 #include <algorithm>
@@ -15,12 +19,14 @@
 #include <string>
 #include <vector>
 
+#include "cli/sentences.h"
 #include "tokenizer.h"
 
 struct LineRules {
     int max_input_tokens = 1024;   // longest accepted line in tokens
     bool replace_invalid = false;  // invalid UTF-8 -> U+FFFD instead of an error
     bool split_long = false;       // over-long lines in pieces instead of an error
+    bool split_sentences = false;  // every line cut into its sentences
 };
 
 // s with each byte that does not start a valid UTF-8 character (tokenizer.h's utf8_char)
@@ -58,16 +64,32 @@ inline bool check_line(const Tokenizer& tok, std::string line, const LineRules& 
     if (clean) *clean = line;
     pieces->clear();
     const size_t limit = (size_t)std::max(1, rules.max_input_tokens);
-    if (ids.size() <= limit) {
+    if (!rules.split_sentences && (ids.size() <= limit || !rules.split_long)) {
+        if (ids.size() > limit) {
+            *err = where + ": " + std::to_string(ids.size()) + " tokens, more than --max-input-tokens " +
+                   std::to_string(rules.max_input_tokens) + " (--split-long translates it in pieces)";
+            return false;
+        }
         pieces->push_back(ids);
         return true;
     }
-    if (!rules.split_long) {
-        *err = where + ": " + std::to_string(ids.size()) + " tokens, more than --max-input-tokens " +
-               std::to_string(rules.max_input_tokens) + " (--split-long translates it in pieces)";
-        return false;
+    const std::vector<std::string_view> texts = sentences::split(line);
+    for (std::string_view text : texts) {
+        std::vector<int> sentence = texts.size() == 1 ? ids : tok.encode(text);
+        if (sentence.size() <= limit) {
+            pieces->push_back(std::move(sentence));
+            continue;
+        }
+        if (!rules.split_long) {
+            *err = where + ": a sentence of " + std::to_string(sentence.size()) + " tokens, more than --max-input-tokens " +
+                   std::to_string(rules.max_input_tokens) + " (--split-long translates it in pieces)";
+            return false;
+        }
+        size_t from = 0;
+        for (size_t end : sentences::cut(tok, sentence, limit)) {
+            pieces->emplace_back(sentence.begin() + from, sentence.begin() + end);
+            from = end;
+        }
     }
-    for (size_t i = 0; i < ids.size(); i += limit)
-        pieces->emplace_back(ids.begin() + i, ids.begin() + std::min(ids.size(), i + limit));
     return true;
 }

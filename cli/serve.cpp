@@ -212,6 +212,7 @@ std::string info_json(const ServeModel& m, const ServeOptions& o) {
            ", \"max_request_beam\": " + std::to_string(o.max_request_beam) +
            ", \"max_input_tokens\": " + std::to_string(m.rules.max_input_tokens) +
            ", \"split_long\": " + (m.rules.split_long ? "true" : "false") +
+           ", \"split_sentences\": " + (m.rules.split_sentences ? "true" : "false") +
            ", \"replace_invalid\": " + (m.rules.replace_invalid ? "true" : "false") +
            ", \"request_timeout_s\": " + json_number(o.request_timeout_s) + "}" +
            ", \"batching\": {\"enabled\": " + (o.no_batching ? "false" : "true") +

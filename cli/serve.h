@@ -32,7 +32,7 @@ struct ServeModel {
     const Tokenizer* tok;
     DecodeOptions defaults;     // --beam, --nbest, --alpha, --max-len-a/b
     int batch_tokens;           // --batch-tokens
-    LineRules rules;            // --max-input-tokens, --replace-invalid, --split-long
+    LineRules rules;            // --max-input-tokens, --replace-invalid, --split-long, --split-sentences
     std::string model_path;
 };
 

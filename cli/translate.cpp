@@ -121,6 +121,7 @@ struct TranslateOptions {
     int max_input_tokens = 0;   // 0: the model's limit (learned positions) or 1024
     bool replace_invalid = false;
     bool split_long = false;
+    bool split_sentences = false;
     std::string device = "auto";      // auto | cpu | cuda
     std::string precision;            // "" (the device's default) | fp32 | bf16 | int8 (CPU)
     InspectOptions inspect;           // --attention DIR, --attention-words/-layer, --alignment
@@ -256,7 +257,7 @@ struct Translator {
 
     // Encodes one input line, checking it; false + message on bad input.
     bool encode(std::string line, std::vector<std::vector<int>>* pieces, std::string* err) {
-        LineRules rules{opt.max_input_tokens, opt.replace_invalid, opt.split_long};
+        LineRules rules{opt.max_input_tokens, opt.replace_invalid, opt.split_long, opt.split_sentences};
         return check_line(tok, line, rules, "line " + std::to_string(line_number), pieces, err);
     }
 
@@ -441,8 +442,8 @@ static bool check_extra_options(Options& opts, int argc, char** argv, TranslateO
         bad = "--prefix FILE and --prefix-inline exclude each other";
     else if (o.device == "cuda" && o.precision == "int8")
         bad = "--precision int8 runs on the CPU: --device cpu (or auto), or fp32/bf16 on the GPU";
-    else if (o.score && o.split_long)
-        bad = "--score does not split lines: --split-long does not apply";
+    else if (o.score && (o.split_long || o.split_sentences))
+        bad = "--score does not split lines: --split-long and --split-sentences do not apply";
     else if (o.score && (!o.inspect.dir.empty() || o.inspect.alignment))
         bad = "--attention and --alignment show a search's translations: not with --score";
     else if (!o.serve.address.empty() && (o.score || !o.prefix.empty() || o.prefix_inline || o.decode.sampling ||
@@ -489,7 +490,8 @@ static bool parse_options(int argc, char** argv, TranslateOptions* op, int* stat
     opts.add("--max-input-tokens", &o.max_input_tokens, "longest accepted line in tokens (0: model limit)",
              at_least(0));
     opts.add_flag("--replace-invalid", &o.replace_invalid, "replace invalid UTF-8 with U+FFFD instead of failing");
-    opts.add_flag("--split-long", &o.split_long, "translate over-long lines in pieces instead of failing");
+    opts.add_flag("--split-long", &o.split_long, "translate over-long lines in pieces (their sentences, then clauses or words) instead of failing");
+    opts.add_flag("--split-sentences", &o.split_sentences, "translate each line sentence by sentence (after . ! ? and their full-width forms), translations joined by a space");
     opts.add("--attention", &o.inspect.dir, "write each line's attention maps to DIR/000001.svg, ...", "DIR");
     opts.add_flag("--attention-words", &o.inspect.words, "attention maps over words instead of BPE pieces");
     opts.add("--attention-layer", &o.inspect.layer, "layer of the pictures' line view, 1-based (0: the last)",
@@ -509,8 +511,9 @@ static bool parse_options(int argc, char** argv, TranslateOptions* op, int* stat
                                    std::to_string(o.decode.beam) + " (n-best lists come from the beam)");
         return false;
     }
-    if (o.split_long && (o.inspect.alignment || !o.inspect.dir.empty())) {
-        *status = opts.usage_error("--attention and --alignment need whole lines: not with --split-long");
+    if ((o.split_long || o.split_sentences) && (o.inspect.alignment || !o.inspect.dir.empty())) {
+        *status = opts.usage_error(std::string("--attention and --alignment need whole lines: not with ") +
+                                   (o.split_long ? "--split-long" : "--split-sentences"));
         return false;
     }
     return true;
@@ -646,7 +649,7 @@ int main(int argc, char** argv) {
     if (!t.opt.serve.address.empty()) {
         if (!load(&t)) return 1;
         return serve({&t.model, &t.tok, t.opt.decode, t.opt.batch_tokens,
-                      {t.opt.max_input_tokens, t.opt.replace_invalid, t.opt.split_long}, t.opt.model},
+                      {t.opt.max_input_tokens, t.opt.replace_invalid, t.opt.split_long, t.opt.split_sentences}, t.opt.model},
                      t.opt.serve);
     }
     if (!setup_io(&t) || !load(&t)) return 1;

@@ -83,6 +83,7 @@ for isa in avx512 avx2 plain; do
 done
 run openmp_wait "$BUILD/test_openmp_wait"
 run tokenizer "$BUILD/test_tokenizer"
+run sentences "$BUILD/test_sentences"
 run data "$BUILD/test_data"
 run bleu "$BUILD/test_bleu"
 run cuda "$BUILD/test_cuda"

@@ -38,6 +38,23 @@ tr --split-long --max-input-tokens 16 --nbest 2 < "$T/long.txt" > "$T/long_nbest
 s=$?; [ $s -eq 0 ] && [ "$(wc -l < "$T/long_nbest.txt")" -eq 2 ] && [ "$(field 1 "$T/long_nbest.txt" | sort -u)" = 0 ]
 check $? "--split-long --nbest 2: a line cut in pieces keeps 2 numbered n-best entries (exit $s, $(wc -l < "$T/long_nbest.txt") lines)"
 
+# ---- --split-sentences: a line is its sentences' own translations joined by a space
+printf 'sun moon.\nMoon sun!\n' | tr --beam 2 > "$T/alone.txt"
+printf 'sun moon.  Moon sun!\n' | tr --beam 2 --split-sentences > "$T/sentences.txt"
+s=$?; [ $s -eq 0 ] && [ "$(wc -l < "$T/sentences.txt")" -eq 1 ] && [ "$(paste -sd' ' "$T/alone.txt")" = "$(cat "$T/sentences.txt")" ]
+check $? "--split-sentences: 'sun moon.  Moon sun!' gives its sentences' translations joined by a space (exit $s): $(cat "$T/sentences.txt")"
+printf 'sun moon. Moon sun moon sun moon sun moon sun moon sun moon sun moon sun.\n' | tr --split-sentences --max-input-tokens 8 > /dev/null 2> "$T/err.txt"
+s=$?; [ $s -eq 1 ] && grep -q "line 1: a sentence of .* tokens, more than --max-input-tokens 8" "$T/err.txt"
+check $? "--split-sentences, a sentence over --max-input-tokens: refused, exit 1 ($s): $(head -c 120 "$T/err.txt")"
+printf 'sun moon. Moon sun moon sun moon sun moon sun moon sun moon sun moon sun.\n' | tr --split-sentences --split-long --max-input-tokens 8 > "$T/cut.txt"
+s=$?; [ $s -eq 0 ] && [ "$(wc -l < "$T/cut.txt")" -eq 1 ]
+check $? "--split-sentences --split-long: that sentence cut, one output line (exit $s)"
+for other in --score --alignment; do
+    echo 'sun ||| moon' | tr --split-sentences $other > /dev/null 2> "$T/err.txt"
+    s=$?; [ $s -eq 2 ] && grep -q -- "--split-sentences" "$T/err.txt"
+    check $? "--split-sentences with $other: refused, exit 2 ($s): $(head -c 100 "$T/err.txt")"
+done
+
 # ---- scoring: the program's own output scored gives back its log-probabilities (n-best
 # rescoring: the n-best lines paired with their sources, then --score; test_decode checks
 # greedy and beam hypotheses by their token ids)

@@ -1,9 +1,11 @@
 // test/fuzz/fuzz_translate.cpp — ./translate's line handling (cli/translate.cpp: LineReader on
 // stdin, then Translator::encode: CR, invalid UTF-8, --replace-invalid, --max-input-tokens,
-// --split-long) on arbitrary stdin bytes. The first byte holds the switches and the token
-// limit. Checked: the lines read are the input's lines; a line is refused only for invalid
-// UTF-8 (without --replace-invalid) or length (without --split-long), with a message; an
-// accepted line's pieces each fit the limit and decode to the line.
+// --split-long, --split-sentences) on arbitrary stdin bytes. The first byte holds the switches
+// and the token limit. Checked: the lines read are the input's lines; a line is refused only for
+// invalid UTF-8 (without --replace-invalid) or length (without --split-long: the line's, or with
+// --split-sentences a sentence's), with a message; an accepted line's pieces each fit the limit
+// and decode to the line, in order, with only white space left out between them (none when
+// the line is one piece).
 #include <fcntl.h>
 
 #include "test/fuzz/fuzz.h"
@@ -32,17 +34,26 @@ static void check_line(Translator& t, std::string line) {
     std::string text = valid ? line : replace_invalid_utf8(line);
     FUZZ_CHECK(invalid_utf8_at(text) < 0, "replacement gives valid UTF-8");
     size_t n = t.tok.encode(text).size();
+    if (t.opt.split_sentences) {   // the longest sentence decides
+        n = 0;
+        for (std::string_view s : sentences::split(text)) n = std::max(n, t.tok.encode(s).size());
+    }
     if ((int)n > t.opt.max_input_tokens && !t.opt.split_long) {
         FUZZ_CHECK(!ok && err.find("--max-input-tokens") != std::string::npos, "long line refused");
         return;
     }
     FUZZ_CHECK(ok, "a good line is accepted");
-    std::vector<int> all;
-    for (const auto& p : pieces) {
-        FUZZ_CHECK((int)p.size() <= t.opt.max_input_tokens, "each piece fits the limit");
-        all.insert(all.end(), p.begin(), p.end());
+    size_t at = 0;
+    for (size_t p = 0; p < pieces.size(); p++) {
+        FUZZ_CHECK((int)pieces[p].size() <= t.opt.max_input_tokens, "each piece fits the limit");
+        const std::string piece = t.tok.decode(pieces[p]);
+        int len;
+        if (p > 0 && text.compare(at, piece.size(), piece) != 0)   // the white space between two sentences
+            while (at < text.size() && sentences::is_space(sentences::char_at(text, at, &len))) at += len;
+        FUZZ_CHECK(text.compare(at, piece.size(), piece) == 0, "the pieces decode to the line, in order");
+        at += piece.size();
     }
-    FUZZ_CHECK(t.tok.decode(all) == text, "the pieces decode to the line");
+    FUZZ_CHECK(at == text.size(), "the pieces decode to the whole line");
 }
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
@@ -52,7 +63,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     t.tok = fuzz_tokenizer();
     t.opt.replace_invalid = data[0] & 1;
     t.opt.split_long = data[0] & 2;
-    t.opt.max_input_tokens = 1 + (data[0] >> 2);
+    t.opt.split_sentences = data[0] & 4;
+    t.opt.max_input_tokens = 1 + (data[0] >> 3);
     set_stdin(input);
     LineReader in;
     std::string line, joined;
