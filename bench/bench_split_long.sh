@@ -9,8 +9,9 @@
 #   WORDS    line lengths to time (default "50000 100000 200000")
 #   THREADS  OpenMP threads (default: all cores); BEAM (default 4, ./translate's default);
 #            TRANSLATE the program (default ./translate)
-# A line is cut into pieces of the model's input limit (1,024 tokens with sinusoidal
-# positions) and each piece costs the same, so time per 1,000 words should stay flat.
+# A line is cut into its sentences (cli/sentences.h; a sentence over the model's input limit,
+# 1,024 tokens with sinusoidal positions, at its clauses), each costing what its length does,
+# so time per 1,000 words should stay flat.
 set -u
 MODEL=${1:-runs/default/average.safetensors}
 DATA=${DATA:-data/corpus/default/train.en}
