@@ -1,7 +1,8 @@
-// cli/bleu.cpp — the `bleu` program: sacreBLEU-default corpus BLEU of a hypothesis file.
+// cli/bleu.cpp — the `bleu` program: sacreBLEU-default corpus BLEU (and chrF, chrF++) of a
+// hypothesis file.
 //
 //   ./bleu REF_FILE < hyp.txt        ./bleu REF_FILE --hyp hyp.txt        --score-only
-//   ./bleu --help
+//   ./bleu REF_FILE --metric bleu,chrf,chrf++ --width 4                   ./bleu --help
 //
 // Prints sacreBLEU's text line and the signature. Lines are split on '\n' only (as
 // sacreBLEU's smart_open does for files); a final '\n' does not start another line. Like
@@ -35,18 +36,39 @@ struct Args {
     std::string ref;
     std::string hyp = "-";
     bool score_only = false;
+    std::string metrics = "bleu";
+    int width = 2;
 };
 
+// The metrics of --metric's comma-separated list, in order; exits on an unknown one.
+std::vector<std::string> metric_list(Options& o, const std::string& list) {
+    std::vector<std::string> out;
+    size_t from = 0;
+    for (size_t comma; from <= list.size(); from = comma + 1) {
+        comma = list.find(',', from);
+        if (comma == std::string::npos) comma = list.size();
+        const std::string m = list.substr(from, comma - from);
+        if (m != "bleu" && m != "chrf" && m != "chrf++")
+            std::exit(o.usage_error("--metric " + list + ": each of bleu, chrf, chrf++ (comma-separated)"));
+        out.push_back(m);
+    }
+    return out;
+}
+
 // Parses the command line; exits (status 0 after --help, 2 on a usage error).
-Args parse_args(int argc, char** argv) {
+Args parse_args(int argc, char** argv, std::vector<std::string>* metrics) {
     Args a;
     Options o("bleu", "Corpus BLEU of the hypotheses (stdin, or --hyp) against REF_FILE, one sentence per\n"
-                      "line, identical to sacreBLEU 2.6.0's default: " + bleu_signature());
+                      "line, identical to sacreBLEU 2.6.0's default: " + bleu_signature() + ";\n"
+                      "chrF and chrF++ as its CHRF: " + chrf_signature(0) + " (nw:2 for chrF++)");
     o.usage_suffix(" REF_FILE");
     o.add("--hyp", &a.hyp, "hypotheses file (- is stdin)", "FILE");
-    o.add_flag("--score-only", &a.score_only, "print only the score, with two decimals");
+    o.add("--metric", &a.metrics, "bleu, chrf, chrf++, or several comma-separated (each printed in that order)", "LIST");
+    o.add("--width", &a.width, "decimals of the printed scores (sacreBLEU's --width)", in_range(0, 17));
+    o.add_flag("--score-only", &a.score_only, "print only the scores, one a line");
     std::vector<std::string> files;
     if (!o.parse(argc, argv, &files)) std::exit(o.exit_code());
+    *metrics = metric_list(o, a.metrics);
     if (files.empty()) std::exit(o.usage_error("no reference file given (see --help)"));
     if (files.size() > 1) std::exit(o.usage_error("more than one reference file given (see --help)"));
     a.ref = files[0];
@@ -71,7 +93,8 @@ void check_references(const std::vector<std::string>& refs, const std::string& p
 
 int main(int argc, char** argv) {
     guard_stdout("bleu");
-    Args a = parse_args(argc, argv);
+    std::vector<std::string> metrics;
+    Args a = parse_args(argc, argv, &metrics);
     std::vector<std::string> refs = split_lines(read_text(a.ref));
     std::vector<std::string> hyps = split_lines(read_text(a.hyp));
     const char* hyp_name = a.hyp != "-" ? a.hyp.c_str() : "stdin";
@@ -85,18 +108,24 @@ int main(int argc, char** argv) {
     rstrip_lines(refs);
     rstrip_lines(hyps);
     check_references(refs, a.ref);
-    BleuStats s;
-    try {
-        s = corpus_bleu(hyps, refs);
-    } catch (const std::exception& e) {
-        std::fprintf(stderr, "bleu: %s\n", e.what());
-        return 1;
-    }
-    if (a.score_only) {
-        std::printf("%.2f\n", s.bleu);
-    } else {
-        std::printf("%s\n", format_bleu(s).c_str());
-        std::printf("signature: %s\n", bleu_signature().c_str());
+    for (const std::string& m : metrics) {
+        double score;
+        std::string line, signature;
+        try {
+            if (m == "bleu") {
+                const BleuStats s = corpus_bleu(hyps, refs);
+                score = s.bleu, line = format_bleu(s, a.width), signature = bleu_signature();
+            } else {
+                const int word_order = m == "chrf++" ? 2 : 0;
+                const ChrfStats s = corpus_chrf(hyps, refs, word_order);
+                score = s.score, line = format_chrf(s, a.width), signature = chrf_signature(word_order);
+            }
+        } catch (const std::exception& e) {
+            std::fprintf(stderr, "bleu: %s\n", e.what());
+            return 1;
+        }
+        if (a.score_only) std::printf("%.*f\n", a.width, score);
+        else std::printf("%s\nsignature: %s\n", line.c_str(), signature.c_str());
     }
     return 0;
 }

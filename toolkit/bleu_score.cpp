@@ -1,4 +1,5 @@
-// bleu.cpp — sacreBLEU 2.6.0 default corpus BLEU: 13a tokenizer, n-gram statistics, score.
+// bleu_score.cpp — sacreBLEU 2.6.0's default corpus BLEU (13a tokenizer, n-gram statistics,
+// score) and its chrF / chrF++ (character and word n-gram F-score; at the end of the file).
 //
 // What sacreBLEU does, in order, and where it is done here:
 //   per line   rstrip() (Python white space)                       py_rstrip
@@ -18,6 +19,8 @@
 #include <stdexcept>
 #include <string_view>
 #include <unordered_map>
+
+#include "tokenizer.h"   // utf8_char
 
 namespace {
 
@@ -262,15 +265,150 @@ BleuStats corpus_bleu(const std::vector<std::string>& hyps,
 
 std::string bleu_signature() { return "nrefs:1|case:mixed|eff:no|tok:13a|smooth:exp"; }
 
-std::string format_bleu(const BleuStats& s) {
+std::string format_bleu(const BleuStats& s, int width) {
     double p[kMaxOrder];
     bleu_precisions(s, p);
     double ratio = s.ref_len ? (double)s.sys_len / (double)s.ref_len : 0.0;
     char buf[256];
     std::snprintf(buf, sizeof buf,
-                  "BLEU = %.2f %.1f/%.1f/%.1f/%.1f (BP = %.3f ratio = %.3f hyp_len = %lld "
+                  "BLEU = %.*f %.1f/%.1f/%.1f/%.1f (BP = %.3f ratio = %.3f hyp_len = %lld "
                   "ref_len = %lld)",
-                  s.bleu, p[0], p[1], p[2], p[3], s.bp, ratio, (long long)s.sys_len,
+                  width, s.bleu, p[0], p[1], p[2], p[3], s.bp, ratio, (long long)s.sys_len,
                   (long long)s.ref_len);
+    return buf;
+}
+
+// ---- chrF (Popović 2015) and chrF++ (2017), as sacreBLEU 2.6.0's CHRF ----------------------
+//
+// Per line, hypothesis and reference alike (metrics/chrf.py, metrics/helpers.py):
+//   character n-grams, n = 1..6, of the line with its white space removed (''.join(split())),
+//   over code points;
+//   chrF++ only: word n-grams, n = 1..2, of split() with one punctuation mark split off the
+//   end of a word of two or more characters, or else off its start (_remove_punctuation);
+//   for each order: [hypothesis n-grams (0 when the reference has none of that order),
+//   reference n-grams, matches (each n-gram's count clipped by the reference's)].
+// Corpus: those statistics summed, then the precision and recall of each order whose two
+// counts are non-zero averaged, and F-beta (beta 2) of the averages, times 100
+// (_compute_f_score without eps smoothing: the signature's eff:yes).
+
+namespace {
+
+using ChrfCounts = std::unordered_map<std::string, int64_t>;
+
+// Byte offsets of the code points of s (an invalid byte counts as one), then s.size().
+std::vector<size_t> code_point_starts(std::string_view s) {
+    std::vector<size_t> at;
+    for (size_t i = 0; i < s.size();) {
+        at.push_back(i);
+        uint32_t cp;
+        const int n = utf8_char(reinterpret_cast<const unsigned char*>(s.data()) + i, s.size() - i, &cp);
+        i += n > 0 ? (size_t)n : 1;
+    }
+    at.push_back(s.size());
+    return at;
+}
+
+// sacreBLEU's CHRF._PUNCTS: ASCII punctuation.
+bool is_chrf_punct(unsigned char c) {
+    return std::string_view("!\"#$%&'()*+,-./:;<=>?@[\\]^_`{|}~").find((char)c) != std::string_view::npos;
+}
+
+// CHRF._remove_punctuation: the words of split(), a punctuation mark split off the end (else
+// the start) of each word of two or more code points.
+std::vector<std::string> chrf_words(std::string_view line) {
+    std::vector<std::string> out;
+    for (std::string_view w : py_split(line)) {
+        if (code_point_starts(w).size() == 2) out.emplace_back(w);   // one code point
+        else if (is_chrf_punct((unsigned char)w.back())) out.emplace_back(w.substr(0, w.size() - 1)), out.emplace_back(w.substr(w.size() - 1));
+        else if (is_chrf_punct((unsigned char)w.front())) out.emplace_back(w.substr(0, 1)), out.emplace_back(w.substr(1));
+        else out.emplace_back(w);
+    }
+    return out;
+}
+
+// The n-gram counts of a line, one table per order: characters 1..6, then words 1..word_order.
+std::vector<ChrfCounts> chrf_ngrams(std::string_view line, int word_order) {
+    std::string chars;
+    for (std::string_view w : py_split(line)) chars.append(w);
+    const std::vector<size_t> at = code_point_starts(chars);
+    std::vector<ChrfCounts> out(kChrfCharOrder + word_order);
+    for (int n = 1; n <= kChrfCharOrder; n++)
+        for (size_t i = 0; i + n < at.size(); i++) out[n - 1][chars.substr(at[i], at[i + n] - at[i])]++;
+    if (word_order > 0) {
+        const std::vector<std::string> words = chrf_words(line);
+        for (int n = 1; n <= word_order; n++)
+            for (size_t i = 0; i + n <= words.size(); i++) {
+                std::string g = words[i];
+                for (int k = 1; k < n; k++) g += " " + words[i + k];
+                out[kChrfCharOrder + n - 1][g]++;
+            }
+    }
+    return out;
+}
+
+}  // namespace
+
+double chrf_compute_score(const ChrfStats& s) {
+    const double eps = 1e-16, factor = (double)kChrfBeta * kChrfBeta;
+    double avg_prec = 0.0, avg_rec = 0.0;
+    int effective_order = 0;
+    for (size_t i = 0; i < s.stats.size(); i++) {
+        const int64_t n_hyp = s.stats[i][0], n_ref = s.stats[i][1], n_match = s.stats[i][2];
+        const double prec = n_hyp > 0 ? (double)n_match / (double)n_hyp : eps;
+        const double rec = n_ref > 0 ? (double)n_match / (double)n_ref : eps;
+        if (n_hyp > 0 && n_ref > 0) {
+            avg_prec += prec;
+            avg_rec += rec;
+            effective_order++;
+        }
+    }
+    if (effective_order == 0) {
+        avg_prec = avg_rec = 0.0;
+    } else {
+        avg_prec /= effective_order;
+        avg_rec /= effective_order;
+    }
+    if (avg_prec + avg_rec == 0.0) return 0.0;
+    double score = (1 + factor) * avg_prec * avg_rec;   // Python's order: ((1 + f) * p) * r
+    score /= factor * avg_prec + avg_rec;
+    return 100 * score;
+}
+
+ChrfStats corpus_chrf(const std::vector<std::string>& hyps, const std::vector<std::string>& refs, int word_order) {
+    if (hyps.size() != refs.size())
+        throw std::invalid_argument("corpus_chrf: " + std::to_string(hyps.size()) + " hypotheses but " +
+                                    std::to_string(refs.size()) + " references");
+    if (word_order < 0 || word_order > 2) throw std::invalid_argument("corpus_chrf: word order 0, 1 or 2");
+    ChrfStats s;
+    s.word_order = word_order;
+    s.stats.assign(kChrfCharOrder + word_order, {0, 0, 0});
+    for (size_t i = 0; i < refs.size(); i++) {
+        const std::vector<ChrfCounts> h = chrf_ngrams(hyps[i], word_order), r = chrf_ngrams(refs[i], word_order);
+        for (size_t n = 0; n < h.size(); n++) {
+            int64_t hyp = 0, ref = 0, match = 0;
+            for (const auto& g : h[n]) {
+                hyp += g.second;
+                auto it = r[n].find(g.first);
+                if (it != r[n].end()) match += std::min(g.second, it->second);
+            }
+            for (const auto& g : r[n]) ref += g.second;
+            s.stats[n][0] += r[n].empty() ? 0 : hyp;
+            s.stats[n][1] += ref;
+            s.stats[n][2] += match;
+        }
+    }
+    s.score = chrf_compute_score(s);
+    return s;
+}
+
+std::string chrf_signature(int word_order) {
+    return "nrefs:1|case:mixed|eff:yes|nc:" + std::to_string(kChrfCharOrder) + "|nw:" + std::to_string(word_order) +
+           "|space:no";
+}
+
+std::string format_chrf(const ChrfStats& s, int width) {
+    char buf[96];
+    std::snprintf(buf, sizeof buf, "chrF%d%s = %.*f", kChrfBeta, s.word_order == 2 ? "++" : s.word_order == 1 ? "+" : "",
+                  width, s.score);
     return buf;
 }

@@ -1,4 +1,5 @@
-// bleu.h — corpus BLEU identical to sacreBLEU 2.6.0's default settings.
+// bleu_score.h — corpus BLEU identical to sacreBLEU 2.6.0's default settings, and its chrF
+// and chrF++ (below).
 //
 // Signature: nrefs:1|case:mixed|eff:no|tok:13a|smooth:exp (one reference per line,
 // case-sensitive, mteval-v13a tokenization, NIST "exp" smoothing, no effective order).
@@ -9,6 +10,7 @@
 // exact UTF-8 encodings of Python's white-space code points count as white space
 // (sacreBLEU itself would refuse to decode such a line).
 #pragma once
+#include <array>
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -43,5 +45,33 @@ void bleu_precisions(const BleuStats& s, double out[4]);
 // "nrefs:1|case:mixed|eff:no|tok:13a|smooth:exp"
 std::string bleu_signature();
 
-// "BLEU = 35.21 66.1/41.3/28.0/19.8 (BP = 0.987 ratio = 0.987 hyp_len = N ref_len = M)"
-std::string format_bleu(const BleuStats& s);
+// "BLEU = 35.21 66.1/41.3/28.0/19.8 (BP = 0.987 ratio = 0.987 hyp_len = N ref_len = M)", the
+// score with `width` decimals (sacreBLEU's --width; 2 by default).
+std::string format_bleu(const BleuStats& s, int width = 2);
+
+// ---- chrF and chrF++: sacreBLEU 2.6.0's CHRF(word_order = 0 or 2), its other defaults --------
+// Character n-grams 1..6 over code points with white space removed, word n-grams 1..word_order
+// (chrF++: 2), beta 2, no lowercasing, no eps smoothing; one reference per line. Statistics
+// agree with sacreBLEU exactly and the score to the last bit on the tested cases (the
+// arithmetic is done in its order; test/test_chrf.py). Invalid UTF-8: each bad byte is one
+// character (sacreBLEU would refuse to decode the line).
+constexpr int kChrfCharOrder = 6;
+constexpr int kChrfBeta = 2;
+
+struct ChrfStats {
+    int word_order = 0;
+    std::vector<std::array<int64_t, 3>> stats;   // per order (characters 1..6, then words): hyp, ref, matches
+    double score = 0;                            // 0..100, unrounded
+};
+
+// Scores hyps[i] against refs[i]; throws std::invalid_argument when the sizes differ.
+ChrfStats corpus_chrf(const std::vector<std::string>& hyps, const std::vector<std::string>& refs, int word_order = 0);
+
+// The score of summed statistics (sacreBLEU's _compute_f_score).
+double chrf_compute_score(const ChrfStats& s);
+
+// "nrefs:1|case:mixed|eff:yes|nc:6|nw:0|space:no"
+std::string chrf_signature(int word_order);
+
+// "chrF2 = 58.96" ("chrF2++ = ..." for word order 2), the score with `width` decimals.
+std::string format_chrf(const ChrfStats& s, int width = 2);

@@ -1,0 +1,137 @@
+"""test/test_chrf.py — ./bleu --metric chrf,chrf++ against sacreBLEU 2.6.0's CHRF itself.
+
+Both score the same files and print the score with 15 decimals (./bleu --width 15; Python's
+'%.15f'), which tells two different doubles apart at these magnitudes (0..100), so equal
+strings mean the same double: the statistics and the arithmetic's order are sacreBLEU's.
+Cases: ../shared/bleu's system outputs against its reference (or $BLEU_CASES_DIR; skipped,
+saying so, when absent), hand-picked lines (punctuation off both ends of a word, one-character
+words, Python's white space such as U+00A0 and U+3000, empty hypotheses, a reference without
+6-grams), and 300 random corpora of 1 to 30 lines over letters, accented and CJK characters,
+punctuation and white space. Also the signature lines and a bad --metric refused.
+
+Usage: python3 test/test_chrf.py [PROGRAM_DIR]    Ends with "chrf: N passed, M failed".
+Without the sacrebleu package it says SKIP and why; REQUIRE_SACREBLEU=1 (CI) makes that a failure.
+"""
+import os
+import random
+import subprocess
+import sys
+import tempfile
+
+program_dir = sys.argv[1] if len(sys.argv) > 1 else "."
+passed = failed = 0
+
+
+def check(ok, what):
+    global passed, failed
+    print(("PASS " if ok else "FAIL ") + what, flush=True)
+    if ok:
+        passed += 1
+    else:
+        failed += 1
+
+
+try:
+    from sacrebleu.metrics import CHRF
+except ImportError:
+    if os.environ.get("REQUIRE_SACREBLEU") == "1":
+        check(False, "sacrebleu is importable (REQUIRE_SACREBLEU=1; pip install sacrebleu)")
+        print(f"chrf: {passed} passed, {failed} failed")
+        sys.exit(1)
+    print("SKIP test_chrf: the sacrebleu package is not installed (pip install sacrebleu)")
+    print("chrf: 0 passed, 0 failed, 1 skipped")
+    sys.exit(0)
+
+tmp = tempfile.mkdtemp()
+
+
+def write(name, lines):
+    path = os.path.join(tmp, name)
+    with open(path, "w", encoding="utf-8", newline="\n") as f:
+        f.write("".join(line + "\n" for line in lines))
+    return path
+
+
+def ours(hyps, refs):
+    """./bleu's chrF and chrF++ scores (strings, 15 decimals) of the hypotheses."""
+    out = subprocess.run([os.path.join(program_dir, "bleu"), write("ref.txt", refs), "--hyp", write("hyp.txt", hyps),
+                          "--metric", "chrf,chrf++", "--score-only", "--width", "15"],
+                         capture_output=True, text=True)
+    return out.stdout.split() if out.returncode == 0 else [f"exit {out.returncode}: {out.stderr.strip()}"]
+
+
+def theirs(hyps, refs):
+    # As sacreBLEU's CLI reads files: each line rstripped.
+    hyps = [h.rstrip() for h in hyps]
+    refs = [r.rstrip() for r in refs]
+    return ["%.15f" % CHRF(word_order=w).corpus_score(hyps, [refs]).score for w in (0, 2)]
+
+
+def compare(what, hyps, refs):
+    a, b = ours(hyps, refs), theirs(hyps, refs)
+    check(a == b, f"{what}: chrF, chrF++ {a} == sacreBLEU's {b}")
+    return a == b
+
+
+# ---- the shared BLEU cases: real system outputs of one reference
+cases = os.environ.get("BLEU_CASES_DIR", os.path.join("..", "shared", "bleu"))
+expected = os.path.join(cases, "expected.json")
+
+
+def read_lines(path):
+    with open(path, encoding="utf-8") as f:
+        return f.read().split("\n")[:-1]
+
+
+if os.path.isfile(expected):
+    import json
+    with open(expected, encoding="utf-8") as f:
+        for case in json.load(f)["cases"]:   # each case's system output and reference file
+            compare(case["case"], read_lines(os.path.join(cases, case["case"] + ".hyp")),
+                    read_lines(os.path.join(cases, case["ref"])))
+else:
+    print(f"SKIP the shared BLEU cases: no {expected} (BLEU_CASES_DIR)")
+
+# ---- hand-picked lines
+compare("punctuation off a word's end, then its start; one-character words",
+        ["Hello, world! (yes) x . \"quoted\" -a- ¿qué?", "a b c"],
+        ["Hello world! yes) x. quoted\" a- ¿qué", "a, b c."])
+compare("Python's white space inside lines (U+00A0, U+3000, tab, U+2009)",
+        ["one\u00a0two\tthree\u3000four", "five\u2009six"],
+        ["one two three four", "five six"])
+compare("an empty hypothesis, a reference without 6-grams",
+        ["", "abc"], ["short", "ab"])
+compare("CJK and accents", ["我们去了北京。", "Él está aquí, ¿no?"], ["我们去北京了。", "Él está allí, ¿verdad?"])
+
+# ---- random corpora
+alphabet = (list("abcdefgh ABC") + ["é", "ñ", "ü", "北", "京", "。", ",", ".", "!", "?", "(", ")", "\"", "'", "-",
+            " ", " ", " ", "\u00a0", "\t", "\u3000"])
+rng = random.Random(5)
+bad = 0
+for n in range(300):
+    lines = rng.randint(1, 30)
+    def line():
+        return "".join(rng.choice(alphabet) for _ in range(rng.randint(0, 40)))
+    hyps = [line() for _ in range(lines)]
+    refs = []
+    for _ in range(lines):
+        r = line()
+        refs.append(r if r.strip() else "x")   # ./bleu, like sacreBLEU's CLI, refuses empty references
+    a, b = ours(hyps, refs), theirs(hyps, refs)
+    if a != b:
+        bad += 1
+        if bad <= 3:
+            print(f"  differs on random corpus {n}: ours {a}, sacreBLEU {b}")
+check(bad == 0, f"300 random corpora of 1..30 lines: chrF and chrF++ equal sacreBLEU's to 15 decimals ({bad} differ)")
+
+# ---- the printed lines
+out = subprocess.run([os.path.join(program_dir, "bleu"), write("r.txt", ["The cat sat."]), "--hyp",
+                      write("h.txt", ["The cat sat."]), "--metric", "chrf++"], capture_output=True, text=True).stdout
+check(out == "chrF2++ = 100.00\nsignature: nrefs:1|case:mixed|eff:yes|nc:6|nw:2|space:no\n",
+      f"--metric chrf++ prints sacreBLEU's score line and signature: {out!r}")
+run = subprocess.run([os.path.join(program_dir, "bleu"), write("r.txt", ["a"]), "--hyp", write("h.txt", ["a"]),
+                      "--metric", "ter"], capture_output=True, text=True)
+check(run.returncode == 2 and "--metric ter" in run.stderr, f"--metric ter refused, exit 2 ({run.returncode}): {run.stderr.strip()}")
+
+print(f"chrf: {passed} passed, {failed} failed")
+sys.exit(1 if failed else 0)
