@@ -407,7 +407,8 @@ static bool csv_row(Run& r, const char* event, double loss, double lr, double de
 
 struct Scores { double bleu = NAN; std::string line; double seconds = 0; size_t sentences = 0; };
 
-// Translates src (beam 1: greedy) and scores the output against ref with corpus BLEU.
+// Translates src (beam 1: greedy) and scores the output against ref with corpus BLEU (and
+// chrF, printed beside it).
 static Scores score_lines(Model* m, const Tokenizer& tok, const std::vector<std::string>& src,
                           const std::vector<std::string>& ref, int beam, const TrainOptions& opt) {
     Scores s;
@@ -421,7 +422,7 @@ static Scores score_lines(Model* m, const Tokenizer& tok, const std::vector<std:
     try {
         BleuStats b = corpus_bleu(hyp, ref);
         s.bleu = b.bleu;
-        s.line = format_bleu(b);
+        s.line = format_bleu(b) + ", " + format_chrf(corpus_chrf(hyp, ref));
     } catch (const std::exception& e) {
         fail(std::string("BLEU: ") + e.what());
     }
@@ -740,7 +741,8 @@ static bool final_evaluation(Run& r) {
     std::string err;
     if (!setup_backend(r.opt, &avg, false)) return false;
     if (!checkpoint_load(&avg, model_path, nullptr, &err, false)) return fail(err);
-    std::printf("BLEU, sacreBLEU convention (signature %s):\n", bleu_signature().c_str());
+    std::printf("BLEU and chrF, sacreBLEU's conventions (signatures %s; %s):\n", bleu_signature().c_str(),
+                chrf_signature(0).c_str());
     Scores dev_avg, test_avg;
     if (r.have_dev) {
         dev_avg = score(&avg, r.tok, r.data("dev", r.opt.src_lang), r.data("dev", r.opt.tgt_lang), r.opt.beam, r.opt);
