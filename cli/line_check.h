@@ -60,22 +60,25 @@ inline bool check_line(const Tokenizer& tok, std::string line, const LineRules& 
         return false;
     }
     if (bad >= 0) line = replace_invalid_utf8(line);
-    std::vector<int> ids = tok.encode(line);
     if (clean) *clean = line;
     pieces->clear();
     const size_t limit = (size_t)std::max(1, rules.max_input_tokens);
-    if (!rules.split_sentences && (ids.size() <= limit || !rules.split_long)) {
-        if (ids.size() > limit) {
-            *err = where + ": " + std::to_string(ids.size()) + " tokens, more than --max-input-tokens " +
-                   std::to_string(rules.max_input_tokens) + " (--split-long translates it in pieces)";
-            return false;
+    std::vector<int> ids;   // the whole line's, encoded only when it is not cut into sentences first
+    if (!rules.split_sentences) {
+        ids = tok.encode(line);
+        if (ids.size() <= limit || !rules.split_long) {
+            if (ids.size() > limit) {
+                *err = where + ": " + std::to_string(ids.size()) + " tokens, more than --max-input-tokens " +
+                       std::to_string(rules.max_input_tokens) + " (--split-long translates it in pieces)";
+                return false;
+            }
+            pieces->push_back(std::move(ids));
+            return true;
         }
-        pieces->push_back(ids);
-        return true;
     }
     const std::vector<std::string_view> texts = sentences::split(line);
     for (std::string_view text : texts) {
-        std::vector<int> sentence = texts.size() == 1 ? ids : tok.encode(text);
+        std::vector<int> sentence = texts.size() == 1 && !ids.empty() ? std::move(ids) : tok.encode(text);
         if (sentence.size() <= limit) {
             pieces->push_back(std::move(sentence));
             continue;
