@@ -15,6 +15,7 @@
 #                         (DEVICE=cuda: on the GPU, and a synthetic base-model batch)
 #   make bench-split-long ./translate --split-long on one line of 50k/100k/200k words
 #   make bench-sentences  BLEU of long lines of several sentences: whole, --split-long, --split-sentences
+#   make bench-ensemble   BLEU, chrF and speed of two or more models alone and as an ensemble (MODELS=...)
 #   make bench-serve      ./translate --serve: lines/s and latency, 1/8/32 clients, vs stdin mode
 #   make bench-bpe        BPE learn/encode speed, ours vs SentencePiece
 #   make bench-gemm       matrix-product speed, ours vs OpenBLAS
@@ -132,7 +133,7 @@ TESTS := test_core test_ops test_decode test_train test_gemm test_gemm_int8 test
 # libFuzzer targets (test/fuzz/fuzz_*.cpp); make test replays their seeds and regression inputs.
 FUZZ_TARGETS := tokenizer vocab safetensors checkpoint parallel translate
 
-.PHONY: FORCE all test test-asan test-emulated emulator fuzz soak gpu-check gpu-pack bench bench-attention bench-deps bench-decode bench-translate bench-split-long bench-sentences bench-serve \
+.PHONY: FORCE all test test-asan test-emulated emulator fuzz soak gpu-check gpu-pack bench bench-attention bench-deps bench-decode bench-translate bench-split-long bench-sentences bench-ensemble bench-serve \
         bench-bpe bench-gemm bench-gemm-int8 bench-gemm-bf16 bench-dist data reference reference-check info clean
 all: $(PROGRAMS:%=$(BIN)/%)
 
@@ -168,7 +169,8 @@ $(BUILD)/libtransformer_cuda.so: transformer.cu transformer.h numerics.h model/s
 EMU_BUILD := $(BUILD)/emu
 EMU_LIB := $(EMU_BUILD)/libtransformer_cuda.so
 comma := ,
-EMU_FLAGS := -std=c++17 -I test/cuda_emulator/include -I. $(WARN) -Wno-unused-parameter -fPIC -g \
+# (-Wno-unknown-pragmas: g++ ignores CUDA's #pragma unroll, a hint to nvcc only.)
+EMU_FLAGS := -std=c++17 -I test/cuda_emulator/include -I. $(WARN) -Wno-unused-parameter -Wno-unknown-pragmas -fPIC -g \
              -fno-omit-frame-pointer $(if $(filter 1,$(SANITIZE)),-O1 -fsanitize=address$(comma)undefined -fno-sanitize-recover=undefined,-O2)
 # kernel<<<config>>>(args) -> ::cuda_emulator::launch(kernel, ::cuda_emulator::Config{config}, args);
 # extern __shared__ [__align__(n)] T name[]; -> T* name = (T*)::cuda_emulator::dynamic_shared();
@@ -351,6 +353,11 @@ bench-split-long: $(BIN)/translate
 # BLEU of long lines of several sentences: whole, --split-long, --split-sentences (MODEL=...)
 bench-sentences: $(BIN)/translate $(BIN)/bleu
 	@bash bench/bench_sentences.sh $(MODEL)
+
+# each of MODELS (two or more checkpoints with one tokenizer) alone and all as an ensemble:
+# BLEU, chrF, time, memory (skipped, saying so, without them)
+bench-ensemble: $(BIN)/translate $(BIN)/bleu
+	@bash bench/bench_ensemble.sh $(MODELS)
 
 # ./translate --serve against stdin mode (MODEL=..., default runs/default/average.safetensors;
 # skipped without it): 1, 8 and 32 clients, dynamic batching on and off (bench/bench_serve.py)

@@ -752,6 +752,67 @@ void logsoftmax_gather(float* logp, const float* logits, const int* tokens, int 
     }
 }
 
+// log(s) for s >= 1, vectorisable (the ensemble's sums of exponentials, 1 <= s <= K): s = 2^e *
+// m with m in [sqrt(1/2), sqrt(2)) from the bits, then Cephes' logf polynomial in m - 1 plus e
+// ln 2 (two-part constant). Relative error about 1e-7 (1-2 ulp).
+static inline float log_fast(float s) {
+    const uint32_t bits = __builtin_bit_cast(uint32_t, s);
+    float e = (float)((int)(bits >> 23) - 127);
+    float m = __builtin_bit_cast(float, (bits & 0x007fffffu) | 0x3f800000u);   // [1, 2)
+    const bool high = m > 1.41421356f;
+    m = high ? m * 0.5f : m;
+    e = high ? e + 1.0f : e;
+    const float x = m - 1.0f, z = x * x;
+    float y = 7.0376836292e-2f;
+    y = y * x - 1.1514610310e-1f;
+    y = y * x + 1.1676998740e-1f;
+    y = y * x - 1.2420140846e-1f;
+    y = y * x + 1.4249322787e-1f;
+    y = y * x - 1.6668057665e-1f;
+    y = y * x + 2.0000714765e-1f;
+    y = y * x - 2.4999993993e-1f;
+    y = y * x + 3.3333331174e-1f;
+    y = y * x * z + e * -2.12194440e-4f - 0.5f * z;
+    return x + y + e * 0.693359375f;
+}
+
+// Ensembles: out (rows, V; stride ld) = log((1/K) sum_k exp(z_k - logsumexp(z_k))) per row of
+// the K models' logits z_k; out may be logits[0]. Per entry, the members' log-probabilities
+// l_k: max_k l_k + log(sum_k exp(l_k - max)) - log K, the sum between 1 and K. A row goes in
+// pieces of ENSEMBLE_PIECE entries, each pass over a piece one vector loop (member by member:
+// a loop over members inside would keep GCC from vectorising, 10x slower).
+constexpr int ENSEMBLE_PIECE = 256;
+WIDE_VECTORS void logsoftmax_ensemble(float* out, const float* const* logits, int K, int rows, int V, int ld) {
+    const float log_k = std::log((float)K);
+#pragma omp parallel for schedule(static)
+    for (int r = 0; r < rows; r++) {
+        float lse[Backend::kMaxEnsemble];
+        for (int k = 0; k < K; k++) lse[k] = logsumexp(logits[k] + (size_t)r * ld, V);
+        float mx[ENSEMBLE_PIECE], sum[ENSEMBLE_PIECE];
+        for (int v0 = 0; v0 < V; v0 += ENSEMBLE_PIECE) {
+            const int n = std::min(ENSEMBLE_PIECE, V - v0);
+            const size_t at = (size_t)r * ld + v0;
+            std::fill(mx, mx + n, -INFINITY);
+            std::fill(sum, sum + n, 0.0f);
+            for (int k = 0; k < K; k++) {
+                const float* l = logits[k] + at;
+                const float shift = lse[k];
+#pragma omp simd
+                for (int i = 0; i < n; i++) mx[i] = l[i] - shift > mx[i] ? l[i] - shift : mx[i];
+            }
+            for (int k = 0; k < K; k++) {
+                const float* l = logits[k] + at;
+                const float shift = lse[k];
+#pragma omp simd
+                for (int i = 0; i < n; i++) sum[i] += exp_fast(l[i] - shift - mx[i]);
+            }
+            float* o = out + at;
+#pragma omp simd
+            for (int i = 0; i < n; i++) o[i] = mx[i] > -INFINITY ? mx[i] + log_fast(sum[i]) - log_k : -INFINITY;
+        }
+    }
+}
+
 // The sampling threshold of z (V): the largest value tau such that the tokens with z >= tau
 // number at least topk (topk > 0) and hold at least topp of the mass w (topp < 1); the
 // smallest value (every token) when neither cut is asked. w[i] = exp((z[i] - max) /
@@ -1044,6 +1105,12 @@ public:
     void logsoftmax_gather(float* logp, const floatX* logits, const int* tokens, int rows, int V,
                            int ld) override {
         cpu::logsoftmax_gather(logp, F(logits), tokens, rows, V, ld);
+    }
+    void logsoftmax_ensemble(floatX* out, const floatX* const* logits, int K, int rows, int V,
+                             int ld) override {
+        const float* z[kMaxEnsemble];
+        for (int k = 0; k < K; k++) z[k] = F(logits[k]);
+        cpu::logsoftmax_ensemble(F(out), z, K, rows, V, ld);
     }
     void logsoftmax_sample(int* tokens, float* logp, const float* uniform, const floatX* logits,
                            int rows, int V, int ld, float temperature, int topk, float topp) override {

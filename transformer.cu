@@ -1462,6 +1462,18 @@ __global__ void logsoftmax_topk_kernel(int* tokens, float* logp, const T* logits
     }
 }
 
+// log(sum_i exp(z_i)) of a row z (V) by the whole block (a block max, then a block sum); every
+// thread gets it.
+template <class T>
+__device__ float block_logsumexp(const T* z, int V, float* sf /* 32 */) {
+    float mx = -INFINITY;
+    for (int i = threadIdx.x; i < V; i += blockDim.x) mx = fmaxf(mx, to_float(z[i]));
+    mx = block_reduce(mx, Max(), sf);
+    float sum = 0.0f;
+    for (int i = threadIdx.x; i < V; i += blockDim.x) sum += expf(to_float(z[i]) - mx);
+    return mx + logf(block_reduce(sum, Add(), sf));
+}
+
 // Scoring and forced tokens: logp[r] = z[tokens[r]] - logsumexp(z), one block per row; PAD_ID
 // gives 0.
 template <class T>
@@ -1469,13 +1481,46 @@ __global__ void logsoftmax_gather_kernel(float* logp, const T* logits, const int
     __shared__ float sf[32];
     const int r = blockIdx.x, y = tokens[r];
     const T* z = logits + (size_t)r * ld;
-    float mx = -INFINITY;
-    for (int i = threadIdx.x; i < V; i += blockDim.x) mx = fmaxf(mx, to_float(z[i]));
-    mx = block_reduce(mx, Max(), sf);
-    float sum = 0.0f;
-    for (int i = threadIdx.x; i < V; i += blockDim.x) sum += expf(to_float(z[i]) - mx);
-    sum = block_reduce(sum, Add(), sf);
-    if (threadIdx.x == 0) logp[r] = y == PAD_ID ? 0.0f : to_float(z[y]) - (mx + logf(sum));
+    const float lse = block_logsumexp(z, V, sf);
+    if (threadIdx.x == 0) logp[r] = y == PAD_ID ? 0.0f : to_float(z[y]) - lse;
+}
+
+// The K members' logits of an ensemble, passed by value (a kernel argument, no upload).
+template <class T>
+struct EnsembleLogits {
+    const T* z[Backend::kMaxEnsemble];
+};
+
+// Ensembles: out = log((1/K) sum_k softmax(z_k)) per row, one block per row: each member's
+// log-sum-exp, then each entry from the members' log-probabilities l_k, max_k l_k +
+// log(sum_k exp(l_k - max)) - log K (two reads of each l_k, the second from L1). The loops
+// over members are unrolled to the limit with a guard, so that the members' pointers stay
+// kernel parameters (indexed by a variable they would be copied to a stack frame). out may be
+// z[0]: an entry is read and written by the same thread, after every log-sum-exp is known.
+template <class T>
+__global__ void logsoftmax_ensemble_kernel(T* out, EnsembleLogits<T> logits, int K, int V, int ld) {
+    constexpr int KMAX = Backend::kMaxEnsemble;
+    __shared__ float sf[32];
+    __shared__ float lse[KMAX];
+    const size_t r0 = (size_t)blockIdx.x * ld;
+#pragma unroll
+    for (int k = 0; k < KMAX; k++)
+        if (k < K) {
+            const float l = block_logsumexp(logits.z[k] + r0, V, sf);
+            if (threadIdx.x == 0) lse[k] = l;
+        }
+    __syncthreads();
+    const float log_k = logf((float)K);
+    for (int i = threadIdx.x; i < V; i += blockDim.x) {
+        float mx = -INFINITY, sum = 0.0f;
+#pragma unroll
+        for (int k = 0; k < KMAX; k++)
+            if (k < K) mx = fmaxf(mx, to_float(logits.z[k][r0 + i]) - lse[k]);
+#pragma unroll
+        for (int k = 0; k < KMAX; k++)
+            if (k < K) sum += expf(to_float(logits.z[k][r0 + i]) - lse[k] - mx);
+        out[r0 + i] = from_float<T>(mx > -INFINITY ? mx + logf(sum) - log_k : -INFINITY);
+    }
 }
 
 // Floats as ordered integers (a < b iff float_key(a) < float_key(b) for finite values), so a
@@ -2079,6 +2124,14 @@ public:
         if (bf()) launch(cuda::logsoftmax_gather_kernel<bf16>, dim3(rows), dim3(cuda::THREADS), 0, logp, (const bf16*)logits, tokens, V, ld);
         else launch(cuda::logsoftmax_gather_kernel<float>, dim3(rows), dim3(cuda::THREADS), 0, logp, (const float*)logits, tokens, V, ld);
     }
+    void logsoftmax_ensemble(floatX* out, const floatX* const* logits, int K, int rows, int V, int ld) override {
+        if (K < 1 || K > kMaxEnsemble) {
+            std::fprintf(stderr, "error: an ensemble of 1 to %d models, not %d\n", kMaxEnsemble, K);
+            std::exit(1);
+        }
+        if (bf()) launch(cuda::logsoftmax_ensemble_kernel<bf16>, dim3(rows), dim3(cuda::THREADS), 0, (bf16*)out, ensemble_logits<bf16>(logits, K), K, V, ld);
+        else launch(cuda::logsoftmax_ensemble_kernel<float>, dim3(rows), dim3(cuda::THREADS), 0, (float*)out, ensemble_logits<float>(logits, K), K, V, ld);
+    }
     void logsoftmax_sample(int* tokens, float* logp, const float* uniform, const floatX* logits, int rows, int V,
                            int ld, float temperature, int topk, float topp) override {
         if (bf()) launch(cuda::logsoftmax_sample_kernel<bf16>, dim3(rows), dim3(cuda::THREADS), 0, tokens, logp, uniform, (const bf16*)logits, V, ld, temperature, topk, topp);
@@ -2128,6 +2181,13 @@ private:
     std::map<const void*, size_t> opted_in_;   // dynamic shared memory each kernel has opted in to
 
     bool bf() const { return precision_ == Precision::BF16; }
+    // The members' logits as the ensemble kernel's argument.
+    template <class T>
+    static cuda::EnsembleLogits<T> ensemble_logits(const floatX* const* logits, int K) {
+        cuda::EnsembleLogits<T> e{};
+        for (int k = 0; k < K; k++) e.z[k] = (const T*)logits[k];
+        return e;
+    }
     cudaDataType act_type() const { return bf() ? CUDA_R_16BF : CUDA_R_32F; }
     static dim3 grid(size_t n) { return dim3(cuda::grid_for(n)); }
 

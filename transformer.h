@@ -351,6 +351,14 @@ public:
     // PAD labels).
     virtual void logsoftmax_gather(float* logp, const floatX* logits, const int* tokens,
                                    int rows, int V, int ld) = 0;
+    // Ensembles (decoding with several models): per row, out = log((1/K) sum_k softmax(z_k)),
+    // the log of the members' mean probability, from K models' logits (K rows, V each; row
+    // stride ld), read through the host array logits[0 .. K). out (rows, V; stride ld) may be
+    // logits[0]. Its rows are log-probabilities: the ops above leave them as they are (up to
+    // rounding: their log-sum-exp is 0), so top-k, forced tokens and sampling read them alike.
+    static constexpr int kMaxEnsemble = 16;
+    virtual void logsoftmax_ensemble(floatX* out, const floatX* const* logits, int K, int rows,
+                                     int V, int ld) = 0;
     // Sampling (back-translation): per row, one token drawn with uniform[r] in [0, 1) from
     // softmax(z / temperature) restricted to the kept tokens: those whose z is at least a
     // threshold, the largest for which (top-k, topk > 0) at least topk tokens are kept and
@@ -445,6 +453,11 @@ struct Model {
     // Rows of logits the classifier computes at once (0: as many as 2^26 logits hold, 1813
     // rows for a 37,000-word vocabulary; fewer when the batch has fewer rows).
     int logit_chunk_rows = 0;
+    // Decoding with an ensemble: the other models (not owned; same vocabulary, same backend
+    // kind and precision, no ensemble of their own) whose probabilities each step averages with
+    // this model's (model_decode_step, model_score). This model keeps the search; the members
+    // follow its rows. Empty: this model alone.
+    std::vector<Model*> ensemble;
     Model() = default;
     Model(const Model&) = delete;
     Model& operator=(const Model&) = delete;
@@ -531,12 +544,14 @@ struct SearchSetup {
 // Starts a batch: runs the encoder over sources (each ending with </s>) and every decoder
 // layer's cross-attention keys/values, sizes the cache and the search state, and sets step 0's
 // rows: <s> for every sentence. recompute = true (testing) instead runs the whole decoder over
-// <s> + each row's tokens at every step, without a cache.
+// <s> + each row's tokens at every step, without a cache. Starts the ensemble's members too.
 void model_decode_begin(Model* m, const std::vector<std::vector<int>>& sources,
                         const SearchSetup& setup, bool recompute = false);
 // The decoder at position t (t = 0, 1, ... in order) for the current n rows, then log-softmax +
 // top-kc of each (2 * beam, greedy 1) on the device, ties to the lowest id; `banned` (or -1)
-// is never chosen.
+// is never chosen. With an ensemble (m->ensemble), every member runs its decoder over the same
+// rows and the step's log-probabilities are those of the members' mean probability
+// (Backend::logsoftmax_ensemble), for the candidates, forced tokens and sampling alike.
 void model_decode_step(Model* m, int t, int banned);
 // After model_decode_step: the current rows' sentences, downloaded (target prefixes and
 // sampling need them; the plain search does not).
@@ -558,7 +573,8 @@ std::vector<std::vector<Hypothesis>> model_decode_results(Model* m);
 
 // ---- Scoring: the log-probability of given targets (teacher forcing, one forward) --------
 // logp (B*T): each label's log-probability under the model (no dropout, no label smoothing),
-// 0 at PAD labels; a sentence's log-probability is the sum of its row.
+// 0 at PAD labels; a sentence's log-probability is the sum of its row. With an ensemble: the
+// log of the members' mean probability of each label, as the ensemble's search scores it.
 void model_score(Model* m, const Batch& batch, std::vector<float>* logp);
 
 // ---- Looking inside: the attention of a translation (./translate --attention, --alignment) ----

@@ -195,11 +195,19 @@ std::string format_response(const ServeModel& m, const TranslateRequest& req, co
     return out + "]";
 }
 
+// ["a", "b"]: strings as a JSON list.
+static std::string json_list(const std::vector<std::string>& items) {
+    std::string out = "[";
+    for (const std::string& s : items) out += (out.size() > 1 ? ", " : "") + json_quote(s);
+    return out + "]";
+}
+
 std::string info_json(const ServeModel& m, const ServeOptions& o) {
     const Backend& b = *m.model->backend;
     return std::string("{\"version\": ") + json_quote(kServeApiVersion) +
            ", \"http\": " + json_quote(std::string("cpp-httplib ") + CPPHTTPLIB_VERSION) +
-           ", \"model\": " + json_quote(m.model_path) + ", \"config\": " + config_to_json(m.model->cfg) +
+           ", \"model\": " + json_quote(m.model_path) + ", \"ensemble\": " + json_list(m.ensemble_paths) +
+           ", \"config\": " + config_to_json(m.model->cfg) +
            ", \"vocab_size\": " + std::to_string(m.tok->vocab_size()) +
            ", \"device\": " + json_quote(b.device() == Device::CUDA ? "cuda" : "cpu") +
            ", \"precision\": " + json_quote(precision_name(b.precision())) +
@@ -337,8 +345,10 @@ int serve(const ServeModel& m, const ServeOptions& o) {
         return 1;
     }
     std::string shown_host = o.host.find(':') != std::string::npos ? "[" + o.host + "]" : o.host;
+    std::string models = m.model_path;
+    for (const std::string& p : m.ensemble_paths) models += " + " + p;
     std::fprintf(stderr, "translate: serving %s on http://%s:%d (POST /translate, GET /health, GET /info)\n",
-                 m.model_path.c_str(), shown_host.c_str(), port);
+                 models.c_str(), shown_host.c_str(), port);
     std::fflush(stderr);
 
     std::thread listener([&] {

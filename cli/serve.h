@@ -4,6 +4,7 @@
 #pragma once
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include "cli/line_check.h"
 #include "cli/options.h"
@@ -34,6 +35,7 @@ struct ServeModel {
     int batch_tokens;           // --batch-tokens
     LineRules rules;            // --max-input-tokens, --replace-invalid, --split-long, --split-sentences
     std::string model_path;
+    std::vector<std::string> ensemble_paths;   // --ensemble: the other models' checkpoints
 };
 
 // Why this ./translate has no server ("" when it has one): it was built without cpp-httplib

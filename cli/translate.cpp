@@ -116,6 +116,7 @@ constexpr const char* kVersion = "1.1";
 
 struct TranslateOptions {
     std::string model = "runs/default/average.safetensors";
+    std::vector<std::string> ensemble;   // --ensemble: more checkpoints, their probabilities averaged
     DecodeOptions decode;
     int batch_tokens = 0;       // 0: the device's default (kCpuBatchTokens, kGpuBatchTokens)
     int max_input_tokens = 0;   // 0: the model's limit (learned positions) or 1024
@@ -180,6 +181,7 @@ struct Progress {
 struct Translator {
     TranslateOptions opt;
     Model model;
+    std::vector<std::unique_ptr<Model>> members;   // --ensemble's models (model.ensemble points at them)
     Tokenizer tok;
     long line_number = 0;
     AlignedFile second_file;   // --ref or --prefix FILE
@@ -324,36 +326,60 @@ struct Translator {
     }
 };
 
-static bool load(Translator* t) {
+// One checkpoint onto a new backend of the options' device and precision (int8: quantized);
+// *tokenizer: its tokenizer as stored. False + message on failure.
+static bool load_model(const TranslateOptions& o, const std::string& path, Model* m, std::string* tokenizer,
+                       std::string* err) {
+    m->backend = make_backend(o.device, o.precision, err);
+    if (!m->backend) return false;
     Metadata meta;
-    std::string err;
-    std::string note;
-    t->model.backend = make_backend(t->opt.device, t->opt.precision, &err, &note);
-    if (!t->model.backend) {
-        std::fprintf(stderr, "translate: %s\n", err.c_str());
-        return false;
+    if (!checkpoint_load(m, path, &meta, err, false)) return false;
+    Tokenizer tok;
+    *tokenizer = meta["tokenizer"];
+    if (!Tokenizer::deserialize(*tokenizer, &tok, err)) return *err = path + ": no valid tokenizer in the checkpoint (" + *err + ")", false;
+    if (tok.vocab_size() != m->cfg.vocab)
+        return *err = path + ": tokenizer has " + std::to_string(tok.vocab_size()) + " ids, the model " +
+                      std::to_string(m->cfg.vocab), false;
+    return o.precision != "int8" || model_quantize(m, err);
+}
+
+// --ensemble: each checkpoint beside --model, with the very same tokenizer (the same ids).
+static bool load_ensemble(Translator* t, const std::string& tokenizer) {
+    for (const std::string& path : t->opt.ensemble) {
+        auto member = std::make_unique<Model>();
+        std::string err, member_tokenizer;
+        if (!load_model(t->opt, path, member.get(), &member_tokenizer, &err))
+            return std::fprintf(stderr, "translate: --ensemble %s\n", err.c_str()), false;
+        if (member_tokenizer != tokenizer)
+            return std::fprintf(stderr, "translate: --ensemble %s: its tokenizer differs from %s's (an ensemble "
+                                        "averages probabilities of the same token ids)\n",
+                                path.c_str(), t->opt.model.c_str()), false;
+        t->model.ensemble.push_back(member.get());
+        t->members.push_back(std::move(member));
     }
-    if (t->opt.batch_tokens == 0)
-        t->opt.batch_tokens = t->model.backend->device() == Device::CUDA ? kGpuBatchTokens : kCpuBatchTokens;
-    if (!checkpoint_load(&t->model, t->opt.model, &meta, &err, false)) {
+    return true;
+}
+
+// The longest input line in tokens the models take: learned position tables end.
+static int input_token_limit(const Translator& t) {
+    int limit = t.model.cfg.learned_pos ? t.model.cfg.max_len - 1 : 1024;
+    for (const auto& e : t.members)
+        if (e->cfg.learned_pos) limit = std::min(limit, e->cfg.max_len - 1);
+    return limit;
+}
+
+static bool load(Translator* t) {
+    std::string err, tokenizer;
+    if (!load_model(t->opt, t->opt.model, &t->model, &tokenizer, &err)) {
         std::fprintf(stderr, "translate: %s\n", err.c_str());
-        if (t->opt.model == TranslateOptions().model)
+        if (t->opt.model == TranslateOptions().model && !std::filesystem::exists(t->opt.model))
             std::fprintf(stderr, "translate: (train a model first: make && ./train; or pass --model FILE)\n");
         return false;
     }
-    if (!Tokenizer::deserialize(meta["tokenizer"], &t->tok, &err)) {
-        std::fprintf(stderr, "translate: %s: no valid tokenizer in the checkpoint (%s)\n", t->opt.model.c_str(), err.c_str());
-        return false;
-    }
-    if (t->tok.vocab_size() != t->model.cfg.vocab) {
-        std::fprintf(stderr, "translate: %s: tokenizer has %d ids, the model %d\n", t->opt.model.c_str(),
-                     t->tok.vocab_size(), t->model.cfg.vocab);
-        return false;
-    }
-    if (t->opt.precision == "int8" && !model_quantize(&t->model, &err)) {
-        std::fprintf(stderr, "translate: %s\n", err.c_str());
-        return false;
-    }
+    Tokenizer::deserialize(tokenizer, &t->tok, &err);   // load_model checked it
+    if (t->opt.batch_tokens == 0)
+        t->opt.batch_tokens = t->model.backend->device() == Device::CUDA ? kGpuBatchTokens : kCpuBatchTokens;
+    if (!load_ensemble(t, tokenizer)) return false;
     err = inspect_options_error(t->opt.inspect, t->model.cfg);
     if (!err.empty()) {
         std::fprintf(stderr, "translate: %s\n", err.c_str());
@@ -366,7 +392,7 @@ static bool load(Translator* t) {
                      t->opt.inspect.dir.c_str(), ec ? ec.message().c_str() : "not a folder");
         return false;
     }
-    const int limit = t->model.cfg.learned_pos ? t->model.cfg.max_len - 1 : 1024;
+    const int limit = input_token_limit(*t);
     if (t->opt.max_input_tokens <= 0 || t->opt.max_input_tokens > limit) t->opt.max_input_tokens = limit;
     return true;
 }
@@ -467,6 +493,19 @@ static bool parse_options(int argc, char** argv, TranslateOptions* op, int* stat
     TranslateOptions& o = *op;
     Options opts("translate", "Translates stdin to stdout, one line per input line, in order.");
     opts.add("--model", &o.model, "checkpoint (safetensors) to translate with", "FILE");
+    opts.add_custom("--ensemble", "FILE",
+                    "another checkpoint (the same tokenizer) whose probabilities are averaged with --model's at "
+                    "every step; repeat for more (up to 15; each costs a model's time and memory)",
+                    [&o] {
+                        std::string list;
+                        for (const std::string& p : o.ensemble) list += (list.empty() ? "" : ", ") + p;
+                        return list.empty() ? std::string("none") : list;
+                    },
+                    [&o](const std::string& p) {
+                        if (p.empty()) return false;
+                        o.ensemble.push_back(p);
+                        return true;
+                    });
     opts.add("--beam", &o.decode.beam, "beam size, 1 = greedy (cost grows with it; bound: README)",
              in_range(1, kMaxBeam));
     opts.add("--alpha", &o.decode.alpha, "length penalty exponent: lp = ((5 + |Y|) / 6)^alpha", in_range(0, 10));
@@ -509,6 +548,12 @@ static bool parse_options(int argc, char** argv, TranslateOptions* op, int* stat
     if (o.decode.nbest > o.decode.beam) {
         *status = opts.usage_error("--nbest " + std::to_string(o.decode.nbest) + " is more than --beam " +
                                    std::to_string(o.decode.beam) + " (n-best lists come from the beam)");
+        return false;
+    }
+    if ((int)o.ensemble.size() >= Backend::kMaxEnsemble) {
+        *status = opts.usage_error("an ensemble of at most " + std::to_string(Backend::kMaxEnsemble) + " models: --model and " +
+                                   std::to_string(Backend::kMaxEnsemble - 1) + " --ensemble, not " +
+                                   std::to_string(o.ensemble.size()));
         return false;
     }
     if ((o.split_long || o.split_sentences) && (o.inspect.alignment || !o.inspect.dir.empty())) {
@@ -649,7 +694,8 @@ int main(int argc, char** argv) {
     if (!t.opt.serve.address.empty()) {
         if (!load(&t)) return 1;
         return serve({&t.model, &t.tok, t.opt.decode, t.opt.batch_tokens,
-                      {t.opt.max_input_tokens, t.opt.replace_invalid, t.opt.split_long, t.opt.split_sentences}, t.opt.model},
+                      {t.opt.max_input_tokens, t.opt.replace_invalid, t.opt.split_long, t.opt.split_sentences}, t.opt.model,
+                      t.opt.ensemble},
                      t.opt.serve);
     }
     if (!setup_io(&t) || !load(&t)) return 1;

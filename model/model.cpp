@@ -873,8 +873,26 @@ static void check_setup(const SearchSetup& setup, size_t sentences, int* max_ste
                 *max_steps, setup.lp.size());
 }
 
-void model_decode_begin(Model* m, const std::vector<std::vector<int>>& sources,
-                        const SearchSetup& setup, bool recompute) {
+// An ensemble's members, checked: at most as many models as the backends take, each another
+// model with the same vocabulary, device and numerics, and no ensemble of its own.
+static void check_ensemble(const Model* m) {
+    MODEL_CHECK(m->ensemble.size() < (size_t)Backend::kMaxEnsemble, "an ensemble of at most %d models (got %zu)",
+                Backend::kMaxEnsemble, m->ensemble.size() + 1);
+    for (const Model* e : m->ensemble) {
+        MODEL_CHECK(e && e != m && e->ensemble.empty() && e->backend,
+                    "an ensemble member must be another loaded model without an ensemble of its own");
+        MODEL_CHECK(e->cfg.vocab == m->cfg.vocab, "ensemble members need the same vocabulary (%d words against %d)",
+                    e->cfg.vocab, m->cfg.vocab);
+        MODEL_CHECK(e->backend->device() == m->backend->device() &&
+                        e->backend->floatx_size() == m->backend->floatx_size(),
+                    "ensemble members need the same device and precision (%s against %s)",
+                    e->backend->describe().c_str(), m->backend->describe().c_str());
+    }
+}
+
+// One model's start of a batch (model_decode_begin).
+static void decode_begin(Model* m, const std::vector<std::vector<int>>& sources,
+                         const SearchSetup& setup, bool recompute) {
     MODEL_CHECK(!sources.empty(), "decoding needs sentences");
     int max_steps = 0;
     check_setup(setup, sources.size(), &max_steps);
@@ -920,6 +938,13 @@ void model_decode_begin(Model* m, const std::vector<std::vector<int>>& sources,
     }
 }
 
+void model_decode_begin(Model* m, const std::vector<std::vector<int>>& sources,
+                        const SearchSetup& setup, bool recompute) {
+    check_ensemble(m);
+    decode_begin(m, sources, setup, recompute);
+    for (Model* e : m->ensemble) decode_begin(e, sources, setup, recompute);
+}
+
 // The search's history hist[0 .. steps] (steps + 1, 3, R) on the host.
 static std::vector<int> search_history(Model* m, int steps) {
     const DecodeState& ds = m->acts->ds;
@@ -940,11 +965,12 @@ static std::vector<int> row_tokens(const std::vector<int>& hist, int R, int t, i
 }
 
 // Full-recompute mode (testing): the whole decoder over <s> + the tokens of every row (rebuilt
-// from the search's history), the top-k of its last position.
-static void decode_step_recompute(Model* m, int t, int banned) {
+// from the history of `search`'s search: m's own, or its ensemble's lead), the logits of its
+// last position.
+static void decode_step_recompute(Model* m, Model* search, int t) {
     DecodeState& ds = m->acts->ds;
     const int n = ds.n, V = m->cfg.vocab, R = ds.R;
-    const std::vector<int> hist = search_history(m, t);
+    const std::vector<int> hist = search_history(search, t);
     const int* sentence = hist.data() + (size_t)t * 3 * R + 2 * R;
     Batch b;
     b.B = n;
@@ -962,14 +988,13 @@ static void decode_step_recompute(Model* m, int t, int banned) {
     }
     forward(m, b, false, (size_t)n * ds.kc);
     Activations* a = m->acts;
-    floatX* last = (floatX*)((char*)a->logits + (size_t)t * V * m->backend->floatx_size());
-    m->backend->logsoftmax_topk(a->top, (float*)(a->top + (size_t)n * ds.kc), last, n, V, b.T * V, ds.kc, banned);
-    ds.last_logits = last, ds.last_ld = b.T * V, ds.cand = a->top;
+    ds.last_logits = (floatX*)((char*)a->logits + (size_t)t * V * m->backend->floatx_size());
+    ds.last_ld = b.T * V, ds.cand = a->top;
 }
 
 // The cached decoder at position t over the current rows: their token through the embedding,
-// every decoder layer over the cache, the final norm, logits and top-kc.
-static void decode_step_cached(Model* m, int t, int banned) {
+// every decoder layer over the cache, the final norm, the logits.
+static void decode_step_cached(Model* m, int t) {
     Activations* a = m->acts;
     DecodeState& ds = a->ds;
     const Config& c = m->cfg;
@@ -991,8 +1016,34 @@ static void decode_step_cached(Model* m, int t, int banned) {
     }
     final_norm_forward(ps, m->layout.dec_norm, x, ds.out, ds.mean, ds.rstd, n);
     logits_forward(ps, ds.logits, ds.out, n);
-    ops.logsoftmax_topk(ds.top, (float*)(ds.top + (size_t)n * ds.kc), ds.logits, n, c.vocab, c.vocab, ds.kc, banned);
     ds.last_logits = ds.logits, ds.last_ld = c.vocab, ds.cand = ds.top;
+}
+
+// The logits of step t over the rows of `search`'s step (m's own search, or its ensemble's lead).
+static void decode_step_logits(Model* m, Model* search, int t) {
+    DecodeState& ds = m->acts->ds;
+    const DecodeState& rows = search->acts->ds;
+    const int* h = rows.st.hist + (size_t)t * 3 * rows.R;   // this step's rows, as the search left them
+    ds.n = rows.n, ds.token = h, ds.parent = h + rows.R, ds.sentence = h + 2 * (size_t)rows.R;
+    if (ds.recompute) decode_step_recompute(m, search, t);
+    else decode_step_cached(m, t);
+    ds.last_t = t;
+}
+
+// An ensemble's step: every member's decoder over m's rows, then m's logits become the log of
+// the members' mean probability (the members' streams finished first: they are read there).
+static void ensemble_step(Model* m, int t) {
+    DecodeState& ds = m->acts->ds;
+    std::vector<const floatX*> logits{ds.last_logits};
+    for (Model* e : m->ensemble) {
+        decode_step_logits(e, m, t);
+        e->backend->synchronize();
+        MODEL_CHECK(e->acts->ds.last_ld == ds.last_ld, "ensemble: a member's logits have row stride %d, not %d",
+                    e->acts->ds.last_ld, ds.last_ld);
+        logits.push_back(e->acts->ds.last_logits);
+    }
+    m->backend->logsoftmax_ensemble((floatX*)ds.last_logits, logits.data(), (int)logits.size(), ds.n,
+                                    m->cfg.vocab, ds.last_ld);
 }
 
 void model_decode_step(Model* m, int t, int banned) {
@@ -1000,11 +1051,10 @@ void model_decode_step(Model* m, int t, int banned) {
     MODEL_CHECK(ds.n >= 1 && ds.n <= ds.R && t == ds.last_t + 1 && t < ds.max_steps,
                 "decode step out of order (rows %d of %d, step %d after %d of %d)", ds.n, ds.R, t,
                 ds.last_t, ds.max_steps);
-    const int* h = ds.st.hist + (size_t)t * 3 * ds.R;   // this step's rows, as the search left them
-    ds.token = h, ds.parent = h + ds.R, ds.sentence = h + 2 * (size_t)ds.R;
-    if (ds.recompute) decode_step_recompute(m, t, banned);
-    else decode_step_cached(m, t, banned);
-    ds.last_t = t;
+    decode_step_logits(m, m, t);
+    if (!m->ensemble.empty()) ensemble_step(m, t);
+    m->backend->logsoftmax_topk(ds.cand, (float*)(ds.cand + (size_t)ds.n * ds.kc), ds.last_logits, ds.n,
+                                m->cfg.vocab, ds.last_ld, ds.kc, banned);
     ds.any_forced = false;
 }
 
@@ -1089,7 +1139,8 @@ std::vector<std::vector<Hypothesis>> model_decode_results(Model* m) {
 // ---------------------------------------------------------------------------------------------
 // Scoring
 // ---------------------------------------------------------------------------------------------
-void model_score(Model* m, const Batch& bt, std::vector<float>* logp) {
+// Each label's log-probability under m alone (model_score).
+static void score_labels(Model* m, const Batch& bt, std::vector<float>* logp) {
     const size_t rows = (size_t)bt.B * bt.T;
     // a->top: 2 * rows ints, the first rows of them the log-probabilities
     Pass ps = forward_stacks(m, bt, {false, false, false, classifier_chunk_rows(m, (int)rows), rows});
@@ -1101,6 +1152,23 @@ void model_score(Model* m, const Batch& bt, std::vector<float>* logp) {
     logp->resize(rows);
     m->backend->download(logp->data(), out, rows * sizeof(float));
     a->ds.last_logits = nullptr;   // the arena was re-planned: no decoding step to refer to
+}
+
+void model_score(Model* m, const Batch& bt, std::vector<float>* logp) {
+    score_labels(m, bt, logp);
+    if (m->ensemble.empty()) return;
+    check_ensemble(m);
+    // The ensemble: per label, log of the members' mean probability (in double, on the host).
+    std::vector<std::vector<float>> member(m->ensemble.size());
+    for (size_t k = 0; k < member.size(); k++) score_labels(m->ensemble[k], bt, &member[k]);
+    const double log_k = std::log((double)member.size() + 1);
+    for (size_t i = 0; i < logp->size(); i++) {
+        double mx = (*logp)[i];
+        for (const auto& l : member) mx = std::max(mx, (double)l[i]);
+        double sum = std::exp((*logp)[i] - mx);
+        for (const auto& l : member) sum += std::exp(l[i] - mx);
+        (*logp)[i] = mx == -INFINITY ? -INFINITY : (float)(mx + std::log(sum) - log_k);
+    }
 }
 
 // ---------------------------------------------------------------------------------------------

@@ -250,6 +250,11 @@ void ProfiledBackend::logsoftmax_gather(float* logp, const floatX* logits, const
     inner_->logsoftmax_gather(logp, logits, tokens, rows, V, ld);
     done("logsoftmax_gather", 0, (double)rows * V * fx() + 8.0 * rows);
 }
+void ProfiledBackend::logsoftmax_ensemble(floatX* out, const floatX* const* logits, int K, int rows, int V,
+                                          int ld) {
+    inner_->logsoftmax_ensemble(out, logits, K, rows, V, ld);
+    done("logsoftmax_ensemble", 0, (2.0 * K + 1) * rows * V * fx());
+}
 void ProfiledBackend::logsoftmax_sample(int* tokens, float* logp, const float* uniform, const floatX* logits,
                                         int rows, int V, int ld, float temperature, int topk, float topp) {
     inner_->logsoftmax_sample(tokens, logp, uniform, logits, rows, V, ld, temperature, topk, topp);

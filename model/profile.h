@@ -106,6 +106,8 @@ public:
                          int banned) override;
     void logsoftmax_gather(float* logp, const floatX* logits, const int* tokens, int rows, int V,
                            int ld) override;
+    void logsoftmax_ensemble(floatX* out, const floatX* const* logits, int K, int rows, int V,
+                             int ld) override;
     void logsoftmax_sample(int* tokens, float* logp, const float* uniform, const floatX* logits,
                            int rows, int V, int ld, float temperature, int topk, float topp) override;
     void search_select(const SearchState& st, const int* cand_token, const float* cand_logp,

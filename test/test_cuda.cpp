@@ -2,7 +2,7 @@
 // gradient, 10 Adam steps) in fp32 with dropout on, the classifier whole and in chunks, the
 // bf16 loss curve against fp32 over 200 steps, resume bitwise equal to an uninterrupted run,
 // and decoding on the GPU (the reference cases of test_decode, cached and recomputed; each
-// sentence alone against the batch), and the op profiler (model/profile.h) on the GPU. The ops one
+// sentence alone against the batch; an ensemble against the CPU's), and the op profiler (model/profile.h) on the GPU. The ops one
 // by one are test_ops' work (build/test_ops --device cuda).
 //
 //   build/test_cuda [--quick] [REF_DIR]   (make test runs it; make gpu-check also runs it with
@@ -136,6 +136,49 @@ static void alone_equals_batched() {
     }
 }
 
+// An ensemble on the GPU (fp32): the reference model and a noisy copy of it give the n-best
+// lists the same ensemble gives on the CPU (tokens equal, log-probabilities within 1e-4),
+// cached and recomputed.
+static void ensemble_decoding() {
+    Model cpu_ref, cpu_noisy, gpu_ref, gpu_noisy;
+    gpu_ref.backend = gpu("fp32");
+    gpu_noisy.backend = gpu("fp32");
+    DecodeCase dc, dc2, dc3;
+    if (!gpu_ref.backend || !gpu_noisy.backend || !load_decode_case(g_ref_dir + "/decode.safetensors", &cpu_ref, &dc) ||
+        !load_decode_case(g_ref_dir + "/decode.safetensors", &gpu_ref, &dc2) ||
+        !load_decode_case(g_ref_dir + "/decode.safetensors", &gpu_noisy, &dc3))
+        return;
+    std::vector<float> p(cpu_ref.layout.total);
+    model_get_params(&cpu_ref, p.data());
+    uint64_t state = 7;
+    for (float& x : p) x += 0.3f * ((float)((state = splitmix64(state)) >> 40) / 16777216.0f - 0.5f);
+    model_init(&cpu_noisy, cpu_ref.cfg, 5);
+    model_set_params(&cpu_noisy, p.data());
+    model_set_params(&gpu_noisy, p.data());
+    cpu_ref.ensemble = {&cpu_noisy};
+    gpu_ref.ensemble = {&gpu_noisy};
+    DecodeOptions opt = dc.opt;
+    opt.nbest = opt.beam;
+    const auto want = decode_batch(&cpu_ref, dc.sources, opt);
+    for (bool recompute : {false, true}) {
+        opt.recompute = recompute;
+        const auto got = decode_batch(&gpu_ref, dc.sources, opt);
+        size_t same = 0, hyps = 0;
+        std::vector<float> lp_gpu, lp_cpu;
+        for (size_t i = 0; i < want.size(); i++) {
+            for (size_t j = 0; j < want[i].size() && j < got[i].size(); j++) {
+                same += got[i][j].tokens == want[i][j].tokens;
+                lp_gpu.push_back(got[i][j].logprob);
+                lp_cpu.push_back(want[i][j].logprob);
+            }
+            hyps += std::max(want[i].size(), got[i].size());
+        }
+        const std::string label = std::string("GPU fp32 ensemble of 2, beam 4 n-best 4") + (recompute ? ", full recompute" : ", cached");
+        check(same == hyps, "%s: the CPU ensemble's hypotheses (%zu/%zu)", label.c_str(), same, hyps);
+        check_close((label + ": log-probabilities vs the CPU").c_str(), lp_gpu.data(), lp_cpu.data(), lp_gpu.size(), 1e-4);
+    }
+}
+
 int main(int argc, char** argv) {
     for (int i = 1; i < argc; i++) {
         if (std::string(argv[i]) == "--quick") g_curve_steps = 40;
@@ -157,6 +200,7 @@ int main(int argc, char** argv) {
     std::printf("-- decoding\n");
     reference_decoding();
     alone_equals_batched();
+    ensemble_decoding();
     std::printf("-- the op profiler (model/profile.h) on the GPU\n");
     for (const char* precision : {"fp32", "bf16"})
         profiled_step_checks(std::string("GPU ") + precision, [&] { return gpu(precision); }, small_config(false),

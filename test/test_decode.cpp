@@ -3,7 +3,8 @@
 // one sentence at a time with a full recompute), the incremental cache against a full
 // recompute, batched against one sentence at a time, and a model trained here on a copy task;
 // scoring (teacher forcing) against the search's own log-probabilities, target prefixes and
-// sampling (reproducible per seed, top-k 1 == greedy).
+// sampling (reproducible per seed, top-k 1 == greedy); ensembles (a model with itself equals the
+// model alone; three models' greedy search equals a brute-force mean of their probabilities).
 //
 //   make test   (or build/test_decode [REF_DIR], from the repository root)
 #include <cmath>
@@ -480,6 +481,131 @@ static void scoring_prefix_sampling() {
     sampling_checks(&m, sources, "random pre-LN model");
 }
 
+// ---------------------------------------------------------------------------------------------
+// Ensembles (Model::ensemble): the search over the members' mean probability.
+
+// Greedy by brute force, one sentence: at each step every member's whole decoder over <s> + the
+// tokens so far (model_forward, model_logits: no cache, no ensemble op), the mean of their
+// softmax in double, its argmax (ties to the lowest id); at most max_len tokens.
+static Hypothesis brute_force_greedy(const std::vector<Model*>& members, const std::vector<int>& source,
+                                     int max_len) {
+    const int V = members[0]->cfg.vocab;
+    Hypothesis h;
+    for (int t = 0; t < max_len; t++) {
+        Batch b;
+        b.B = 1, b.S = (int)source.size(), b.T = t + 1;
+        b.src = source;
+        b.tgt_in = {BOS_ID};
+        b.tgt_in.insert(b.tgt_in.end(), h.tokens.begin(), h.tokens.end());
+        b.labels.assign(b.T, PAD_ID);
+        std::vector<double> p(V, 0.0);
+        for (Model* m : members) {
+            model_forward(m, b, false);
+            std::vector<float> logits;
+            model_logits(m, &logits);
+            const float* z = logits.data() + (size_t)t * V;
+            double mx = -INFINITY, sum = 0;
+            for (int i = 0; i < V; i++) mx = std::max(mx, (double)z[i]);
+            for (int i = 0; i < V; i++) sum += std::exp(z[i] - mx);
+            for (int i = 0; i < V; i++) p[i] += std::exp(z[i] - mx) / sum / members.size();
+        }
+        const int best = (int)(std::max_element(p.begin(), p.end()) - p.begin());
+        h.tokens.push_back(best);
+        h.logprob += (float)std::log(p[best]);
+        if (best == EOS_ID) break;
+    }
+    return h;
+}
+
+// Greedy with three random models of different shapes (post-LN with sinusoids, pre-LN with
+// learned positions, another depth and width) and one vocabulary, against brute force.
+static void ensemble_greedy_brute_force() {
+    Config a;
+    a.n_enc = 2, a.n_dec = 2, a.d_model = 24, a.d_ff = 40, a.n_heads = 3, a.d_k = 8, a.d_v = 8, a.vocab = 30;
+    Config b = a;
+    b.pre_ln = true, b.learned_pos = true, b.max_len = 40, b.d_k = 5, b.d_v = 7;
+    Config c = a;
+    c.n_enc = 1, c.n_dec = 3, c.d_model = 16, c.n_heads = 2;
+    Model m0, m1, m2;
+    model_init(&m0, a, 21);
+    model_init(&m1, b, 22);
+    model_init(&m2, c, 23);
+    std::vector<std::vector<int>> sources;
+    for (int i = 0; i < 10; i++) {
+        sources.push_back({});
+        for (int j = 0; j < 2 + i % 5; j++) sources.back().push_back(4 + (i * 5 + j * 7) % 26);
+        sources.back().push_back(EOS_ID);
+    }
+    DecodeOptions opt;
+    opt.max_len_a = 0, opt.max_len_b = 7, opt.beam = 1;
+    const std::vector<std::vector<Hypothesis>> alone = decode_batch(&m0, sources, opt);
+    m0.ensemble = {&m1, &m2};
+    const std::vector<std::vector<Hypothesis>> got = decode_batch(&m0, sources, opt);
+    int same = 0, differ_from_lead = 0;
+    double lp_diff = 0;
+    for (size_t i = 0; i < sources.size(); i++) {
+        const Hypothesis want = brute_force_greedy({&m0, &m1, &m2}, sources[i], 7);
+        same += got[i][0].tokens == want.tokens;
+        if (got[i][0].tokens != want.tokens)
+            std::printf("  sentence %zu: ensemble [%s] brute force [%s]\n", i, tokens_text(got[i][0].tokens).c_str(),
+                        tokens_text(want.tokens).c_str());
+        lp_diff = std::max(lp_diff, (double)std::fabs(got[i][0].logprob - want.logprob));
+        differ_from_lead += got[i][0].tokens != alone[i][0].tokens;
+    }
+    check(same == (int)sources.size() && lp_diff <= 1e-4,
+          "3 random models, greedy: the ensemble's tokens equal a brute-force mean of the members' softmax for "
+          "%d/%zu sentences, log-probabilities within %.2e (<= 1e-4)", same, sources.size(), lp_diff);
+    check(differ_from_lead > 0, "3 random models, greedy: the ensemble's output differs from its first model's alone "
+          "on %d/%zu sentences (the members count)", differ_from_lead, sources.size());
+}
+
+static void ensembles() {
+    Model ref, copy, noisy;
+    DecodeCase dc, dc2;
+    if (!load_decode_case(g_ref_dir + "/decode.safetensors", &ref, &dc) ||
+        !load_decode_case(g_ref_dir + "/decode.safetensors", &copy, &dc2))
+        return;
+    // The reference model with itself (a second copy): the same search as the model alone,
+    // which equals PyTorch's (reference_decoding).
+    ref.ensemble = {&copy};
+    DecodeOptions opt = dc.opt;
+    opt.beam = 1;
+    compare_decoding(&ref, dc.sources, opt, "the reference model ensembled with itself, greedy", dc.greedy,
+                     dc.greedy_logprob);
+    opt.beam = dc.opt.beam;
+    compare_decoding(&ref, dc.sources, opt, "the reference model ensembled with itself, beam 4", dc.beam,
+                     dc.beam_logprob);
+    ensemble_greedy_brute_force();
+    // The reference model, a noisy copy of it and a random pre-LN model of another shape (the
+    // trained ones finish with </s>, which random ones rarely do): beam search's n-best lists,
+    // scoring, prefixes.
+    std::vector<float> p(ref.layout.total);
+    model_get_params(&ref, p.data());
+    uint64_t state = 99;
+    for (float& x : p) x += 0.3f * ((float)((state = splitmix64(state)) >> 40) / 16777216.0f - 0.5f);
+    model_init(&noisy, ref.cfg, 5);
+    model_set_params(&noisy, p.data());
+    Config c = ref.cfg;
+    c.pre_ln = true, c.n_dec = 3, c.d_model = 16, c.d_ff = 24, c.n_heads = 2;
+    Model other;
+    model_init(&other, c, 31);
+    ref.ensemble = {&noisy, &other};
+    opt.nbest = opt.beam;
+    const std::vector<std::vector<Hypothesis>> cached = decode_batch(&ref, dc.sources, opt);
+    opt.recompute = true;
+    double diff = 0;
+    const bool ok = same_hypotheses(decode_batch(&ref, dc.sources, opt), cached, 1e-4, &diff);
+    check(ok, "reference + noisy copy + random model, beam 4 n-best: cache == full recompute (max logprob diff %.2e)", diff);
+    opt.recompute = false;
+    scores_match_search(&ref, dc.sources, opt, "reference + noisy copy + random model, beam 4 n-best");
+    opt.nbest = 1;
+    for (int beam : {1, dc.opt.beam}) {
+        opt.beam = beam;
+        prefixes_honoured(&ref, dc.sources, opt, beam == 1 ? "reference + noisy copy + random model, greedy"
+                                                           : "reference + noisy copy + random model, beam 4");
+    }
+}
+
 int main(int argc, char** argv) {
     if (argc > 1) g_ref_dir = argv[1];
     reference_decoding();
@@ -489,5 +615,7 @@ int main(int argc, char** argv) {
     copy_task();
     std::printf("-- scoring, target prefixes, sampling\n");
     scoring_prefix_sampling();
+    std::printf("-- ensembles\n");
+    ensembles();
     return check_summary("decode");
 }

@@ -1660,6 +1660,70 @@ void test_logsoftmax_gather(Backend& be, Backend* cpu) {
     }
 }
 
+// Ensembles: out (rows, V) = log((1/K) sum_k softmax(z_k)) per row, float64.
+DVec ref_ensemble(const std::vector<Vec>& z, int rows, int V, int ld) {
+    const int K = (int)z.size();
+    DVec out((size_t)rows * V);
+    for (int r = 0; r < rows; r++) {
+        DVec lse(K);
+        for (int k = 0; k < K; k++) {
+            const float* zk = z[k].data() + (size_t)r * ld;
+            double mx = -INFINITY, sum = 0;
+            for (int i = 0; i < V; i++) mx = std::max(mx, (double)zk[i]);
+            for (int i = 0; i < V; i++) sum += std::exp(zk[i] - mx);
+            lse[k] = mx + std::log(sum);
+        }
+        for (int i = 0; i < V; i++) {
+            double p = 0;
+            for (int k = 0; k < K; k++) p += std::exp(z[k][(size_t)r * ld + i] - lse[k]);
+            out[(size_t)r * V + i] = std::log(p / K);
+        }
+    }
+    return out;
+}
+
+// Members that agree, members that disagree (a token far ahead in one member only: the mean
+// puts it near log(1/K)), every member count up to the limit, rows with padding, in place.
+void test_logsoftmax_ensemble(Backend& be, Backend* cpu) {
+    struct Case { int K, rows, V, ld; bool in_place; };
+    for (const Case& c : {Case{1, 3, 50, 50, false}, Case{2, 5, 1000, 1003, true}, Case{3, 4, 8000, 8000, false},
+                          Case{Backend::kMaxEnsemble, 2, 37, 40, true}}) {
+        std::vector<Vec> z;
+        for (int k = 0; k < c.K; k++) z.push_back(rand_x(be, (size_t)c.rows * c.ld, -8, 8));
+        z[0][7] = held(be, 40.0f);   // row 0, token 7: member 0 alone is sure of it
+        auto run = [&](Backend& b) {
+            std::vector<Mem> zm;
+            std::vector<const floatX*> p;
+            for (const Vec& v : z) zm.push_back(put_x(b, v));
+            for (const Mem& m : zm) p.push_back(m.x());
+            Mem separate = c.in_place ? Mem() : Mem(b, (size_t)c.rows * c.ld * b.floatx_size());
+            floatX* out = c.in_place ? zm[0].x() : separate.x();
+            b.logsoftmax_ensemble(out, p.data(), c.K, c.rows, c.V, c.ld);
+            const Vec all = get_x(b, out, (size_t)c.rows * c.ld);
+            Vec v;
+            for (int r = 0; r < c.rows; r++) v.insert(v.end(), all.begin() + (size_t)r * c.ld, all.begin() + (size_t)r * c.ld + c.V);
+            return v;
+        };
+        const std::string name = fmt("logsoftmax_ensemble K=%d rows=%d V=%d ld=%d%s", c.K, c.rows, c.V, c.ld,
+                                     c.in_place ? " in place" : "");
+        const Vec got = run(be);
+        const DVec want = ref_ensemble(z, c.rows, c.V, c.ld);
+        close(name + " vs float64", got, Vec(want.begin(), want.end()), TOL.fwd);
+        const double floor = -std::log((double)c.K) * (1 + TOL.fwd) - 1e-6;   // it keeps 1/K of the mass
+        check(got[7] >= floor && got[7] <= 1e-6, "%-52s %.6f in [log 1/K, 0] = [%.6f, 0]",
+              (name + ": the sure token").c_str(), got[7], -std::log((double)c.K));
+        if (cpu) close(name + " vs CPU", got, run(*cpu), TOL.cross_fwd);
+    }
+    // Members that are one model: the mean is that model's log-softmax.
+    Vec z = rand_x(be, 3 * 500, -6, 6);
+    Mem zm = put_x(be, z), out(be, z.size() * be.floatx_size());
+    const floatX* same[3] = {zm.x(), zm.x(), zm.x()};
+    be.logsoftmax_ensemble(out.x(), same, 3, 3, 500, 500);
+    const DVec want = ref_ensemble({z}, 3, 500, 500);
+    close("logsoftmax_ensemble of one model thrice = its log-softmax", get_x(be, out.x(), z.size()),
+          Vec(want.begin(), want.end()), TOL.fwd);
+}
+
 // The sampling op's contract (transformer.h), in float64: the threshold is the largest value
 // of z whose kept set {z >= it} has >= topk tokens and >= topp of the tempered mass; the
 // draw walks the kept tokens in id order to cumulative weight > u * kept total.
@@ -2144,6 +2208,7 @@ const OpTest TESTS[] = {
     {nullptr, test_logsoftmax_topk},
     {nullptr, test_logsoftmax_gather},
     {nullptr, test_logsoftmax_sample},
+    {nullptr, test_logsoftmax_ensemble},
     {"§6.1 Machine Translation: beam search's bookkeeping", test_search_select},
     {"§5.3 Optimizer", test_global_norm},
     {nullptr, test_scale},

@@ -193,7 +193,7 @@ def main():
     status, out, _ = s.request("GET", "/info")
     ok = (status == 200 and out["config"]["d_model"] == 32 and out["vocab_size"] == out["config"]["vocab"] and
           out["device"] == "cpu" and out["precision"] == "fp32" and "version" in out and
-          out["limits"]["max_request_lines"] == 50)
+          out["limits"]["max_request_lines"] == 50 and out["ensemble"] == [])
     check(ok, f"GET /info: config, vocabulary, device, precision, version, limits ({status})")
 
     # The same lines and options as ./translate: one request with all of them, then one per line.
@@ -369,6 +369,16 @@ def main():
     bad = [e for e in results if e]
     check(len(results) == 20 and not bad, f"int8, --no-batching, 4 concurrent clients: 20 answers correct {bad[:2]}")
     s8.stop()
+
+    # An ensemble served (the model twice): /info names it, the answers are ./translate's.
+    ref_ens = translate_stdin(model, pool[:30], "--ensemble", model)
+    se = Server(model, "--ensemble", model)
+    status, out, _ = se.request("GET", "/info")
+    check(status == 200 and out.get("ensemble") == [model], f"--ensemble: GET /info lists the member ({status})")
+    status, out, _ = se.translate(items(pool[:30]))
+    got = [x["tgt"] for x in out[0]] if status == 200 else []
+    check(got == ref_ens, f"--ensemble: 30 lines equal ./translate --ensemble's ({status})")
+    se.stop()
 
     # The per-request timeout; --batch-tokens starting a batch long before --batch-wait.
     st = Server(model, "--batch-wait", "10000", "--request-timeout", "1")

@@ -1,7 +1,7 @@
 #!/bin/sh
 # test/test_translate_options.sh — ./translate's scoring, target prefixes, sampling, files and
 # n-best options end to end, each checked by its effect: --score of the program's own n-best
-# output gives back its log-probabilities, prefixes start the output, a seed reproduces a
+# output gives back its log-probabilities (an ensemble's too), prefixes start the output, a seed reproduces a
 # sample, -i/-o equal stdin/stdout, n-best lines count from 0; bad values are refused.
 # Trains a tiny model first (about 10 s). Run from the repository root after `make`; the
 # optional argument is the folder holding the programs. Ends with
@@ -79,6 +79,40 @@ awk -F ' [|][|][|] ' '{ n = split($3, v, " "); s = 0; for (i = 1; i <= n; i++) s
 check $? "--score-tokens: the per-token log-probabilities add up to the line's"
 awk -F ' [|][|][|] ' '{ print $1 " ||| " $2 }' "$T/tokens.txt" | cmp -s - "$T/scored4.txt"
 check $? "--score-tokens: the first two fields unchanged"
+
+# ---- --ensemble: a model with itself translates as the model alone; an ensemble's own n-best
+# output, scored by the same ensemble, gives back its log-probabilities (test_decode checks the
+# search against a brute-force mean of the members' probabilities)
+C30="$T/run/ckpt-00000030.safetensors"
+tr --beam 4 --nbest 2 < "$IN" > "$T/alone2.txt"
+tr --beam 4 --nbest 2 --ensemble "$M" < "$IN" > "$T/self2.txt"; s=$?
+field 2 "$T/alone2.txt" > "$T/a.txt"; field 2 "$T/self2.txt" > "$T/b.txt"
+field 4 "$T/alone2.txt" > "$T/c.txt"; field 4 "$T/self2.txt" > "$T/d.txt"
+d=$(maxdiff "$T/c.txt" "$T/d.txt")
+[ $s -eq 0 ] && cmp -s "$T/a.txt" "$T/b.txt" && awk -v d="$d" 'BEGIN { exit !(d <= 1e-4) }'
+check $? "--ensemble (the model itself): the n-best texts of the model alone, logprobs within $d (exit $s)"
+tr --beam 4 --nbest 4 --ensemble "$C30" < "$IN" > "$T/ens4.txt"; s=$?
+pairs "$IN" "$T/ens4.txt" > "$T/ens_pairs.txt"
+tr --score --ensemble "$C30" < "$T/ens_pairs.txt" > "$T/ens_scored.txt"
+field 4 "$T/ens4.txt" > "$T/a.txt"; field 2 "$T/ens_scored.txt" > "$T/b.txt"
+d=$(maxdiff "$T/a.txt" "$T/b.txt")
+[ $s -eq 0 ] && [ -s "$T/a.txt" ] && awk -v d="$d" 'BEGIN { exit !(d <= 1e-4) }'
+check $? "--ensemble (two checkpoints): --score of its beam-4 n-best output == its logprobs (max diff $d, $(wc -l < "$T/a.txt") hypotheses)"
+tr --score < "$T/ens_pairs.txt" > "$T/alone_scored.txt"
+field 2 "$T/alone_scored.txt" > "$T/c.txt"
+! cmp -s "$T/b.txt" "$T/c.txt"; check $? "--ensemble: --score differs from the first model's alone (the member counts)"
+"$B"/train --config tiny --d-model 32 --d-ff 64 --vocab-size 280 --data "$T/corpus" --out "$T/run280" \
+    --max-steps 2 --max-tokens 400 --warmup 20 --log-every 1000s --no-eval > "$T/train280.log" 2>&1
+echo "sun moon" | tr --ensemble "$T/run280/average.safetensors" > /dev/null 2> "$T/err.txt"; s=$?
+[ $s -eq 1 ] && grep -q "tokenizer differs" "$T/err.txt"
+check $? "--ensemble with another tokenizer: refused, exit 1 ($s): $(head -c 140 "$T/err.txt")"
+echo "sun moon" | tr --ensemble "$T/missing.safetensors" > /dev/null 2> "$T/err.txt"; s=$?
+[ $s -eq 1 ] && grep -q "missing.safetensors" "$T/err.txt"
+check $? "--ensemble with a missing file: exit 1 ($s): $(head -c 120 "$T/err.txt")"
+set -- ; for i in $(seq 16); do set -- "$@" --ensemble "$M"; done
+echo "sun moon" | tr "$@" > /dev/null 2> "$T/err.txt"; s=$?
+[ $s -eq 2 ] && grep -q "at most 16 models" "$T/err.txt"
+check $? "16 --ensemble (17 models): refused, exit 2 ($s): $(head -c 120 "$T/err.txt")"
 
 # ---- target prefixes
 head -n 6 "$IN" > "$T/in6.txt"
