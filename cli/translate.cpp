@@ -276,7 +276,7 @@ struct Translator {
                 sources.push_back(lines[i][p]);
                 if (!lines[i][p].empty() || prefixed) sources.back().push_back(EOS_ID);
                 in.prefix.push_back(prefixed ? (*prefixes)[i] : std::vector<int>());
-                in.stream.push_back(((uint64_t)(first_line + (long)i) << 20) + p);   // a line's sample: its own
+                in.stream.push_back(((uint64_t)(first_line + (long)i) << 32) + p);   // a line's (piece's) sample: its own
             }
         std::vector<std::vector<Hypothesis>> hyps = decode_sorted(&model, sources, opt.decode, opt.batch_tokens, &in);
         size_t k = 0;

@@ -398,6 +398,33 @@ static void prefixes_honoured(Model* m, const std::vector<std::vector<int>>& sou
     check(ok, "%s: with prefixes, cache == full recompute (max logprob diff %.2e)", label, diff);
 }
 
+// Sampling's random numbers: distinct for streams that differ in any bit (./translate's stream
+// ids put the line in the high 32 bits, the piece in the low), the same for the same
+// (seed, stream, step), and uniform enough (mean and each tenth of [0, 1) over 100,000 draws).
+static void sampling_streams() {
+    const uint64_t line_4096 = (uint64_t)4096 << 32, high_bit = (uint64_t)1 << 63;
+    for (uint64_t other : {(uint64_t)1, line_4096, high_bit, line_4096 + 1}) {
+        int same = 0;
+        for (int t = 0; t < 100; t++) same += sampling_uniform(7, 0, t) == sampling_uniform(7, other, t);
+        check(same <= 1, "sampling streams 0 and %#llx: %d of 100 steps draw the same number (<= 1)",
+              (unsigned long long)other, same);
+    }
+    check(sampling_uniform(7, line_4096, 3) == sampling_uniform(7, line_4096, 3) &&
+              sampling_uniform(7, line_4096, 3) != sampling_uniform(8, line_4096, 3),
+          "sampling_uniform: the same (seed, stream, step) draws the same number, another seed another");
+    std::vector<int> tenths(10, 0);
+    double sum = 0;
+    for (int i = 0; i < 100000; i++) {
+        const float u = sampling_uniform(1, (uint64_t)(i / 100) << 32, i % 100);
+        sum += u;
+        tenths[std::min(9, (int)(u * 10))]++;
+    }
+    const int lo = *std::min_element(tenths.begin(), tenths.end()), hi = *std::max_element(tenths.begin(), tenths.end());
+    check(std::fabs(sum / 100000 - 0.5) < 0.005 && lo > 9500 && hi < 10500,
+          "sampling_uniform over 1,000 streams x 100 steps: mean %.4f, each tenth of [0, 1) %d..%d times (10,000 +- 500)",
+          sum / 100000, lo, hi);
+}
+
 static void sampling_checks(Model* m, const std::vector<std::vector<int>>& sources, const char* label) {
     DecodeOptions greedy;
     greedy.beam = 1;
@@ -479,6 +506,7 @@ static void scoring_prefix_sampling() {
     opt.beam = 1, opt.nbest = 1;
     prefixes_honoured(&m, sources, opt, "random pre-LN model, greedy");
     sampling_checks(&m, sources, "random pre-LN model");
+    sampling_streams();
 }
 
 // ---------------------------------------------------------------------------------------------

@@ -149,6 +149,14 @@ tr --sampling topp:0.9 --temperature 1.5 --seed 3 --batch-tokens 7 < "$IN" > "$T
 cmp -s "$T/p3a.txt" "$T/p3b.txt"; check $? "--sampling topp:0.9: the same seed, other batches: the same text"
 tr --sampling topk:1 < "$IN" > "$T/k1.txt"
 tr --beam 1 < "$IN" | cmp -s - "$T/k1.txt"; check $? "--sampling topk:1 == greedy (--beam 1)"
+# every line its own random numbers: 4,104 copies of one line, lines 1-8 against 4,097-4,104 (the
+# version before drew the same numbers every 4,096 lines)
+yes "sun moon star sea" | head -n 4104 > "$T/copies.txt"
+tr --sampling topk:5 --temperature 1.5 < "$T/copies.txt" > "$T/copies_out.txt"
+sed -n 1,8p "$T/copies_out.txt" > "$T/a.txt"; sed -n 4097,4104p "$T/copies_out.txt" > "$T/b.txt"
+distinct=$(sort -u "$T/copies_out.txt" | wc -l)
+[ "$(wc -l < "$T/copies_out.txt")" -eq 4104 ] && ! cmp -s "$T/a.txt" "$T/b.txt"
+check $? "--sampling: lines 1-8 and 4,097-4,104 of 4,104 copies of one line draw other samples ($distinct distinct texts)"
 
 # ---- -i / -o, --threads, --quiet, --version, the speed summary
 tr < "$IN" > "$T/stdout.txt"

@@ -20,8 +20,11 @@ float length_penalty(int n, float alpha) {
     return (float)std::pow((5.0 + n) / 6.0, (double)alpha);
 }
 
+// Every bit of the stream id counts: (seed, stream) is hashed first, then the step added and
+// hashed again. (The version before hashed stream * 2^32 + step, which dropped the stream's
+// high 32 bits: ./translate's lines 0 and 4,096 drew the same numbers.)
 float sampling_uniform(uint64_t seed, uint64_t stream, int step) {
-    const uint64_t x = splitmix64(splitmix64(seed) ^ splitmix64(stream * 0x100000000ull + (uint64_t)step));
+    const uint64_t x = splitmix64(splitmix64(splitmix64(seed) ^ splitmix64(stream)) + (uint64_t)(uint32_t)step);
     return (float)(x >> 40) * (1.0f / 16777216.0f);
 }
 
