@@ -42,7 +42,8 @@ except ImportError:
     print("chrf: 0 passed, 0 failed, 1 skipped")
     sys.exit(0)
 
-tmp = tempfile.mkdtemp()
+tmp_dir = tempfile.TemporaryDirectory()   # removed at exit
+tmp = tmp_dir.name
 
 
 def write(name, lines):
