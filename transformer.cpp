@@ -1108,6 +1108,10 @@ public:
     }
     void logsoftmax_ensemble(floatX* out, const floatX* const* logits, int K, int rows, int V,
                              int ld) override {
+        if (K < 1 || K > kMaxEnsemble) {
+            std::fprintf(stderr, "error: an ensemble of 1 to %d models, not %d\n", kMaxEnsemble, K);
+            std::exit(1);
+        }
         const float* z[kMaxEnsemble];
         for (int k = 0; k < K; k++) z[k] = F(logits[k]);
         cpu::logsoftmax_ensemble(F(out), z, K, rows, V, ld);

@@ -352,9 +352,9 @@ public:
     virtual void logsoftmax_gather(float* logp, const floatX* logits, const int* tokens,
                                    int rows, int V, int ld) = 0;
     // Ensembles (decoding with several models): per row, out = log((1/K) sum_k softmax(z_k)),
-    // the log of the members' mean probability, from K models' logits (K rows, V each; row
-    // stride ld), read through the host array logits[0 .. K). out (rows, V; stride ld) may be
-    // logits[0]. Its rows are log-probabilities: the ops above leave them as they are (up to
+    // the log of the members' mean probability, from K (1..kMaxEnsemble) models' logits, (rows,
+    // V) each with row stride ld, read through the host array logits[0 .. K). out (rows, V;
+    // stride ld) may be logits[0]. Its rows are log-probabilities: the ops above leave them as they are (up to
     // rounding: their log-sum-exp is 0), so top-k, forced tokens and sampling read them alike.
     static constexpr int kMaxEnsemble = 16;
     virtual void logsoftmax_ensemble(floatX* out, const floatX* const* logits, int K, int rows,
