@@ -3,10 +3,12 @@
 //
 //   ./bleu REF_FILE < hyp.txt        ./bleu REF_FILE --hyp hyp.txt        --score-only
 //   ./bleu REF_FILE --metric bleu,chrf,chrf++ --width 4                   ./bleu --help
+//   ./bleu REF_1 REF_2 ... < hyp.txt  (several references per line: sacrebleu R1 R2 -i hyp.txt)
 //
 // Prints sacreBLEU's text line and the signature. Lines are split on '\n' only (as
 // sacreBLEU's smart_open does for files); a final '\n' does not start another line. Like
-// sacreBLEU's CLI, lines are rstripped and an empty reference is an error. Unlike it, stdin
+// sacreBLEU's CLI, lines are rstripped, and an empty reference line is a reference of no
+// tokens (sacreBLEU 2.6.0 scores it so; this program refused it before). Unlike it, stdin
 // is read like a file: a tab stays in the line (sacreBLEU would read several systems) and
 // a lone '\r' does not end one (sacreBLEU reads stdin with universal newlines). Options:
 // cli/options.h; reading and checked writing: cli/text_io.h.
@@ -33,7 +35,7 @@ std::string read_text(const std::string& path) {
 }
 
 struct Args {
-    std::string ref;
+    std::vector<std::string> refs;   // reference files, one stream each
     std::string hyp = "-";
     bool score_only = false;
     std::string metrics = "bleu";
@@ -60,8 +62,9 @@ Args parse_args(int argc, char** argv, std::vector<std::string>* metrics) {
     Args a;
     Options o("bleu", "Corpus BLEU of the hypotheses (stdin, or --hyp) against REF_FILE, one sentence per\n"
                       "line, identical to sacreBLEU 2.6.0's default: " + bleu_signature() + ";\n"
-                      "chrF and chrF++ as its CHRF: " + chrf_signature(0) + " (nw:2 for chrF++)");
-    o.usage_suffix(" REF_FILE");
+                      "chrF and chrF++ as its CHRF: " + chrf_signature(0) + " (nw:2 for chrF++).\n"
+                      "Several REF_FILEs: several references per line (nrefs:N), as sacreBLEU's.");
+    o.usage_suffix(" REF_FILE [REF_FILE ...]");
     o.add("--hyp", &a.hyp, "hypotheses file (- is stdin)", "FILE");
     o.add("--metric", &a.metrics, "bleu, chrf, chrf++, or several comma-separated (each printed in that order)", "LIST");
     o.add("--width", &a.width, "decimals of the printed scores (sacreBLEU's --width)", in_range(0, 17));
@@ -70,23 +73,13 @@ Args parse_args(int argc, char** argv, std::vector<std::string>* metrics) {
     if (!o.parse(argc, argv, &files)) std::exit(o.exit_code());
     *metrics = metric_list(o, a.metrics);
     if (files.empty()) std::exit(o.usage_error("no reference file given (see --help)"));
-    if (files.size() > 1) std::exit(o.usage_error("more than one reference file given (see --help)"));
-    a.ref = files[0];
+    a.refs = files;
     return a;
 }
 
-// sacreBLEU's CLI rstrips each line it reads and refuses an empty reference; so do we.
+// sacreBLEU's CLI rstrips each line it reads; so do we.
 void rstrip_lines(std::vector<std::string>& lines) {
     for (std::string& l : lines) l = py_rstrip(l);
-}
-
-void check_references(const std::vector<std::string>& refs, const std::string& path) {
-    for (size_t i = 0; i < refs.size(); i++) {
-        if (!refs[i].empty()) continue;
-        std::fprintf(stderr, "bleu: %s line %zu is empty (sacreBLEU refuses empty references)\n",
-                     path.c_str(), i + 1);
-        std::exit(1);
-    }
 }
 
 }  // namespace
@@ -95,30 +88,33 @@ int main(int argc, char** argv) {
     guard_stdout("bleu");
     std::vector<std::string> metrics;
     Args a = parse_args(argc, argv, &metrics);
-    std::vector<std::string> refs = split_lines(read_text(a.ref));
     std::vector<std::string> hyps = split_lines(read_text(a.hyp));
     const char* hyp_name = a.hyp != "-" ? a.hyp.c_str() : "stdin";
-    if (hyps.size() != refs.size()) {
-        std::fprintf(stderr,
-                     "bleu: line counts differ: %zu hypothesis lines (%s) but %zu reference "
-                     "lines (%s)\n",
-                     hyps.size(), hyp_name, refs.size(), a.ref.c_str());
-        return 1;
+    std::vector<std::vector<std::string>> refs;
+    for (const std::string& path : a.refs) {
+        refs.push_back(split_lines(read_text(path)));
+        if (hyps.size() != refs.back().size()) {
+            std::fprintf(stderr,
+                         "bleu: line counts differ: %zu hypothesis lines (%s) but %zu reference "
+                         "lines (%s)\n",
+                         hyps.size(), hyp_name, refs.back().size(), path.c_str());
+            return 1;
+        }
+        rstrip_lines(refs.back());
     }
-    rstrip_lines(refs);
     rstrip_lines(hyps);
-    check_references(refs, a.ref);
+    const int nrefs = (int)refs.size();
     for (const std::string& m : metrics) {
         double score;
         std::string line, signature;
         try {
             if (m == "bleu") {
-                const BleuStats s = corpus_bleu(hyps, refs);
-                score = s.bleu, line = format_bleu(s, a.width), signature = bleu_signature();
+                const BleuStats s = corpus_bleu_multi(hyps, refs);
+                score = s.bleu, line = format_bleu(s, a.width), signature = bleu_signature(nrefs);
             } else {
                 const int word_order = m == "chrf++" ? 2 : 0;
-                const ChrfStats s = corpus_chrf(hyps, refs, word_order);
-                score = s.score, line = format_chrf(s, a.width), signature = chrf_signature(word_order);
+                const ChrfStats s = corpus_chrf_multi(hyps, refs, word_order);
+                score = s.score, line = format_chrf(s, a.width), signature = chrf_signature(word_order, nrefs);
             }
         } catch (const std::exception& e) {
             std::fprintf(stderr, "bleu: %s\n", e.what());

@@ -6,7 +6,8 @@
 //              Tokenizer13a: string replacements, pad with spaces,  tokenize_13a
 //              four regex substitutions, split() + ' '.join
 //              n-grams 1..4 of str.split(), hyp counts clipped       add_line_stats
-//              by the reference's counts; ref_len = the one ref's length
+//              by the references' largest counts; ref_len = the
+//              closest reference length (the shorter on a tie)
 //   corpus     sum the statistics; exp smoothing; brevity penalty    bleu_compute_score
 //
 // Text is processed as UTF-8 bytes. Every 13a rule tests ASCII bytes only, and in valid
@@ -158,23 +159,46 @@ std::string_view ngram_at(const std::vector<std::string_view>& t, size_t i, int 
     return std::string_view(begin, (size_t)(end - begin));
 }
 
-// Adds one line pair's statistics: clipped matches, totals and both lengths.
-void add_line_stats(const std::string& hyp_tok, const std::string& ref_tok, BleuStats& s) {
-    std::vector<std::string_view> h = py_split(hyp_tok), r = py_split(ref_tok);
-    NgramCounts ref_left;
-    ref_left.reserve(r.size() * kMaxOrder * 2);
-    for (int n = 1; n <= kMaxOrder; n++)
-        for (size_t i = 0; i + n <= r.size(); i++) ref_left[ngram_at(r, i, n)]++;
+// The length of refs closest to the hypothesis' (on a tie the shorter): sacreBLEU's
+// _get_closest_ref_len.
+int64_t closest_ref_len(int64_t hyp_len, const std::vector<int64_t>& ref_lens) {
+    int64_t best = -1, best_diff = -1;
+    for (int64_t len : ref_lens) {
+        const int64_t diff = len > hyp_len ? len - hyp_len : hyp_len - len;
+        if (best_diff < 0 || diff < best_diff) best_diff = diff, best = len;
+        else if (diff == best_diff && len < best) best = len;
+    }
+    return best;
+}
+
+// Adds one line's statistics against its references (tokenized): each hypothesis n-gram's
+// count clipped by its largest count in any reference, totals, the hypothesis' length and
+// the closest reference length (sacreBLEU's _extract_reference_info and
+// _compute_segment_statistics).
+void add_line_stats(const std::string& hyp_tok, const std::vector<std::string>& ref_toks, BleuStats& s) {
+    std::vector<std::string_view> h = py_split(hyp_tok);
+    NgramCounts ref_max;
+    std::vector<int64_t> ref_lens;
+    for (const std::string& ref_tok : ref_toks) {
+        std::vector<std::string_view> r = py_split(ref_tok);
+        NgramCounts counts;
+        NgramCounts& into = ref_lens.empty() ? ref_max : counts;   // the first reference's directly
+        into.reserve(r.size() * kMaxOrder * 2);
+        for (int n = 1; n <= kMaxOrder; n++)
+            for (size_t i = 0; i + n <= r.size(); i++) into[ngram_at(r, i, n)]++;
+        for (const auto& g : counts) ref_max[g.first] = std::max(ref_max[g.first], g.second);
+        ref_lens.push_back((int64_t)r.size());
+    }
     for (int n = 1; n <= kMaxOrder; n++) {
         for (size_t i = 0; i + n <= h.size(); i++) {
             s.totals[n - 1]++;
-            auto it = ref_left.find(ngram_at(h, i, n));
+            auto it = ref_max.find(ngram_at(h, i, n));
             // min(hyp count, ref count) over each n-gram == one match per unused ref copy
-            if (it != ref_left.end() && it->second > 0) { s.counts[n - 1]++; it->second--; }
+            if (it != ref_max.end() && it->second > 0) { s.counts[n - 1]++; it->second--; }
         }
     }
     s.sys_len += (int64_t)h.size();
-    s.ref_len += (int64_t)r.size();  // one reference: the "closest" length is its length
+    s.ref_len += closest_ref_len((int64_t)h.size(), ref_lens);
 }
 
 // sacreBLEU's my_log: log, with log(0) floored to -9999999999.
@@ -244,26 +268,40 @@ void bleu_compute_score(BleuStats& s) {
     s.bleu = s.bp * std::exp(sum / kMaxOrder);
 }
 
-BleuStats corpus_bleu(const std::vector<std::string>& hyps,
-                      const std::vector<std::string>& refs) {
-    if (hyps.size() != refs.size())
-        throw std::invalid_argument("corpus_bleu: " + std::to_string(hyps.size()) +
-                                    " hypotheses but " + std::to_string(refs.size()) +
-                                    " references");
+// Line i's references: every stream's line. (An empty line is an empty reference, zero
+// tokens, as sacreBLEU 2.6.0 scores it: it drops only None references, which files never give.)
+static std::vector<std::string> line_references(const std::vector<std::vector<std::string>>& ref_streams, size_t i) {
+    std::vector<std::string> refs;
+    for (const auto& stream : ref_streams) refs.push_back(stream[i]);
+    return refs;
+}
+
+// At least one stream of references, each with a line per hypothesis.
+static void check_streams(size_t hyps, const std::vector<std::vector<std::string>>& ref_streams, const char* caller) {
+    if (ref_streams.empty()) throw std::invalid_argument(std::string(caller) + ": no references");
+    for (const auto& stream : ref_streams)
+        if (stream.size() != hyps)
+            throw std::invalid_argument(std::string(caller) + ": " + std::to_string(hyps) + " hypotheses but " +
+                                        std::to_string(stream.size()) + " references");
+}
+
+BleuStats corpus_bleu_multi(const std::vector<std::string>& hyps, const std::vector<std::vector<std::string>>& ref_streams) {
+    check_streams(hyps.size(), ref_streams, "corpus_bleu");
     BleuStats s{};
-    for (size_t i = 0; i < refs.size(); i++) {
-        if (refs[i].empty())
-            throw std::invalid_argument("corpus_bleu: reference " + std::to_string(i + 1) +
-                                        " is empty (sacreBLEU refuses empty references)");
-        std::string h = tokenize_13a(py_rstrip(hyps[i]));  // sacreBLEU: tokenizer(sent.rstrip())
-        std::string r = tokenize_13a(py_rstrip(refs[i]));
-        add_line_stats(h, r, s);
+    for (size_t i = 0; i < hyps.size(); i++) {
+        std::vector<std::string> refs = line_references(ref_streams, i);
+        for (std::string& r : refs) r = tokenize_13a(py_rstrip(r));
+        add_line_stats(tokenize_13a(py_rstrip(hyps[i])), refs, s);   // sacreBLEU: tokenizer(sent.rstrip())
     }
     bleu_compute_score(s);
     return s;
 }
 
-std::string bleu_signature() { return "nrefs:1|case:mixed|eff:no|tok:13a|smooth:exp"; }
+BleuStats corpus_bleu(const std::vector<std::string>& hyps, const std::vector<std::string>& refs) {
+    return corpus_bleu_multi(hyps, {refs});
+}
+
+std::string bleu_signature(int nrefs) { return "nrefs:" + std::to_string(nrefs) + "|case:mixed|eff:no|tok:13a|smooth:exp"; }
 
 std::string format_bleu(const BleuStats& s, int width) {
     double p[kMaxOrder];
@@ -374,35 +412,57 @@ double chrf_compute_score(const ChrfStats& s) {
     return 100 * score;
 }
 
-ChrfStats corpus_chrf(const std::vector<std::string>& hyps, const std::vector<std::string>& refs, int word_order) {
-    if (hyps.size() != refs.size())
-        throw std::invalid_argument("corpus_chrf: " + std::to_string(hyps.size()) + " hypotheses but " +
-                                    std::to_string(refs.size()) + " references");
+// One line's statistics against one reference's n-grams (sacreBLEU's _get_match_statistics per
+// order): [hypothesis n-grams (0 when the reference has none of the order), reference n-grams,
+// matches].
+static std::vector<std::array<int64_t, 3>> chrf_line_stats(const std::vector<ChrfCounts>& h,
+                                                           const std::vector<ChrfCounts>& r) {
+    std::vector<std::array<int64_t, 3>> stats(h.size(), {0, 0, 0});
+    for (size_t n = 0; n < h.size(); n++) {
+        int64_t hyp = 0, ref = 0, match = 0;
+        for (const auto& g : h[n]) {
+            hyp += g.second;
+            auto it = r[n].find(g.first);
+            if (it != r[n].end()) match += std::min(g.second, it->second);
+        }
+        for (const auto& g : r[n]) ref += g.second;
+        stats[n] = {r[n].empty() ? 0 : hyp, ref, match};
+    }
+    return stats;
+}
+
+ChrfStats corpus_chrf_multi(const std::vector<std::string>& hyps, const std::vector<std::vector<std::string>>& ref_streams,
+                            int word_order) {
+    check_streams(hyps.size(), ref_streams, "corpus_chrf");
     if (word_order < 0 || word_order > 2) throw std::invalid_argument("corpus_chrf: word order 0, 1 or 2");
     ChrfStats s;
     s.word_order = word_order;
     s.stats.assign(kChrfCharOrder + word_order, {0, 0, 0});
-    for (size_t i = 0; i < refs.size(); i++) {
-        const std::vector<ChrfCounts> h = chrf_ngrams(hyps[i], word_order), r = chrf_ngrams(refs[i], word_order);
-        for (size_t n = 0; n < h.size(); n++) {
-            int64_t hyp = 0, ref = 0, match = 0;
-            for (const auto& g : h[n]) {
-                hyp += g.second;
-                auto it = r[n].find(g.first);
-                if (it != r[n].end()) match += std::min(g.second, it->second);
-            }
-            for (const auto& g : r[n]) ref += g.second;
-            s.stats[n][0] += r[n].empty() ? 0 : hyp;
-            s.stats[n][1] += ref;
-            s.stats[n][2] += match;
+    for (size_t i = 0; i < hyps.size(); i++) {
+        // Several references: the one whose statistics give the line the best score (the
+        // first on a tie), as sacreBLEU's _compute_segment_statistics.
+        const std::vector<ChrfCounts> h = chrf_ngrams(hyps[i], word_order);
+        ChrfStats best, line;
+        line.word_order = word_order;
+        double best_score = -1.0;
+        for (const std::string& ref : line_references(ref_streams, i)) {
+            line.stats = chrf_line_stats(h, chrf_ngrams(ref, word_order));
+            const double score = ref_streams.size() > 1 ? chrf_compute_score(line) : 0.0;   // one: no choice
+            if (score > best_score) best_score = score, best = line;
         }
+        for (size_t n = 0; n < s.stats.size(); n++)
+            for (int k = 0; k < 3; k++) s.stats[n][k] += best.stats[n][k];
     }
     s.score = chrf_compute_score(s);
     return s;
 }
 
-std::string chrf_signature(int word_order) {
-    return "nrefs:1|case:mixed|eff:yes|nc:" + std::to_string(kChrfCharOrder) + "|nw:" + std::to_string(word_order) +
+ChrfStats corpus_chrf(const std::vector<std::string>& hyps, const std::vector<std::string>& refs, int word_order) {
+    return corpus_chrf_multi(hyps, {refs}, word_order);
+}
+
+std::string chrf_signature(int word_order, int nrefs) {
+    return "nrefs:" + std::to_string(nrefs) + "|case:mixed|eff:yes|nc:" + std::to_string(kChrfCharOrder) + "|nw:" + std::to_string(word_order) +
            "|space:no";
 }
 

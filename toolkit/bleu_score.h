@@ -1,7 +1,7 @@
 // bleu_score.h — corpus BLEU identical to sacreBLEU 2.6.0's default settings, and its chrF
 // and chrF++ (below).
 //
-// Signature: nrefs:1|case:mixed|eff:no|tok:13a|smooth:exp (one reference per line,
+// Signature: nrefs:1|case:mixed|eff:no|tok:13a|smooth:exp (one reference per line, or N,
 // case-sensitive, mteval-v13a tokenization, NIST "exp" smoothing, no effective order).
 // Counts, totals and lengths agree with sacreBLEU exactly; the score agrees to the last
 // bit on the cases in ../shared/bleu (the arithmetic is done in sacreBLEU's order).
@@ -25,10 +25,16 @@ struct BleuStats {
     double bp;           // brevity penalty
 };
 
-// Scores hyps[i] against refs[i]. Throws std::invalid_argument when the sizes differ or a
-// reference is the empty string (sacreBLEU raises "Empty or `None` reference sentence").
+// Scores hyps[i] against refs[i]. Throws std::invalid_argument when the sizes differ. An
+// empty reference is a reference of no tokens (sacreBLEU 2.6.0 scores it so).
 BleuStats corpus_bleu(const std::vector<std::string>& hyps,
                       const std::vector<std::string>& refs);
+// Several references (sacreBLEU's multi-reference BLEU): hyps[i] against ref_streams[k][i] for
+// every stream k. A hypothesis n-gram's count is clipped by its largest count in any of the
+// line's references; the reference length is the one closest to the hypothesis' (the shorter
+// on a tie; an empty reference counts, with length 0).
+BleuStats corpus_bleu_multi(const std::vector<std::string>& hyps,
+                            const std::vector<std::vector<std::string>>& ref_streams);
 
 // sacreBLEU's Tokenizer13a on one line (no rstrip; corpus_bleu rstrips before calling it).
 std::string tokenize_13a(const std::string& line);
@@ -42,8 +48,8 @@ void bleu_compute_score(BleuStats& s);
 // The four n-gram precisions sacreBLEU prints (percent; exp-smoothed where a count is 0).
 void bleu_precisions(const BleuStats& s, double out[4]);
 
-// "nrefs:1|case:mixed|eff:no|tok:13a|smooth:exp"
-std::string bleu_signature();
+// "nrefs:1|case:mixed|eff:no|tok:13a|smooth:exp" (nrefs: the number of reference streams)
+std::string bleu_signature(int nrefs = 1);
 
 // "BLEU = 35.21 66.1/41.3/28.0/19.8 (BP = 0.987 ratio = 0.987 hyp_len = N ref_len = M)", the
 // score with `width` decimals (sacreBLEU's --width; 2 by default).
@@ -51,9 +57,9 @@ std::string format_bleu(const BleuStats& s, int width = 2);
 
 // ---- chrF and chrF++: sacreBLEU 2.6.0's CHRF(word_order = 0 or 2), its other defaults --------
 // Character n-grams 1..6 over code points with white space removed, word n-grams 1..word_order
-// (chrF++: 2), beta 2, no lowercasing, no eps smoothing; one reference per line. Statistics
+// (chrF++: 2), beta 2, no lowercasing, no eps smoothing; one or more references per line. Statistics
 // agree with sacreBLEU exactly and the score to the last bit on the tested cases (the
-// arithmetic is done in its order; test/test_chrf.py). Invalid UTF-8: each bad byte is one
+// arithmetic is done in its order; test/test_chrf.py, multi-reference included). Invalid UTF-8: each bad byte is one
 // character (sacreBLEU would refuse to decode the line).
 constexpr int kChrfCharOrder = 6;
 constexpr int kChrfBeta = 2;
@@ -66,12 +72,16 @@ struct ChrfStats {
 
 // Scores hyps[i] against refs[i]; throws std::invalid_argument when the sizes differ.
 ChrfStats corpus_chrf(const std::vector<std::string>& hyps, const std::vector<std::string>& refs, int word_order = 0);
+// Several references: each line counts the statistics of its reference that scores it best
+// (the first on a tie), as sacreBLEU's CHRF; an empty reference is one with no n-grams.
+ChrfStats corpus_chrf_multi(const std::vector<std::string>& hyps,
+                            const std::vector<std::vector<std::string>>& ref_streams, int word_order = 0);
 
 // The score of summed statistics (sacreBLEU's _compute_f_score).
 double chrf_compute_score(const ChrfStats& s);
 
 // "nrefs:1|case:mixed|eff:yes|nc:6|nw:0|space:no"
-std::string chrf_signature(int word_order);
+std::string chrf_signature(int word_order, int nrefs = 1);
 
 // "chrF2 = 58.96" ("chrF2++ = ..." for word order 2), the score with `width` decimals.
 std::string format_chrf(const ChrfStats& s, int width = 2);

@@ -1,15 +1,22 @@
-"""test/test_chrf.py — ./bleu --metric chrf,chrf++ against sacreBLEU 2.6.0's CHRF itself.
+"""test/test_sacrebleu.py — ./bleu against sacreBLEU 2.6.0 itself: chrF and chrF++ (CHRF), and
+several references per line (BLEU, chrF, chrF++).
 
 Both score the same files and print the score with 15 decimals (./bleu --width 15; Python's
 '%.15f'), which tells two different doubles apart at these magnitudes (0..100), so equal
 strings mean the same double: the statistics and the arithmetic's order are sacreBLEU's.
+(BLEU is compared within 1e-12 instead: Python 3.12's compensated sum() moves it by an ulp;
+test_bleu checks single-reference BLEU bit for bit against ../shared/bleu.)
 Cases: ../shared/bleu's system outputs against its reference (or $BLEU_CASES_DIR; skipped,
 saying so, when absent), hand-picked lines (punctuation off both ends of a word, one-character
 words, Python's white space such as U+00A0 and U+3000, empty hypotheses, a reference without
 6-grams), and 300 random corpora of 1 to 30 lines over letters, accented and CJK characters,
-punctuation and white space. Also the signature lines and a bad --metric refused.
+punctuation and white space (empty references among them: sacreBLEU 2.6.0 scores an empty
+reference as one of no tokens). Several references: chosen cases (the closest reference length
+and its tie, clipping by the largest count, lines empty in some or all reference files) and
+200 random corpora of 2 to 4 reference files with empty lines here and there. Also the signature
+lines and a bad --metric refused.
 
-Usage: python3 test/test_chrf.py [PROGRAM_DIR]    Ends with "chrf: N passed, M failed".
+Usage: python3 test/test_sacrebleu.py [PROGRAM_DIR]    Ends with "sacrebleu: N passed, M failed".
 Without the sacrebleu package it says SKIP and why; REQUIRE_SACREBLEU=1 (CI) makes that a failure.
 """
 import os
@@ -32,14 +39,14 @@ def check(ok, what):
 
 
 try:
-    from sacrebleu.metrics import CHRF
+    from sacrebleu.metrics import BLEU, CHRF
 except ImportError:
     if os.environ.get("REQUIRE_SACREBLEU") == "1":
         check(False, "sacrebleu is importable (REQUIRE_SACREBLEU=1; pip install sacrebleu)")
-        print(f"chrf: {passed} passed, {failed} failed")
+        print(f"sacrebleu: {passed} passed, {failed} failed")
         sys.exit(1)
-    print("SKIP test_chrf: the sacrebleu package is not installed (pip install sacrebleu)")
-    print("chrf: 0 passed, 0 failed, 1 skipped")
+    print("SKIP test_sacrebleu: the sacrebleu package is not installed (pip install sacrebleu)")
+    print("sacrebleu: 0 passed, 0 failed, 1 skipped")
     sys.exit(0)
 
 tmp_dir = tempfile.TemporaryDirectory()   # removed at exit
@@ -114,16 +121,76 @@ for n in range(300):
     def line():
         return "".join(rng.choice(alphabet) for _ in range(rng.randint(0, 40)))
     hyps = [line() for _ in range(lines)]
-    refs = []
-    for _ in range(lines):
-        r = line()
-        refs.append(r if r.strip() else "x")   # ./bleu, like sacreBLEU's CLI, refuses empty references
+    refs = [line() for _ in range(lines)]   # some empty, or white space only: empty once rstripped
     a, b = ours(hyps, refs), theirs(hyps, refs)
     if a != b:
         bad += 1
         if bad <= 3:
             print(f"  differs on random corpus {n}: ours {a}, sacreBLEU {b}")
 check(bad == 0, f"300 random corpora of 1..30 lines: chrF and chrF++ equal sacreBLEU's to 15 decimals ({bad} differ)")
+
+# ---- several references per line
+def ours_multi(hyps, ref_streams):
+    """./bleu's BLEU, chrF and chrF++ (floats) against several reference files."""
+    files = [write(f"ref{k}.txt", refs) for k, refs in enumerate(ref_streams)]
+    out = subprocess.run([os.path.join(program_dir, "bleu"), *files, "--hyp", write("hyp.txt", hyps),
+                          "--metric", "bleu,chrf,chrf++", "--score-only", "--width", "15"],
+                         capture_output=True, text=True)
+    return out.stdout.split() if out.returncode == 0 else [f"exit {out.returncode}: {out.stderr.strip()}"]
+
+
+def theirs_multi(hyps, ref_streams):
+    hyps = [h.rstrip() for h in hyps]
+    streams = [[r.rstrip() for r in refs] for refs in ref_streams]
+    return ["%.15f" % BLEU().corpus_score(hyps, streams).score] + \
+           ["%.15f" % CHRF(word_order=w).corpus_score(hyps, streams).score for w in (0, 2)]
+
+
+def same_multi(a, b):
+    """BLEU within 1e-12 (see the header), chrF and chrF++ to the last printed digit."""
+    return len(a) == 3 and len(b) == 3 and abs(float(a[0]) - float(b[0])) <= 1e-12 and a[1:] == b[1:]
+
+
+def compare_multi(what, hyps, ref_streams):
+    a, b = ours_multi(hyps, ref_streams), theirs_multi(hyps, ref_streams)
+    check(same_multi(a, b), f"{what}: BLEU, chrF, chrF++ {a} == sacreBLEU's {b}")
+
+
+compare_multi("2 references: the closest length (4 of 3 and 4 tokens), counts clipped by the larger",
+              ["the the cat sat", "a b c d e"], [["the cat sat", "a b c"], ["the the the cat", "a b c d e f g"]])
+compare_multi("2 references: a tie in length (5 tokens between 4 and 6: the shorter)",
+              ["one two three four five"], [["one two three four"], ["one two three four five six"]])
+compare_multi("3 references, a line empty in two of them",
+              ["the cat sat on the mat", "hello there"], [["the cat is on the mat", ""], ["", "hello there friend"],
+                                                          ["a cat sat on a mat", ""]])
+compare_multi("the same reference twice == once", ["the cat sat on the mat"], [["the cat is on the mat"]] * 2)
+words = ["the", "cat", "sat", "on", "mat", "a", "dog", "ran", "é", "北京", ",", ".", "!", "?", "\"", "(", ")"]
+bad = 0
+for n in range(200):
+    lines = rng.randint(1, 20)
+    def sentence():
+        return " ".join(rng.choice(words) for _ in range(rng.randint(0, 12)))
+    hyps = [sentence() for _ in range(lines)]
+    streams = [[sentence() for _ in range(lines)] for _ in range(rng.randint(2, 4))]   # some lines empty
+    a, b = ours_multi(hyps, streams), theirs_multi(hyps, streams)
+    if not same_multi(a, b):
+        bad += 1
+        if bad <= 3:
+            print(f"  differs on random corpus {n}: ours {a}, sacreBLEU {b}")
+check(bad == 0, f"200 random corpora of 2..4 reference files: BLEU, chrF, chrF++ equal sacreBLEU's ({bad} differ)")
+out = subprocess.run([os.path.join(program_dir, "bleu"), write("r1.txt", ["The cat sat."]), write("r2.txt", ["A cat."]),
+                      "--hyp", write("h.txt", ["The cat sat."]), "--metric", "bleu,chrf"], capture_output=True, text=True)
+check(out.returncode == 0 and "signature: nrefs:2|case:mixed|eff:no|tok:13a|smooth:exp\n" in out.stdout and
+      "signature: nrefs:2|case:mixed|eff:yes|nc:6|nw:0|space:no\n" in out.stdout,
+      f"2 reference files: the signatures say nrefs:2 ({out.stdout!r})")
+compare_multi("a line empty in every reference file (no tokens, as sacreBLEU scores it)",
+              ["a b c d", "b"], [["a b c d", ""], ["b c", " "]])
+compare("an empty reference line (no tokens, as sacreBLEU 2.6.0 scores it)",
+        ["the cat sat on the mat", "hello"], ["the cat sat on the mat", ""])
+run = subprocess.run([os.path.join(program_dir, "bleu"), write("r1.txt", ["a", "b"]), write("r2.txt", ["b"]),
+                      "--hyp", write("h.txt", ["a", "b"])], capture_output=True, text=True)
+check(run.returncode == 1 and "line counts differ" in run.stderr,
+      f"a reference file of another length refused, exit 1 ({run.returncode}): {run.stderr.strip()}")
 
 # ---- the printed lines
 out = subprocess.run([os.path.join(program_dir, "bleu"), write("r.txt", ["The cat sat."]), "--hyp",
@@ -134,5 +201,5 @@ run = subprocess.run([os.path.join(program_dir, "bleu"), write("r.txt", ["a"]), 
                       "--metric", "ter"], capture_output=True, text=True)
 check(run.returncode == 2 and "--metric ter" in run.stderr, f"--metric ter refused, exit 2 ({run.returncode}): {run.stderr.strip()}")
 
-print(f"chrf: {passed} passed, {failed} failed")
+print(f"sacrebleu: {passed} passed, {failed} failed")
 sys.exit(1 if failed else 0)
