@@ -78,7 +78,7 @@ inline bool check_line(const Tokenizer& tok, std::string line, const LineRules& 
     }
     const std::vector<std::string_view> texts = sentences::split(line);
     for (std::string_view text : texts) {
-        std::vector<int> sentence = texts.size() == 1 && !ids.empty() ? std::move(ids) : tok.encode(text);
+        std::vector<int> sentence = texts.size() == 1 && !rules.split_sentences ? std::move(ids) : tok.encode(text);
         if (sentence.size() <= limit) {
             pieces->push_back(std::move(sentence));
             continue;

@@ -326,19 +326,19 @@ struct Translator {
     }
 };
 
-// One checkpoint onto a new backend of the options' device and precision (int8: quantized);
-// *tokenizer: its tokenizer as stored. False + message on failure.
-static bool load_model(const TranslateOptions& o, const std::string& path, Model* m, std::string* tokenizer,
-                       std::string* err) {
+// One checkpoint onto a new backend of the options' device and precision (int8: quantized),
+// with its tokenizer (*tokenizer_text: as stored). False + message on failure.
+static bool load_model(const TranslateOptions& o, const std::string& path, Model* m, Tokenizer* tok,
+                       std::string* tokenizer_text, std::string* err) {
     m->backend = make_backend(o.device, o.precision, err);
     if (!m->backend) return false;
     Metadata meta;
     if (!checkpoint_load(m, path, &meta, err, false)) return false;
-    Tokenizer tok;
-    *tokenizer = meta["tokenizer"];
-    if (!Tokenizer::deserialize(*tokenizer, &tok, err)) return *err = path + ": no valid tokenizer in the checkpoint (" + *err + ")", false;
-    if (tok.vocab_size() != m->cfg.vocab)
-        return *err = path + ": tokenizer has " + std::to_string(tok.vocab_size()) + " ids, the model " +
+    *tokenizer_text = meta["tokenizer"];
+    if (!Tokenizer::deserialize(*tokenizer_text, tok, err))
+        return *err = path + ": no valid tokenizer in the checkpoint (" + *err + ")", false;
+    if (tok->vocab_size() != m->cfg.vocab)
+        return *err = path + ": tokenizer has " + std::to_string(tok->vocab_size()) + " ids, the model " +
                       std::to_string(m->cfg.vocab), false;
     return o.precision != "int8" || model_quantize(m, err);
 }
@@ -347,8 +347,9 @@ static bool load_model(const TranslateOptions& o, const std::string& path, Model
 static bool load_ensemble(Translator* t, const std::string& tokenizer) {
     for (const std::string& path : t->opt.ensemble) {
         auto member = std::make_unique<Model>();
+        Tokenizer member_tok;
         std::string err, member_tokenizer;
-        if (!load_model(t->opt, path, member.get(), &member_tokenizer, &err))
+        if (!load_model(t->opt, path, member.get(), &member_tok, &member_tokenizer, &err))
             return std::fprintf(stderr, "translate: --ensemble %s\n", err.c_str()), false;
         if (member_tokenizer != tokenizer)
             return std::fprintf(stderr, "translate: --ensemble %s: its tokenizer differs from %s's (an ensemble "
@@ -370,13 +371,12 @@ static int input_token_limit(const Translator& t) {
 
 static bool load(Translator* t) {
     std::string err, tokenizer;
-    if (!load_model(t->opt, t->opt.model, &t->model, &tokenizer, &err)) {
+    if (!load_model(t->opt, t->opt.model, &t->model, &t->tok, &tokenizer, &err)) {
         std::fprintf(stderr, "translate: %s\n", err.c_str());
         if (t->opt.model == TranslateOptions().model && !std::filesystem::exists(t->opt.model))
             std::fprintf(stderr, "translate: (train a model first: make && ./train; or pass --model FILE)\n");
         return false;
     }
-    Tokenizer::deserialize(tokenizer, &t->tok, &err);   // load_model checked it
     if (t->opt.batch_tokens == 0)
         t->opt.batch_tokens = t->model.backend->device() == Device::CUDA ? kGpuBatchTokens : kCpuBatchTokens;
     if (!load_ensemble(t, tokenizer)) return false;

@@ -28,14 +28,9 @@ import tempfile
 import xml.etree.ElementTree as ET
 import zlib
 
+from checks import check, summary
+
 NS = "{http://www.w3.org/2000/svg}"
-counts = [0, 0]
-
-
-def check(ok, what):
-    print(("PASS " if ok else "FAIL ") + what)
-    counts[0 if ok else 1] += 1
-    return ok
 
 
 def png_pixels(path):
@@ -200,5 +195,4 @@ if __name__ == "__main__":
         alignment(*args)
     else:
         sys.exit(f"unknown command {cmd}")
-    print(f"svg: {counts[0]} passed, {counts[1]} failed")
-    sys.exit(1 if counts[1] else 0)
+    sys.exit(summary("svg"))

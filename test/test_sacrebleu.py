@@ -25,17 +25,9 @@ import subprocess
 import sys
 import tempfile
 
+from checks import check, summary
+
 program_dir = sys.argv[1] if len(sys.argv) > 1 else "."
-passed = failed = 0
-
-
-def check(ok, what):
-    global passed, failed
-    print(("PASS " if ok else "FAIL ") + what, flush=True)
-    if ok:
-        passed += 1
-    else:
-        failed += 1
 
 
 try:
@@ -43,11 +35,9 @@ try:
 except ImportError:
     if os.environ.get("REQUIRE_SACREBLEU") == "1":
         check(False, "sacrebleu is importable (REQUIRE_SACREBLEU=1; pip install sacrebleu)")
-        print(f"sacrebleu: {passed} passed, {failed} failed")
-        sys.exit(1)
+        sys.exit(summary("sacrebleu"))
     print("SKIP test_sacrebleu: the sacrebleu package is not installed (pip install sacrebleu)")
-    print("sacrebleu: 0 passed, 0 failed, 1 skipped")
-    sys.exit(0)
+    sys.exit(summary("sacrebleu", skipped=1))
 
 tmp_dir = tempfile.TemporaryDirectory()   # removed at exit
 tmp = tmp_dir.name
@@ -112,22 +102,36 @@ compare("an empty hypothesis, a reference without 6-grams",
 compare("CJK and accents", ["我们去了北京。", "Él está aquí, ¿no?"], ["我们去北京了。", "Él está allí, ¿verdad?"])
 
 # ---- random corpora
+def random_corpora(what, count, make, score_ours, score_theirs, same=lambda a, b: a == b):
+    """Scores `count` corpora from make() (hyps, references) both ways: none may differ (the
+    first three that do are shown)."""
+    bad = 0
+    for n in range(count):
+        hyps, refs = make()
+        a, b = score_ours(hyps, refs), score_theirs(hyps, refs)
+        if not same(a, b):
+            bad += 1
+            if bad <= 3:
+                print(f"  differs on random corpus {n}: ours {a}, sacreBLEU {b}")
+    check(bad == 0, f"{what} ({bad} differ)")
+
+
 alphabet = (list("abcdefgh ABC") + ["é", "ñ", "ü", "北", "京", "。", ",", ".", "!", "?", "(", ")", "\"", "'", "-",
             " ", " ", " ", "\u00a0", "\t", "\u3000"])
 rng = random.Random(5)
-bad = 0
-for n in range(300):
+
+
+def random_lines():
+    """1..30 hypotheses and references of characters (some empty, or white space only: empty
+    once rstripped)."""
     lines = rng.randint(1, 30)
     def line():
         return "".join(rng.choice(alphabet) for _ in range(rng.randint(0, 40)))
-    hyps = [line() for _ in range(lines)]
-    refs = [line() for _ in range(lines)]   # some empty, or white space only: empty once rstripped
-    a, b = ours(hyps, refs), theirs(hyps, refs)
-    if a != b:
-        bad += 1
-        if bad <= 3:
-            print(f"  differs on random corpus {n}: ours {a}, sacreBLEU {b}")
-check(bad == 0, f"300 random corpora of 1..30 lines: chrF and chrF++ equal sacreBLEU's to 15 decimals ({bad} differ)")
+    return [line() for _ in range(lines)], [line() for _ in range(lines)]
+
+
+random_corpora("300 random corpora of 1..30 lines: chrF and chrF++ equal sacreBLEU's to 15 decimals", 300,
+               random_lines, ours, theirs)
 
 # ---- several references per line
 def ours_multi(hyps, ref_streams):
@@ -165,19 +169,18 @@ compare_multi("3 references, a line empty in two of them",
                                                           ["a cat sat on a mat", ""]])
 compare_multi("the same reference twice == once", ["the cat sat on the mat"], [["the cat is on the mat"]] * 2)
 words = ["the", "cat", "sat", "on", "mat", "a", "dog", "ran", "é", "北京", ",", ".", "!", "?", "\"", "(", ")"]
-bad = 0
-for n in range(200):
+
+
+def random_streams():
+    """1..20 hypotheses and 2..4 reference files of words (some lines empty)."""
     lines = rng.randint(1, 20)
     def sentence():
         return " ".join(rng.choice(words) for _ in range(rng.randint(0, 12)))
-    hyps = [sentence() for _ in range(lines)]
-    streams = [[sentence() for _ in range(lines)] for _ in range(rng.randint(2, 4))]   # some lines empty
-    a, b = ours_multi(hyps, streams), theirs_multi(hyps, streams)
-    if not same_multi(a, b):
-        bad += 1
-        if bad <= 3:
-            print(f"  differs on random corpus {n}: ours {a}, sacreBLEU {b}")
-check(bad == 0, f"200 random corpora of 2..4 reference files: BLEU, chrF, chrF++ equal sacreBLEU's ({bad} differ)")
+    return [sentence() for _ in range(lines)], [[sentence() for _ in range(lines)] for _ in range(rng.randint(2, 4))]
+
+
+random_corpora("200 random corpora of 2..4 reference files: BLEU, chrF, chrF++ equal sacreBLEU's", 200,
+               random_streams, ours_multi, theirs_multi, same_multi)
 out = subprocess.run([os.path.join(program_dir, "bleu"), write("r1.txt", ["The cat sat."]), write("r2.txt", ["A cat."]),
                       "--hyp", write("h.txt", ["The cat sat."]), "--metric", "bleu,chrf"], capture_output=True, text=True)
 check(out.returncode == 0 and "signature: nrefs:2|case:mixed|eff:no|tok:13a|smooth:exp\n" in out.stdout and
@@ -201,5 +204,4 @@ run = subprocess.run([os.path.join(program_dir, "bleu"), write("r.txt", ["a"]), 
                       "--metric", "ter"], capture_output=True, text=True)
 check(run.returncode == 2 and "--metric ter" in run.stderr, f"--metric ter refused, exit 2 ({run.returncode}): {run.stderr.strip()}")
 
-print(f"sacrebleu: {passed} passed, {failed} failed")
-sys.exit(1 if failed else 0)
+sys.exit(summary("sacrebleu"))

@@ -33,19 +33,10 @@ TRANSLATE = BIN if os.path.isfile(BIN) else os.path.join(BIN, "translate")
 TOTAL_TIMEOUT_S = 900   # the whole test (sanitizer builds are slower)
 CALL_TIMEOUT_S = 120    # one HTTP call
 
-passed = 0
-failed = 0
+from checks import check, summary
+
 servers = []
 tmp = tempfile.mkdtemp()
-
-
-def check(ok, what):
-    global passed, failed
-    print(("PASS " if ok else "FAIL ") + what, flush=True)
-    if ok:
-        passed += 1
-    else:
-        failed += 1
 
 
 def cleanup():
@@ -57,9 +48,9 @@ def cleanup():
 
 
 def on_alarm(signum, frame):
-    print(f"FAIL the test did not finish within {TOTAL_TIMEOUT_S} s", flush=True)
+    check(False, f"the test did not finish within {TOTAL_TIMEOUT_S} s")
     cleanup()
-    print(f"serve: {passed} passed, {failed + 1} failed", flush=True)
+    summary("serve")
     os._exit(1)
 
 
@@ -454,5 +445,4 @@ except Exception as ex:   # noqa: BLE001 - an error anywhere is a failure, repor
     check(False, f"the test ran to its end ({ex!r})")
 finally:
     cleanup()
-print(f"serve: {passed} passed, {failed} failed" + (f", {skipped} skipped" if skipped else ""))
-sys.exit(1 if failed else 0)
+sys.exit(summary("serve", skipped))

@@ -447,7 +447,7 @@ ChrfStats corpus_chrf_multi(const std::vector<std::string>& hyps, const std::vec
         double best_score = -1.0;
         for (const std::string& ref : line_references(ref_streams, i)) {
             line.stats = chrf_line_stats(h, chrf_ngrams(ref, word_order));
-            const double score = ref_streams.size() > 1 ? chrf_compute_score(line) : 0.0;   // one: no choice
+            const double score = chrf_compute_score(line);
             if (score > best_score) best_score = score, best = line;
         }
         for (size_t n = 0; n < s.stats.size(); n++)
