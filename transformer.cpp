@@ -486,29 +486,66 @@ void attention_step_self(float* ctx, const float* q, const float* cache, int R,
     const float scale = 1.0f / std::sqrt((float)dk);
 #pragma omp parallel
     {
-        std::vector<float> scores((size_t)H * len);   // (H, len)
+        std::vector<float> scores((size_t)H * (len + 3));   // (H, len + 3): four steps at a time
 #pragma omp for schedule(static)
         for (int r = 0; r < s.n; r++) {
-            auto entry = [&](int j) {   // key of step j; its value follows at column H*dk
-                const int row = j < t ? slots[(size_t)r * ld_slots + j] : r;
-                return cache + ((size_t)j * R + row) * ld;
+            // Steps j .. j + 3 (past the last: the last again, its weight 0): their keys; the
+            // values follow at column H*dk. Four rows read at once keep four loads in flight.
+            auto entries = [&](int j, const float* e[4]) {
+                for (int i = 0; i < 4; i++) {
+                    const int step = std::min(j + i, t);
+                    const int row = step < t ? slots[(size_t)r * ld_slots + step] : r;
+                    e[i] = cache + ((size_t)step * R + row) * ld;
+                }
             };
             const float* qr = q + (size_t)r * s.q_stride;
-            for (int j = 0; j < len; j++) {
-                const float* k = entry(j);
-                for (int h = 0; h < H; h++) scores[h * len + j] = dot(qr + h * dk, k + h * dk, dk) * scale;
+            const float* e[4];
+            for (int j = 0; j < len; j += 4) {   // scores: four independent sums a head
+                entries(j, e);
+                if (j + 4 < len) {   // the next four steps' rows on their way meanwhile
+                    const float* nx[4];
+                    entries(j + 4, nx);
+                    for (int i = 0; i < 4; i++)
+                        for (int c = 0; c < H * dk; c += 16) __builtin_prefetch(nx[i] + c);
+                }
+                for (int h = 0; h < H; h++) {
+                    const float *qh = qr + h * dk, *k0 = e[0] + h * dk, *k1 = e[1] + h * dk,
+                                *k2 = e[2] + h * dk, *k3 = e[3] + h * dk;
+                    float s0 = 0, s1 = 0, s2 = 0, s3 = 0;
+#pragma omp simd reduction(+ : s0, s1, s2, s3)
+                    for (int c = 0; c < dk; c++) {
+                        s0 += qh[c] * k0[c];
+                        s1 += qh[c] * k1[c];
+                        s2 += qh[c] * k2[c];
+                        s3 += qh[c] * k3[c];
+                    }
+                    float* sc = scores.data() + (size_t)h * (len + 3) + j;
+                    sc[0] = s0 * scale, sc[1] = s1 * scale, sc[2] = s2 * scale, sc[3] = s3 * scale;
+                }
             }
-            softmax_rows(scores.data(), H, len);
+            for (int h = 0; h < H; h++) {
+                float* sc = scores.data() + (size_t)h * (len + 3);
+                softmax_rows(sc, 1, len);
+                sc[len] = sc[len + 1] = sc[len + 2] = 0.0f;
+            }
             float* out = ctx + (size_t)r * H * dv;
             std::fill(out, out + (size_t)H * dv, 0.0f);
-            for (int j = 0; j < len; j++) {   // ctx += p_j v_j, each value row read once
-                const float* v = entry(j) + H * dk;
+            for (int j = 0; j < len; j += 4) {   // ctx += p_j v_j, four steps a pass over ctx
+                entries(j, e);
+                if (j + 4 < len) {   // the next four steps' rows on their way meanwhile
+                    const float* nx[4];
+                    entries(j + 4, nx);
+                    for (int i = 0; i < 4; i++)
+                        for (int c = 0; c < H * dv; c += 16) __builtin_prefetch(nx[i] + H * dk + c);
+                }
                 for (int h = 0; h < H; h++) {
-                    const float p = scores[h * len + j];
-                    float* o = out + h * dv;
-                    const float* vh = v + h * dv;
+                    const float* p = scores.data() + (size_t)h * (len + 3) + j;
+                    const float p0 = p[0], p1 = p[1], p2 = p[2], p3 = p[3];
+                    const int o = H * dk + h * dv;
+                    const float *v0 = e[0] + o, *v1 = e[1] + o, *v2 = e[2] + o, *v3 = e[3] + o;
+                    float* oh = out + h * dv;
 #pragma omp simd
-                    for (int c = 0; c < dv; c++) o[c] += p * vh[c];
+                    for (int c = 0; c < dv; c++) oh[c] += p0 * v0[c] + p1 * v1[c] + p2 * v2[c] + p3 * v3[c];
                 }
             }
         }

@@ -453,6 +453,10 @@ struct Model {
     // Rows of logits the classifier computes at once (0: as many as 2^26 logits hold, 1813
     // rows for a 37,000-word vocabulary; fewer when the batch has fewer rows).
     int logit_chunk_rows = 0;
+    // Steps of the decoding cache a batch starts with (0: on the CPU its length limit, whose
+    // pages the OS gives as they are written; on the GPU its longest source + 8). Decoding grows
+    // it by half (16 steps at least) when a step reaches it; tests set 1 to make it grow.
+    int decode_cache_steps = 0;
     // Decoding with an ensemble: the other models (not owned; same vocabulary, same backend
     // kind and precision, no ensemble of their own) whose probabilities each step averages with
     // this model's (model_decode_step, model_score). This model keeps the search; the members
@@ -493,6 +497,10 @@ float model_forward_backward(Model* m, const Batch& batch, double grad_denominat
 // (4: fp32, 2: bf16); logit_chunk_rows as Model's.
 size_t model_arena_bytes(const Config& cfg, int B, int S, int T, size_t floatx_bytes,
                          bool training, int logit_chunk_rows = 0);
+// What m's activation buffers hold now, in bytes (each grows, never shrinks: the largest
+// batch's so far): the arena, the decoding cache and the search's state.
+struct ActivationBytes { size_t arena = 0, cache = 0, search = 0; };
+ActivationBytes model_activation_bytes(const Model* m);
 // The (B*T, vocab) logits of the last forward's batch (model_forward, model_forward_backward,
 // model_score, model_attention), computed again from the decoder output it left, on the host.
 void model_logits(Model* m, std::vector<float>* logits);

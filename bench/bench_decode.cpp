@@ -77,7 +77,7 @@ static double milliseconds_since(std::chrono::steady_clock::time_point t0) {
 
 int main(int argc, char** argv) {
     std::string model_path, input, output, precision = "fp32", device = "cpu", config = "small";
-    int sentences = 200, length = 20, repeats = 3, batch_tokens = 4000;
+    int sentences = 200, length = 20, repeats = 3, batch_tokens = 4000, cache_steps = 0;
     bool profile = false;
     Options o("bench_decode", "Times batched greedy and beam-4 decoding.");
     o.add("--model", &model_path, "checkpoint (default: the --config preset, random weights)", "FILE");
@@ -90,6 +90,8 @@ int main(int argc, char** argv) {
     o.add("--length", &length, "synthetic: source tokens (incl. </s>) and forced output tokens");
     o.add("--repeats", &repeats, "synthetic: timed runs (the median is printed)");
     o.add("--batch-tokens", &batch_tokens, "with --input: padded source tokens per batch");
+    o.add("--cache-steps", &cache_steps, "steps of the decoding cache a batch starts with (0: the device's default; "
+          "a large number: the length limit's at once)");
     o.add_flag("--profile", &profile, "then each search once more timed op by op (\"# profile\" lines)");
     if (!o.parse(argc, argv)) return o.exit_code();
     Model m;
@@ -103,6 +105,7 @@ int main(int argc, char** argv) {
         if (!config_preset(config, &c)) { std::fprintf(stderr, "bench_decode: unknown --config %s\n", config.c_str()); return 2; }
         model_init(&m, c, 1);
     }
+    m.decode_cache_steps = cache_steps;
     if (precision == "int8" && !model_quantize(&m, &err)) { std::fprintf(stderr, "%s\n", err.c_str()); return 1; }
 
     std::vector<std::vector<int>> sources;
@@ -136,6 +139,11 @@ int main(int argc, char** argv) {
         std::printf("ours decode %s tokens_per_s=%.0f ms=%.1f sentences_per_s=%.1f  # %s, %zu sentences, %zu output tokens, %s\n",
                     label, tokens / (med / 1000), med, sources.size() / (med / 1000), precision.c_str(),
                     sources.size(), tokens, m.backend->describe().c_str());
+        const ActivationBytes mem = model_activation_bytes(&m);
+        std::printf("# memory after %s: arena %.1f MB, decoding cache %.1f MB, search %.1f MB", label,
+                    mem.arena / 1e6, mem.cache / 1e6, mem.search / 1e6);
+        if (m.backend->peak_memory()) std::printf("; device peak %.1f MB", m.backend->peak_memory() / 1e6);
+        std::printf("\n");
         std::fflush(stdout);
     }
     if (profile) {

@@ -76,7 +76,7 @@ static void training_step_matches_cpu(bool pre_ln) {
 }
 
 // test_decode's reference case on the GPU in fp32: the reference's tokens, log-probabilities
-// within 1e-4, with the cache and with a full recompute.
+// within 1e-4, with the cache (as allocated, and grown from one step) and a full recompute.
 static void reference_decoding() {
     Model m;
     m.backend = gpu("fp32");
@@ -88,8 +88,9 @@ static void reference_decoding() {
         const char* search = beam == 1 ? "greedy" : "beam";
         const auto& want = beam == 1 ? dc.greedy : dc.beam;
         const auto& want_lp = beam == 1 ? dc.greedy_logprob : dc.beam_logprob;
-        for (bool recompute : {false, true}) {
-            opt.recompute = recompute;
+        for (const char* mode : {"cached", "cached, grown from one step", "full recompute"}) {
+            opt.recompute = mode[0] == 'f';
+            m.decode_cache_steps = mode[6] == ',' ? 1 : 0;   // grown by steps: copies on the device
             auto got = decode_batch(&m, dc.sources, opt);
             int same = 0;
             std::vector<float> lp;
@@ -97,7 +98,7 @@ static void reference_decoding() {
                 same += got[r][0].tokens == want[r];
                 lp.push_back(got[r][0].logprob);
             }
-            const std::string label = std::string("GPU fp32 ") + search + (recompute ? ", full recompute" : ", cached");
+            const std::string label = std::string("GPU fp32 ") + search + ", " + mode;
             check(same == (int)dc.sources.size(), "%s: tokens equal the reference for %d/%zu sentences",
                   label.c_str(), same, dc.sources.size());
             check_close((label + ": log-probabilities").c_str(), lp.data(), want_lp.data(), lp.size(), 1e-4);

@@ -168,6 +168,41 @@ static void cache_matches_recompute() {
     }
 }
 
+// The cache grown by steps (from 1 step: grown at steps 1, 17, 33, 49, ...) gives the very bits of
+// the cache allocated for the length limit at once, in a batch and in a larger one after it
+// (the allocation reused for more rows), greedy and beam 3 with n-best 3.
+static void cache_grown_by_steps() {
+    Config c;
+    c.n_enc = 1, c.n_dec = 2, c.d_model = 16, c.d_ff = 24, c.n_heads = 2, c.d_k = 8, c.d_v = 8;
+    c.vocab = 60, c.max_len = 128;
+    Model grown, whole;
+    model_init(&grown, c, 21);
+    model_init(&whole, c, 21);
+    grown.decode_cache_steps = 1;
+    whole.decode_cache_steps = 1 << 20;   // capped at the batch's length limit
+    const std::vector<std::vector<int>> small = {{5, 6, 7, 3}, {9, 3}};
+    const std::vector<std::vector<int>> large = {{5, 6, 7, 3}, {9, 3}, {10, 11, 12, 13, 14, 15, 3}, {4, 3}, {8, 8, 3}};
+    for (int beam : {1, 3}) {
+        DecodeOptions opt;
+        opt.beam = opt.nbest = beam;
+        opt.max_len_b = 60;
+        for (const auto* sources : {&small, &large}) {
+            const auto a = decode_batch(&grown, *sources, opt), b = decode_batch(&whole, *sources, opt);
+            size_t longest = 0;
+            bool same = a.size() == b.size();
+            for (size_t i = 0; same && i < a.size(); i++) {
+                same = a[i].size() == b[i].size();
+                for (size_t j = 0; same && j < a[i].size(); j++) {
+                    same = a[i][j].tokens == b[i][j].tokens && a[i][j].logprob == b[i][j].logprob;
+                    longest = std::max(longest, a[i][j].tokens.size());
+                }
+            }
+            check(same && longest > 49, "beam %d, %zu sentences: the cache grown from 1 step == allocated at once, "
+                  "bitwise (longest output %zu tokens > 49: grown 4 times)", beam, sources->size(), longest);
+        }
+    }
+}
+
 // ---------------------------------------------------------------------------------------------
 // A model trained here for a few hundred steps on copying random sequences must solve it.
 static uint64_t g_rng = 12345;
@@ -639,6 +674,7 @@ int main(int argc, char** argv) {
     reference_decoding();
     std::printf("-- cache vs recompute\n");
     cache_matches_recompute();
+    cache_grown_by_steps();
     std::printf("-- copy task\n");
     copy_task();
     std::printf("-- scoring, target prefixes, sampling\n");
