@@ -5,8 +5,11 @@
 //   POST /translate   OpenNMT-py's REST format: [{"src": "text", "id": 1}, ...] ->
 //                     [[{"src": ..., "tgt": ..., "n_best": N, "pred_score": S}, ...], ...]
 //                     (N lists, the k-th holding every item's k-th best); optional per-request
-//                     "beam", "nbest", "alpha" in the items (the same in every item that sets
-//                     them), within the server's limits
+//                     "beam", "nbest", "alpha", and "sampling" ("topk:K" | "topp:P") with
+//                     "temperature" and "seed", in the items (the same in every item that sets
+//                     them), within the server's limits. Item i's sample draws from stream i
+//                     (its pieces: i * 2^32 + piece), as line i of ./translate --sampling does,
+//                     whatever the request is batched with
 //   GET /health       200 {"status": "ok", ...} once the model is loaded
 //   GET /info         the model's config, vocabulary size, device, precision, limits, version
 //
@@ -124,6 +127,20 @@ Status read_option(const Json& v, const std::string& key, int item, bool integer
     return Status{};
 }
 
+// Reads an item's "sampling": "topk:K" or "topp:P", the same in every item that gives it.
+Status read_sampling(const Json& v, int item, std::string* value, int* first_item) {
+    const std::string where = "item " + std::to_string(item) + ": \"sampling\"";
+    DecodeOptions check;
+    if (v.type != Json::STRING || !parse_sampling(v.str, &check))
+        return fail(400, where + " must be \"topk:K\" (K in 1..1000000) or \"topp:P\" (0 < P <= 1)");
+    if (*first_item && *value != v.str)
+        return fail(400, where + " is " + json_quote(v.str) + ", item " + std::to_string(*first_item) + " said " +
+                             json_quote(*value) + " (options apply to the whole request)");
+    if (!*first_item) *first_item = item;
+    *value = v.str;
+    return Status{};
+}
+
 // Parses and checks a POST /translate body into *req.
 Status parse_request(const std::string& body, const ServeModel& m, const ServeOptions& o, TranslateRequest* req) {
     Json root;
@@ -135,7 +152,9 @@ Status parse_request(const std::string& body, const ServeModel& m, const ServeOp
         return fail(413, std::to_string(root.items.size()) + " lines, more than --max-request-lines " +
                              std::to_string(o.max_request_lines));
     double beam = m.defaults.beam, nbest = m.defaults.nbest, alpha = m.defaults.alpha;
-    int beam_from = 0, nbest_from = 0, alpha_from = 0;
+    double temperature = 1, seed = 1;
+    std::string sampling;
+    int beam_from = 0, nbest_from = 0, alpha_from = 0, temperature_from = 0, seed_from = 0, sampling_from = 0;
     for (size_t i = 0; i < root.items.size(); i++) {
         const Json& item = root.items[i];
         const int n = (int)i + 1;
@@ -149,8 +168,13 @@ Status parse_request(const std::string& body, const ServeModel& m, const ServeOp
             if (kv.first == "beam") s = read_option(kv.second, kv.first, n, true, 1, o.max_request_beam, &beam, &beam_from);
             else if (kv.first == "nbest") s = read_option(kv.second, kv.first, n, true, 1, o.max_request_beam, &nbest, &nbest_from);
             else if (kv.first == "alpha") s = read_option(kv.second, kv.first, n, false, 0, 10, &alpha, &alpha_from);
+            else if (kv.first == "sampling") s = read_sampling(kv.second, n, &sampling, &sampling_from);
+            else if (kv.first == "temperature")
+                s = read_option(kv.second, kv.first, n, false, 0, 100, &temperature, &temperature_from);
+            else if (kv.first == "seed") s = read_option(kv.second, kv.first, n, true, 0, 9007199254740992.0, &seed, &seed_from);
             else if (kv.first != "src" && kv.first != "id")
-                s = fail(400, where + ": unknown key \"" + kv.first + "\" (known: src, id, beam, nbest, alpha)");
+                s = fail(400, where + ": unknown key \"" + kv.first +
+                                  "\" (known: src, id, beam, nbest, alpha, sampling, temperature, seed)");
             if (s.code != 200) return s;
         }
         req->pieces.emplace_back();
@@ -158,10 +182,23 @@ Status parse_request(const std::string& body, const ServeModel& m, const ServeOp
         if (!check_line(*m.tok, src->str, m.rules, where, &req->pieces.back(), &err, &req->src.back()))
             return fail(400, err);
     }
+    req->opt = m.defaults;
+    if (!sampling.empty()) {   // one token drawn a step: beam 1 (the server's default beam gives way)
+        if ((beam_from && beam != 1) || (nbest_from && nbest != 1))
+            return fail(400, "item " + std::to_string(beam_from && beam != 1 ? beam_from : nbest_from) +
+                                 ": \"sampling\" draws one token per step: \"beam\" and \"nbest\" must be 1");
+        beam = nbest = 1;
+        parse_sampling(sampling, &req->opt);
+        req->opt.temperature = (float)temperature;
+        req->opt.seed = (uint64_t)seed;
+    } else if (temperature_from || seed_from) {
+        return fail(400, "item " + std::to_string(temperature_from ? temperature_from : seed_from) + ": \"" +
+                             (temperature_from ? "temperature" : "seed") + "\" applies to sampling: give \"sampling\" too");
+    }
     if (nbest > beam)
         return fail(400, "\"nbest\" " + json_number(nbest) + " is more than \"beam\" " + json_number(beam) +
                              " (n-best lists come from the beam)");
-    req->opt = m.defaults;
+    if (!(temperature > 0)) return fail(400, "item " + std::to_string(temperature_from) + ": \"temperature\" must be more than 0");
     req->opt.beam = (int)beam;
     req->opt.nbest = (int)nbest;
     req->opt.alpha = (float)alpha;
@@ -302,8 +339,8 @@ int serve(const ServeModel& m, const ServeOptions& o) {
         if (s.code != 200) return set_json(res, s.code, json_error(s.message));
         auto job = std::make_shared<DecodeJob>();
         job->opt = req.opt;
-        for (const auto& pieces : req.pieces)
-            for (const auto& ids : pieces) job->add(ids);
+        for (size_t i = 0; i < req.pieces.size(); i++)
+            for (size_t p = 0; p < req.pieces[i].size(); p++) job->add(req.pieces[i][p], ((uint64_t)i << 32) + p);
         if (!queue.run(job, deadline))
             return set_json(res, 503, json_error("not translated within --request-timeout " +
                                                  json_number(o.request_timeout_s) + " s"));

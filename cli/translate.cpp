@@ -397,25 +397,6 @@ static bool load(Translator* t) {
     return true;
 }
 
-// "topk:K" (K >= 1) or "topp:P" (0 < P <= 1) into the decode options; false when malformed.
-static bool parse_sampling(const std::string& s, DecodeOptions* d) {
-    char* end = nullptr;
-    const std::string value = s.size() > 5 ? s.substr(5) : "";
-    if (s.rfind("topk:", 0) == 0 && !value.empty() && value.find_first_not_of("0123456789") == std::string::npos) {
-        const long k = std::strtol(value.c_str(), &end, 10);
-        if (k < 1 || k > 1000000) return false;
-        d->sample_topk = (int)k, d->sample_topp = 1.0f;
-    } else if (s.rfind("topp:", 0) == 0 && !value.empty()) {
-        const double p = std::strtod(value.c_str(), &end);
-        if (*end || !(p > 0 && p <= 1)) return false;
-        d->sample_topp = (float)p, d->sample_topk = 0;
-    } else {
-        return false;
-    }
-    d->sampling = true;
-    return true;
-}
-
 // The options of scoring, prefixes, sampling and the program's input/output.
 static void add_extra_options(Options& opts, TranslateOptions* op) {
     TranslateOptions& o = *op;
@@ -476,7 +457,7 @@ static bool check_extra_options(Options& opts, int argc, char** argv, TranslateO
                                           !o.input.empty() || !o.output.empty() || !o.inspect.dir.empty() ||
                                           o.inspect.alignment))
         bad = "--serve answers HTTP requests: --score, --prefix, --sampling, -i/-o, --attention and "
-              "--alignment are options of stdin mode";
+              "--alignment are options of stdin mode (a request samples with its items' \"sampling\" key)";
     else if (!o.serve.address.empty() && *serve_missing())
         bad = serve_missing();
     if (!bad.empty()) {

@@ -253,6 +253,43 @@ def main():
     check(len(results) == 40 and not bad, f"4 greedy + 4 beam-4 concurrent clients: 40 answers equal "
                                           f"./translate --beam 1 / --beam 4 {bad[:2]}")
 
+    # Sampling per request: item i draws from line i's stream, so a request's samples equal
+    # ./translate --sampling over its lines, whatever the requests it shares a batch with (8
+    # sampling requests of random lines at once, and greedy ones beside them); another seed,
+    # another sample.
+    plain = [x for x in pool if x]
+    opts = dict(sampling="topk:5", seed=7, temperature=1.5)
+    cli_opts = ("--sampling", "topk:5", "--seed", "7", "--temperature", "1.5")
+    r = random.Random(5)
+    requests = [[r.choice(plain) for _ in range(r.randint(5, 25))] for _ in range(8)]
+    wanted = [translate_stdin(model, lines, *cli_opts) for lines in requests]
+    answers = [None] * len(requests)
+
+    def sampler(i):
+        status, out, _ = s.translate(items(requests[i], **opts))
+        answers[i] = [o["tgt"] for o in out[0]] if status == 200 else f"status {status}: {out}"
+
+    results.clear()
+    threads = [threading.Thread(target=sampler, args=(i,)) for i in range(len(requests))]
+    threads += [threading.Thread(target=client, args=(500 + i, 3, s), kwargs=dict(beam=1, expected=greedy))
+                for i in range(2)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(CALL_TIMEOUT_S * 2)
+    same = sum(a == w for a, w in zip(answers, wanted))
+    bad = [e for e in results if e]
+    check(same == len(requests) and len(results) == 6 and not bad,
+          f"8 concurrent sampling requests (topk:5, seed 7, T 1.5) equal ./translate --sampling over their "
+          f"lines: {same}/8; 6 greedy requests beside them correct {bad[:2]}")
+    lines = requests[0]
+    status, out, _ = s.translate(items(lines, **dict(opts, seed=8)))
+    other = [o["tgt"] for o in out[0]] if status == 200 else []
+    want8 = translate_stdin(model, lines, *cli_opts[:2], "--seed", "8", *cli_opts[4:])
+    check(other == want8 and other != wanted[0],
+          f"seed 8: ./translate --seed 8's samples, not seed 7's ({sum(a != b for a, b in zip(other, wanted[0]))} "
+          f"of {len(lines)} lines differ)")
+
     # Bad requests: status and message.
     too_many = json.dumps(items(["sun"] * 51)).encode()
     too_big = json.dumps(items(["sun " * 7500])).encode()
@@ -274,6 +311,17 @@ def main():
         (b'[{"src": "a", "beam": 2, "nbest": 3}]', 400, '"nbest" 3 is more than "beam" 2'),
         (b'[{"src": "a", "beam": 2}, {"src": "b", "beam": 3}]', 400, 'item 2: "beam" is 3, item 1 said 2'),
         (b'[{"src": "a", "colour": 1}]', 400, 'item 1: unknown key "colour"'),
+        (b'[{"src": "a", "sampling": "topk:0"}]', 400, 'item 1: "sampling" must be "topk:K"'),
+        (b'[{"src": "a", "sampling": "top:5"}]', 400, 'item 1: "sampling" must be "topk:K"'),
+        (b'[{"src": "a", "sampling": 5}]', 400, 'item 1: "sampling" must be "topk:K"'),
+        (b'[{"src": "a"}, {"src": "b", "sampling": "topk:5", "beam": 2}]', 400,
+         'item 2: "sampling" draws one token per step: "beam" and "nbest" must be 1'),
+        (b'[{"src": "a", "temperature": 2}]', 400, 'item 1: "temperature" applies to sampling'),
+        (b'[{"src": "a", "seed": 2}]', 400, 'item 1: "seed" applies to sampling'),
+        (b'[{"src": "a", "sampling": "topp:0.9", "temperature": 0}]', 400, 'item 1: "temperature" must be more than 0'),
+        (b'[{"src": "a", "sampling": "topk:5", "seed": -1}]', 400, 'item 1: "seed" must be an integer'),
+        (b'[{"src": "a", "sampling": "topk:5"}, {"src": "b", "sampling": "topk:6"}]', 400,
+         'item 2: "sampling" is "topk:6", item 1 said "topk:5"'),
         (b'[{"src": "a"}, {"src": "sun \xff moon"}]', 400, "item 2: invalid UTF-8 at byte 4"),
         (b'[{"src": "sun \\ud800 moon"}]', 400, "item 1: invalid UTF-8 at byte 4"),
         (too_long, 400, re.compile(r"^item 1: \d+ tokens, more than --max-input-tokens 20 \(--split-long")),

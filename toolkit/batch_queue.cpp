@@ -5,15 +5,18 @@
 
 #include "numerics.h"
 
-void DecodeJob::add(const std::vector<int>& ids) {
+void DecodeJob::add(const std::vector<int>& ids, uint64_t stream) {
     sources.push_back(ids);
+    streams.push_back(stream);
     if (!ids.empty()) sources.back().push_back(EOS_ID);
     tokens += sources.back().size();
 }
 
 bool same_search(const DecodeOptions& a, const DecodeOptions& b) {
     return a.beam == b.beam && a.nbest == b.nbest && a.alpha == b.alpha && a.max_len_a == b.max_len_a &&
-           a.max_len_b == b.max_len_b && a.recompute == b.recompute && a.force_length == b.force_length;
+           a.max_len_b == b.max_len_b && a.recompute == b.recompute && a.force_length == b.force_length &&
+           a.sampling == b.sampling && a.sample_topk == b.sample_topk && a.sample_topp == b.sample_topp &&
+           a.temperature == b.temperature && a.seed == b.seed;
 }
 
 bool BatchQueue::run(const std::shared_ptr<DecodeJob>& job, DecodeJob::Clock::time_point deadline) {
@@ -91,8 +94,12 @@ long run_decoder(Model* model, BatchQueue* q, int batch_tokens) {
     std::vector<std::shared_ptr<DecodeJob>> batch;
     while (q->next_batch(&batch)) {
         std::vector<std::vector<int>> sources;
-        for (const auto& j : batch) sources.insert(sources.end(), j->sources.begin(), j->sources.end());
-        std::vector<std::vector<Hypothesis>> hyps = decode_sorted(model, sources, batch[0]->opt, batch_tokens);
+        DecodeInputs in;
+        for (const auto& j : batch) {
+            sources.insert(sources.end(), j->sources.begin(), j->sources.end());
+            in.stream.insert(in.stream.end(), j->streams.begin(), j->streams.end());
+        }
+        std::vector<std::vector<Hypothesis>> hyps = decode_sorted(model, sources, batch[0]->opt, batch_tokens, &in);
         size_t k = 0;
         for (const auto& j : batch) {
             j->hyps.assign(hyps.begin() + (long)k, hyps.begin() + (long)(k + j->sources.size()));

@@ -4,7 +4,7 @@
 // decode_sorted call, then hands each job exactly its own hypotheses back, in its order.
 //
 //   BatchQueue q({batch_tokens, std::chrono::milliseconds(5), true});
-//   request threads:  auto job = std::make_shared<DecodeJob>(); job->opt = ...; job->add(ids);
+//   request threads:  auto job = std::make_shared<DecodeJob>(); job->opt = ...; job->add(ids, i);
 //                     if (!q.run(job, deadline)) ...timed out...;  job->hyps[i] ...
 //   decoding thread:  run_decoder(&model, &q, batch_tokens);   returns after q.close()
 //
@@ -12,13 +12,14 @@
 // the queued source tokens (lines + </s>) of jobs with the oldest job's options reach
 // batch_tokens or `wait` has passed, whichever comes first; then it takes those jobs in
 // arrival order until batch_tokens is reached (the oldest one always). Jobs with other
-// options (beam, n-best, alpha) wait for a later batch. With batching off every job is
+// options (beam, n-best, alpha, sampling and its seed) wait for a later batch. With batching off every job is
 // decoded alone, in arrival order. A job whose requester gave up (timeout) is dropped if it
 // has not started, and its result discarded if it has.
 #pragma once
 #include <chrono>
 #include <condition_variable>
 #include <deque>
+#include <cstdint>
 #include <memory>
 #include <mutex>
 #include <vector>
@@ -29,14 +30,16 @@ struct DecodeJob {
     using Clock = std::chrono::steady_clock;
     DecodeOptions opt;
     std::vector<std::vector<int>> sources;   // token ids, each ending with </s>; {} = empty line
+    std::vector<uint64_t> streams;           // sampling: each source's random stream (decode.h)
     size_t tokens = 0;                       // sum of the sources' lengths
     Clock::time_point arrived;               // set by BatchQueue::run
     std::vector<std::vector<Hypothesis>> hyps;   // the result: per source, best first
     bool done = false;                       // guarded by the queue's mutex
     bool cancelled = false;                  // guarded by the queue's mutex
 
-    // Adds one source (token ids without </s>; empty for an empty line).
-    void add(const std::vector<int>& ids);
+    // Adds one source (token ids without </s>; empty for an empty line) and the stream its
+    // sample draws from, so that a job's samples do not depend on the jobs batched with it.
+    void add(const std::vector<int>& ids, uint64_t stream);
 };
 
 // Whether two jobs can share a batch (the same search).

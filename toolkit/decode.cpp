@@ -8,8 +8,27 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdlib>
 
 #include "tokenizer.h"
+
+bool parse_sampling(const std::string& s, DecodeOptions* d) {
+    char* end = nullptr;
+    const std::string value = s.size() > 5 ? s.substr(5) : "";
+    if (s.rfind("topk:", 0) == 0 && !value.empty() && value.find_first_not_of("0123456789") == std::string::npos) {
+        const long k = std::strtol(value.c_str(), &end, 10);
+        if (k < 1 || k > 1000000) return false;
+        d->sample_topk = (int)k, d->sample_topp = 1.0f;
+    } else if (s.rfind("topp:", 0) == 0 && !value.empty()) {
+        const double p = std::strtod(value.c_str(), &end);
+        if (*end || !(p > 0 && p <= 1)) return false;
+        d->sample_topp = (float)p, d->sample_topk = 0;
+    } else {
+        return false;
+    }
+    d->sampling = true;
+    return true;
+}
 
 int max_output_length(int source_length, const DecodeOptions& opt) {
     int n = (int)(opt.max_len_a * source_length + opt.max_len_b);

@@ -59,6 +59,10 @@ struct DecodeInputs {
 // Sampling's uniform number in [0, 1) for (seed, stream, step): 24 bits of splitmix64.
 float sampling_uniform(uint64_t seed, uint64_t stream, int step);
 
+// "topk:K" (1 <= K <= 10^6) or "topp:P" (0 < P <= 1) into opt (sampling on); false when
+// malformed (opt unchanged). ./translate's --sampling and the service's "sampling".
+bool parse_sampling(const std::string& spec, DecodeOptions* opt);
+
 int max_output_length(int source_length, const DecodeOptions& opt);
 // GNMT's length penalty ((5 + n) / 6)^alpha for n tokens (counting </s>).
 float length_penalty(int n, float alpha);
