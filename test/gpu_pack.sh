@@ -36,4 +36,12 @@ GPU_CHECK_CONTINUE=1 for as long as it exits 3 (steps left for the next call):
   command: GPU_CHECK_SECONDS=540 LOG_DIR=$OUT make gpu-check
   carry:   ["data/corpus", ".whl"]
   timeout_s: 600
+A session lent 15 minutes of device time (start-up included) has about one such call, and the
+next session's machine starts bare (GPU_CHECK_CONTINUE finds nothing there): give each session
+its own stages instead, in this order, each call with the build first:
+  1. STAGES="build tests"            (every op and the model against the CPU, the programs)
+  2. STAGES="build bench"            (training speed, the attention kernels, PyTorch)
+  3. STAGES="build train translate"  (3-minute ./train, GPU vs CPU translations, decoding speed)
+  4. STAGES="build sanitize"         (compute-sanitizer memcheck and racecheck)
+e.g. command: STAGES="build tests" GPU_CHECK_SECONDS=540 LOG_DIR=$OUT make gpu-check
 EOF
