@@ -12,14 +12,14 @@
 // the queued source tokens (lines + </s>) of jobs with the oldest job's options reach
 // batch_tokens or `wait` has passed, whichever comes first; then it takes those jobs in
 // arrival order until batch_tokens is reached (the oldest one always). Jobs with other
-// options (beam, n-best, alpha, sampling and its seed) wait for a later batch. With batching off every job is
-// decoded alone, in arrival order. A job whose requester gave up (timeout) is dropped if it
-// has not started, and its result discarded if it has.
+// options (beam, n-best, alpha, sampling and its seed) wait for a later batch. With batching
+// off every job is decoded alone, in arrival order. A job whose requester gave up (timeout) is
+// dropped if it has not started, and its result discarded if it has.
 #pragma once
 #include <chrono>
 #include <condition_variable>
-#include <deque>
 #include <cstdint>
+#include <deque>
 #include <memory>
 #include <mutex>
 #include <vector>
