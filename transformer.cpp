@@ -478,9 +478,10 @@ static void softmax_rows(float* x, int rows, int n) {
     }
 }
 
-// ctx (n, H*dv): row r's query over the keys/values of steps 0..t, found through slots
-// (see Backend::attention_step_self). Key-major scores, so that each cached row is read once.
-void attention_step_self(float* ctx, const float* q, const float* cache, int R,
+// ctx (n, H*dv): row r's query over the keys/values of steps 0..t, found through step_row and
+// slots (see Backend::attention_step_self). Key-major scores, so that each cached row is read
+// once.
+void attention_step_self(float* ctx, const float* q, const float* cache, const int* step_row,
                          const int* slots, int ld_slots, int t, const StepShape& s) {
     const int H = s.H, dk = s.dk, dv = s.dv, ld = H * dk + H * dv, len = t + 1;
     const float scale = 1.0f / std::sqrt((float)dk);
@@ -495,7 +496,7 @@ void attention_step_self(float* ctx, const float* q, const float* cache, int R,
                 for (int i = 0; i < 4; i++) {
                     const int step = std::min(j + i, t);
                     const int row = step < t ? slots[(size_t)r * ld_slots + step] : r;
-                    e[i] = cache + ((size_t)step * R + row) * ld;
+                    e[i] = cache + ((size_t)step_row[step] + row) * ld;
                 }
             };
             const float* qr = q + (size_t)r * s.q_stride;
@@ -1109,9 +1110,9 @@ public:
                                 scratch(s.Lq, s.Lk));
     }
 
-    void attention_step_self(floatX* ctx, const floatX* q, const floatX* cache, int R,
+    void attention_step_self(floatX* ctx, const floatX* q, const floatX* cache, const int* step_row,
                              const int* slots, int ld_slots, int t, const StepShape& s) override {
-        cpu::attention_step_self(F(ctx), F(q), F(cache), R, slots, ld_slots, t, s);
+        cpu::attention_step_self(F(ctx), F(q), F(cache), step_row, slots, ld_slots, t, s);
     }
     void cache_reorder(int* slots_dst, const int* slots_src, const int* parent, int n, int t,
                        int ld) override {

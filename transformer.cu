@@ -1225,8 +1225,8 @@ __device__ void warp_softmax(float* sc, int n) {
 }
 
 template <class T>
-__global__ void attention_step_self_kernel(T* ctx, const T* q, const T* cache, int R, const int* slots,
-                                           int ld_slots, int t, StepShape s) {
+__global__ void attention_step_self_kernel(T* ctx, const T* q, const T* cache, const int* step_row,
+                                           const int* slots, int ld_slots, int t, StepShape s) {
     extern __shared__ float step_scores[];
     const size_t w = step_warp();
     const int lane = lane_id(), len = t + 1;
@@ -1237,7 +1237,7 @@ __global__ void attention_step_self_kernel(T* ctx, const T* q, const T* cache, i
     const T* qr = q + (size_t)r * s.q_stride + h * s.dk;
     for (int j = lane; j < len; j += 32) {   // lanes over the keys: a whole dot product each
         const int row = j < t ? slots[(size_t)r * ld_slots + j] : r;
-        const T* k = cache + ((size_t)j * R + row) * ld + h * s.dk;
+        const T* k = cache + ((size_t)step_row[j] + row) * ld + h * s.dk;
         float acc = 0.0f;
         for (int c = 0; c < s.dk; c++) acc += to_float(qr[c]) * to_float(k[c]);
         sc[j] = acc * scale;
@@ -1249,7 +1249,7 @@ __global__ void attention_step_self_kernel(T* ctx, const T* q, const T* cache, i
         float acc = 0.0f;
         for (int j = 0; j < len; j++) {
             const int row = j < t ? slots[(size_t)r * ld_slots + j] : r;
-            acc += sc[j] * to_float(cache[((size_t)j * R + row) * ld + s.H * s.dk + h * s.dv + c]);
+            acc += sc[j] * to_float(cache[((size_t)step_row[j] + row) * ld + s.H * s.dk + h * s.dv + c]);
         }
         out[c] = from_float<T>(acc);
     }
@@ -2074,13 +2074,13 @@ public:
         }
     }
 
-    void attention_step_self(floatX* ctx, const floatX* q, const floatX* cache, int R, const int* slots,
-                             int ld_slots, int t, const StepShape& s) override {
+    void attention_step_self(floatX* ctx, const floatX* q, const floatX* cache, const int* step_row,
+                             const int* slots, int ld_slots, int t, const StepShape& s) override {
         const int warps = step_warps(t + 1);
         const dim3 blocks((unsigned)(((size_t)s.n * s.H + warps - 1) / warps)), threads(32 * warps);
         const size_t smem = (size_t)warps * (t + 1) * sizeof(float);
-        if (bf()) launch(cuda::attention_step_self_kernel<bf16>, blocks, threads, smem, (bf16*)ctx, (const bf16*)q, (const bf16*)cache, R, slots, ld_slots, t, s);
-        else launch(cuda::attention_step_self_kernel<float>, blocks, threads, smem, (float*)ctx, (const float*)q, (const float*)cache, R, slots, ld_slots, t, s);
+        if (bf()) launch(cuda::attention_step_self_kernel<bf16>, blocks, threads, smem, (bf16*)ctx, (const bf16*)q, (const bf16*)cache, step_row, slots, ld_slots, t, s);
+        else launch(cuda::attention_step_self_kernel<float>, blocks, threads, smem, (float*)ctx, (const float*)q, (const float*)cache, step_row, slots, ld_slots, t, s);
     }
     void cache_reorder(int* slots_dst, const int* slots_src, const int* parent, int n, int t, int ld) override {
         run(cuda::cache_reorder_kernel, grid((size_t)n * t), slots_dst, slots_src, parent, n, t, ld);

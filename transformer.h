@@ -309,12 +309,14 @@ public:
                                     uint64_t site_seed) = 0;
 
     // ---- §3.2.3 The decoder one position at a time: attention over cached keys/values -------
-    // The self-attention cache of a layer is a slab per step j: (R, H*dk + H*dv), keys then
-    // values, one row per hypothesis decoded at step j. slots (R, ld_slots): row r's ancestor
-    // at step j < t sat in row slots[r * ld_slots + j] of slab j; at step t it is row r.
+    // The self-attention cache of a layer is a slab per step j, one row (H*dk + H*dv: keys,
+    // then values) per hypothesis decoded at step j, slab j beginning at cache row step_row[j]
+    // (step_row (t + 1) on the device; the decoder lays the slabs one after another, each as
+    // many rows as its step had). slots (n, ld_slots): row r's ancestor at step j < t sat in row
+    // slots[r * ld_slots + j] of slab j; at step t it is row r.
     // ctx (n, H*dv) = softmax(q k_j / sqrt(dk)) over j = 0..t, summed with the v_j.
-    virtual void attention_step_self(floatX* ctx, const floatX* q, const floatX* cache, int R,
-                                     const int* slots, int ld_slots, int t,
+    virtual void attention_step_self(floatX* ctx, const floatX* q, const floatX* cache,
+                                     const int* step_row, const int* slots, int ld_slots, int t,
                                      const StepShape& s) = 0;
     // slots_dst (n, ld) row r = slots_src row parent[r] for columns < t - 1, and column t - 1
     // = parent[r]: hypotheses that change parent take their ancestors' cache rows.
@@ -453,9 +455,11 @@ struct Model {
     // Rows of logits the classifier computes at once (0: as many as 2^26 logits hold, 1813
     // rows for a 37,000-word vocabulary; fewer when the batch has fewer rows).
     int logit_chunk_rows = 0;
-    // Steps of the decoding cache a batch starts with (0: on the CPU its length limit, whose
-    // pages the OS gives as they are written; on the GPU its longest source + 8). Decoding grows
-    // it by half (16 steps at least) when a step reaches it; tests set 1 to make it grow.
+    // Steps of R rows the decoding cache of a batch of R rows starts with: 0, the device's
+    // choice (on the CPU the length limit's, whose pages the OS gives as they are written; on
+    // the GPU the longest source + 8); -1, the GPU's on any device; N, N steps. Decoding grows it
+    // by half (16 steps of R rows at least) when a step's slab does not fit; tests set 1 to
+    // make it grow.
     int decode_cache_steps = 0;
     // Decoding with an ensemble: the other models (not owned; same vocabulary, same backend
     // kind and precision, no ensemble of their own) whose probabilities each step averages with

@@ -90,8 +90,8 @@ int main(int argc, char** argv) {
     o.add("--length", &length, "synthetic: source tokens (incl. </s>) and forced output tokens");
     o.add("--repeats", &repeats, "synthetic: timed runs (the median is printed)");
     o.add("--batch-tokens", &batch_tokens, "with --input: padded source tokens per batch");
-    o.add("--cache-steps", &cache_steps, "steps of the decoding cache a batch starts with (0: the device's default; "
-          "a large number: the length limit's at once)");
+    o.add("--cache-steps", &cache_steps, "steps of R rows the decoding cache starts with (0: the device's choice, -1: the GPU's on any "
+          "device, a large number: the length limit's at once)");
     o.add_flag("--profile", &profile, "then each search once more timed op by op (\"# profile\" lines)");
     if (!o.parse(argc, argv)) return o.exit_code();
     Model m;

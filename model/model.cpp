@@ -63,8 +63,13 @@ struct DecodeState {
     int* src_len = nullptr;                  // (B) source tokens incl. </s>
     std::vector<floatX*> cross_kv;           // [layer] (B*S, h*dk + h*dv)
     std::vector<floatX*> cross_kt;           // [layer] (B, h, dk, S) keys transposed
-    std::vector<floatX*> cache;              // [layer] (cache_steps, R, h*dk + h*dv)
-    int cache_steps = 0;                     // steps the cache holds now (grown by steps)
+    // The self-attention cache: per layer (cache_rows, h*dk + h*dv), the steps' slabs one after
+    // another, slab t of the n rows decoded at step t from row step_row[t] on.
+    std::vector<floatX*> cache;              // [layer]
+    size_t cache_rows = 0;                   // rows it holds now (grown as the search goes)
+    int* step_row = nullptr;                 // (max_steps + 1) on the device
+    std::vector<int> step_row_host;          // (max_steps + 1): step_row[t + 1] = step_row[t] + n
+    size_t slab_row = 0;                     // the current step's slab: step_row[t]
     int* slots[2] = {nullptr, nullptr};      // (R, max_steps) ancestors' rows; [cur] is live
     int cur = 0;
     std::vector<Block> blocks;               // 3 per decoder layer, R rows of one position
@@ -253,6 +258,7 @@ static size_t plan_decoding(Activations* a, const Config& c, Plan mem) {
     plan_encoder(a, begin, c, ds.B, ds.S, false);
     ds.slots[0] = mem.i32(R * ds.max_steps);
     ds.slots[1] = mem.i32(R * ds.max_steps);
+    ds.step_row = mem.i32(ds.max_steps + 1);
     plan_stack(mem, c, ds.blocks, 1, c.n_dec, DECODER_LAYER, (int)R, 1, 0, 0, false);
     ds.x = mem.fX(R * c.d_model);
     ds.out = mem.fX(R * c.d_model);
@@ -263,41 +269,54 @@ static size_t plan_decoding(Activations* a, const Config& c, Plan mem) {
     return std::max(mem.used, begin.used);
 }
 
-// The self-attention cache (decoding, per decoder layer (cache_steps, R, h*dk + h*dv)) made to
-// hold at least `steps` steps of this batch's R rows: its allocation is reused while large
-// enough (grows, never shrinks), else replaced by a larger one into which every layer's first
-// `kept` steps are copied. Grown by steps, a batch of short sentences takes the memory its
-// search uses, not the memory of its length limit.
-static void reserve_cache(Model* m, int steps, int kept) {
+// The self-attention cache made to hold at least `rows` rows (every layer): its allocation is
+// reused while large enough (grows, never shrinks), else replaced by a larger one into which
+// every layer's first `kept` rows are copied. Its slabs hold the rows each step decoded, not
+// the batch's R: a sentence's hypotheses that finish take no more cache.
+static void reserve_cache(Model* m, size_t rows, size_t kept) {
     const Config& c = m->cfg;
     DecodeState& ds = m->acts->ds;
     Backend& ops = *m->backend;
-    const size_t step_bytes = (size_t)ds.R * c.n_heads * (c.d_k + c.d_v) * ops.floatx_size();   // one layer's
-    const auto held = [&] { return (int)std::min<size_t>(ds.max_steps, ds.cache_bytes / (step_bytes * c.n_dec)); };
+    const size_t row_bytes = (size_t)c.n_heads * (c.d_k + c.d_v) * ops.floatx_size();
+    const size_t most = (size_t)ds.R * ds.max_steps;   // every row at every step
+    const auto held = [&] { return std::min(most, ds.cache_bytes / (row_bytes * c.n_dec)); };
     std::vector<floatX*> old = ds.cache;
     void* old_mem = nullptr;
-    if (held() < steps) {
+    if (held() < rows) {
         old_mem = ds.cache_mem;
-        ds.cache_bytes = step_bytes * c.n_dec * steps;
+        ds.cache_bytes = row_bytes * c.n_dec * rows;
         ds.cache_mem = ops.alloc(ds.cache_bytes);
     }
-    ds.cache_steps = held();
+    ds.cache_rows = held();
     ds.cache.assign(c.n_dec, nullptr);
     for (int l = 0; l < c.n_dec; l++) {
-        ds.cache[l] = (floatX*)((char*)ds.cache_mem + (size_t)l * ds.cache_steps * step_bytes);
-        if (old_mem && kept > 0) ops.copy(ds.cache[l], old[l], (size_t)kept * step_bytes);
+        ds.cache[l] = (floatX*)((char*)ds.cache_mem + (size_t)l * ds.cache_rows * row_bytes);
+        if (old_mem && kept > 0) ops.copy(ds.cache[l], old[l], kept * row_bytes);
     }
     ops.release(old_mem);
 }
 
-// The steps a batch's cache starts with. On the CPU the length limit's: the OS gives memory a
-// page when it is first written, so the pages the search writes are all it takes, and growing
-// would only add copies and page faults (measured: beam 4 over the test set 3.8 -> 4.1 s at
-// 4,000 tokens a batch, 4.9 -> 7.2 s at 16,000). On the GPU, where an allocation is memory
-// taken, the longest source + 8 steps, grown by half as the search goes on.
+// The steps of R rows a batch's cache starts with. On the CPU the length limit's: the OS gives
+// memory a page when it is first written, so the pages the search writes are all it takes, and
+// growing would only add copies and page faults (measured with slabs of R rows: beam 4 over the
+// test set 3.8 -> 4.1 s at 4,000 tokens a batch, 4.9 -> 7.2 s at 16,000). On the GPU, where an
+// allocation is memory taken, the longest source + 8 steps, grown by half as the search needs.
 static int first_cache_steps(const Model* m) {
     if (m->decode_cache_steps > 0) return m->decode_cache_steps;
-    return m->backend->device() == Device::CPU ? m->acts->ds.max_steps : m->acts->ds.S + 8;
+    const bool grow = m->decode_cache_steps < 0 || m->backend->device() != Device::CPU;
+    return grow ? m->acts->ds.S + 8 : m->acts->ds.max_steps;
+}
+
+// Step t's slab: its first row (on the host and the device), the cache grown to hold it.
+static size_t place_slab(Model* m, int t) {
+    DecodeState& ds = m->acts->ds;
+    const size_t first = ds.step_row_host[t], end = first + ds.n, R = ds.R;
+    if (end > ds.cache_rows)   // by half again (16 steps of R rows at least), rows so far kept
+        reserve_cache(m, std::min(R * ds.max_steps, std::max(end, ds.cache_rows + std::max(16 * R, ds.cache_rows / 2))),
+                      first);
+    ds.step_row_host[t + 1] = (int)end;
+    m->backend->upload(ds.step_row + t, &ds.step_row_host[t], sizeof(int));
+    return first;
 }
 
 // Makes the arena at least `bytes` large (it grows, never shrinks), by an eighth more than it
@@ -544,9 +563,9 @@ static void attention_step_sublayer(const Pass& ps, Block& b, const AttentionP* 
     if (b.kind == SELF_ATTN) {
         const StepShape s{rows, c.n_heads, c.d_k, c.d_v, 2 * qk + vv};
         ps.linear(b.proj, in, attn->qkv(), rows);
-        floatX* slab = ps.at(ds.cache[b.layer], (size_t)ps.t * ds.R * (qk + vv));
+        floatX* slab = ps.at(ds.cache[b.layer], ds.slab_row * (qk + vv));
         ps.ops.copy_rows(slab, qk + vv, ps.at(b.proj, qk), 2 * qk + vv, rows, qk + vv);
-        ps.ops.attention_step_self(b.ctx, b.proj, ds.cache[b.layer], ds.R, ds.slots[ds.cur],
+        ps.ops.attention_step_self(b.ctx, b.proj, ds.cache[b.layer], ds.step_row, ds.slots[ds.cur],
                                    ds.max_steps, ps.t, s);
         return;
     }
@@ -958,6 +977,8 @@ static void decode_begin(Model* m, const std::vector<std::vector<int>>& sources,
     ds.max_steps = max_steps;
     ds.kc = setup.beam == 1 ? 1 : 2 * setup.beam;
     ds.cur = 0;
+    MODEL_CHECK((size_t)ds.R * max_steps < (size_t)INT32_MAX, "decoding %d rows for %d steps: more cache rows than an int counts",
+                ds.R, max_steps);
     MODEL_CHECK(!c.learned_pos || (ds.S <= c.max_len && max_steps <= c.max_len),
                 "decoding beyond the learned position table (%d > %d)", std::max(ds.S, max_steps),
                 c.max_len);
@@ -975,7 +996,8 @@ static void decode_begin(Model* m, const std::vector<std::vector<int>>& sources,
     }
     Activations* a = m->acts;
     plan_arena(m, [&](Plan p) { return plan_decoding(a, c, p); });
-    reserve_cache(m, std::min(max_steps, first_cache_steps(m)), 0);
+    reserve_cache(m, (size_t)ds.R * std::min(max_steps, first_cache_steps(m)), 0);
+    ds.step_row_host.assign(max_steps + 1, 0);
     Backend& ops = *m->backend;
     ops.upload(a->src, src.data(), src.size() * sizeof(int));
     ops.upload(ds.src_len, len.data(), len.size() * sizeof(int));
@@ -1053,12 +1075,11 @@ static void decode_step_cached(Model* m, int t) {
     const Config& c = m->cfg;
     Backend& ops = *m->backend;
     const int n = ds.n;
+    ds.slab_row = place_slab(m, t);   // (first: its upload finds the device idle)
     if (t > 0) {   // hypotheses that changed parent take their ancestors' cache rows
         ops.cache_reorder(ds.slots[1 - ds.cur], ds.slots[ds.cur], ds.parent, n, t, ds.max_steps);
         ds.cur = 1 - ds.cur;
     }
-    if (t >= ds.cache_steps)   // by half again (16 steps at least), steps 0 .. t - 1 kept
-        reserve_cache(m, std::min(ds.max_steps, ds.cache_steps + std::max(16, ds.cache_steps / 2)), t);
     Pass ps = make_pass(m, n, ds.S, 1, false);
     ps.decoding = true;
     ps.t = t;

@@ -206,9 +206,9 @@ void ProfiledBackend::attention_backward(floatX* dq, floatX* dkv, const floatX* 
     const double io = 2.0 * s.B * s.H * ((double)s.Lq * (s.dk + s.dv) + (double)s.Lk * (s.dk + s.dv)) * fx();
     done("attention_backward", 4.0 * pairs * (s.dk + s.dv), io + 4.0 * pairs);
 }
-void ProfiledBackend::attention_step_self(floatX* ctx, const floatX* q, const floatX* cache, int R, const int* slots,
-                                          int ld_slots, int t, const StepShape& s) {
-    inner_->attention_step_self(ctx, q, cache, R, slots, ld_slots, t, s);
+void ProfiledBackend::attention_step_self(floatX* ctx, const floatX* q, const floatX* cache, const int* step_row,
+                                          const int* slots, int ld_slots, int t, const StepShape& s) {
+    inner_->attention_step_self(ctx, q, cache, step_row, slots, ld_slots, t, s);
     const double keys = (double)s.n * s.H * (t + 1);
     done("attention_step_self", 2.0 * keys * (s.dk + s.dv),
          keys * (s.dk + s.dv) * fx() + (double)s.n * s.H * (s.dk + s.dv) * fx());

@@ -90,8 +90,8 @@ public:
     void attention_backward(floatX* dq, floatX* dkv, const floatX* dctx, const float* probs,
                             const floatX* q, const floatX* kv, const AttentionShape& s, float p_attn,
                             uint64_t site_seed) override;
-    void attention_step_self(floatX* ctx, const floatX* q, const floatX* cache, int R, const int* slots,
-                             int ld_slots, int t, const StepShape& s) override;
+    void attention_step_self(floatX* ctx, const floatX* q, const floatX* cache, const int* step_row,
+                             const int* slots, int ld_slots, int t, const StepShape& s) override;
     void cache_reorder(int* slots_dst, const int* slots_src, const int* parent, int n, int t,
                        int ld) override;
     void attention_keys_transpose(floatX* kt, const floatX* kv, int B, int S, int H, int dk,

@@ -1200,9 +1200,9 @@ void test_attention_backward(Backend& be, Backend* cpu) {
 // =============================================================================================
 // §3.2.3 The decoder one position at a time: attention over cached keys/values
 // =============================================================================================
-// ctx (n, H*dv): row r's query over steps 0..t of the slab cache (steps, R, H*dk + H*dv),
-// step j < t at row slots[r * ld + j], step t at row r. float64.
-DVec ref_step_self(const DVec& q, const DVec& cache, int R, const IVec& slots, int ld, int t,
+// ctx (n, H*dv): row r's query over steps 0..t of the cache (rows, H*dk + H*dv), step j's slab
+// from row step_row[j] on, step j < t at its row slots[r * ld + j], step t at row r. float64.
+DVec ref_step_self(const DVec& q, const DVec& cache, const IVec& step_row, const IVec& slots, int ld, int t,
                    const StepShape& s) {
     const int ldc = s.H * s.dk + s.H * s.dv;
     DVec ctx((size_t)s.n * s.H * s.dv, 0.0), e(t + 1);
@@ -1210,7 +1210,7 @@ DVec ref_step_self(const DVec& q, const DVec& cache, int R, const IVec& slots, i
         for (int h = 0; h < s.H; h++) {
             auto entry = [&](int j) {
                 const int row = j < t ? slots[(size_t)r * ld + j] : r;
-                return &cache[((size_t)j * R + row) * ldc];
+                return &cache[((size_t)step_row[j] + row) * ldc];
             };
             double mx = -INFINITY, sum = 0;
             for (int j = 0; j <= t; j++) {
@@ -1240,17 +1240,20 @@ IVec ref_reorder(const IVec& src, const IVec& parent, int n, int t, int ld) {
 }
 
 // Steps 0..steps-1 as model.cpp decodes: each step copy_rows the rows' keys/values from their
-// qkv projection into slab t, then attention_step_self reads the slabs through the slots
-// (random parents every step, reordered on the host by ref_reorder). The cache starts as
-// large "poison" values, so a row read that the slots do not name shows.
+// qkv projection into slab t, then attention_step_self reads the slabs through step_row and the
+// slots (random parents every step, reordered on the host by ref_reorder). Slab t begins at row
+// step_row[t] = t * R: R - n rows lie between two slabs (none when R == n). The cache starts
+// as large "poison" values, so a row read that step_row and the slots do not name shows.
 void test_attention_step_self(Backend& be, Backend* cpu) {
     struct Case { int R, n, H, dk, dv, steps; };
-    const Case cases[] = {{5, 4, 2, 4, 3, 6}, {1, 1, 1, 5, 5, 3}, {12, 12, 4, 16, 8, 9}};
+    const Case cases[] = {{5, 4, 2, 4, 3, 6}, {1, 1, 1, 5, 5, 3}, {12, 12, 4, 16, 8, 9}, {9, 6, 3, 8, 8, 11}};
     for (const Case& c : cases) {
         const int qk = c.H * c.dk, vv = c.H * c.dv, ldq = 2 * qk + vv, ldc = qk + vv;
         const int ld = c.steps + 2;   // max_steps: the slots' row stride
         const StepShape s{c.n, c.H, c.dk, c.dv, ldq};
         const Vec cache0 = rand_x(be, (size_t)ld * c.R * ldc, -50.0f, 50.0f);
+        IVec step_row(c.steps);
+        for (int t = 0; t < c.steps; t++) step_row[t] = t * c.R;
         std::vector<Vec> qkv(c.steps);
         std::vector<IVec> slots(c.steps);
         IVec cur((size_t)c.R * ld, 0);
@@ -1260,15 +1263,15 @@ void test_attention_step_self(Backend& be, Backend* cpu) {
             slots[t] = cur;
         }
         auto run = [&](Backend& b) {
-            Mem cache = put_x(b, cache0), ctx(b, (size_t)c.n * vv * b.floatx_size());
+            Mem cache = put_x(b, cache0), ctx(b, (size_t)c.n * vv * b.floatx_size()), rows = put_i(b, step_row);
             Mem sl(b, cur.size() * sizeof(int));
             Vec all;
             for (int t = 0; t < c.steps; t++) {
                 Mem q = put_x(b, qkv[t]);
                 b.upload(sl.get(), slots[t].data(), slots[t].size() * sizeof(int));
-                b.copy_rows(at(b, cache.x(), (size_t)t * c.R * ldc), ldc, at(b, q.x(), qk), ldq,
+                b.copy_rows(at(b, cache.x(), (size_t)step_row[t] * ldc), ldc, at(b, q.x(), qk), ldq,
                             c.n, ldc);
-                b.attention_step_self(ctx.x(), q.x(), cache.x(), c.R, sl.i(), ld, t, s);
+                b.attention_step_self(ctx.x(), q.x(), cache.x(), rows.i(), sl.i(), ld, t, s);
                 Vec o = get_x(b, ctx.x(), (size_t)c.n * vv);
                 all.insert(all.end(), o.begin(), o.end());
             }
@@ -1278,8 +1281,8 @@ void test_attention_step_self(Backend& be, Backend* cpu) {
         for (int t = 0; t < c.steps; t++) {
             for (int r = 0; r < c.n; r++)
                 for (int j = 0; j < ldc; j++)
-                    cache64[((size_t)t * c.R + r) * ldc + j] = qkv[t][(size_t)r * ldq + qk + j];
-            DVec o = ref_step_self(D(qkv[t]), cache64, c.R, slots[t], ld, t, s);
+                    cache64[((size_t)step_row[t] + r) * ldc + j] = qkv[t][(size_t)r * ldq + qk + j];
+            DVec o = ref_step_self(D(qkv[t]), cache64, step_row, slots[t], ld, t, s);
             want.insert(want.end(), o.begin(), o.end());
         }
         const std::string name = fmt("attention_step_self R=%d n=%d H=%d dk=%d dv=%d steps 0..%d",
@@ -1292,19 +1295,23 @@ void test_attention_step_self(Backend& be, Backend* cpu) {
 
 // One step late in a long output (t = 1699: 1700 keys), where fewer than the usual 8 warps fit
 // a block's shared memory and the (row, head) pairs span several blocks: each block's warps
-// must cover their own pairs, none skipped (the cache and slots random, not built step by step).
+// must cover their own pairs, none skipped (the cache and slots random, not built step by step;
+// the slabs of n rows one after another, from row 1 on).
 void test_attention_step_self_long(Backend& be, Backend* cpu) {
     const int R = 3, n = 3, H = 4, dk = 4, dv = 3, t = 1699, ld = t + 2;
     const int qk = H * dk, vv = H * dv, ldq = 2 * qk + vv, ldc = qk + vv;
     const StepShape s{n, H, dk, dv, ldq};
-    const Vec cache0 = rand_x(be, (size_t)(t + 1) * R * ldc, -1.5f, 1.5f), q = rand_x(be, (size_t)n * ldq, -1.5f, 1.5f);
+    const Vec cache0 = rand_x(be, ((size_t)(t + 1) * n + 1) * ldc, -1.5f, 1.5f), q = rand_x(be, (size_t)n * ldq, -1.5f, 1.5f);
     const IVec slots = rand_tokens((size_t)R * ld, n);
+    IVec step_row(t + 1);
+    for (int j = 0; j <= t; j++) step_row[j] = 1 + j * n;
     auto run = [&](Backend& b) {
         Mem cache = put_x(b, cache0), qm = put_x(b, q), sl = put_i(b, slots), ctx(b, (size_t)n * vv * b.floatx_size());
-        b.attention_step_self(ctx.x(), qm.x(), cache.x(), R, sl.i(), ld, t, s);
+        Mem rows = put_i(b, step_row);
+        b.attention_step_self(ctx.x(), qm.x(), cache.x(), rows.i(), sl.i(), ld, t, s);
         return get_x(b, ctx.x(), (size_t)n * vv);
     };
-    const DVec want = ref_step_self(D(q), D(cache0), R, slots, ld, t, s);
+    const DVec want = ref_step_self(D(q), D(cache0), step_row, slots, ld, t, s);
     const std::string name = fmt("attention_step_self R=%d n=%d H=%d dk=%d dv=%d step %d alone", R, n, H, dk, dv, t);
     Vec got = run(be);
     close(name + " vs float64", got, want, TOL.fwd);
