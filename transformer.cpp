@@ -499,16 +499,19 @@ void attention_step_self(float* ctx, const float* q, const float* cache, const i
                     e[i] = cache + ((size_t)step_row[step] + row) * ld;
                 }
             };
+            // Steps j .. j + 3's columns [from, from + count) on their way (when there are steps).
+            auto prefetch = [&](int j, int from, int count) {
+                if (j >= len) return;
+                const float* nx[4];
+                entries(j, nx);
+                for (int i = 0; i < 4; i++)
+                    for (int c = 0; c < count; c += 16) __builtin_prefetch(nx[i] + from + c);
+            };
             const float* qr = q + (size_t)r * s.q_stride;
             const float* e[4];
             for (int j = 0; j < len; j += 4) {   // scores: four independent sums a head
                 entries(j, e);
-                if (j + 4 < len) {   // the next four steps' rows on their way meanwhile
-                    const float* nx[4];
-                    entries(j + 4, nx);
-                    for (int i = 0; i < 4; i++)
-                        for (int c = 0; c < H * dk; c += 16) __builtin_prefetch(nx[i] + c);
-                }
+                prefetch(j + 4, 0, H * dk);   // the next four steps' keys meanwhile
                 for (int h = 0; h < H; h++) {
                     const float *qh = qr + h * dk, *k0 = e[0] + h * dk, *k1 = e[1] + h * dk,
                                 *k2 = e[2] + h * dk, *k3 = e[3] + h * dk;
@@ -533,12 +536,7 @@ void attention_step_self(float* ctx, const float* q, const float* cache, const i
             std::fill(out, out + (size_t)H * dv, 0.0f);
             for (int j = 0; j < len; j += 4) {   // ctx += p_j v_j, four steps a pass over ctx
                 entries(j, e);
-                if (j + 4 < len) {   // the next four steps' rows on their way meanwhile
-                    const float* nx[4];
-                    entries(j + 4, nx);
-                    for (int i = 0; i < 4; i++)
-                        for (int c = 0; c < H * dv; c += 16) __builtin_prefetch(nx[i] + H * dk + c);
-                }
+                prefetch(j + 4, H * dk, H * dv);   // the next four steps' values meanwhile
                 for (int h = 0; h < H; h++) {
                     const float* p = scores.data() + (size_t)h * (len + 3) + j;
                     const float p0 = p[0], p1 = p[1], p2 = p[2], p3 = p[3];
