@@ -351,25 +351,38 @@ static bool key_allowed(const int* key_tokens, int i, int j, bool causal) {
     return key_tokens[j] != PAD_ID && !(causal && j > i);
 }
 
-// scores (Lq, Lk) -> softmax over allowed keys, in place; disallowed entries become 0.
-static void masked_softmax_rows(float* scores, const int* key_tokens, int Lq, int Lk,
+// The keys up to the last one that is not PAD. A sentence's attention runs over these alone,
+// so its sums (the softmax's above all, whose vector loop and scalar remainder split the keys
+// by their count) are the same however far its batch pads it: a sentence decodes bit for bit
+// alike alone and in any batch (int8's quantization would turn a last-bit difference into a
+// different token now and then).
+static int keys_end(const int* key_tokens, int Lk) {
+    int n = Lk;
+    while (n > 0 && key_tokens[n - 1] == PAD_ID) n--;
+    return n;
+}
+
+// scores (Lq, ld) -> softmax over the allowed keys among the first n, in place; the others
+// and columns n .. ld - 1 become 0.
+static void masked_softmax_rows(float* scores, const int* key_tokens, int Lq, int n, int ld,
                                 bool causal) {
     for (int i = 0; i < Lq; i++) {
-        float* row = scores + (size_t)i * Lk;
+        float* row = scores + (size_t)i * ld;
         float mx = -INFINITY;
 #pragma omp simd reduction(max : mx)
-        for (int j = 0; j < Lk; j++)
+        for (int j = 0; j < n; j++)
             mx = key_allowed(key_tokens, i, j, causal) && row[j] > mx ? row[j] : mx;
         float sum = 0.0f;
 #pragma omp simd reduction(+ : sum)
-        for (int j = 0; j < Lk; j++) {
+        for (int j = 0; j < n; j++) {
             float e = key_allowed(key_tokens, i, j, causal) ? exp_fast(row[j] - mx) : 0.0f;
             row[j] = e;
             sum += e;
         }
         float inv = sum > 0.0f ? 1.0f / sum : 0.0f;
 #pragma omp simd
-        for (int j = 0; j < Lk; j++) row[j] *= inv;
+        for (int j = 0; j < n; j++) row[j] *= inv;
+        std::fill(row + n, row + ld, 0.0f);
     }
 }
 
@@ -385,9 +398,11 @@ void attention_forward(float* ctx, float* probs, const float* q, const float* kv
         for (int h = 0; h < s.H; h++) {
             const HeadOffsets o = head_offsets(s, b, h);
             float* P = probs + o.probs;   // (Lq, Lk)
-            sgemm(false, true, s.Lq, s.Lk, s.dk, scale, q + o.q, s.q_stride, kv + o.k, s.kv_stride,
+            const int* keys = key_tokens + (size_t)b * s.Lk;
+            const int n = keys_end(keys, s.Lk);   // the keys before the sentence's padding
+            sgemm(false, true, s.Lq, n, s.dk, scale, q + o.q, s.q_stride, kv + o.k, s.kv_stride,
                   0.0f, P, s.Lk);
-            masked_softmax_rows(P, key_tokens + (size_t)b * s.Lk, s.Lq, s.Lk, s.causal);
+            masked_softmax_rows(P, keys, s.Lq, n, s.Lk, s.causal);
             const float* Pd = P;
             if (p_attn > 0.0f) {
                 float* buf = scratch + (size_t)thread_id() * 2 * LL;
@@ -396,7 +411,7 @@ void attention_forward(float* ctx, float* probs, const float* q, const float* kv
                                  ? P[i] / (1.0f - p_attn) : 0.0f;
                 Pd = buf;
             }
-            sgemm(false, false, s.Lq, s.dv, s.Lk, 1.0f, Pd, s.Lk, kv + o.v, s.kv_stride, 0.0f,
+            sgemm(false, false, s.Lq, s.dv, n, 1.0f, Pd, s.Lk, kv + o.v, s.kv_stride, 0.0f,
                   ctx + o.ctx, s.H * s.dv);
         }
 }
