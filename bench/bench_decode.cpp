@@ -9,7 +9,8 @@
 // as in bench_torch.py), greedy and beam 4, the median of --repeats runs. Without --model: the
 // --config preset (default small) with random weights.
 // With --input (lines of token ids, e.g. from `bpe encode`): the real thing, as ./translate
-// does it: sorted by length, batches of --batch-tokens padded source tokens, max length
+// does it: sorted by length, batches of --batch-tokens padded source tokens (by default as many as
+// ./translate takes for the search, decode.h's default_batch_tokens), max length
 // a * len + b; one timed run; --output writes the hypotheses (ids) to PREFIX.greedy and
 // PREFIX.beam4. Prints:
 //   ours decode greedy|beam4 tokens_per_s=.. ms=.. sentences_per_s=..
@@ -77,7 +78,7 @@ static double milliseconds_since(std::chrono::steady_clock::time_point t0) {
 
 int main(int argc, char** argv) {
     std::string model_path, input, output, precision = "fp32", device = "cpu", config = "small";
-    int sentences = 200, length = 20, repeats = 3, batch_tokens = 4000, cache_steps = 0;
+    int sentences = 200, length = 20, repeats = 3, batch_tokens = 0, cache_steps = 0;
     bool profile = false;
     Options o("bench_decode", "Times batched greedy and beam-4 decoding.");
     o.add("--model", &model_path, "checkpoint (default: the --config preset, random weights)", "FILE");
@@ -89,7 +90,7 @@ int main(int argc, char** argv) {
     o.add("--sentences", &sentences, "synthetic: source sentences in the batch");
     o.add("--length", &length, "synthetic: source tokens (incl. </s>) and forced output tokens");
     o.add("--repeats", &repeats, "synthetic: timed runs (the median is printed)");
-    o.add("--batch-tokens", &batch_tokens, "with --input: padded source tokens per batch");
+    o.add("--batch-tokens", &batch_tokens, "with --input: padded source tokens per batch (0: ./translate's default for the search)");
     o.add("--cache-steps", &cache_steps, "steps of R rows the decoding cache starts with (0: the device's choice, -1: the GPU's on any "
           "device, a large number: the length limit's at once)");
     o.add_flag("--profile", &profile, "then each search once more timed op by op (\"# profile\" lines)");
@@ -112,8 +113,11 @@ int main(int argc, char** argv) {
     if (input.empty()) sources = synthetic_sources(sentences, length, m.cfg.vocab);
     else if (!read_sources(input, m.cfg.vocab, &sources)) return 1;
     // One decoding run of the sources (forced length when synthetic, as ./translate otherwise).
+    auto batch_tokens_for = [&](const DecodeOptions& opt) {
+        return batch_tokens > 0 ? batch_tokens : default_batch_tokens(*m.backend, opt.beam);
+    };
     auto decode = [&](const DecodeOptions& opt) {
-        auto hyps = input.empty() ? decode_batch(&m, sources, opt) : decode_sorted(&m, sources, opt, batch_tokens);
+        auto hyps = input.empty() ? decode_batch(&m, sources, opt) : decode_sorted(&m, sources, opt, batch_tokens_for(opt));
         m.backend->synchronize();
         return hyps;
     };
@@ -136,9 +140,10 @@ int main(int argc, char** argv) {
         median_ms.push_back(med);
         size_t tokens = 0;
         for (const auto& h : hyps) tokens += h[0].tokens.size();
-        std::printf("ours decode %s tokens_per_s=%.0f ms=%.1f sentences_per_s=%.1f  # %s, %zu sentences, %zu output tokens, %s\n",
+        const std::string batches = input.empty() ? "one batch" : "batches of " + std::to_string(batch_tokens_for(opt)) + " source tokens";
+        std::printf("ours decode %s tokens_per_s=%.0f ms=%.1f sentences_per_s=%.1f  # %s, %zu sentences in %s, %zu output tokens, %s\n",
                     label, tokens / (med / 1000), med, sources.size() / (med / 1000), precision.c_str(),
-                    sources.size(), tokens, m.backend->describe().c_str());
+                    sources.size(), batches.c_str(), tokens, m.backend->describe().c_str());
         const ActivationBytes mem = model_activation_bytes(&m);
         std::printf("# memory after %s: arena %.1f MB, decoding cache %.1f MB, search %.1f MB", label,
                     mem.arena / 1e6, mem.cache / 1e6, mem.search / 1e6);

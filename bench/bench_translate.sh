@@ -6,8 +6,8 @@
 #   MODEL   checkpoint (default runs/default/average.safetensors); its vocab.bpe beside it
 #   DATA    corpus folder with test.en / test.es (default data/corpus/default)
 #   THREADS cores for every decoder (default: all)
-# Ours: build/bench_decode --input (as ./translate: sorted by length, batches of 4,000 padded
-# source tokens). PyTorch: bench/bench_torch.py decode --input --batch 100 (sorted, 100
+# Ours: build/bench_decode --input (as ./translate: sorted by length, batches of ./translate's
+# default size). PyTorch: bench/bench_torch.py decode --input --batch 100 (sorted, 100
 # sentences a batch) in bench/torch_env.sh's environment. CTranslate2 (int8 and float32,
 # bench/bench_ct2.py, batches of 100) with `python3` (CT2_PYTHON), which needs the
 # ctranslate2 wheel (make bench-deps). The speed-up column is against PyTorch.

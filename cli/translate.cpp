@@ -105,12 +105,6 @@ private:
 // proportion to the beam, and past ~10 beams BLEU stops improving (it usually drops: the
 // "beam search curse"); 64 still admits wide n-best lists at 16x the default beam's cost.
 constexpr int kMaxBeam = 64;
-// --batch-tokens' defaults: on the CPU a batch's rows already keep the cores busy; a GPU needs
-// thousands of rows a step to fill its multiprocessors (16,000 source tokens: about 500
-// sentences, 2,000 rows at beam 4; the base model's cache for them is about 2 GB in bf16).
-// The GPU figure is reasoned, not yet measured: make gpu-check's decoding benchmark times it.
-constexpr int kCpuBatchTokens = 4000;
-constexpr int kGpuBatchTokens = 16000;
 // ./translate --version.
 constexpr const char* kVersion = "1.1";
 
@@ -118,7 +112,7 @@ struct TranslateOptions {
     std::string model = "runs/default/average.safetensors";
     std::vector<std::string> ensemble;   // --ensemble: more checkpoints, their probabilities averaged
     DecodeOptions decode;
-    int batch_tokens = 0;       // 0: the device's default (kCpuBatchTokens, kGpuBatchTokens)
+    int batch_tokens = 0;       // 0: default_batch_tokens (decode.h) for the device, precision and beam
     int max_input_tokens = 0;   // 0: the model's limit (learned positions) or 1024
     bool replace_invalid = false;
     bool split_long = false;
@@ -377,8 +371,8 @@ static bool load(Translator* t) {
             std::fprintf(stderr, "translate: (train a model first: make && ./train; or pass --model FILE)\n");
         return false;
     }
-    if (t->opt.batch_tokens == 0)
-        t->opt.batch_tokens = t->model.backend->device() == Device::CUDA ? kGpuBatchTokens : kCpuBatchTokens;
+    if (t->opt.batch_tokens == 0)   // (scoring: one pass a batch, as greedy's)
+        t->opt.batch_tokens = default_batch_tokens(*t->model.backend, t->opt.score ? 1 : t->opt.decode.beam);
     if (!load_ensemble(t, tokenizer)) return false;
     err = inspect_options_error(t->opt.inspect, t->model.cfg);
     if (!err.empty()) {
@@ -494,7 +488,7 @@ static bool parse_options(int argc, char** argv, TranslateOptions* op, int* stat
     opts.add("--max-len-b", &o.decode.max_len_b, "max output length = a * source length + b", in_range(0, 10000));
     opts.add("--nbest", &o.decode.nbest, "hypotheses per line, with scores (<= beam)", in_range(1, kMaxBeam));
     opts.add_custom("--batch-tokens", "INT", "padded source tokens per batch, >= 1",
-                    [&o] { return o.batch_tokens > 0 ? std::to_string(o.batch_tokens) : "4000 on the CPU, 16000 on the GPU"; },
+                    [&o] { return o.batch_tokens > 0 ? std::to_string(o.batch_tokens) : kDefaultBatchTokensText; },
                     [&o](const std::string& s) {
                         char* end = nullptr;
                         const long v = std::strtol(s.c_str(), &end, 10);

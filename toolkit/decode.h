@@ -64,6 +64,12 @@ float sampling_uniform(uint64_t seed, uint64_t stream, int step);
 bool parse_sampling(const std::string& spec, DecodeOptions* opt);
 
 int max_output_length(int source_length, const DecodeOptions& opt);
+
+// --batch-tokens' default for a search of this beam on this backend (padded source tokens a
+// batch): 16,000 on the GPU; on the CPU 4,000, or 2,000 in int8 with a beam (see decode.cpp).
+int default_batch_tokens(const Backend& backend, int beam);
+// The same rule in words, for --help.
+extern const char* const kDefaultBatchTokensText;
 // GNMT's length penalty ((5 + n) / 6)^alpha for n tokens (counting </s>).
 float length_penalty(int n, float alpha);
 
