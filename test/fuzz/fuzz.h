@@ -11,17 +11,23 @@
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
+#include <filesystem>
 #include <string>
 #include <vector>
 
 #include "tokenizer.h"
 
-// A private folder for this process's scratch files (made on first use).
+// A private folder for this process's scratch files (made on first use), removed with them
+// when the process exits normally (after a finding, an abort, it stays for a look).
 inline const std::string& fuzz_dir() {
+    static char path[] = "/tmp/aiayn-fuzz-XXXXXX";   // (no destructor: still there at exit)
     static std::string dir = [] {
-        char tmpl[] = "/tmp/aiayn-fuzz-XXXXXX";
-        if (!mkdtemp(tmpl)) { std::perror("mkdtemp"); std::abort(); }
-        return std::string(tmpl);
+        if (!mkdtemp(path)) { std::perror("mkdtemp"); std::abort(); }
+        std::atexit([] {
+            std::error_code ec;
+            std::filesystem::remove_all(path, ec);
+        });
+        return std::string(path);
     }();
     return dir;
 }
