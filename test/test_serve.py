@@ -409,6 +409,22 @@ def main():
     check(len(results) == 20 and not bad, f"int8, --no-batching, 4 concurrent clients: 20 answers correct {bad[:2]}")
     s8.stop()
 
+    # int8 batched: a line's answer does not depend on the lines it was batched with (attention
+    # runs over each sentence's own keys, so a sentence decodes alike alone and in any batch).
+    ref8b = translate_stdin(model, pool[:40], "--precision", "int8", "--batch-tokens", "1")
+    sb = Server(model, "--precision", "int8", "--batch-wait", "20")
+    results.clear()
+    threads = [threading.Thread(target=client, args=(300 + i, 5, sb, pool[:40], dict(zip(pool[:40], ref8b))))
+               for i in range(8)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(CALL_TIMEOUT_S * 2)
+    bad = [e for e in results if e]
+    check(len(results) == 40 and not bad,
+          f"int8 batched, 8 concurrent clients: 40 answers equal ./translate's, one line a batch {bad[:2]}")
+    sb.stop()
+
     # An ensemble served (the model twice): /info names it, the answers are ./translate's.
     ref_ens = translate_stdin(model, pool[:30], "--ensemble", model)
     se = Server(model, "--ensemble", model)
