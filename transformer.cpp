@@ -466,15 +466,6 @@ void attention_backward(float* dq, float* dkv, const float* dctx, const float* p
 // ============================================================================================
 // §3.2.3 The decoder one position at a time: one query per row over cached keys and values.
 // ============================================================================================
-// Dot product of two vectors of length n (vectorised; the order of the additions is the
-// compiler's SIMD order, not left to right).
-static inline float dot(const float* a, const float* b, int n) {
-    float s = 0;
-#pragma omp simd reduction(+ : s)
-    for (int i = 0; i < n; i++) s += a[i] * b[i];
-    return s;
-}
-
 // x (rows, n) -> softmax of each row, in place (serial: the callers run it per thread).
 static void softmax_rows(float* x, int rows, int n) {
     for (int r = 0; r < rows; r++) {
