@@ -131,7 +131,9 @@ using cpu_kernels::first_lanes;
 AMX_TARGET inline void transpose16(__m512i r[16]) {
     __m512i t[16];
     for (int i = 0; i < 8; i++) {   // (r0 r1) interleaved: lane L: r0[4L] r1[4L] r0[4L+1] r1[4L+1]
-        t[2 * i] = _mm512_unpacklo_epi32(r[2 * i], r[2 * i + 1]);
+        // (maskz with every lane: the plain form's undefined pass-through trips GCC 12's "used
+        // uninitialized" warning at -O1, GCC bug 105593, as gemm.cpp's max)
+        t[2 * i] = _mm512_maskz_unpacklo_epi32((__mmask16)0xFFFF, r[2 * i], r[2 * i + 1]);
         t[2 * i + 1] = _mm512_unpackhi_epi32(r[2 * i], r[2 * i + 1]);
     }
     for (int g = 0; g < 4; g++) {   // u[4g + j], 128-bit lane L: column 4L + j of rows 4g..4g+3
