@@ -226,13 +226,18 @@ def main():
             with lock:
                 results.append(e)
 
+    def run_all(threads):
+        """Starts the threads on a cleared `results`, waits for them; the clients' failed answers."""
+        results.clear()
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join(CALL_TIMEOUT_S * 2)
+        return [e for e in results if e]
+
     start = time.time()
     threads = [threading.Thread(target=client, args=(i, 20, s)) for i in range(16)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join(CALL_TIMEOUT_S * 2)
-    bad = [e for e in results if e]
+    bad = run_all(threads)
     check(len(results) == 320 and not bad,
           f"16 clients x 20 requests of 1-30 lines: {len(results) - len(bad)}/320 complete and correct "
           f"in {time.time() - start:.1f} s {bad[:2]}")
@@ -241,15 +246,10 @@ def main():
 
     # Concurrent requests of two searches (greedy, beam 4) never share a batch: each gets its own.
     greedy = dict(zip(pool, translate_stdin(model, pool, "--beam", "1")))
-    results.clear()
     threads = [threading.Thread(target=client, args=(300 + i, 5, s), kwargs=dict(beam=1, expected=greedy))
                for i in range(4)]
     threads += [threading.Thread(target=client, args=(400 + i, 5, s)) for i in range(4)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join(CALL_TIMEOUT_S * 2)
-    bad = [e for e in results if e]
+    bad = run_all(threads)
     check(len(results) == 40 and not bad, f"4 greedy + 4 beam-4 concurrent clients: 40 answers equal "
                                           f"./translate --beam 1 / --beam 4 {bad[:2]}")
 
@@ -269,16 +269,11 @@ def main():
         status, out, _ = s.translate(items(requests[i], **opts))
         answers[i] = [o["tgt"] for o in out[0]] if status == 200 else f"status {status}: {out}"
 
-    results.clear()
     threads = [threading.Thread(target=sampler, args=(i,)) for i in range(len(requests))]
     threads += [threading.Thread(target=client, args=(500 + i, 3, s), kwargs=dict(beam=1, expected=greedy))
                 for i in range(2)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join(CALL_TIMEOUT_S * 2)
+    bad = run_all(threads)
     same = sum(a == w for a, w in zip(answers, wanted))
-    bad = [e for e in results if e]
     check(same == len(requests) and len(results) == 6 and not bad,
           f"8 concurrent sampling requests (topk:5, seed 7, T 1.5) equal ./translate --sampling over their "
           f"lines: {same}/8; 6 greedy requests beside them correct {bad[:2]}")
@@ -360,14 +355,9 @@ def main():
         with socket.create_connection(("127.0.0.1", s.port), timeout=10) as c:
             c.sendall(b"POST /translate HTTP/1.1\r\nHost: x\r\nContent-Length: %d\r\n\r\n" % len(body) + body)
 
-    results.clear()
     threads = [threading.Thread(target=client, args=(100 + i, 5, s)) for i in range(4)]
     threads += [threading.Thread(target=f) for f in (hang_up_sending, hang_up_waiting) * 3]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join(CALL_TIMEOUT_S * 2)
-    bad = [e for e in results if e]
+    bad = run_all(threads)
     check(len(results) == 20 and not bad,
           f"6 clients hanging up mid-request: the other 4 clients' 20 answers correct {bad[:2]}")
     status, _, _ = s.request("GET", "/health")
@@ -399,13 +389,8 @@ def main():
     got = [x["tgt"] for x in out[0]] if status == 200 else []
     check(got == ref8, f"int8 --split-long: 41 lines (one over-long, cut into pieces) equal ./translate's ({status})")
     expected8 = dict(zip(lines, ref8))
-    results.clear()
     threads = [threading.Thread(target=client, args=(200 + i, 5, s8, lines[:40], expected8)) for i in range(4)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join(CALL_TIMEOUT_S * 2)
-    bad = [e for e in results if e]
+    bad = run_all(threads)
     check(len(results) == 20 and not bad, f"int8, --no-batching, 4 concurrent clients: 20 answers correct {bad[:2]}")
     s8.stop()
 
@@ -413,14 +398,9 @@ def main():
     # runs over each sentence's own keys, so a sentence decodes alike alone and in any batch).
     ref8b = translate_stdin(model, pool[:40], "--precision", "int8", "--batch-tokens", "1")
     sb = Server(model, "--precision", "int8", "--batch-wait", "20")
-    results.clear()
     threads = [threading.Thread(target=client, args=(300 + i, 5, sb, pool[:40], dict(zip(pool[:40], ref8b))))
                for i in range(8)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join(CALL_TIMEOUT_S * 2)
-    bad = [e for e in results if e]
+    bad = run_all(threads)
     check(len(results) == 40 and not bad,
           f"int8 batched, 8 concurrent clients: 40 answers equal ./translate's, one line a batch {bad[:2]}")
     sb.stop()
