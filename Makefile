@@ -118,7 +118,7 @@ MODEL_SRC := transformer.cpp model/backend.cpp model/config.cpp model/model.cpp 
              model/profile.cpp cpu/gemm.cpp cpu/gemm_int8.cpp cpu/gemm_bf16.cpp
 TEXT_SRC := tokenizer.cpp toolkit/decode.cpp toolkit/parallel_data.cpp toolkit/bleu_score.cpp \
             toolkit/svg.cpp toolkit/attention_view.cpp toolkit/curves.cpp \
-            toolkit/trainer.cpp toolkit/distributed.cpp toolkit/batch_queue.cpp
+            toolkit/trainer.cpp toolkit/distributed.cpp toolkit/batch_queue.cpp toolkit/thread_governor.cpp
 LIB_SRC := $(MODEL_SRC) $(TEXT_SRC)
 LIB_OBJ := $(LIB_SRC:%.cpp=$(BUILD)/%.o)
 # The same objects as one archive, so that a program links only those it uses, and with --as-needed
@@ -304,6 +304,10 @@ $(FUZZ_BUILD)/fuzz_translate: FUZZ_LIBS += $(HTTP_LIBS)
 
 fuzz: $(FUZZ:%=$(FUZZ_BUILD)/fuzz_%)
 	@bash test/fuzz/run_fuzz.sh $(FUZZ_SECONDS) $(FUZZ)
+
+# The benchmarks time a fixed thread count, the same as the side they compare with: the thread
+# governor (toolkit/thread_governor.h) stays off.
+bench bench-attention bench-decode bench-translate bench-split-long bench-sentences bench-ensemble bench-serve bench-dist: export TRANSFORMER_THREADS_GOVERNOR = 0
 
 # What the benchmarks compare with, installed as CI installs its dependencies (root, Debian):
 # the OpenMP OpenBLAS and tcmalloc that PyTorch needs to run at its best, PyTorch itself,

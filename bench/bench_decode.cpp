@@ -30,6 +30,7 @@
 #include "cli/openmp_wait.h"
 #include "cli/options.h"
 #include "toolkit/decode.h"
+#include "toolkit/thread_governor.h"
 
 static std::vector<std::vector<int>> synthetic_sources(int sentences, int length, int vocab) {
     std::vector<std::vector<int>> sources(sentences);
@@ -144,6 +145,8 @@ int main(int argc, char** argv) {
         std::printf("ours decode %s tokens_per_s=%.0f ms=%.1f sentences_per_s=%.1f  # %s, %zu sentences in %s, %zu output tokens, %s\n",
                     label, tokens / (med / 1000), med, sources.size() / (med / 1000), precision.c_str(),
                     sources.size(), batches.c_str(), tokens, m.backend->describe().c_str());
+        const std::string governed = governor_summary();
+        if (!governed.empty()) std::printf("# %s: %s\n", label, governed.c_str());
         const ActivationBytes mem = model_activation_bytes(&m);
         std::printf("# memory after %s: arena %.1f MB, decoding cache %.1f MB, search %.1f MB", label,
                     mem.arena / 1e6, mem.cache / 1e6, mem.search / 1e6);

@@ -49,6 +49,7 @@
 #include "tokenizer.h"
 #include "toolkit/attention_view.h"
 #include "toolkit/decode.h"
+#include "toolkit/thread_governor.h"
 
 // Reads stdin line by line and says whether another line is ready without blocking. A line
 // longer than one read is searched for its newline once: each new chunk from where the
@@ -651,8 +652,10 @@ static int process(Translator& t) {
 // The one-line speed summary on stderr.
 static void print_summary(const Progress& p) {
     const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - p.start).count();
-    std::fprintf(stderr, "translate: %ld sentences, %ld tokens (target, with </s>) in %.2f s: %.1f sentences/s, %.1f tokens/s\n",
-                 p.sentences, p.tokens, s, s > 0 ? p.sentences / s : 0.0, s > 0 ? p.tokens / s : 0.0);
+    const std::string governed = governor_summary();   // toolkit/thread_governor.h
+    std::fprintf(stderr, "translate: %ld sentences, %ld tokens (target, with </s>) in %.2f s: %.1f sentences/s, %.1f tokens/s%s%s\n",
+                 p.sentences, p.tokens, s, s > 0 ? p.sentences / s : 0.0, s > 0 ? p.tokens / s : 0.0,
+                 governed.empty() ? "" : "; ", governed.c_str());
 }
 
 int main(int argc, char** argv) {

@@ -14,10 +14,17 @@
 #include <cstring>
 #include <string>
 #include <vector>
+#ifdef _OPENMP
+#include <omp.h>
+#else
+static int omp_get_max_threads() { return 1; }
+static void omp_set_num_threads(int) {}
+#endif
 
 #include "cpu/gemm_int8.h"
 #include "test/check.h"
 #include "toolkit/decode.h"
+#include "toolkit/thread_governor.h"
 #include "test/ref_case.h"
 
 static std::string g_ref_dir = "test/ref";
@@ -218,6 +225,27 @@ static std::vector<int> random_sequence(int vocab) {
     return s;
 }
 
+// Random sources of these lengths (</s> included).
+static std::vector<std::vector<int>> random_sources(const std::vector<int>& lengths, int vocab) {
+    std::vector<std::vector<int>> sources;
+    for (int len : lengths) {
+        std::vector<int> s;
+        for (int i = 0; i + 1 < len; i++) s.push_back(4 + rand_int(vocab - 4));
+        s.push_back(EOS_ID);
+        sources.push_back(s);
+    }
+    return sources;
+}
+
+// One sentence's n-best lists, bit for bit: tokens, log-probabilities and scores.
+static bool same_bits(const std::vector<Hypothesis>& a, const std::vector<Hypothesis>& b) {
+    bool ok = a.size() == b.size();
+    for (size_t j = 0; ok && j < a.size(); j++)
+        ok = a[j].tokens == b[j].tokens && !memcmp(&a[j].logprob, &b[j].logprob, sizeof(float)) &&
+             !memcmp(&a[j].score, &b[j].score, sizeof(float));
+    return ok;
+}
+
 // A sentence decodes bit for bit alike alone and inside a batch that pads it (the attention's
 // sums run over its own keys only): tokens, log-probabilities and scores of every n-best
 // hypothesis, fp32 and int8 (whose quantization turned the last-bit differences of padding
@@ -228,13 +256,7 @@ static void alone_equals_batch() {
     c.vocab = 60, c.max_len = 128;
     Model m;
     model_init(&m, c, 21);
-    std::vector<std::vector<int>> sources;
-    for (int len : {53, 65, 17, 40}) {
-        std::vector<int> s;
-        for (int i = 0; i + 1 < len; i++) s.push_back(4 + rand_int(c.vocab - 4));
-        s.push_back(EOS_ID);
-        sources.push_back(s);
-    }
+    const std::vector<std::vector<int>> sources = random_sources({53, 65, 17, 40}, c.vocab);
     for (const char* precision : {"fp32", "int8"}) {
         std::string err;
         if (!strcmp(precision, "int8")) check(model_quantize(&m, &err), "model_quantize (%s)", err.c_str());
@@ -243,17 +265,76 @@ static void alone_equals_batch() {
             opt.beam = beam, opt.nbest = beam, opt.max_len_b = 8;
             const std::vector<std::vector<Hypothesis>> batch = decode_batch(&m, sources, opt);
             int same = 0;
-            for (size_t i = 0; i < sources.size(); i++) {
-                const std::vector<Hypothesis> alone = decode_batch(&m, {sources[i]}, opt)[0];
-                bool ok = alone.size() == batch[i].size();
-                for (size_t j = 0; ok && j < alone.size(); j++)
-                    ok = alone[j].tokens == batch[i][j].tokens &&
-                         !memcmp(&alone[j].logprob, &batch[i][j].logprob, sizeof(float)) &&
-                         !memcmp(&alone[j].score, &batch[i][j].score, sizeof(float));
-                same += ok;
-            }
+            for (size_t i = 0; i < sources.size(); i++) same += same_bits(decode_batch(&m, {sources[i]}, opt)[0], batch[i]);
             check(same == (int)sources.size(), "%s beam %d n-best: %d/%zu sentences (53, 65, 17, 40 tokens) alone == "
                   "in their batch, bit for bit", precision, beam, same, sources.size());
+        }
+    }
+    model_dequantize(&m);
+}
+
+// The search's loop (decode_batch's) with `threads(t)` OpenMP threads at step t: what
+// toolkit/thread_governor.h does when the machine's load changes.
+template <class Threads>
+static std::vector<std::vector<Hypothesis>> decode_with_threads(Model* m, const std::vector<std::vector<int>>& sources,
+                                                                 const DecodeOptions& opt, Threads threads) {
+    const int saved = omp_get_max_threads();
+    omp_set_num_threads(threads(-1));   // the encoder's
+    model_decode_begin(m, sources, search_setup(m, sources, opt), false);
+    for (int t = 0, rows = (int)sources.size(); rows > 0; t++) {
+        omp_set_num_threads(threads(t));
+        model_decode_step(m, t, -1);
+        rows = model_decode_select(m, t);
+    }
+    omp_set_num_threads(saved);
+    return model_decode_results(m);
+}
+
+// The ops give the same bits for any thread count, so a translation does not depend on the
+// threads toolkit/thread_governor.h gives it: one thread throughout, two, and one or two
+// alternating step by step, fp32 and int8, greedy and beam 3, bit for bit. And the governor's
+// rule on the loads it may read.
+static void thread_count_invariance() {
+    const struct { int now, most; ThreadLoad load; int want; const char* what; } rules[] = {
+        {2, 2, {0.05, 0.0}, 2, "alone on 2 cores: 2 threads stay"},
+        {2, 2, {0.67, 0.0}, 1, "one busy process on 2 cores: 1 thread"},
+        {1, 2, {0.0, 0.05}, 1, "it still runs (no idle core): 1 thread stays"},
+        {1, 2, {0.0, 0.95}, 2, "it ended (a core idles): 2 threads again"},
+        {16, 16, {3.2, 0.0}, 13, "16 threads waited 3.2 thread-times: 13"},
+        {4, 16, {0.0, 5.1}, 9, "5.1 cores idle: 5 more"},
+        {2, 2, {5.0, 0.0}, 1, "never fewer than 1"},
+        {3, 2, {0.0, 0.0}, 2, "never more than the most"},
+    };
+    for (const auto& r : rules) {
+        const int got = governed_thread_count(r.now, r.most, r.load);
+        check(got == r.want, "governor: %s (%d of %d threads, waiting %.2f, idle %.2f -> %d, want %d)", r.what, r.now,
+              r.most, r.load.waiting, r.load.idle, got, r.want);
+    }
+    if (omp_get_max_threads() < 2) {
+        check_skip("decoding with 1 and 2 threads: this machine gives OpenMP 1 thread");
+        return;
+    }
+    Config c;   // large enough that the steps' products split over threads (gemm.cpp's SMALL_MNK)
+    c.n_enc = 2, c.n_dec = 2, c.d_model = 128, c.d_ff = 512, c.n_heads = 4, c.d_k = 32, c.d_v = 32;
+    c.vocab = 1000, c.max_len = 128;
+    Model m;
+    model_init(&m, c, 23);
+    const std::vector<std::vector<int>> sources = random_sources({30, 9, 47, 21, 12}, c.vocab);
+    for (const char* precision : {"fp32", "int8"}) {
+        std::string err;
+        if (!strcmp(precision, "int8")) check(model_quantize(&m, &err), "model_quantize (%s)", err.c_str());
+        for (int beam : {1, 3}) {
+            DecodeOptions opt;
+            opt.beam = beam, opt.nbest = beam, opt.max_len_b = 10;
+            const auto two = decode_with_threads(&m, sources, opt, [](int) { return 2; });
+            const auto one = decode_with_threads(&m, sources, opt, [](int) { return 1; });
+            const auto alternating = decode_with_threads(&m, sources, opt, [](int t) { return 1 + (t + 2) % 2; });
+            int same_one = 0, same_alternating = 0;
+            for (size_t i = 0; i < sources.size(); i++)
+                same_one += same_bits(one[i], two[i]), same_alternating += same_bits(alternating[i], two[i]);
+            check(same_one == (int)sources.size() && same_alternating == (int)sources.size(),
+                  "%s beam %d n-best: 1 thread == 2 threads for %d/%zu sentences, 1 and 2 alternating by step for %d/%zu, "
+                  "bit for bit", precision, beam, same_one, sources.size(), same_alternating, sources.size());
         }
     }
     model_dequantize(&m);
@@ -719,6 +800,8 @@ int main(int argc, char** argv) {
     cache_grown_by_steps();
     std::printf("-- a sentence alone and in a batch\n");
     alone_equals_batch();
+    std::printf("-- thread counts (toolkit/thread_governor.h)\n");
+    thread_count_invariance();
     std::printf("-- copy task\n");
     copy_task();
     std::printf("-- scoring, target prefixes, sampling\n");

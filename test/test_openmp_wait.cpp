@@ -1,5 +1,5 @@
 // test/test_openmp_wait.cpp — cli/openmp_wait.h: a program that includes it runs its main()
-// with GOMP_SPINCOUNT=1000, unless GOMP_SPINCOUNT or OMP_WAIT_POLICY was set, which stand.
+// with GOMP_SPINCOUNT=4000, unless GOMP_SPINCOUNT or OMP_WAIT_POLICY was set, which stand.
 //
 // This program includes the header as ./train and ./translate do. Run with --print it prints
 // what its main() sees (GOMP_SPINCOUNT, or "unset", and the number of OpenMP threads: the
@@ -62,7 +62,7 @@ int main(int argc, char** argv) {
         const char* want;
         const char* what;
     } cases[] = {
-        {"", "1000 with 2 threads", "neither variable set: GOMP_SPINCOUNT=1000 added"},
+        {"", "4000 with 2 threads", "neither variable set: GOMP_SPINCOUNT=4000 added"},
         {"GOMP_SPINCOUNT=5", "5 with 2 threads", "a user's GOMP_SPINCOUNT stands"},
         {"OMP_WAIT_POLICY=passive", "unset with 2 threads", "a user's OMP_WAIT_POLICY: nothing added"},
         {"OMP_WAIT_POLICY=active", "unset with 2 threads", "OMP_WAIT_POLICY=active: nothing added"},

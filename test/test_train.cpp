@@ -22,6 +22,9 @@
 #include <sstream>
 #include <string>
 #include <vector>
+#ifdef _OPENMP
+#include <omp.h>
+#endif
 
 #include "cpu/gemm_bf16.h"
 #include "test/check.h"
@@ -103,6 +106,33 @@ static void resume_is_exact() {
     check(!same_bits(host_params(m15), host_params(mb)), "the resumed run did train (step 15 != step 30)");
     TrainOptions again = small_run(b, 40);
     check(run_training(again) != 0, "refuses to start over in a folder holding checkpoints without --resume");
+}
+
+// The ops give the same bits for any thread count, so a run does not depend on the threads
+// toolkit/thread_governor.h gives it: 8 steps (with dropout) on 1 thread and on 2, bitwise the
+// same parameters and Adam state. The model is wide enough that the products split over threads.
+static void thread_count_invariance() {
+#ifdef _OPENMP
+    if (omp_get_max_threads() < 2) {
+        check_skip("training with 1 and 2 threads: this machine gives OpenMP 1 thread");
+        return;
+    }
+    const int saved = omp_get_max_threads();
+    Model m[2];
+    for (int threads : {1, 2}) {
+        TrainOptions t = small_run(g_tmp + "/threads" + std::to_string(threads), 8);
+        t.cfg.d_model = 128, t.cfg.d_ff = 512, t.cfg.d_k = t.cfg.d_v = 32, t.max_tokens = 600;
+        omp_set_num_threads(threads);
+        check(run_training(t) == 0, "train 8 steps with %d OpenMP thread%s", threads, threads > 1 ? "s" : "");
+        load(t.out_dir + "/ckpt-00000008.safetensors", &m[threads - 1]);
+    }
+    omp_set_num_threads(saved);
+    check(m[0].layout.total > 0 && same_bits(host_params(m[0]), host_params(m[1])) &&
+              same_bits(host_adam(m[0]), host_adam(m[1])),
+          "1 thread == 2 threads: parameters and Adam state bitwise equal after 8 steps (%zu floats)", m[0].layout.total);
+#else
+    check_skip("training with 1 and 2 threads: this build has no OpenMP");
+#endif
 }
 
 // A child process saves checkpoints of a 16M-parameter model to one path in a loop; it is
@@ -458,6 +488,8 @@ int main() {
     write_corpus(g_tmp + "/corpus", 400);
     std::printf("-- resume\n");
     resume_is_exact();
+    std::printf("-- thread counts (toolkit/thread_governor.h)\n");
+    thread_count_invariance();
     std::printf("-- kill during a checkpoint write\n");
     kill_during_write();
     std::printf("-- averaging\n");

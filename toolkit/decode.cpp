@@ -11,6 +11,7 @@
 #include <cstdlib>
 
 #include "tokenizer.h"
+#include "toolkit/thread_governor.h"
 
 bool parse_sampling(const std::string& s, DecodeOptions* d) {
     char* end = nullptr;
@@ -72,8 +73,8 @@ size_t prefix_size(const DecodeInputs* in, size_t i) {
     return in && !in->prefix.empty() ? in->prefix[i].size() : 0;
 }
 
-// The search's setup: each sentence's length limit (the prefix, then at least one token; the
-// learned position table's end) and the length penalties of every length up to the longest.
+}  // namespace
+
 SearchSetup search_setup(const Model* m, const std::vector<std::vector<int>>& sources,
                          const DecodeOptions& opt, const DecodeInputs* in) {
     SearchSetup setup;
@@ -90,6 +91,8 @@ SearchSetup search_setup(const Model* m, const std::vector<std::vector<int>>& so
     for (int n = 0; n <= longest; n++) setup.lp.push_back(length_penalty(n, opt.alpha));
     return setup;
 }
+
+namespace {
 
 // Step t's forced tokens (a target prefix), row by row (PAD_ID: none); false when no
 // sentence has a prefix token at t (then the rows' sentences are not even downloaded).
@@ -130,7 +133,9 @@ std::vector<std::vector<Hypothesis>> decode_batch(Model* m,
     for (size_t i = 0; i < sources.size(); i++) longest_prefix = std::max(longest_prefix, prefix_size(in, i));
     model_decode_begin(m, sources, search_setup(m, sources, opt, in), opt.recompute);
     const bool sampling = opt.sampling && opt.beam <= 1;
+    const bool cpu = m->backend->device() == Device::CPU;
     for (int t = 0, rows = (int)sources.size(); rows > 0; t++) {
+        if (cpu) govern_threads();   // fewer threads while the machine is busy (thread_governor.h)
         model_decode_step(m, t, opt.force_length > 0 ? EOS_ID : -1);
         force_step(m, in, t, longest_prefix);
         if (sampling) sample_step(m, in, t, opt);

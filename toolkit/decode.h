@@ -64,6 +64,11 @@ float sampling_uniform(uint64_t seed, uint64_t stream, int step);
 bool parse_sampling(const std::string& spec, DecodeOptions* opt);
 
 int max_output_length(int source_length, const DecodeOptions& opt);
+// The search's setup decode_batch gives model_decode_begin: each sentence's length limit (its
+// prefix, then at least one token; the learned position table's end) and the length penalties
+// of every length up to the longest.
+SearchSetup search_setup(const Model* m, const std::vector<std::vector<int>>& sources,
+                         const DecodeOptions& opt, const DecodeInputs* in = nullptr);
 
 // --batch-tokens' default for a search of this beam on this backend (padded source tokens a
 // batch): 16,000 on the GPU; on the CPU 4,000, or 2,000 in int8 with a beam (see decode.cpp).

@@ -18,6 +18,7 @@
 #include "toolkit/parallel_data.h"
 #include "toolkit/decode.h"
 #include "toolkit/distributed.h"
+#include "toolkit/thread_governor.h"
 #include "tokenizer.h"
 
 namespace fs = std::filesystem;
@@ -559,6 +560,7 @@ struct StepResult { double loss; double lr; size_t tokens; double norm; bool ski
 
 // One Adam step over `accum` batches; the loss gradient is a mean over all their labels.
 static StepResult train_step(Run& r) {
+    if (r.model.backend->device() == Device::CPU) govern_threads();   // toolkit/thread_governor.h
     std::vector<Batch> micro;
     double labels = 0;
     size_t tokens = 0;
