@@ -13,6 +13,8 @@
 #include <cstdlib>
 #include <cstring>
 #include <string>
+#include <thread>
+#include <unistd.h>
 #include <vector>
 #ifdef _OPENMP
 #include <omp.h>
@@ -310,6 +312,27 @@ static void thread_count_invariance() {
         check(got == r.want, "governor: %s (%d of %d threads, waiting %.2f, idle %.2f -> %d, want %d)", r.what, r.now,
               r.most, r.load.waiting, r.load.idle, got, r.want);
     }
+    // Its first look, on a fresh thread (a governor is per thread): it starts from the thread's
+    // count and governs unless turned off (TRANSFORMER_THREADS_GOVERNOR=0) or /proc is mute.
+    const bool proc = access("/proc/self/task", R_OK) == 0 && access("/proc/stat", R_OK) == 0;
+    const char* given = std::getenv("TRANSFORMER_THREADS_GOVERNOR");
+    const std::string saved = given ? given : "";
+    for (const char* setting : {"0", ""}) {
+        GovernorStats st;
+        std::thread([&] {
+            if (*setting) setenv("TRANSFORMER_THREADS_GOVERNOR", setting, 1);
+            else unsetenv("TRANSFORMER_THREADS_GOVERNOR");
+            govern_threads();
+            st = governor_stats();
+        }).join();
+        const bool want = !*setting && proc && st.most > 1;
+        check(st.most == omp_get_max_threads() && st.now == st.most && st.active == want,
+              "governor, TRANSFORMER_THREADS_GOVERNOR %s: starts at %d of %d threads (want %d), %s (want %s; /proc %s)",
+              *setting ? setting : "unset", st.now, st.most, omp_get_max_threads(), st.active ? "governs" : "off",
+              want ? "governs" : "off", proc ? "readable" : "not readable");
+    }
+    if (given) setenv("TRANSFORMER_THREADS_GOVERNOR", saved.c_str(), 1);
+    else unsetenv("TRANSFORMER_THREADS_GOVERNOR");
     if (omp_get_max_threads() < 2) {
         check_skip("decoding with 1 and 2 threads: this machine gives OpenMP 1 thread");
         return;

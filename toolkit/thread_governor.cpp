@@ -70,7 +70,7 @@ int omp_threads() {
 
 // One per thread that decodes or trains: omp_set_num_threads() sets that thread's count.
 struct Governor {
-    bool started = false, active = false;
+    bool started = false;
     double last_t = 0, last_waited = 0, last_idle = 0;
     GovernorStats stats;
 };
@@ -96,11 +96,11 @@ void govern_threads() {
         g.stats.most = g.stats.now = omp_threads();
         g.last_waited = threads_waited_s();
         g.last_idle = machine_idle_s();
-        g.active = governor_enabled() && g.stats.most > 1 && g.last_waited >= 0 && g.last_idle >= 0;
+        g.stats.active = governor_enabled() && g.stats.most > 1 && g.last_waited >= 0 && g.last_idle >= 0;
         g.last_t = t;
         return;
     }
-    if (!g.active || t - g.last_t < LOOK_EVERY_S) return;
+    if (!g.stats.active || t - g.last_t < LOOK_EVERY_S) return;
     const double waited = threads_waited_s(), idle = machine_idle_s();
     if (waited < 0 || idle < 0) return;
     const double dt = t - g.last_t;

@@ -32,8 +32,11 @@ int governed_thread_count(int now, int most, const ThreadLoad& load);
 // Adjusts the calling thread's OpenMP thread count (see above); cheap between its looks.
 void govern_threads();
 
-// Intervals looked at and, of them, those that ended below the starting count (this thread).
+// This thread's governor: whether it governs (not when turned off, with one thread, or where
+// /proc does not say the delays), the count it started with and the count now, the intervals
+// looked at and, of them, those that ended below the starting count.
 struct GovernorStats {
+    bool active = false;
     long intervals = 0, reduced = 0;
     int most = 0, now = 0;
 };
