@@ -351,7 +351,7 @@ static void thread_count_invariance() {
             opt.beam = beam, opt.nbest = beam, opt.max_len_b = 10;
             const auto two = decode_with_threads(&m, sources, opt, [](int) { return 2; });
             const auto one = decode_with_threads(&m, sources, opt, [](int) { return 1; });
-            const auto alternating = decode_with_threads(&m, sources, opt, [](int t) { return 1 + (t + 2) % 2; });
+            const auto alternating = decode_with_threads(&m, sources, opt, [](int t) { return t % 2 == 0 ? 1 : 2; });
             int same_one = 0, same_alternating = 0;
             for (size_t i = 0; i < sources.size(); i++)
                 same_one += same_bits(one[i], two[i]), same_alternating += same_bits(alternating[i], two[i]);
