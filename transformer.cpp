@@ -997,11 +997,12 @@ public:
                (max_threads() > 1 ? "s, " : ", ") + precision_name(precision()) + kernels();
     }
     // Which kernel takes the products: int8, e.g. " (amx from 16 rows, avx512-vnni below)";
-    // bf16, " (amx products)" or " (products: sgemm on bf16-rounded operands, no AMX)".
+    // bf16, " (amx products)", " (avx512bf16 products)" or " (products: sgemm on bf16-rounded
+    // operands)".
     std::string kernels() const {
         if (precision() == Precision::BF16)
-            return std::string(bf16_kernel()) == "amx" ? " (amx products)"
-                                                        : " (products: sgemm on bf16-rounded operands, no AMX)";
+            return std::string(bf16_kernel()) == "sgemm" ? " (products: sgemm on bf16-rounded operands)"
+                                                          : " (" + std::string(bf16_kernel()) + " products)";
         if (precision() != Precision::INT8) return "";
         const std::string rows = int8_kernel(64, 256), few = int8_kernel(1, 256);
         return " (" + (rows == few ? rows : rows + " from 16 rows, " + few + " below") + ")";

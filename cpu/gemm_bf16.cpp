@@ -46,14 +46,20 @@
 #include <omp.h>
 #endif
 
-#if defined(CPU_AMX) && defined(__AVX512F__) && defined(__AVX512BW__)
-#define GEMM_BF16_AMX 1
+#if defined(__x86_64__) && defined(__AVX512F__) && defined(__AVX512BW__) && \
+    ((defined(__clang__) && __clang_major__ >= 9) || (!defined(__clang__) && __GNUC__ >= 10))
+#define GEMM_BF16_AVX512 1   // the packing and the vdpbf16ps kernel (AVX512-BF16) are compiled
+#define BF16_TARGET __attribute__((target("avx512bf16")))
+#if defined(CPU_AMX)
+#define GEMM_BF16_AMX 1      // and the AMX kernels
 #define AMX_TARGET __attribute__((target("amx-tile,amx-bf16,avx512bf16")))
+#endif
 // GCC 12.2 warns "'__Y' may be used uninitialized" inside the intrinsics that take an
 // _mm512_undefined_*() pass-through (GCC bug 105593, fixed in 12.3): silence that warning.
 #ifndef __clang__
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
 #endif
+#include <cpuid.h>
 #include <immintrin.h>
 #endif
 
@@ -72,19 +78,56 @@ float round_bf16(float x) {
 
 namespace {
 
-// TRANSFORMER_AMX (cpu/amx.h), read on first use (not in a static initializer, which another
-// translation unit's might precede), then bf16_allow_amx's.
-bool& amx_allowed() {
-    static bool allowed = amx_from_environment();
-    return allowed;
-}
-
-bool use_amx() {
-#ifdef GEMM_BF16_AMX
-    return amx_allowed() && amx_available(AmxType::BF16);
+// Whether the CPU has AVX512-BF16 (CPUID leaf 7, sub-leaf 1, EAX bit 5), asked once.
+bool cpu_avx512_bf16() {
+#ifdef GEMM_BF16_AVX512
+    static const bool has = [] {
+        unsigned a, b, c, d;
+        return __get_cpuid_count(7, 1, &a, &b, &c, &d) && (a & (1u << 5));
+    }();
+    return has;
 #else
     return false;
 #endif
+}
+
+// The paths, by bf16_kernel's names.
+enum class Kernel { AMX, AVX512BF16, SGEMM, AUTOMATIC };
+const char* const KERNEL_NAMES[] = {"amx", "avx512bf16", "sgemm"};
+
+// bf16_use_kernel's choice.
+Kernel& chosen_kernel() {
+    static Kernel chosen = Kernel::AUTOMATIC;
+    return chosen;
+}
+
+Kernel kernel_named(const std::string& name) {
+    for (int k = 0; k < 3; k++)
+        if (name == KERNEL_NAMES[k]) return (Kernel)k;
+    return Kernel::AUTOMATIC;
+}
+
+// TRANSFORMER_BF16_KERNEL's path; unset: the fastest available, AMX only if TRANSFORMER_AMX
+// allows it (cpu/amx.h). A name that is not a path this build and CPU have stops the program.
+Kernel kernel_from_environment() {
+    const char* v = std::getenv("TRANSFORMER_BF16_KERNEL");
+    if (v && !bf16_kernel_available(v)) {
+        std::fprintf(stderr, "error: TRANSFORMER_BF16_KERNEL=%s: %s\n", v,
+                     kernel_named(v) == Kernel::AUTOMATIC ? "amx, avx512bf16 or sgemm"
+                                                          : "this build or CPU has no such path");
+        std::exit(1);
+    }
+    if (v) return kernel_named(v);
+    if (amx_from_environment() && bf16_kernel_available("amx")) return Kernel::AMX;
+    return bf16_kernel_available("avx512bf16") ? Kernel::AVX512BF16 : Kernel::SGEMM;
+}
+
+// bf16_use_kernel's path, or the environment's (read on first use, not in a static initializer,
+// which another translation unit's might precede).
+Kernel current_kernel() {
+    if (chosen_kernel() != Kernel::AUTOMATIC) return chosen_kernel();
+    static const Kernel automatic = kernel_from_environment();
+    return automatic;
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -104,7 +147,7 @@ void gemm_rounded(bool trans_a, bool trans_b, int M, int N, int K, float alpha, 
     sgemm(trans_a, trans_b, M, N, K, alpha, a.data(), ac, b.data(), bc, beta, C, ldc, epilogue);
 }
 
-#ifdef GEMM_BF16_AMX
+#ifdef GEMM_BF16_AVX512
 // ---------------------------------------------------------------------------------------------
 using cpu_kernels::round_up;
 using cpu_kernels::thread_count;
@@ -116,6 +159,7 @@ constexpr int KC = 512;    // depth of a packed block: 16 steps of 32
 constexpr int MC = 64;     // A block 64 x 512 bf16 = 64 KiB (L2)
 constexpr int NC = 512;    // B panel 512 x 512 bf16 = 512 KiB (L2)
 constexpr int TILE = 512;  // bf16 elements of a tile (16 rows x 64 bytes)
+constexpr int PACK_AHEAD = 512;   // pack_a's row-wise prefetch distance in floats: one block row
 constexpr double STREAM_BYTES = 64e6;   // a C larger than this, written once, streams (see above)
 
 // Strided view of a logical matrix: element (r, c) at p[r * rs + c * cs]; one stride is 1.
@@ -128,7 +172,7 @@ struct View {
 using cpu_kernels::first_lanes;
 
 // 16 x 16 32-bit values transposed in registers: r[i] lane j <-> r[j] lane i.
-AMX_TARGET inline void transpose16(__m512i r[16]) {
+BF16_TARGET inline void transpose16(__m512i r[16]) {
     __m512i t[16];
     for (int i = 0; i < 8; i++) {   // (r0 r1) interleaved: lane L: r0[4L] r1[4L] r0[4L+1] r1[4L+1]
         // (maskz with every lane: the plain form's undefined pass-through trips GCC 12's "used
@@ -154,13 +198,13 @@ AMX_TARGET inline void transpose16(__m512i r[16]) {
 }
 
 // 32 floats (lanes past n zero) as 32 bf16, in order.
-AMX_TARGET inline __m512i bf16x32(const float* x, int n) {
+BF16_TARGET inline __m512i bf16x32(const float* x, int n) {
     const __m512 lo = _mm512_maskz_loadu_ps(first_lanes(n), x), hi = _mm512_maskz_loadu_ps(first_lanes(n - 16), x + 16);
     return (__m512i)_mm512_cvtne2ps_pbh(hi, lo);
 }
 
 // Two rows of 16 floats (k and k + 1; lanes past n zero) as 16 pairs: (a[c], b[c]) for c = 0..15.
-AMX_TARGET inline __m512i bf16_pairs(const float* a, const float* b, int n) {
+BF16_TARGET inline __m512i bf16_pairs(const float* a, const float* b, int n) {
     const __m512i both = (__m512i)_mm512_cvtne2ps_pbh(_mm512_maskz_loadu_ps(first_lanes(n), b),
                                                       _mm512_maskz_loadu_ps(first_lanes(n), a));
     const __m512i order = _mm512_set_epi16(31, 15, 30, 14, 29, 13, 28, 12, 27, 11, 26, 10, 25, 9, 24, 8,
@@ -175,11 +219,19 @@ AMX_TARGET inline __m512i bf16_pairs(const float* a, const float* b, int n) {
 // that the 32 source rows of a step are read across all the strips at once, not 64 bytes of each
 // at a stride of lda per strip; each tile prefetches its strip's next step (those rows come from
 // memory, and the packing waited for them).
-AMX_TARGET void pack_a(const View& a, int rows, int kc, uint16_t* dst) {
+BF16_TARGET void pack_a(const View& a, int rows, int kc, uint16_t* dst) {
     const int steps = round_up(kc, 32) / 32, strips = round_up(rows, 16) / 16;
     if (a.cs == 1) {
         for (int r = 0; r < 16 * strips; r++)
             for (int t = 0; t < steps; t++) {
+                // the two lines PACK_AHEAD floats on (in a later row past this one's end) on
+                // their way: the rows' 2 KiB runs are too short for the hardware prefetcher to
+                // catch up with (Zen 5, NN 4,100 x 256 x 1,024 on one core: 380 -> 460 GFLOP/s)
+                const int ahead = 32 * t + PACK_AHEAD, ar = r + ahead / kc, ac = ahead % kc;
+                if (ar < rows) {
+                    _mm_prefetch((const char*)a.at(ar, ac), _MM_HINT_T0);
+                    _mm_prefetch((const char*)a.at(ar, ac + 16), _MM_HINT_T0);
+                }
                 uint16_t* row = dst + ((size_t)(r / 16) * steps + t) * TILE + 32 * (r % 16);
                 _mm512_store_si512(row, r < rows ? bf16x32(a.at(r, 32 * t), std::min(32, kc - 32 * t)) : _mm512_setzero_si512());
             }
@@ -205,7 +257,7 @@ AMX_TARGET void pack_a(const View& a, int rows, int kc, uint16_t* dst) {
 // B panel: kc x cols of op(B) into slivers of 16 columns x steps tiles (Bp's layout above), taken
 // along the source's rows as pack_a's; when a depth's columns are contiguous (B not transposed:
 // W in dX = dY W, X in dW = dY^T X) each tile prefetches its sliver's next step.
-AMX_TARGET void pack_b(const View& b, int kc, int cols, uint16_t* dst) {
+BF16_TARGET void pack_b(const View& b, int kc, int cols, uint16_t* dst) {
     const int steps = round_up(kc, 32) / 32, slivers = round_up(cols, 16) / 16;
     for (int i = 0; i < slivers * steps; i++) {
         const int j = b.rs == 1 ? i / steps : i % slivers, t = b.rs == 1 ? i % steps : i / slivers;
@@ -241,8 +293,10 @@ struct Update {
     bool stream;         // 16 floats on a 64-byte line stored past the caches
 };
 
-// C[0:rows, 0:cols] (rows, cols <= 32) from the tiles' sums in acc, as u says.
-void update_c(const float (*acc)[16][16], int rows, int cols, const Update& u, float* C, long ldc) {
+// C[0:rows, 0:cols] (cols <= 32) from the kernel's sums (sums(r, v): row r's 16 sums of columns
+// 16 v to 16 v + 15), as u says.
+template <class Sums>
+void update_c(Sums sums, int rows, int cols, const Update& u, float* C, long ldc) {
     const __m512 va = _mm512_set1_ps(u.alpha), vb = _mm512_set1_ps(u.beta), zero = _mm512_setzero_ps();
     const bool bias = u.first_block && u.bias, relu = u.last_block && u.relu;
     for (int v = 0; v < 2 && 16 * v < cols; v++) {
@@ -250,7 +304,7 @@ void update_c(const float (*acc)[16][16], int rows, int cols, const Update& u, f
         const __m512 b = bias ? _mm512_maskz_loadu_ps(m, u.bias + 16 * v) : zero;
         for (int r = 0; r < rows; r++) {
             float* c = C + r * ldc + 16 * v;
-            __m512 y = _mm512_mul_ps(_mm512_load_ps(acc[2 * (r / 16) + v][r % 16]), va);
+            __m512 y = _mm512_mul_ps(_mm512_load_ps(sums(r, v)), va);
             if (!u.first_block) y = _mm512_add_ps(_mm512_maskz_loadu_ps(m, c), y);
             else if (bias) y = _mm512_add_ps(y, b);   // fma(bias, 1, y): a bias put in C, beta 1
             else if (u.beta != 0.0f) y = _mm512_fmadd_ps(_mm512_maskz_loadu_ps(m, c), vb, y);
@@ -260,6 +314,146 @@ void update_c(const float (*acc)[16][16], int rows, int cols, const Update& u, f
         }
     }
 }
+
+// One product: the views, sizes and scalars, and C.
+struct Problem {
+    View a, b;
+    int M, N, K;
+    float alpha, beta;
+    float* C;
+    long ldc;
+    GemmEpilogue epilogue;   // its bias at C's first column
+
+    // A C far larger than the caches (the classifier's logits), written once and with no bias:
+    // stored past the caches
+    bool stream() const { return (double)M * N * sizeof(float) > STREAM_BYTES && K <= KC && beta == 0.0f && !epilogue.bias; }
+    // How the block of C at (row i, column j) of depth block [pc, pc + kc) is stored.
+    Update update(int j, int pc, int kc) const {
+        return {alpha, beta, pc == 0, pc + kc >= K, epilogue.bias ? epilogue.bias + j : nullptr, epilogue.relu, stream()};
+    }
+};
+
+// Per-thread packing buffers, 64-byte aligned, grown on demand.
+struct Buffer {
+    uint16_t* p = nullptr;
+    size_t n = 0;
+    ~Buffer() { std::free(p); }
+    uint16_t* get(size_t elements) {
+        if (elements > n) {
+            std::free(p);
+            n = (elements + 31) / 32 * 32;
+            p = static_cast<uint16_t*>(std::aligned_alloc(64, n * sizeof(uint16_t)));
+            if (!p) {
+                std::fprintf(stderr, "error: out of memory allocating %.1f MB for sgemm_bf16's packing\n",
+                             n * sizeof(uint16_t) / 1e6);
+                std::exit(1);
+            }
+        }
+        return p;
+    }
+};
+thread_local Buffer tls_a, tls_b;
+
+// A packed A block and B panel: C rows [ic, ic + mc) x columns [jc, jc + nc), depths [pc, pc + kc)
+// in `steps` depth steps of 32.
+struct Packed {
+    const uint16_t *a, *b;
+    int ic, mc, jc, nc, pc, kc, steps;
+    // The tiles of the strip holding row ir of the block (its first step), and of the sliver
+    // holding column jr; the next strip or sliver is next() elements on.
+    const uint16_t* strip(int ir) const { return a + (size_t)(ir / 16) * steps * TILE; }
+    const uint16_t* sliver(int jr) const { return b + (size_t)(jr / 16) * steps * TILE; }
+    size_t next() const { return (size_t)steps * TILE; }
+};
+
+// The loops of the header comment over C rows [m0, m1) x columns [n0, n1): for NC columns (nc_max;
+// AMX's NC), for KC depths, pack the B panel; for MC rows, pack the A block and hand both to
+// blocks(Packed).
+template <class Blocks>
+BF16_TARGET void for_each_packed(const Problem& p, int m0, int m1, int n0, int n1, int nc_max, Blocks blocks) {
+    uint16_t* ap = tls_a.get((size_t)MC * KC);
+    uint16_t* bp = tls_b.get((size_t)nc_max * KC);
+    for (int jc = n0; jc < n1; jc += nc_max) {
+        const int nc = std::min(nc_max, n1 - jc);
+        for (int pc = 0; pc < p.K; pc += KC) {
+            const int kc = std::min(KC, p.K - pc), steps = round_up(kc, 32) / 32;
+            pack_b({p.b.at(pc, jc), p.b.rs, p.b.cs}, kc, nc, bp);
+            for (int ic = m0; ic < m1; ic += MC) {
+                const int mc = std::min(MC, m1 - ic);
+                pack_a({p.a.at(ic, pc), p.a.rs, p.a.cs}, mc, kc, ap);
+                // GCC's _tile_loadd is an asm statement that does not name the memory it reads:
+                // keep the compiler from moving the packing's stores past the tile loads
+                std::atomic_signal_fence(std::memory_order_seq_cst);
+                blocks(Packed{ap, bp, ic, mc, jc, nc, pc, kc, steps});
+            }
+        }
+    }
+    if (p.stream()) _mm_sfence();
+}
+
+// ---------------------------------------------------------------------------------------------
+// With AVX512-BF16 (no AMX: AMD Zen 4 and later, Intel Cooper Lake): vdpbf16ps on the same tiles
+// vdpbf16ps adds to each of 16 fp32 lanes the two products of a bf16 pair with another: 32
+// multiply-adds an instruction, twice a 512-bit FMA's at the same rate (Zen 5: 545 against 273
+// GFLOP/s a core, measured). Row p of a B tile holds, lane c, column c's pair (k = 2p, 2p + 1);
+// row r of an A tile holds the row's 32 k in order, so its pair for the same k is the 4 bytes at
+// 32 r + 2 p, broadcast to every lane. A block of DP_ROWS = 8 rows x 32 columns (two slivers)
+// keeps its 16 sums in registers: a pair step loads 2 B vectors, broadcasts 8 A pairs and
+// issues 16 vdpbf16ps. The sums start from zero and C is updated from them after each depth
+// block, as update_c says (the same rule for every block, edges or not).
+constexpr int DP_ROWS = 8;
+// The B panel's width: 2,048 columns (2 MiB, L3), so that an A block is packed a quarter as often
+// as with AMX's 512; a sliver pair (32 KiB) is read from it once per A block, into L1. Measured
+// (make bench-gemm-bf16, 2 threads, Zen 5): the 11 products' GFLOP/s 1-6% above NC 512 or 1024,
+// and MC 128 no better than 64.
+constexpr int NC_DP = 2048;
+
+// The DP_ROWS x 16 TN block whose A rows start at a (an A tile's row, first step) and whose B
+// slivers start at b (first step; the next sliver `next` elements on), over `steps` depth steps,
+// into sums (row r: columns 0..16 TN - 1).
+template <int TN>
+BF16_TARGET void kernel_dp(const uint16_t* a, const uint16_t* b, size_t next, int steps, float (*sums)[32]) {
+    __m512 acc[DP_ROWS][TN];
+    for (int r = 0; r < DP_ROWS; r++)
+        for (int v = 0; v < TN; v++) acc[r][v] = _mm512_setzero_ps();
+    for (int t = 0; t < steps; t++, a += TILE, b += TILE)
+        for (int q = 0; q < 16; q++) {
+            __m512bh bv[TN];
+            for (int v = 0; v < TN; v++) bv[v] = (__m512bh)_mm512_load_si512(b + v * next + 32 * q);
+            for (int r = 0; r < DP_ROWS; r++) {
+                int32_t pair;
+                std::memcpy(&pair, a + 32 * r + 2 * q, 4);
+                const __m512bh av = (__m512bh)_mm512_set1_epi32(pair);
+                for (int v = 0; v < TN; v++) acc[r][v] = _mm512_dpbf16_ps(acc[r][v], av, bv[v]);
+            }
+        }
+    for (int r = 0; r < DP_ROWS; r++)
+        for (int v = 0; v < TN; v++) _mm512_store_ps(sums[r] + 16 * v, acc[r][v]);
+}
+
+// C rows [m0, m1) x columns [n0, n1) with vdpbf16ps: for each 32-column pair of slivers (in L1),
+// for each 8 rows of the A block, the kernel, then C updated.
+BF16_TARGET void gemm_band_dp(const Problem& p, int m0, int m1, int n0, int n1) {
+    alignas(64) float sums[DP_ROWS][32];
+    for_each_packed(p, m0, m1, n0, n1, NC_DP, [&](const Packed& k) {
+        for (int jr = 0; jr < k.nc; jr += 32)
+            for (int ir = 0; ir < k.mc; ir += DP_ROWS) {
+                const uint16_t* a = k.strip(ir) + 32 * (ir % 16);
+                const int rows = std::min(DP_ROWS, k.mc - ir), cols = std::min(32, k.nc - jr);
+                float* c = p.C + (size_t)(k.ic + ir) * p.ldc + k.jc + jr;
+                for (int r = 0; r < rows; r++)   // C's lines on their way while the kernel runs
+                    for (int j = 0; j < cols; j += 16) _mm_prefetch((const char*)(c + r * p.ldc + j), _MM_HINT_T0);
+                if (cols > 16) kernel_dp<2>(a, k.sliver(jr), k.next(), k.steps, sums);
+                else kernel_dp<1>(a, k.sliver(jr), k.next(), k.steps, sums);
+                update_c([&](int r, int v) { return sums[r] + 16 * v; }, rows, cols, p.update(k.jc + jr, k.pc, k.kc), c,
+                         p.ldc);
+            }
+    });
+}
+
+#ifdef GEMM_BF16_AMX
+// ---------------------------------------------------------------------------------------------
+// With AMX: the tile kernels
 
 // A 32 x 32 block (TM strips x TN slivers of 16) of the product over `steps` depth steps: a, the
 // first strip's tiles; b, the first sliver's (the next strip or sliver is `steps` tiles on).
@@ -328,97 +522,53 @@ AMX_TARGET void kernel_in_c(const uint16_t* a, const uint16_t* b, int steps, con
 }
 
 // The ReLU over a 32 x 32 block of C, in place (zero where C is NaN, as x > 0 ? x : 0).
-AMX_TARGET void relu_block(float* C, long ldc) {
+void relu_block(float* C, long ldc) {
     const __m512 zero = _mm512_setzero_ps();
     for (int r = 0; r < 32; r++)
         for (int v = 0; v < 32; v += 16) _mm512_storeu_ps(C + r * ldc + v, _mm512_max_ps(_mm512_loadu_ps(C + r * ldc + v), zero));
 }
 
-// One product: the views, sizes and scalars, and C.
-struct Problem {
-    View a, b;
-    int M, N, K;
-    float alpha, beta;
-    float* C;
-    long ldc;
-    GemmEpilogue epilogue;   // its bias at C's first column
-};
-
-// Per-thread packing buffers, 64-byte aligned, grown on demand.
-struct Buffer {
-    uint16_t* p = nullptr;
-    size_t n = 0;
-    ~Buffer() { std::free(p); }
-    uint16_t* get(size_t elements) {
-        if (elements > n) {
-            std::free(p);
-            n = (elements + 31) / 32 * 32;
-            p = static_cast<uint16_t*>(std::aligned_alloc(64, n * sizeof(uint16_t)));
-            if (!p) {
-                std::fprintf(stderr, "error: out of memory allocating %.1f MB for sgemm_bf16's packing\n",
-                             n * sizeof(uint16_t) / 1e6);
-                std::exit(1);
-            }
-        }
-        return p;
-    }
-};
-thread_local Buffer tls_a, tls_b;
-
-// C rows [m0, m1) x columns [n0, n1), blocked as in the header comment; the tiles configured
-// on entry and released on return.
-AMX_TARGET void gemm_band(const Problem& p, int m0, int m1, int n0, int n1) {
-    static const TileConfig config;
-    _tile_loadconfig(&config);
+// A 32 x 32 block of the packed operands (rows ir, columns jr of k's block) with the tiles.
+// With alpha 1 and beta 0 or 1 (every product of the model) and no streaming, a whole block is
+// summed in C itself (kernel_in_c); otherwise, and on the edges, through update_c.
+AMX_TARGET void amx_block(const Problem& p, const Packed& k, int ir, int jr) {
     alignas(64) float acc[4][16][16];
-    uint16_t* ap = tls_a.get((size_t)MC * KC);
-    uint16_t* bp = tls_b.get((size_t)NC * KC);
-    // A C far larger than the caches (the classifier's logits), written once and with no bias:
-    // stored past the caches, from the tiles' sums (as in_c's: the same bits)
-    const bool stream = (double)p.M * p.N * sizeof(float) > STREAM_BYTES && p.K <= KC && p.beta == 0.0f && !p.epilogue.bias;
-    // alpha 1 and beta 0 or 1 (every product of the model): whole blocks are summed in C's tiles
-    const bool in_c = !stream && p.alpha == 1.0f && (p.beta == 0.0f || p.beta == 1.0f);
-    for (int jc = n0; jc < n1; jc += NC) {
-        const int nc = std::min(NC, n1 - jc);
-        for (int pc = 0; pc < p.K; pc += KC) {
-            const int kc = std::min(KC, p.K - pc), steps = round_up(kc, 32) / 32;
-            pack_b({p.b.at(pc, jc), p.b.rs, p.b.cs}, kc, nc, bp);
-            for (int ic = m0; ic < m1; ic += MC) {
-                const int mc = std::min(MC, m1 - ic);
-                pack_a({p.a.at(ic, pc), p.a.rs, p.a.cs}, mc, kc, ap);
-                // GCC's _tile_loadd is an asm statement that does not name the memory it reads:
-                // keep the compiler from moving the packing's stores past the tile loads
-                std::atomic_signal_fence(std::memory_order_seq_cst);
-                for (int jr = 0; jr < nc; jr += 32)
-                    for (int ir = 0; ir < mc; ir += 32) {
-                        const int rows = std::min(32, mc - ir), cols = std::min(32, nc - jr);
-                        const uint16_t* a = ap + (size_t)(ir / 16) * steps * TILE;
-                        const uint16_t* b = bp + (size_t)(jr / 16) * steps * TILE;
-                        float* c = p.C + (size_t)(ic + ir) * p.ldc + jc + jr;
-                        if (in_c && rows == 32 && cols == 32) {
-                            const float* bias = p.epilogue.bias ? p.epilogue.bias + jc + jr : nullptr;
-                            if (pc > 0 || p.beta != 0.0f) kernel_in_c(a, b, steps, c, p.ldc, c, p.ldc);
-                            else kernel_in_c(a, b, steps, bias, 0, c, p.ldc);
-                            if (p.epilogue.relu && pc + kc >= p.K) relu_block(c, p.ldc);
-                            continue;
-                        }
-                        if (rows > 16 && cols > 16) kernel<2, 2>(a, b, steps, acc);
-                        else if (rows > 16) kernel<2, 1>(a, b, steps, acc);
-                        else if (cols > 16) kernel<1, 2>(a, b, steps, acc);
-                        else kernel<1, 1>(a, b, steps, acc);
-                        const Update u{p.alpha, p.beta, pc == 0, pc + kc >= p.K,
-                                       p.epilogue.bias ? p.epilogue.bias + jc + jr : nullptr, p.epilogue.relu, stream};
-                        update_c(acc, rows, cols, u, c, p.ldc);
-                    }
-            }
-        }
+    const int rows = std::min(32, k.mc - ir), cols = std::min(32, k.nc - jr);
+    const uint16_t *a = k.strip(ir), *b = k.sliver(jr);
+    float* c = p.C + (size_t)(k.ic + ir) * p.ldc + k.jc + jr;
+    const bool in_c = !p.stream() && p.alpha == 1.0f && (p.beta == 0.0f || p.beta == 1.0f);
+    if (in_c && rows == 32 && cols == 32) {
+        const float* bias = p.epilogue.bias ? p.epilogue.bias + k.jc + jr : nullptr;
+        if (k.pc > 0 || p.beta != 0.0f) kernel_in_c(a, b, k.steps, c, p.ldc, c, p.ldc);
+        else kernel_in_c(a, b, k.steps, bias, 0, c, p.ldc);
+        if (p.epilogue.relu && k.pc + k.kc >= p.K) relu_block(c, p.ldc);
+        return;
     }
-    if (stream) _mm_sfence();
-    _tile_release();
+    if (rows > 16 && cols > 16) kernel<2, 2>(a, b, k.steps, acc);
+    else if (rows > 16) kernel<2, 1>(a, b, k.steps, acc);
+    else if (cols > 16) kernel<1, 2>(a, b, k.steps, acc);
+    else kernel<1, 1>(a, b, k.steps, acc);
+    update_c([&](int r, int v) { return acc[2 * (r / 16) + v][r % 16]; }, rows, cols, p.update(k.jc + jr, k.pc, k.kc),
+             c, p.ldc);
 }
 
-// C cut into one band per thread: by rows (32-row units) when M >= N, else by columns.
-void gemm_amx(const Problem& p) {
+// C rows [m0, m1) x columns [n0, n1) with the tiles, configured on entry and released on return:
+// for each 32-column pair of slivers (in L1), for each 32-row pair of strips, amx_block.
+AMX_TARGET void gemm_band_amx(const Problem& p, int m0, int m1, int n0, int n1) {
+    static const TileConfig config;
+    _tile_loadconfig(&config);
+    for_each_packed(p, m0, m1, n0, n1, NC, [&](const Packed& k) {
+        for (int jr = 0; jr < k.nc; jr += 32)
+            for (int ir = 0; ir < k.mc; ir += 32) amx_block(p, k, ir, jr);
+    });
+    _tile_release();
+}
+#endif
+
+// C cut into one band per thread, by rows (32-row units) when M >= N, else by columns, each
+// band computed by band(p, m0, m1, n0, n1). A block's place in its band's loops starts on a
+// multiple of 32 rows and columns of C whatever the thread count, so C is bitwise the same.
+void gemm_parallel(const Problem& p, void (*band)(const Problem&, int, int, int, int)) {
     const int nth = (double)p.M * p.N * p.K <= (1 << 20) ? 1 : thread_count();
     (void)nth;   // without OpenMP
     const bool by_rows = p.M >= p.N;
@@ -432,37 +582,56 @@ void gemm_amx(const Problem& p) {
         t = omp_get_thread_num(), nt = omp_get_num_threads();
 #endif
         const int u0 = (int)((long)units * t / nt) * 32, u1 = (int)((long)units * (t + 1) / nt) * 32;
-        if (u0 < u1 && by_rows && u0 < p.M) gemm_band(p, u0, std::min(p.M, u1), 0, p.N);
-        if (u0 < u1 && !by_rows && u0 < p.N) gemm_band(p, 0, p.M, u0, std::min(p.N, u1));
+        if (u0 < u1 && by_rows && u0 < p.M) band(p, u0, std::min(p.M, u1), 0, p.N);
+        if (u0 < u1 && !by_rows && u0 < p.N) band(p, 0, p.M, u0, std::min(p.N, u1));
     }
 }
 #endif
 
 }  // namespace
 
-const char* bf16_kernel() { return use_amx() ? "amx" : "sgemm"; }
+const char* bf16_kernel() { return KERNEL_NAMES[(int)current_kernel()]; }
 
-bool bf16_amx_built() {
-#ifdef GEMM_BF16_AMX
-    return true;
-#else
-    return false;
+bool bf16_kernel_built(const std::string& name) {
+    if (name == "sgemm") return true;
+#ifdef GEMM_BF16_AVX512
+    if (name == "avx512bf16") return true;
 #endif
+#ifdef GEMM_BF16_AMX
+    if (name == "amx") return true;
+#endif
+    return false;
 }
 
-void bf16_allow_amx(bool allow) { amx_allowed() = allow; }
+bool bf16_kernel_available(const std::string& name) {
+    if (!bf16_kernel_built(name)) return false;
+    if (name == "amx") return amx_available(AmxType::BF16);
+    if (name == "avx512bf16") return cpu_avx512_bf16();
+    return true;
+}
+
+bool bf16_use_kernel(const std::string& name) {
+    if (!name.empty() && !bf16_kernel_available(name)) return false;
+    chosen_kernel() = kernel_named(name);
+    return true;
+}
 
 void sgemm_bf16(bool trans_a, bool trans_b, int M, int N, int K, float alpha, const float* A,
                 int lda, const float* B, int ldb, float beta, float* C, int ldc, GemmEpilogue epilogue) {
     check_epilogue(beta, epilogue, "sgemm_bf16");
     if (M <= 0 || N <= 0) return;
-    if (K <= 0 || alpha == 0.0f || !use_amx()) {   // sgemm scales C alone when K or alpha is 0
-        if (K <= 0 || alpha == 0.0f) sgemm(trans_a, trans_b, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc, epilogue);
-        else gemm_rounded(trans_a, trans_b, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc, epilogue);
+    if (K <= 0 || alpha == 0.0f) {   // sgemm scales C alone when K or alpha is 0
+        sgemm(trans_a, trans_b, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc, epilogue);
         return;
     }
+#ifdef GEMM_BF16_AVX512
+    const Kernel kernel = current_kernel();
+    const Problem p{trans_a ? View{A, 1, lda} : View{A, lda, 1}, trans_b ? View{B, 1, ldb} : View{B, ldb, 1},
+                    M, N, K, alpha, beta, C, ldc, epilogue};
 #ifdef GEMM_BF16_AMX
-    gemm_amx({trans_a ? View{A, 1, lda} : View{A, lda, 1}, trans_b ? View{B, 1, ldb} : View{B, ldb, 1},
-              M, N, K, alpha, beta, C, ldc, epilogue});
+    if (kernel == Kernel::AMX) return gemm_parallel(p, gemm_band_amx);
 #endif
+    if (kernel == Kernel::AVX512BF16) return gemm_parallel(p, gemm_band_dp);
+#endif
+    gemm_rounded(trans_a, trans_b, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc, epilogue);
 }

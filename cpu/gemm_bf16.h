@@ -7,28 +7,42 @@
 // fp32. It is the mixed precision that PyTorch's CPU autocast and the GPU backend's bf16 use for
 // their matrix products; everything else in the model stays fp32 on the CPU.
 //
-//   with Intel AMX (AMX-BF16; Sapphire Rapids and later, Linux 5.16+)   tdpbf16ps tiles:
-//       16 x 32 by 32 x 16 products, 8,192 multiply-adds an instruction (gemm_bf16.cpp)
-//   elsewhere   the operands rounded to bf16 into fp32 buffers, then sgemm(): the same
-//               values multiplied, summed in another order (so not bitwise AMX's), at fp32
-//               speed (no faster than --precision fp32: bf16 pays only with AMX)
-// AMX treats bf16 subnormal inputs as zero and flushes subnormal sums to zero; the other path
-// keeps them. Deterministic: bitwise the same C for any thread count (the fallback as far as
-// sgemm is: ours is, BLAS=openblas's cblas_sgemm does not promise it).
+// The paths, the first the CPU and the build have taken (gemm_bf16.cpp says how each works):
+//   "amx"         Intel AMX (AMX-BF16; Sapphire Rapids and later, Linux 5.16+): tdpbf16ps tiles,
+//                 16 x 32 by 32 x 16 products, 8,192 multiply-adds an instruction
+//   "avx512bf16"  AVX512-BF16 without AMX (AMD Zen 4 and later, Intel Cooper Lake): vdpbf16ps,
+//                 32 multiply-adds an instruction, twice a 512-bit fp32 FMA's
+//   "sgemm"       elsewhere: the operands rounded to bf16 into fp32 buffers, then sgemm(): the
+//                 same values multiplied at fp32 speed (no faster than --precision fp32)
+// Each sums in its own order, so their results differ in the last bits. AMX and vdpbf16ps treat
+// bf16 subnormal inputs as zero and flush subnormal sums to zero (Intel's definition; an AMD Zen 5
+// does the same, and adds a pair's two products to the sum one after the other, each rounded, as
+// Intel's definition says); sgemm keeps subnormals. Deterministic: bitwise the same
+// C for any thread count (sgemm's path as far as sgemm is: ours is, BLAS=openblas's
+// cblas_sgemm does not promise it).
 #pragma once
 #include "cpu/gemm.h"
+
+#include <string>
 
 // The epilogue (gemm.h's: the linear layers' bias and ReLU) is applied as C is stored, as sgemm's.
 void sgemm_bf16(bool trans_a, bool trans_b, int M, int N, int K, float alpha, const float* A,
                 int lda, const float* B, int ldb, float beta, float* C, int ldc,
                 GemmEpilogue epilogue = {});
 
-// The path sgemm_bf16 takes: "amx" or "sgemm" (bf16-rounded operands through sgemm).
+// The path sgemm_bf16 takes: "amx", "avx512bf16" or "sgemm". Unless bf16_use_kernel chose one,
+// TRANSFORMER_BF16_KERNEL's (one of the three; not one this build and CPU have stops the
+// program with a message), else the first this build and CPU have (AMX not with
+// TRANSFORMER_AMX=0, cpu/amx.h).
 const char* bf16_kernel();
-// Whether this build has the AMX path (x86-64 Linux, AVX-512, GCC 11 / clang 12 or later).
-bool bf16_amx_built();
-// false: never AMX (tests compare both paths); true: AMX where the CPU has it (the default).
-void bf16_allow_amx(bool allow);
+// Whether this build has path `name`: "avx512bf16" needs an AVX-512 build (x86-64, GCC 10 / clang
+// 9 or later), "amx" that and GCC 11 / clang 12 on Linux; "sgemm" is always built.
+bool bf16_kernel_built(const std::string& name);
+// Whether this build and CPU have path `name` (the CPU's AVX512-BF16 or AMX-BF16 flags).
+bool bf16_kernel_available(const std::string& name);
+// Take path `name` from now on (tests and benchmarks compare them), or, with "", the first
+// available as above. false, and nothing changed, when the path is not available.
+bool bf16_use_kernel(const std::string& name);
 
 // x rounded to the nearest bfloat16 (ties to even), returned as a float; NaN stays NaN.
 float round_bf16(float x);

@@ -92,6 +92,7 @@ std::unique_ptr<Backend> make_backend(const std::string& device, const std::stri
         return nullptr;
     }
     amx_from_environment();   // a malformed TRANSFORMER_AMX stops the program here, not mid-run
+    bf16_kernel();            // and TRANSFORMER_BF16_KERNEL
     if (precision != "" && precision != "fp32" && precision != "bf16" && precision != "int8") {
         *error = "--precision must be fp32, bf16 or int8 (CPU), not '" + precision + "'";
         return nullptr;
@@ -110,11 +111,12 @@ std::unique_ptr<Backend> make_backend(const std::string& device, const std::stri
         }
         if (note) *note = "no GPU (" + why + "): running on the CPU";
     }
-    if (precision == "bf16") {   // the CPU's: bf16 products (AMX where the CPU has it)
-        if (note && std::string(bf16_kernel()) != "amx")
+    if (precision == "bf16") {   // the CPU's: bf16 products (AMX or AVX512-BF16 where the CPU has it)
+        if (note && std::string(bf16_kernel()) == "sgemm")
             *note = (note->empty() ? "" : *note + "; ") +
-                    (bf16_amx_built() ? "this CPU has no AMX-BF16 (or TRANSFORMER_AMX=0)"
-                                      : "this build has no AMX path (it needs AVX-512 and GCC 11 or clang 12)") +
+                    (std::getenv("TRANSFORMER_BF16_KERNEL") ? "TRANSFORMER_BF16_KERNEL=sgemm"
+                     : bf16_kernel_built("avx512bf16")      ? "this CPU has neither AMX-BF16 nor AVX512-BF16"
+                                                            : "this build has no bf16 kernels (they need AVX-512 and GCC 10 or clang 9)") +
                     ": --precision bf16 rounds the products' operands but runs them at fp32 speed";
         return make_cpu_backend(Precision::BF16);
     }

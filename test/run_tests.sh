@@ -58,6 +58,9 @@ run gemm_bf16 "$BUILD/test_gemm_bf16"
 # --precision bf16 on the CPU: every op with the linear layers' products on bf16 operands,
 # against float64 and the CPU's fp32 at bf16's tolerances
 run ops_cpu_bf16 "$BUILD/test_ops" --device cpu --precision bf16 --against-cpu
+# the same with the products through sgemm on rounded operands, the path of CPUs without AMX or
+# AVX512-BF16 (TRANSFORMER_BF16_KERNEL=sgemm; the run above took the fastest this CPU has)
+run ops_cpu_bf16_sgemm env TRANSFORMER_BF16_KERNEL=sgemm "$BUILD/test_ops" --device cpu --precision bf16 --against-cpu
 # The same two for each instruction set the kernels are written for (the Makefile's KERNEL_ISAS;
 # x86-64 only), where this CPU has what the build asks for.
 isa_flags() {

@@ -46,8 +46,18 @@ s=$?; [ $s -eq 0 ] && grep -q "^device: CPU, .*bf16" "$T/bf16.log" && [ -f "$T/b
 check $? "./train --device cpu --precision bf16: exit $s, $(grep '^device:' "$T/bf16.log")"
 TRANSFORMER_AMX=0 "$B"/train --config tiny --d-model 32 --d-ff 64 --vocab-size 300 --data "$T/corpus" --out "$T/bf16-noamx" \
     --device cpu --precision bf16 --max-steps 2 --max-tokens 400 --log-every 1000s --no-eval > "$T/bf16-noamx.log" 2>&1
-s=$?; [ $s -eq 0 ] && grep -q "no AMX-BF16 (or TRANSFORMER_AMX=0): --precision bf16 rounds the products' operands but runs them at fp32 speed" "$T/bf16-noamx.log"
-check $? "TRANSFORMER_AMX=0 ./train --precision bf16: exit $s, says bf16 runs at fp32 speed without AMX"
+s=$?; [ $s -eq 0 ] && grep -q "^device: CPU, .*bf16 (\(avx512bf16 products\|products: sgemm on bf16-rounded operands\))" "$T/bf16-noamx.log"
+check $? "TRANSFORMER_AMX=0 ./train --precision bf16: exit $s, off AMX: $(grep '^device:' "$T/bf16-noamx.log")"
+# TRANSFORMER_BF16_KERNEL=sgemm: the products through sgemm on rounded operands, and ./train says
+# that this runs at fp32 speed; a path that is not one is refused at start
+TRANSFORMER_BF16_KERNEL=sgemm "$B"/train --config tiny --d-model 32 --d-ff 64 --vocab-size 300 --data "$T/corpus" --out "$T/bf16-sgemm" \
+    --device cpu --precision bf16 --max-steps 2 --max-tokens 400 --log-every 1000s --no-eval > "$T/bf16-sgemm.log" 2>&1
+s=$?; [ $s -eq 0 ] && grep -q "TRANSFORMER_BF16_KERNEL=sgemm: --precision bf16 rounds the products' operands but runs them at fp32 speed" "$T/bf16-sgemm.log" &&
+    grep -q "^device: CPU, .*bf16 (products: sgemm on bf16-rounded operands)" "$T/bf16-sgemm.log"
+check $? "TRANSFORMER_BF16_KERNEL=sgemm ./train --precision bf16: exit $s, says bf16 runs at fp32 speed: $(grep '^device:' "$T/bf16-sgemm.log")"
+echo sun | TRANSFORMER_BF16_KERNEL=fast "$B"/translate --model "$M" > /dev/null 2> "$T/err.txt"; s=$?
+[ $s -eq 1 ] && grep -q "TRANSFORMER_BF16_KERNEL=fast: amx, avx512bf16 or sgemm" "$T/err.txt"
+check $? "TRANSFORMER_BF16_KERNEL=fast is refused (exit $s): $(head -n 1 "$T/err.txt")"
 "$B"/translate --model "$M" --device cpu --precision bf16 < "$T/in.txt" > "$T/bf16.txt"
 s=$?; [ $s -eq 0 ] && [ "$(wc -l < "$T/bf16.txt")" -eq 4 ] && [ -z "$(sed -n 2p "$T/bf16.txt")" ]
 check $? "./translate --device cpu --precision bf16: exit 0 ($s), 4 lines, the empty one empty"

@@ -2,8 +2,9 @@
 //
 // 1. round_bf16 on chosen values: exact ones, ties to even, carries into the exponent, the
 //    largest float (rounds to infinity), infinities, NaN, subnormals.
-// 2. Each path sgemm_bf16 has here (AMX where the CPU has amx_bf16, and always the sgemm path
-//    with bf16_allow_amx(false)) against a double-precision loop over the bf16-ROUNDED operands:
+// 2. Each path sgemm_bf16 has here (AMX where the CPU has amx_bf16, vdpbf16ps where it has
+//    avx512_bf16, and always the sgemm path; bf16_use_kernel picks each in turn) against a
+//    double-precision loop over the bf16-ROUNDED operands:
 //    all four (trans_a, trans_b) cases, shapes off the 16 x 32 tiles and the 32 x 32 blocks,
 //    depths past one 512 block, alpha and beta (beta 0 over NaN in C), leading dimensions past
 //    the minimum (C's padding must stay untouched). The error is bounded by fp32 summation:
@@ -14,8 +15,9 @@
 //    and a ReLU pass, on each path: one and two depth blocks, C split by rows and by columns.
 // 5. A C over 64 MB (the logits; the AMX path streams it past the caches) bitwise the same
 //    product in row chunks, aligned and not.
-// A CPU with amx_bf16 whose calls do not take AMX fails (the detection broke); elsewhere the
-// AMX half says SKIP and why.
+// 6. Unless told otherwise sgemm_bf16 takes the fastest path (AMX, then vdpbf16ps, then sgemm).
+// A CPU with amx_bf16 or avx512_bf16 whose path is not available fails (the detection broke);
+// elsewhere that path says SKIP and why.
 #include "cpu/gemm_bf16.h"
 #include "test/check.h"
 #include "test/cpu_flags.h"
@@ -122,7 +124,7 @@ void check_case(const Case& c, uint32_t seed, const char* path) {
     Compare cmp = compare(c, d, C, true);
     char what[160];
     describe(c, what, sizeof what);
-    check(cmp.out == 0 && cmp.padding == 0, "%-6s %-48s out of bound: %d (worst err/bound %.3f), padding changed: %d",
+    check(cmp.out == 0 && cmp.padding == 0, "%-10s %-48s out of bound: %d (worst err/bound %.3f), padding changed: %d",
           path, what, cmp.out, cmp.worst, cmp.padding);
 }
 
@@ -154,7 +156,7 @@ void check_rounds(const char* path) {
     Data d = make_data(c, 99);
     std::vector<float> C = run(c, d);
     Compare exact = compare(c, d, C, false);
-    check(exact.out > c.M * c.N / 2, "%-6s the operands are rounded: against the unrounded product %d of %d "
+    check(exact.out > c.M * c.N / 2, "%-10s the operands are rounded: against the unrounded product %d of %d "
           "elements are out of the fp32 bound (worst err/bound %.1f)", path, exact.out, c.M * c.N, exact.worst);
 }
 
@@ -176,7 +178,7 @@ void check_inside_parallel(const char* path) {
     }
     const bool same = std::memcmp(inside[0].data(), outside[0].data(), inside[0].size() * 4) == 0 &&
                       std::memcmp(inside[1].data(), outside[1].data(), inside[1].size() * 4) == 0;
-    check(same, "%-6s 2 calls inside a parallel region (%d of 2 inside an active one) bitwise the calls outside",
+    check(same, "%-10s 2 calls inside a parallel region (%d of 2 inside an active one) bitwise the calls outside",
           path, in_parallel);
 }
 
@@ -191,7 +193,7 @@ void check_threads(const Case& c, uint32_t seed, const char* path) {
     omp_set_num_threads(saved);
     char what[160];
     describe(c, what, sizeof what);
-    check(std::memcmp(one.data(), two.data(), one.size() * 4) == 0, "%-6s %-48s 1 and 2 threads bitwise equal", path, what);
+    check(std::memcmp(one.data(), two.data(), one.size() * 4) == 0, "%-10s %-48s 1 and 2 threads bitwise equal", path, what);
 }
 #endif
 
@@ -203,7 +205,7 @@ void check_epilogue_case(const Case& c, bool relu, uint32_t seed, const char* pa
     char what[160];
     describe(c, what, sizeof what);
     check(differ == 0 && (!relu || negative > 0),
-          "%-6s %-48s %s: bitwise bias-filled C, beta 1%s (%ld of %zu elements differ; %ld set to 0)", path, what,
+          "%-10s %-48s %s: bitwise bias-filled C, beta 1%s (%ld of %zu elements differ; %ld set to 0)", path, what,
           relu ? "bias+relu" : "bias", relu ? ", ReLU pass" : "", differ, d.C0.size(), negative);
 }
 
@@ -252,7 +254,7 @@ void check_streaming(const char* path) {
                 out += !(std::fabs(whole[(size_t)i * N + j] - s) <= 1e-5 * mag + 1e-30);
             }
         check(differ == 0 && out == 0,
-              "%-6s NT M=%d N=%d K=%d, C %.1f MB %s: bitwise the product in chunks of 256 rows (%ld differ); "
+              "%-10s NT M=%d N=%d K=%d, C %.1f MB %s: bitwise the product in chunks of 256 rows (%ld differ); "
               "5 rows within the bound (%d out)", path, M, N, K, (double)M * N * 4 / 1e6,
               offset ? "16 bytes off a 64-byte line" : "64-byte aligned", differ, out);
     }
@@ -272,24 +274,42 @@ void check_all(const char* path) {
 
 }  // namespace
 
+// The path `name` ("amx" or "avx512bf16"): checked where this build and CPU have it, else SKIP
+// and why. A CPU with the flags whose path is not available fails (the detection broke).
+void check_kernel(const char* name, bool cpu_flags, const char* flags, bool turned_off) {
+    if (!bf16_kernel_built(name)) {
+        check_skip("sgemm_bf16's %s path: not in this build (it needs AVX-512 and GCC 10 / clang 9 on x86-64%s)", name,
+                   std::strcmp(name, "amx") == 0 ? ", for AMX GCC 11 / clang 12 on Linux" : "");
+    } else if (!cpu_flags) {
+        check_skip("sgemm_bf16's %s path: this CPU has no %s (/proc/cpuinfo)", name, flags);
+    } else if (turned_off) {
+        check_skip("sgemm_bf16's %s path: TRANSFORMER_AMX=0 turns it off in this process", name);
+    } else {
+        check(bf16_kernel_available(name) && bf16_use_kernel(name) && std::string(bf16_kernel()) == name,
+              "the CPU has %s: sgemm_bf16 can take the %s path (it takes %s)", flags, name, bf16_kernel());
+        if (std::string(bf16_kernel()) == name) check_all(name);
+    }
+}
+
 int main() {
     check_rounding();
-    const bool cpu_amx = cpu_has("amx_bf16") && cpu_has("avx512_bf16");
-    const std::string kernel = bf16_kernel();
     const char* env = std::getenv("TRANSFORMER_AMX");
-    if (!bf16_amx_built()) {
-        check_skip("sgemm_bf16's AMX path: not in this build (it needs AVX-512 and GCC 11 / clang 12 on x86-64 Linux)");
-    } else if (env && std::strcmp(env, "0") == 0) {
-        check_skip("sgemm_bf16's AMX path: TRANSFORMER_AMX=0 turns it off in this process");
-    } else if (cpu_amx) {
-        check(kernel == "amx", "the CPU has amx_bf16 and sgemm_bf16 takes the %s path", kernel.c_str());
-        check_all("amx");
-    } else {
-        check_skip("sgemm_bf16's AMX path: this CPU has no amx_bf16 (/proc/cpuinfo)");
-    }
-    bf16_allow_amx(false);
-    check(std::string(bf16_kernel()) == "sgemm", "AMX turned off: sgemm_bf16 takes the %s path", bf16_kernel());
+    const bool amx_off = env && std::strcmp(env, "0") == 0;
+    const bool cpu_amx = cpu_has("amx_bf16") && cpu_has("avx512_bf16"), cpu_dp = cpu_has("avx512_bf16");
+    // Unless told otherwise, sgemm_bf16 takes the fastest path this build and CPU have.
+    const char* fastest = bf16_kernel_built("amx") && cpu_amx && !amx_off    ? "amx"
+                          : bf16_kernel_built("avx512bf16") && cpu_dp ? "avx512bf16"
+                                                                           : "sgemm";
+    check(std::string(bf16_kernel()) == fastest, "sgemm_bf16 takes the %s path by itself (want %s: the fastest of this "
+          "build and CPU%s)", bf16_kernel(), fastest, amx_off ? ", TRANSFORMER_AMX=0" : "");
+    check_kernel("amx", cpu_amx, "amx_bf16 and avx512_bf16", amx_off);
+    check_kernel("avx512bf16", cpu_dp, "avx512_bf16", false);
+    check(bf16_use_kernel("sgemm") && std::string(bf16_kernel()) == "sgemm", "sgemm_bf16 can take the sgemm path (it takes %s)",
+          bf16_kernel());
     check_all("sgemm");
-    bf16_allow_amx(true);
+    check(!bf16_use_kernel("no-such-path") && std::string(bf16_kernel()) == "sgemm",
+          "an unknown path is refused and the choice kept (%s)", bf16_kernel());
+    bf16_use_kernel("");
+    check(std::string(bf16_kernel()) == fastest, "back to the fastest path: %s", bf16_kernel());
     return check_summary("gemm_bf16");
 }
