@@ -12,7 +12,8 @@
 #   THREADS         cores for both sides (default: all)
 #   BENCH_CONFIGS   train: the configs to run (default "tiny small base")
 #   BENCH_PRECISION train: fp32 (default) or bf16 (ours: the linear layers' products on bf16
-#                   operands, AMX where the CPU has it; PyTorch: CPU bf16 autocast, oneDNN)
+#                   operands, AMX or vdpbf16ps where the CPU has it; PyTorch: CPU bf16
+#                   autocast, oneDNN)
 #   TORCH_BLAS_DIR  the BLAS folder PyTorch loads (default Debian's openblas-openmp)
 set -u
 MODE=$1

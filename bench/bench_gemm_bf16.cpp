@@ -8,7 +8,8 @@
 // Each product is run alternately with the two functions (so that load from other processes
 // hits both alike); the reported time is the median of the runs, GFLOP/s counts 2 M N K. With
 // OMP_NUM_THREADS=1 times are the thread's CPU time; with more threads wall time, so run on a
-// quiet machine. The path of sgemm_bf16 ("amx", or "sgemm" on rounded operands) is printed.
+// quiet machine. The path of sgemm_bf16 ("amx", "avx512bf16", or "sgemm" on rounded operands;
+// TRANSFORMER_BF16_KERNEL picks one) is printed.
 //
 // Run: make bench-gemm-bf16, or [OMP_NUM_THREADS=1] build/bench_gemm_bf16 [seconds=0.3]
 #include "cpu/gemm.h"

@@ -176,7 +176,7 @@ int main(int argc, char** argv) {
     o.add_choice("--device", &t.device, {"auto", "cpu", "cuda"}, "auto: the GPU when one is present");
     o.add_choice("--precision", &t.precision, {"fp32", "bf16"},
                  "fp32 (the CPU default; on the GPU TF32 off), or bf16 (the GPU default: bf16 weights and "
-                 "activations; on the CPU: the linear layers' products on bf16 operands, fast with Intel AMX)");
+                 "activations; on the CPU: the linear layers' products on bf16 operands, fast with Intel AMX or AVX512-BF16)");
     o.section("Data parallelism (mpirun)");
     add_duration(o, "--dist-timeout", &dist_timeout_s,
                  "end the job when a step's all-reduce waits this long for the other ranks (0: never)");

@@ -11,7 +11,8 @@
 //   "amx"         Intel AMX (AMX-BF16; Sapphire Rapids and later, Linux 5.16+): tdpbf16ps tiles,
 //                 16 x 32 by 32 x 16 products, 8,192 multiply-adds an instruction
 //   "avx512bf16"  AVX512-BF16 without AMX (AMD Zen 4 and later, Intel Cooper Lake): vdpbf16ps,
-//                 32 multiply-adds an instruction, twice a 512-bit fp32 FMA's
+//                 32 multiply-adds an instruction, twice a 512-bit fp32 FMA's (on AMD Zen 5 at
+//                 the FMA's rate; on an AMX Xeon at half of it, so not chosen there by itself)
 //   "sgemm"       elsewhere: the operands rounded to bf16 into fp32 buffers, then sgemm(): the
 //                 same values multiplied at fp32 speed (no faster than --precision fp32)
 // Each sums in its own order, so their results differ in the last bits. AMX and vdpbf16ps treat
@@ -33,8 +34,14 @@ void sgemm_bf16(bool trans_a, bool trans_b, int M, int N, int K, float alpha, co
 // The path sgemm_bf16 takes: "amx", "avx512bf16" or "sgemm". Unless bf16_use_kernel chose one,
 // TRANSFORMER_BF16_KERNEL's (one of the three; not one this build and CPU have stops the
 // program with a message), else the first this build and CPU have (AMX not with
-// TRANSFORMER_AMX=0, cpu/amx.h).
+// TRANSFORMER_AMX=0, cpu/amx.h; "avx512bf16" not on a CPU that lists AMX-BF16, whose vdpbf16ps
+// is slower than its FMAs).
 const char* bf16_kernel();
+// Why sgemm_bf16 takes its path, in a few words for the programs' notes: the variable that chose
+// it, or what this build or CPU has or lacks (e.g. "this CPU has neither AMX-BF16 nor
+// AVX512-BF16", "TRANSFORMER_AMX=0"; on a CPU listing AMX-BF16 vdpbf16ps is never chosen by
+// itself, so without AMX such a CPU takes sgemm).
+std::string bf16_kernel_reason();
 // Whether this build has path `name`: "avx512bf16" needs an AVX-512 build (x86-64, GCC 10 / clang
 // 9 or later), "amx" that and GCC 11 / clang 12 on Linux; "sgemm" is always built.
 bool bf16_kernel_built(const std::string& name);

@@ -114,10 +114,7 @@ std::unique_ptr<Backend> make_backend(const std::string& device, const std::stri
     if (precision == "bf16") {   // the CPU's: bf16 products (AMX or AVX512-BF16 where the CPU has it)
         if (note && std::string(bf16_kernel()) == "sgemm")
             *note = (note->empty() ? "" : *note + "; ") +
-                    (std::getenv("TRANSFORMER_BF16_KERNEL") ? "TRANSFORMER_BF16_KERNEL=sgemm"
-                     : bf16_kernel_built("avx512bf16")      ? "this CPU has neither AMX-BF16 nor AVX512-BF16"
-                                                            : "this build has no bf16 kernels (they need AVX-512 and GCC 10 or clang 9)") +
-                    ": --precision bf16 rounds the products' operands but runs them at fp32 speed";
+                    bf16_kernel_reason() + ": --precision bf16 rounds the products' operands but runs them at fp32 speed";
         return make_cpu_backend(Precision::BF16);
     }
     return make_cpu_backend();   // int8: the caller quantizes once the weights are loaded

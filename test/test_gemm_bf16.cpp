@@ -13,9 +13,10 @@
 // 3. Bitwise the same C with 1 and 2 OpenMP threads (row and column splits).
 // 4. The linear layers' epilogue (bias, ReLU; gemm.h) bitwise against a bias-filled C, beta 1
 //    and a ReLU pass, on each path: one and two depth blocks, C split by rows and by columns.
-// 5. A C over 64 MB (the logits; the AMX path streams it past the caches) bitwise the same
+// 5. A C over 64 MB (the logits; the AMX and vdpbf16ps paths stream it past the caches) bitwise the same
 //    product in row chunks, aligned and not.
-// 6. Unless told otherwise sgemm_bf16 takes the fastest path (AMX, then vdpbf16ps, then sgemm).
+// 6. Unless told otherwise sgemm_bf16 takes the fastest path (AMX, then vdpbf16ps where the CPU
+//    does not list AMX-BF16, then sgemm).
 // A CPU with amx_bf16 or avx512_bf16 whose path is not available fails (the detection broke);
 // elsewhere that path says SKIP and why.
 #include "cpu/gemm_bf16.h"
@@ -217,7 +218,7 @@ void check_epilogue(const char* path) {
             for (bool relu : {false, true}) check_epilogue_case({false, tb, s[0], s[1], s[2], 1.0f, 0.0f, 1, 2, 3}, relu, seed++, path);
 }
 
-// 5. A C of more than 64 MB written once (the classifier's logits), which the AMX path stores
+// 5. A C of more than 64 MB written once (the classifier's logits), which the AMX and vdpbf16ps paths store
 //    past the caches: bitwise the same C as the product cut into row chunks of 256 (C under that
 //    size), on a 64-byte-aligned C and on one 16 bytes off it, and sampled rows within the bound
 //    of the rounded product.
@@ -297,12 +298,25 @@ int main() {
     const bool amx_off = env && std::strcmp(env, "0") == 0;
     const bool cpu_amx = cpu_has("amx_bf16") && cpu_has("avx512_bf16"), cpu_dp = cpu_has("avx512_bf16");
     // Unless told otherwise, sgemm_bf16 takes the fastest path this build and CPU have.
-    const char* fastest = bf16_kernel_built("amx") && cpu_amx && !amx_off    ? "amx"
-                          : bf16_kernel_built("avx512bf16") && cpu_dp ? "avx512bf16"
-                                                                           : "sgemm";
-    check(std::string(bf16_kernel()) == fastest, "sgemm_bf16 takes the %s path by itself (want %s: the fastest of this "
-          "build and CPU%s)", bf16_kernel(), fastest, amx_off ? ", TRANSFORMER_AMX=0" : "");
-    check_kernel("amx", cpu_amx, "amx_bf16 and avx512_bf16", amx_off);
+    // (vdpbf16ps not on a CPU that lists AMX-BF16: slower there than its FMAs)
+    const char* fastest = bf16_kernel_built("amx") && cpu_amx && !amx_off                      ? "amx"
+                          : bf16_kernel_built("avx512bf16") && cpu_dp && !cpu_has("amx_bf16") ? "avx512bf16"
+                                                                                             : "sgemm";
+    const char* env_kernel = std::getenv("TRANSFORMER_BF16_KERNEL");
+    if (env_kernel) fastest = env_kernel;   // the variable's path instead
+    check(std::string(bf16_kernel()) == fastest, "sgemm_bf16 takes the %s path by itself (want %s: %s)", bf16_kernel(),
+          fastest, env_kernel ? "TRANSFORMER_BF16_KERNEL's" : amx_off ? "the fastest of this build and CPU, TRANSFORMER_AMX=0"
+                                                                      : "the fastest of this build and CPU");
+    const std::string reason = bf16_kernel_reason();
+    check(env_kernel ? reason == std::string("TRANSFORMER_BF16_KERNEL=") + env_kernel
+          : std::strcmp(fastest, "amx") == 0        ? reason == "AMX-BF16"
+          : std::strcmp(fastest, "avx512bf16") == 0 ? reason == "AVX512-BF16"
+          : amx_off && cpu_amx                      ? reason == "TRANSFORMER_AMX=0"
+                                                    : reason.find("AVX512-BF16") != std::string::npos ||
+                                                          reason.find("AMX-BF16") != std::string::npos ||
+                                                          reason.find("this build") != std::string::npos,
+          "why the %s path: \"%s\"", bf16_kernel(), reason.c_str());
+    check_kernel("amx", cpu_amx, "amx_bf16 (with avx512_bf16)", amx_off);
     check_kernel("avx512bf16", cpu_dp, "avx512_bf16", false);
     check(bf16_use_kernel("sgemm") && std::string(bf16_kernel()) == "sgemm", "sgemm_bf16 can take the sgemm path (it takes %s)",
           bf16_kernel());
