@@ -273,8 +273,6 @@ void check_all(const char* path) {
 #endif
 }
 
-}  // namespace
-
 // The path `name` ("amx" or "avx512bf16"): checked where this build and CPU have it, else SKIP
 // and why. A CPU with the flags whose path is not available fails (the detection broke).
 void check_kernel(const char* name, bool cpu_flags, const char* flags, bool turned_off) {
@@ -291,6 +289,8 @@ void check_kernel(const char* name, bool cpu_flags, const char* flags, bool turn
         if (std::string(bf16_kernel()) == name) check_all(name);
     }
 }
+
+}  // namespace
 
 int main() {
     check_rounding();
