@@ -34,7 +34,7 @@
 // a B tile's row of pairs is already one operand; the other is an A row's pair for the same k,
 // broadcast. The kernel keeps 8 rows x 32 columns of C in 16 registers (kernel_dp below); the
 // B panel is 2,048 columns wide. Measured on a 2-core AMD Zen 5 (make bench-gemm-bf16, the 11
-// products of a training step): 660-930 GFLOP/s where our fp32 sgemm does 430-505, 1.65-1.97x.
+// products of a training step): 660-930 GFLOP/s where our fp32 sgemm does 400-480, 1.65-1.97x.
 //
 // Elsewhere: each operand rounded to bf16 into an fp32 buffer, then sgemm.
 #include "cpu/gemm_bf16.h"
