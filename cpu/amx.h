@@ -1,6 +1,7 @@
 // amx.h — Intel AMX (Advanced Matrix Extensions) for the CPU's kernels: whether this process may
 // use it, and the tile configuration the kernels share (gemm_int8.cpp: int8 products,
-// gemm_bf16.cpp: bf16 products).
+// gemm_bf16.cpp: bf16 products); and the CPUID flags they ask for (cpuid_bit), the bf16 ones
+// named once (gemm_bf16.cpp also takes vdpbf16ps on CPUs with AVX512-BF16 and no AMX).
 //
 // AMX adds eight tile registers of up to 16 rows x 64 bytes and one instruction per product
 // type (tdpbusd: u8 x s8 -> int32, tdpbf16ps: bf16 x bf16 -> fp32) that multiplies two tiles
@@ -18,10 +19,36 @@
 #if defined(__x86_64__) && defined(__linux__) && \
     ((defined(__clang__) && __clang_major__ >= 12) || (!defined(__clang__) && __GNUC__ >= 11))
 #define CPU_AMX 1   // the compiler knows AMX's intrinsics: the kernels are compiled
-#include <cpuid.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 #endif
+#if defined(__x86_64__)
+#include <cpuid.h>
+#endif
+
+enum class CpuidReg { EAX, EBX, ECX, EDX };
+
+// Whether CPUID leaf `leaf`, sub-leaf `sub` sets `bit` of register `reg` (false off x86-64).
+inline bool cpuid_bit(unsigned leaf, unsigned sub, CpuidReg reg, int bit) {
+#if defined(__x86_64__)
+    unsigned r[4];
+    return __get_cpuid_count(leaf, sub, &r[0], &r[1], &r[2], &r[3]) && (r[(int)reg] >> bit & 1u);
+#else
+    (void)leaf, (void)sub, (void)reg, (void)bit;
+    return false;
+#endif
+}
+
+// The CPU's AVX512-BF16 flag (leaf 7, sub-leaf 1, EAX bit 5) and AMX-BF16 flag (leaf 7, EDX bit
+// 22), asked once; whether the OS lets this process use AMX is amx_available's question.
+inline bool cpu_lists_avx512_bf16() {
+    static const bool has = cpuid_bit(7, 1, CpuidReg::EAX, 5);
+    return has;
+}
+inline bool cpu_lists_amx_bf16() {
+    static const bool has = cpuid_bit(7, 0, CpuidReg::EDX, 22);
+    return has;
+}
 
 // TRANSFORMER_AMX: true unless it says 0.
 inline bool amx_from_environment() {
@@ -41,24 +68,16 @@ enum class AmxType { INT8, BF16 };
 inline bool amx_available(AmxType type) {
 #ifdef CPU_AMX
     static const bool tiles = [] {
-        unsigned a, b, c, d;
-        if (!__get_cpuid(1, &a, &b, &c, &d) || !(c & (1u << 27))) return false;   // OSXSAVE
-        if (!__get_cpuid_count(7, 0, &a, &b, &c, &d) || !(d & (1u << 24))) return false;
+        if (!cpuid_bit(1, 0, CpuidReg::ECX, 27)) return false;    // OSXSAVE
+        if (!cpuid_bit(7, 0, CpuidReg::EDX, 24)) return false;    // AMX-TILE
         unsigned lo, hi;
         __asm__ volatile("xgetbv" : "=a"(lo), "=d"(hi) : "c"(0));
         if ((lo & (3u << 17)) != (3u << 17)) return false;
         const long ARCH_REQ_XCOMP_PERM = 0x1023, XFEATURE_XTILEDATA = 18;
         return syscall(SYS_arch_prctl, ARCH_REQ_XCOMP_PERM, XFEATURE_XTILEDATA) == 0;
     }();
-    static const bool int8 = [] {
-        unsigned a, b, c, d;
-        return __get_cpuid_count(7, 0, &a, &b, &c, &d) && (d & (1u << 25));
-    }();
-    static const bool bf16 = [] {
-        unsigned a, b, c, d;
-        return __get_cpuid_count(7, 0, &a, &b, &c, &d) && (d & (1u << 22)) &&
-               __get_cpuid_count(7, 1, &a, &b, &c, &d) && (a & (1u << 5));   // AVX512-BF16
-    }();
+    static const bool int8 = cpuid_bit(7, 0, CpuidReg::EDX, 25);   // AMX-INT8
+    static const bool bf16 = cpu_lists_amx_bf16() && cpu_lists_avx512_bf16();
     return tiles && (type == AmxType::INT8 ? int8 : bf16);
 #else
     (void)type;

@@ -67,7 +67,6 @@
 #ifndef __clang__
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
 #endif
-#include <cpuid.h>
 #include <immintrin.h>
 #endif
 
@@ -86,34 +85,6 @@ float round_bf16(float x) {
 
 namespace {
 
-// Whether the CPU has AVX512-BF16 (CPUID leaf 7, sub-leaf 1, EAX bit 5), asked once.
-bool cpu_avx512_bf16() {
-#ifdef GEMM_BF16_AVX512
-    static const bool has = [] {
-        unsigned a, b, c, d;
-        return __get_cpuid_count(7, 1, &a, &b, &c, &d) && (a & (1u << 5));
-    }();
-    return has;
-#else
-    return false;
-#endif
-}
-
-// Whether the CPU lists AMX-BF16 (CPUID leaf 7, EDX bit 22), whether or not the OS lets this
-// process use it: on such a Xeon (Sapphire Rapids) vdpbf16ps measured half the multiply-adds a
-// second of fp32 FMAs, so there the automatic choice without AMX stays sgemm.
-bool cpu_lists_amx_bf16() {
-#ifdef GEMM_BF16_AVX512
-    static const bool has = [] {
-        unsigned a, b, c, d;
-        return __get_cpuid_count(7, 0, &a, &b, &c, &d) && (d & (1u << 22));
-    }();
-    return has;
-#else
-    return false;
-#endif
-}
-
 // The paths, by bf16_kernel's names.
 enum class Kernel { AMX, AVX512BF16, SGEMM, AUTOMATIC };
 const char* const KERNEL_NAMES[] = {"amx", "avx512bf16", "sgemm"};
@@ -131,8 +102,10 @@ Kernel kernel_named(const std::string& name) {
 }
 
 // TRANSFORMER_BF16_KERNEL's path; unset: the fastest available, AMX only if TRANSFORMER_AMX
-// allows it (cpu/amx.h), vdpbf16ps not on a CPU with AMX (cpu_lists_amx_bf16). A name that is
-// not a path this build and CPU have stops the program.
+// allows it (cpu/amx.h), vdpbf16ps not on a CPU that lists AMX-BF16 whether or not the OS lets
+// this process use it (on such a Xeon, Sapphire Rapids, vdpbf16ps measured half the multiply-adds
+// a second of fp32 FMAs, so there the choice without AMX stays sgemm). A name that is not a path
+// this build and CPU have stops the program.
 Kernel kernel_from_environment() {
     const char* v = std::getenv("TRANSFORMER_BF16_KERNEL");
     if (v && !bf16_kernel_available(v)) {
@@ -630,7 +603,7 @@ bool bf16_kernel_built(const std::string& name) {
 bool bf16_kernel_available(const std::string& name) {
     if (!bf16_kernel_built(name)) return false;
     if (name == "amx") return amx_available(AmxType::BF16);
-    if (name == "avx512bf16") return cpu_avx512_bf16();
+    if (name == "avx512bf16") return cpu_lists_avx512_bf16();
     return true;
 }
 
