@@ -23,6 +23,7 @@
 #include "cpu/gemm.h"
 #include "cpu/gemm_bf16.h"
 #include "cpu/gemm_int8.h"
+#include "cpu/kernel_common.h"
 #include "model/search.h"
 #include "transformer.h"
 
@@ -65,6 +66,45 @@ static inline float exp_fast(float x) {
     const uint32_t bits = (__builtin_bit_cast(uint32_t, t) - __builtin_bit_cast(uint32_t, round_magic) + 127u) << 23;
     return p * __builtin_bit_cast(float, bits);   // p * 2^n
 }
+
+#ifdef __AVX512F__
+// (The maskz forms with every lane, not the plain ones: those pass an undefined value through,
+// which trips GCC 12's "may be used uninitialized" warning, GCC bug 105593, as in gemm_bf16.cpp.)
+constexpr __mmask16 ALL16 = 0xFFFF;
+
+// exp_fast on 16 lanes, step for step as GCC compiles the scalar one (its products and sums
+// contracted into FMAs); max(c, x) and min(c, x) return x when x is NaN, as the clamps do.
+static inline __m512 exp_fast16(__m512 x) {
+    const __m512 round_magic = _mm512_set1_ps(12582912.0f);
+    x = _mm512_maskz_min_ps(ALL16, _mm512_set1_ps(88.0f), _mm512_maskz_max_ps(ALL16, _mm512_set1_ps(-87.0f), x));
+    const __m512 t = _mm512_fmadd_ps(x, _mm512_set1_ps(1.44269504088896341f), round_magic);
+    const __m512 n = _mm512_sub_ps(t, round_magic);
+    __m512 r = _mm512_fnmadd_ps(n, _mm512_set1_ps(0.693359375f), x);
+    r = _mm512_fmadd_ps(n, _mm512_set1_ps(2.12194440e-4f), r);
+    __m512 p = _mm512_set1_ps(1.9875691500e-4f);
+    for (float c : {1.3981999507e-3f, 8.3334519073e-3f, 4.1665795894e-2f, 1.6666665459e-1f, 5.0000001201e-1f})
+        p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(c));
+    p = _mm512_add_ps(_mm512_fmadd_ps(_mm512_mul_ps(p, r), r, r), _mm512_set1_ps(1.0f));
+    const __m512i n_bits = _mm512_sub_epi32(_mm512_castps_si512(t), _mm512_castps_si512(round_magic));
+    const __m512i two_n = _mm512_maskz_slli_epi32(ALL16, _mm512_add_epi32(n_bits, _mm512_set1_epi32(127)), 23);
+    return _mm512_mul_ps(p, _mm512_castsi512_ps(two_n));   // p * 2^n
+}
+
+// The largest of v's lanes and their sum, in every lane: four rounds of adding (or taking the
+// larger of) each lane and its partner 8, 4, 2, then 1 lanes away (a fixed tree: the same
+// bits every time).
+template <class Op>
+static inline __m512 all_lanes(__m512 v, Op op) {
+    v = op(v, _mm512_maskz_shuffle_f32x4(ALL16, v, v, 0x4E));   // 256-bit halves swapped
+    v = op(v, _mm512_maskz_shuffle_f32x4(ALL16, v, v, 0xB1));   // 128-bit quarters
+    v = op(v, _mm512_maskz_permute_ps(ALL16, v, 0x4E));         // 64-bit pairs
+    return op(v, _mm512_maskz_permute_ps(ALL16, v, 0xB1));      // neighbours
+}
+static inline __m512 all_lanes_max(__m512 v) {
+    return all_lanes(v, [](__m512 a, __m512 b) { return _mm512_maskz_max_ps(ALL16, a, b); });
+}
+static inline __m512 all_lanes_sum(__m512 v) { return all_lanes(v, _mm512_add_ps); }
+#endif
 
 // The loops over long rows of exp_fast (the loss, decoding's log-softmax over the vocabulary)
 // ask GCC for 512-bit vectors where the CPU has AVX-512 (its default for -march=native is 256
@@ -362,27 +402,99 @@ static int keys_end(const int* key_tokens, int Lk) {
     return n;
 }
 
+// Whether none of the first n keys is PAD: then row i attends to keys 0 .. allowed_keys - 1
+// (the usual case; PAD inside a sentence comes only from odd inputs).
+static bool no_pad_before(const int* key_tokens, int n) {
+    for (int j = 0; j < n; j++)
+        if (key_tokens[j] == PAD_ID) return false;
+    return true;
+}
+static int allowed_keys(int i, int n, bool causal) { return causal ? std::min(n, i + 1) : n; }
+
+// x (rows, n) -> softmax of each row, in place (serial: the callers run it per thread).
+static void softmax_rows(float* x, int rows, int n) {
+    for (int r = 0; r < rows; r++) {
+        float* z = x + (size_t)r * n;
+        float mx = -INFINITY, sum = 0.0f;
+#pragma omp simd reduction(max : mx)
+        for (int k = 0; k < n; k++) mx = z[k] > mx ? z[k] : mx;
+#pragma omp simd reduction(+ : sum)
+        for (int k = 0; k < n; k++) {
+            z[k] = exp_fast(z[k] - mx);
+            sum += z[k];
+        }
+        const float inv = 1.0f / sum;
+#pragma omp simd
+        for (int k = 0; k < n; k++) z[k] *= inv;
+    }
+}
+
+// row (ld) -> softmax over the keys j < n with allowed(j), in place; the others and columns
+// n .. ld - 1 become 0 (all of them when no key is allowed).
+template <class Allowed>
+static void masked_softmax_row(float* row, int n, int ld, Allowed allowed) {
+    float mx = -INFINITY;
+#pragma omp simd reduction(max : mx)
+    for (int j = 0; j < n; j++) mx = allowed(j) && row[j] > mx ? row[j] : mx;
+    float sum = 0.0f;
+#pragma omp simd reduction(+ : sum)
+    for (int j = 0; j < n; j++) {
+        float e = allowed(j) ? exp_fast(row[j] - mx) : 0.0f;
+        row[j] = e;
+        sum += e;
+    }
+    float inv = sum > 0.0f ? 1.0f / sum : 0.0f;
+#pragma omp simd
+    for (int j = 0; j < n; j++) row[j] *= inv;
+    std::fill(row + n, row + ld, 0.0f);
+}
+
+// row (ld) -> softmax of its first m, in place; columns m .. ld - 1 become 0 (all when m is 0).
+// With AVX-512, for runs up to SOFTMAX_RUN keys: 16 keys a vector, the last one masked, so
+// that a row of 10 to 100 keys has no scalar remainder (at 25 keys half the exps had been
+// scalar), and the exps kept in whole vectors aside until the sum is known (a load of what a
+// masked store has just written waits for the store to complete). The sums' order depends on
+// m alone: a sentence's attention is the same bits in any batch.
+constexpr int SOFTMAX_RUN = 256;
+static void softmax_run(float* row, int m, int ld) {
+#ifdef __AVX512F__
+    if (m <= SOFTMAX_RUN) {
+        using cpu_kernels::first_lanes;
+        __m512 e[SOFTMAX_RUN / 16];
+        const int vectors = (m + 15) / 16;
+        __m512 vmx = _mm512_set1_ps(-INFINITY), vsum = _mm512_setzero_ps();
+        for (int v = 0; v < vectors; v++) {
+            e[v] = _mm512_maskz_loadu_ps(first_lanes(m - 16 * v), row + 16 * v);
+            vmx = _mm512_mask_max_ps(vmx, first_lanes(m - 16 * v), vmx, e[v]);
+        }
+        const __m512 mx = all_lanes_max(vmx);
+        for (int v = 0; v < vectors; v++) {
+            e[v] = _mm512_maskz_mov_ps(first_lanes(m - 16 * v), exp_fast16(_mm512_sub_ps(e[v], mx)));
+            vsum = _mm512_add_ps(vsum, e[v]);
+        }
+        const __m512 inv = _mm512_div_ps(_mm512_set1_ps(1.0f), all_lanes_sum(vsum));
+        for (int v = 0; v < vectors; v++)
+            _mm512_mask_storeu_ps(row + 16 * v, first_lanes(m - 16 * v), _mm512_mul_ps(e[v], inv));
+        std::fill(row + m, row + ld, 0.0f);
+        return;
+    }
+#endif
+    masked_softmax_row(row, m, ld, [](int) { return true; });
+}
+
 // scores (Lq, ld) -> softmax over the allowed keys among the first n, in place; the others
-// and columns n .. ld - 1 become 0.
+// and columns n .. ld - 1 become 0. Keys without PAD among them are masked by position alone
+// (softmax_run over each row's first allowed_keys), not looked up element by element.
 static void masked_softmax_rows(float* scores, const int* key_tokens, int Lq, int n, int ld,
                                 bool causal) {
+    const bool no_pad = no_pad_before(key_tokens, n);
     for (int i = 0; i < Lq; i++) {
         float* row = scores + (size_t)i * ld;
-        float mx = -INFINITY;
-#pragma omp simd reduction(max : mx)
-        for (int j = 0; j < n; j++)
-            mx = key_allowed(key_tokens, i, j, causal) && row[j] > mx ? row[j] : mx;
-        float sum = 0.0f;
-#pragma omp simd reduction(+ : sum)
-        for (int j = 0; j < n; j++) {
-            float e = key_allowed(key_tokens, i, j, causal) ? exp_fast(row[j] - mx) : 0.0f;
-            row[j] = e;
-            sum += e;
+        if (no_pad) {
+            softmax_run(row, allowed_keys(i, n, causal), ld);
+        } else {
+            masked_softmax_row(row, n, ld, [&](int j) { return key_allowed(key_tokens, i, j, causal); });
         }
-        float inv = sum > 0.0f ? 1.0f / sum : 0.0f;
-#pragma omp simd
-        for (int j = 0; j < n; j++) row[j] *= inv;
-        std::fill(row + n, row + ld, 0.0f);
     }
 }
 
@@ -466,24 +578,6 @@ void attention_backward(float* dq, float* dkv, const float* dctx, const float* p
 // ============================================================================================
 // §3.2.3 The decoder one position at a time: one query per row over cached keys and values.
 // ============================================================================================
-// x (rows, n) -> softmax of each row, in place (serial: the callers run it per thread).
-static void softmax_rows(float* x, int rows, int n) {
-    for (int r = 0; r < rows; r++) {
-        float* z = x + (size_t)r * n;
-        float mx = -INFINITY, sum = 0.0f;
-#pragma omp simd reduction(max : mx)
-        for (int k = 0; k < n; k++) mx = z[k] > mx ? z[k] : mx;
-#pragma omp simd reduction(+ : sum)
-        for (int k = 0; k < n; k++) {
-            z[k] = exp_fast(z[k] - mx);
-            sum += z[k];
-        }
-        const float inv = 1.0f / sum;
-#pragma omp simd
-        for (int k = 0; k < n; k++) z[k] *= inv;
-    }
-}
-
 // ctx (n, H*dv): row r's query over the keys/values of steps 0..t, found through step_row and
 // slots (see Backend::attention_step_self). Key-major scores, so that each cached row is read
 // once.

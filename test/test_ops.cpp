@@ -1061,7 +1061,9 @@ void ref_attention(const AttentionShape& s, const DVec& q, const DVec& kv, const
             }
 }
 
-struct AttnCase { const char* what; int B, Lq, Lk, H, dk, dv; bool self, causal; float p; };
+// pad_at >= 0: key pad_at of every sentence longer than pad_at + 1 is PAD, inside the
+// sentence (the CPU's softmax takes another path for such keys than for a run without PAD).
+struct AttnCase { const char* what; int B, Lq, Lk, H, dk, dv; bool self, causal; float p; int pad_at = -1; };
 const AttnCase ATTN_CASES[] = {
     {"encoder self", 2, 5, 5, 2, 4, 3, true, false, 0.0f},
     {"decoder self causal", 3, 7, 7, 3, 5, 7, true, true, 0.1f},
@@ -1078,6 +1080,11 @@ const AttnCase ATTN_CASES[] = {
     // d_k + d_v beyond the tiled kernels' shared memory: the GPU's row-wise kernels (cuBLASLt with
     // TRANSFORMER_ATTENTION=batched)
     {"cross, d_k + d_v = 1624 (wider than a tile)", 1, 3, 4, 1, 1024, 600, false, false, 0.0f},
+    // PAD among a sentence's keys, not only after them
+    {"encoder self, PAD inside", 3, 9, 9, 2, 4, 3, true, false, 0.0f, 3},
+    {"decoder self causal, PAD inside", 2, 18, 18, 2, 5, 4, true, true, 0.1f, 6},
+    // more keys than the CPU's vectorised softmax keeps in registers (256)
+    {"cross, 300 keys", 2, 3, 300, 1, 4, 3, false, false, 0.0f},
 };
 
 // Inputs laid out as model.cpp lays them out. Self-attention: q, k, v in one qkv buffer
@@ -1106,6 +1113,7 @@ AttnData attention_data(const Backend& be, const AttnCase& c, uint32_t site) {
         const int len = b == 0 ? a.s.Lk : 1 + randint(a.s.Lk);
         for (int j = 0; j < len; j++) a.keys[(size_t)b * a.s.Lk + j] = 4 + randint(50);
         if (c.causal) a.keys[(size_t)b * a.s.Lk] = BOS_ID;
+        if (c.pad_at >= 0 && len > c.pad_at + 1) a.keys[(size_t)b * a.s.Lk + c.pad_at] = PAD_ID;
     }
     a.seed = site_seed(site);
     return a;
