@@ -266,6 +266,21 @@ inline void copy_row(const float* s, int n, float* d) {
 // row by row (long sequential runs) and each row is spread over the slivers.
 template <int R>
 void pack_copy(const float* src, long ld, int rows, int kc, float* dst) {
+#ifdef __AVX512F__
+    if constexpr (R < Simd::W) {
+        // Records of R < 16 floats (the 12-row A slivers): whole 16-float stores, each spilling
+        // over the first lanes of the sliver's next record, which the next depth writes (the
+        // last depth masked); whole loads where the source row holds 16 floats from r0.
+        for (int k = 0; k < kc; k++, src += ld)
+            for (int r0 = 0; r0 < rows; r0 += R) {
+                float* d = dst + (size_t)r0 * kc + (size_t)k * R;
+                const Simd::V v = rows - r0 >= Simd::W ? _mm512_loadu_ps(src + r0) : Simd::load(src + r0, Simd::first(std::min(R, rows - r0)));
+                if (k + 1 < kc) _mm512_storeu_ps(d, v);
+                else Simd::store(d, Simd::first(R), v);
+            }
+        return;
+    }
+#endif
     for (int k = 0; k < kc; k++, src += ld)
         for (int r0 = 0; r0 < rows; r0 += R)
             copy_row<R>(src + r0, rows - r0, dst + (size_t)r0 * kc + (size_t)k * R);
