@@ -226,6 +226,13 @@ void linear_relu_forward(float* Y, const float* X, const float* W, const float* 
     linear_forward(Y, X, W, b, rows, in, out, gemm, true);
 }
 
+// The same with W^T packed beforehand (Backend::pack_weights: inference's fixed weights), the
+// same bits: Y (rows, out) = relu?(X (rows, in) W^T + b).
+void linear_forward_packed(float* Y, const float* X, const SgemmPackedB& Wt, const float* b, int rows,
+                           bool relu) {
+    sgemm_packed(false, rows, 1.0f, X, Wt.K, Wt, 0.0f, Y, Wt.N, {b, relu});
+}
+
 // dx = dy where the forward output was positive.
 void relu_backward(float* dx, const float* dy, const float* y, size_t n) {
 #pragma omp parallel for simd schedule(static)
@@ -1150,6 +1157,7 @@ public:
     void linear_forward(floatX* Y, const floatX* X, const floatX* W, const floatX* b, int rows,
                         int in, int out) override {
         if (!int8_.empty()) return linear_int8(F(Y), out, F(X), rows, int8_at(F(W), out, in), F(b), false);
+        if (const SgemmPackedB* w = packed_at(F(W), out, in)) return cpu::linear_forward_packed(F(Y), F(X), *w, F(b), rows, false);
         cpu::linear_forward(F(Y), F(X), F(W), F(b), rows, in, out, gemm_);
     }
     void linear_backward(floatX* dX, float dX_beta, float* dW, float* db, const floatX* dY,
@@ -1160,6 +1168,7 @@ public:
     void linear_relu_forward(floatX* Y, const floatX* X, const floatX* W, const floatX* b,
                              int rows, int in, int out) override {
         if (!int8_.empty()) return linear_int8(F(Y), out, F(X), rows, int8_at(F(W), out, in), F(b), true);
+        if (const SgemmPackedB* w = packed_at(F(W), out, in)) return cpu::linear_forward_packed(F(Y), F(X), *w, F(b), rows, true);
         cpu::linear_relu_forward(F(Y), F(X), F(W), F(b), rows, in, out, gemm_);
     }
     void relu_backward(floatX* dx, const floatX* dy, const floatX* y, size_t n) override {
@@ -1277,17 +1286,30 @@ public:
     }
     void drop_quantized_weights() override { int8_.clear(); }
 
+    // fp32 only: bf16's products round and pack their operands themselves (cpu/gemm_bf16.h).
+    void pack_weights(const float* W, int N, int K) override {
+        if (!bf16_) packed_[W] = sgemm_pack_b(true, N, K, W, K);   // W^T: the products' op(B)
+    }
+    void drop_packed_weights() override { packed_.clear(); }
+    bool has_packed_weights() const override { return !packed_.empty(); }
+
 private:
     const bool bf16_;
     const cpu::Gemm gemm_;                        // the linear layers' products
     std::vector<float> scratch_;                  // attention's per-thread tiles
     std::map<const float*, Int8Weights> int8_;    // quantized weight matrices, by address
+    std::map<const float*, SgemmPackedB> packed_; // packed weight matrices (W^T), by address
     std::vector<std::chrono::steady_clock::time_point> marks_;   // time_mark's
 
     float* scratch(int Lq, int Lk) {
         const size_t n = cpu::attention_scratch_floats(Lq, Lk);
         if (scratch_.size() < n) scratch_.resize(n);
         return scratch_.data();
+    }
+    // W's packed copy when it has one of that shape (pack_weights), else nullptr.
+    const SgemmPackedB* packed_at(const float* W, int N, int K) const {
+        auto it = packed_.find(W);
+        return it != packed_.end() && it->second.N == N && it->second.K == K ? &it->second : nullptr;
     }
     const Int8Weights& int8_at(const float* W, int N, int K) const {
         auto it = int8_.find(W);

@@ -407,6 +407,14 @@ public:
     }
     // Drops every quantized matrix: fp32 again.
     virtual void drop_quantized_weights() {}
+
+    // ---- Inference with weights that no longer change (CPU, fp32) ------------------------------
+    // Packs W (N, K) once into the layout the products read it in (cpu/gemm.h's sgemm_pack_b):
+    // linear_forward(…, W, …) then skips packing it at every call, with the same results. W must
+    // not change until drop_packed_weights(). Other backends and precisions: nothing to do.
+    virtual void pack_weights(const float* /*W*/, int /*N*/, int /*K*/) {}
+    virtual void drop_packed_weights() {}
+    virtual bool has_packed_weights() const { return false; }
 };
 
 // The CPU backend (transformer.cpp): fp32 (int8 after quantize_weights), or bf16: float
@@ -534,6 +542,12 @@ void adam_update(Model* m, double lr, double clip_norm, double norm, const AdamP
 bool model_quantize(Model* m, std::string* error);
 // Drops the int8 copies: inference is fp32 again.
 void model_dequantize(Model* m);
+// Decoding with fixed weights (./translate, the trainer's last evaluations): the CPU's fp32
+// products read every weight matrix packed once (Backend::pack_weights) instead of packing it
+// at each step (fp32 decoding 1.x times faster). Training forwards are refused while packed;
+// checkpoint_load drops the packed copies. Nothing on other backends and precisions.
+void model_pack_weights(Model* m);
+void model_unpack_weights(Model* m);
 
 // ---- Decoding (§3.2.3's auto-regression): the encoder once, then one position at a time ----
 // The search (toolkit/decode.cpp) drives these; the rows, their candidates and the search's

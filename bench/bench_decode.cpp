@@ -109,6 +109,7 @@ int main(int argc, char** argv) {
     }
     m.decode_cache_steps = cache_steps;
     if (precision == "int8" && !model_quantize(&m, &err)) { std::fprintf(stderr, "%s\n", err.c_str()); return 1; }
+    if (precision != "int8") model_pack_weights(&m);   // as ./translate
 
     std::vector<std::vector<int>> sources;
     if (input.empty()) sources = synthetic_sources(sentences, length, m.cfg.vocab);

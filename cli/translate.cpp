@@ -335,7 +335,9 @@ static bool load_model(const TranslateOptions& o, const std::string& path, Model
     if (tok->vocab_size() != m->cfg.vocab)
         return *err = path + ": tokenizer has " + std::to_string(tok->vocab_size()) + " ids, the model " +
                       std::to_string(m->cfg.vocab), false;
-    return o.precision != "int8" || model_quantize(m, err);
+    if (o.precision == "int8") return model_quantize(m, err);
+    model_pack_weights(m);   // (fp32 on the CPU: the weights packed once for every step's products)
+    return true;
 }
 
 // --ensemble: each checkpoint beside --model, with the very same tokenizer (the same ids).

@@ -95,6 +95,15 @@ void sgemm(bool trans_a, bool trans_b, int M, int N, int K, float alpha, const f
     apply_epilogue(M, N, C, ldc, epilogue);   // a pass of its own here
 }
 
+SgemmPackedB sgemm_pack_b(bool trans_b, int N, int K, const float* B, int ldb) {
+    return {trans_b, N, K, ldb, B, {}};   // nothing to pack: cblas_sgemm packs per call
+}
+
+void sgemm_packed(bool trans_a, int M, float alpha, const float* A, int lda, const SgemmPackedB& b,
+                  float beta, float* C, int ldc, GemmEpilogue epilogue) {
+    sgemm(trans_a, b.trans_b, M, b.N, b.K, alpha, A, lda, b.B, b.ldb, beta, C, ldc, epilogue);
+}
+
 #else  // our own implementation
 
 #include "cpu/kernel_common.h"
@@ -421,6 +430,15 @@ struct Problem {
     float* C;
     int ldc;
     GemmEpilogue epilogue;   // its bias at C's first column
+    // op(B) already packed (sgemm_packed): its panels, their width (N rounded up to NR) and the
+    // column of the packed matrix that column 0 of this (band's) B is
+    const float* b_panels = nullptr;
+    int b_width = 0, b_col0 = 0;
+    // The packed B panel of depths [pc, pc + kc) (kc: depth_block(K), or what is left) and
+    // columns [jc, ...), jc a multiple of NR: each depth block holds every sliver in turn
+    const float* packed_panel(int pc, int kc, int jc) const {
+        return b_panels + (size_t)pc * b_width + (size_t)(b_col0 + jc) * kc;
+    }
 };
 
 // Runs every micro-tile of one packed A block (mc x kc) against one packed B panel (kc x nc).
@@ -456,11 +474,13 @@ void gemm_serial(const Problem& p) {
             const Update u{p.alpha, first ? p.beta : 1.0f, first && p.epilogue.bias ? p.epilogue.bias + jc : nullptr,
                            last && p.epilogue.relu};
             // op(B) rows pc.., columns jc..: slivers run along N, depth along K.
-            pack_block<NR>(View{p.b.at(pc, jc), p.b.cs, p.b.rs}, nc, kc, bp);
+            const float* b_panel = bp;
+            if (p.b_panels) b_panel = p.packed_panel(pc, kc, jc);
+            else pack_block<NR>(View{p.b.at(pc, jc), p.b.cs, p.b.rs}, nc, kc, bp);
             for (int ic = 0; ic < p.M; ic += MC) {
                 int mc = std::min(MC, p.M - ic);
                 pack_block<MR>(View{p.a.at(ic, pc), p.a.rs, p.a.cs}, mc, kc, ap);
-                macro_kernel(mc, nc, kc, ap, bp, p.C + (size_t)ic * p.ldc + jc, p.ldc, u);
+                macro_kernel(mc, nc, kc, ap, b_panel, p.C + (size_t)ic * p.ldc + jc, p.ldc, u);
             }
         }
     }
@@ -581,7 +601,7 @@ double split_cost(const Problem& p, int nth, bool by_rows) {
     long cols = by_rows ? round_up(p.N, NR) : round_up((p.N + nth - 1) / nth, NR);
     double compute = (double)rows * cols * p.K / 32.0;            // 32 multiply-adds per cycle
     double pack_a = (double)rows * p.K * ((cols + NC - 1) / NC);  // A repacked per B panel
-    double pack_b = (double)cols * p.K;
+    double pack_b = p.b_panels ? 0.0 : (double)cols * p.K;       // packed once beforehand
     return compute + 0.5 * (pack_a + pack_b);                      // ~2 packed floats per cycle
 }
 
@@ -599,6 +619,7 @@ void gemm_band(const Problem& p, int t, int nth, bool by_rows) {
         q.M = hi - lo;
     } else {
         q.b.p = p.b.at(0, lo);
+        q.b_col0 = p.b_col0 + lo;
         q.C = p.C + lo;
         q.N = hi - lo;
         if (p.epilogue.bias) q.epilogue.bias = p.epilogue.bias + lo;
@@ -616,18 +637,10 @@ void gemm_parallel(const Problem& p, int nth) {
 
 }  // namespace
 
-void sgemm(bool trans_a, bool trans_b, int M, int N, int K, float alpha, const float* A, int lda,
-           const float* B, int ldb, float beta, float* C, int ldc, GemmEpilogue epilogue) {
-    check_epilogue(beta, epilogue, "sgemm");
-    if (M <= 0 || N <= 0) return;
-    if (K <= 0 || alpha == 0.0f) {
-        scale_c(M, N, beta, C, ldc, epilogue);
-        return;
-    }
-    Problem p{trans_a ? View{A, 1, lda} : View{A, lda, 1},
-              trans_b ? View{B, 1, ldb} : View{B, ldb, 1},
-              M, N, K, alpha, beta, C, ldc, epilogue};
-    if ((double)M * N * K <= SMALL_MNK) {
+// A product with M, N, K > 0 and alpha != 0: unpacked when small, else blocked, in parallel
+// outside a parallel region.
+static void run(const Problem& p) {
+    if ((double)p.M * p.N * p.K <= SMALL_MNK) {
         gemm_small(p);
         return;
     }
@@ -639,6 +652,49 @@ void sgemm(bool trans_a, bool trans_b, int M, int N, int K, float alpha, const f
     }
 #endif
     gemm_serial(p);
+}
+
+void sgemm(bool trans_a, bool trans_b, int M, int N, int K, float alpha, const float* A, int lda,
+           const float* B, int ldb, float beta, float* C, int ldc, GemmEpilogue epilogue) {
+    check_epilogue(beta, epilogue, "sgemm");
+    if (M <= 0 || N <= 0) return;
+    if (K <= 0 || alpha == 0.0f) {
+        scale_c(M, N, beta, C, ldc, epilogue);
+        return;
+    }
+    run(Problem{trans_a ? View{A, 1, lda} : View{A, lda, 1},
+                trans_b ? View{B, 1, ldb} : View{B, ldb, 1},
+                M, N, K, alpha, beta, C, ldc, epilogue});
+}
+
+SgemmPackedB sgemm_pack_b(bool trans_b, int N, int K, const float* B, int ldb) {
+    SgemmPackedB packed{trans_b, N, K, ldb, B, {}};
+    if (N <= 0 || K <= 0) return packed;
+    const int width = cpu_kernels::round_up(N, NR), kc_max = depth_block(K);
+    packed.panels.resize((size_t)width * K);
+    const View b = trans_b ? View{B, 1, ldb} : View{B, ldb, 1};
+#pragma omp parallel for schedule(static) if (thread_count() > 1)
+    for (int pc = 0; pc < K; pc += kc_max) {   // as gemm_serial packs them, every column at once
+        const int kc = std::min(kc_max, K - pc);
+        pack_block<NR>(View{b.at(pc, 0), b.cs, b.rs}, N, kc, packed.panels.data() + (size_t)pc * width);
+    }
+    return packed;
+}
+
+void sgemm_packed(bool trans_a, int M, float alpha, const float* A, int lda, const SgemmPackedB& b,
+                  float beta, float* C, int ldc, GemmEpilogue epilogue) {
+    check_epilogue(beta, epilogue, "sgemm_packed");
+    if (M <= 0 || b.N <= 0) return;
+    if (b.K <= 0 || alpha == 0.0f) {
+        scale_c(M, b.N, beta, C, ldc, epilogue);
+        return;
+    }
+    Problem p{trans_a ? View{A, 1, lda} : View{A, lda, 1},
+              b.trans_b ? View{b.B, 1, b.ldb} : View{b.B, b.ldb, 1},
+              M, b.N, b.K, alpha, beta, C, ldc, epilogue};
+    p.b_panels = b.panels.data();
+    p.b_width = cpu_kernels::round_up(b.N, NR);
+    run(p);
 }
 
 #endif  // USE_OPENBLAS

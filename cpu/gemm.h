@@ -8,6 +8,9 @@
 //   -DUSE_OPENBLAS sgemm forwards to cblas_sgemm (link with -lopenblas)
 //   without -fopenmp the product runs serially.
 #pragma once
+#include <vector>
+
+#include "cpu/kernel_common.h"
 
 // C[M,N] = alpha * op(A) * op(B) + beta * C   (row-major; lda/ldb/ldc in elements)
 // op(A) is [M,K]: A is [M,K] (lda >= K) or, with trans_a, A is [K,M] (lda >= M).
@@ -32,6 +35,20 @@ struct GemmEpilogue {
 void sgemm(bool trans_a, bool trans_b, int M, int N, int K, float alpha,
            const float* A, int lda, const float* B, int ldb, float beta, float* C, int ldc,
            GemmEpilogue epilogue = {});
+
+// op(B) packed once, for products that read the same B many times (decoding's weights: every
+// step's product packed them again, 16% of an fp32 decoding run): the layout sgemm packs B into
+// for its blocked products, all of it. sgemm_packed gives sgemm's C bit for bit; its small
+// products (M*N*K <= 2^20) read B in place, so B must outlive the packed copy unchanged.
+struct SgemmPackedB {
+    bool trans_b = false;
+    int N = 0, K = 0, ldb = 0;
+    const float* B = nullptr;
+    std::vector<float, Aligned64<float>> panels;   // (depth blocks, slivers of N, depth, sliver width)
+};
+SgemmPackedB sgemm_pack_b(bool trans_b, int N, int K, const float* B, int ldb);
+void sgemm_packed(bool trans_a, int M, float alpha, const float* A, int lda, const SgemmPackedB& b,
+                  float beta, float* C, int ldc, GemmEpilogue epilogue = {});
 
 // The epilogue alone, over an M x N block of C (row stride ldc) that holds alpha * op(A) op(B):
 // C += bias, then the ReLU. For products that cannot apply it as they store (OpenBLAS's).

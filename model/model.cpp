@@ -466,10 +466,10 @@ void model_get_grads(const Model* m, float* host) {
 }
 
 // ---------------------------------------------------------------------------------------------
-// Int8 inference
+// Inference's weights: int8 copies, or (fp32 on the CPU) packed once
 // ---------------------------------------------------------------------------------------------
-bool model_quantize(Model* m, std::string* error) {
-    model_dequantize(m);
+// Every product's weight matrix: each layer's projections, then the classifier's E (x E^T).
+static std::vector<LinearP> weight_products(const Model* m) {
     std::vector<LinearP> products;
     for (const EncoderLayerP& L : m->layout.enc)
         for (const LinearP& p : {L.self_attn.qkv(), L.self_attn.out, L.ffn.fc1, L.ffn.fc2})
@@ -479,12 +479,24 @@ bool model_quantize(Model* m, std::string* error) {
                                  L.cross_attn.kv(), L.cross_attn.out, L.ffn.fc1, L.ffn.fc2})
             products.push_back(p);
     products.push_back(LinearP{m->layout.embed, 0, m->cfg.vocab, m->cfg.d_model});   // x E^T
-    for (const LinearP& p : products)
+    return products;
+}
+
+bool model_quantize(Model* m, std::string* error) {
+    model_dequantize(m);
+    for (const LinearP& p : weight_products(m))
         if (!m->backend->quantize_weights(m->params + p.w, p.out, p.in, error)) return false;
     return true;
 }
 
 void model_dequantize(Model* m) { m->backend->drop_quantized_weights(); }
+
+void model_pack_weights(Model* m) {
+    model_unpack_weights(m);
+    for (const LinearP& p : weight_products(m)) m->backend->pack_weights(m->params + p.w, p.out, p.in);
+}
+
+void model_unpack_weights(Model* m) { m->backend->drop_packed_weights(); }
 
 // ---------------------------------------------------------------------------------------------
 // Forward
@@ -752,6 +764,8 @@ static Pass forward_stacks(Model* m, const Batch& bt, const ForwardPlan& fp) {
     check_batch(m, bt);
     MODEL_CHECK(!fp.train || m->backend->precision() != Precision::INT8,
                 "training forward on an int8-quantized model (model_dequantize first)");
+    MODEL_CHECK(!fp.train || !m->backend->has_packed_weights(),
+                "training forward on a model with packed weights (model_unpack_weights first)");
     MODEL_CHECK(!fp.backward || m->grads, "training on a model loaded for inference");
     Activations* a = m->acts;
     plan_arena(m, [&](Plan p) {

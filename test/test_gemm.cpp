@@ -141,6 +141,46 @@ void check_epilogue_case(const Case& c, bool relu, uint32_t seed) {
           relu ? ", ReLU pass" : "", differ, d.C0.size(), negative);
 }
 
+// op(B) packed once (sgemm_pack_b), then sgemm_packed twice, one thread and all of them (and
+// from inside a parallel region: one thread): C, padding included, bitwise sgemm's on the same
+// data, and close to the float64 reference.
+void check_packed_case(const Case& c, bool with_bias, bool relu, uint32_t seed) {
+    Data d = make_data(c, seed);
+    std::vector<float> bias(c.N);
+    for (int j = 0; j < c.N; j++) bias[j] = 0.01f * (j % 37) - 0.2f;
+    const GemmEpilogue e{with_bias ? bias.data() : nullptr, relu};
+    std::vector<float> want = d.C0, all = d.C0, one = d.C0, inner = d.C0;
+    sgemm(c.ta, c.tb, c.M, c.N, c.K, c.alpha, d.A.data(), d.lda, d.B.data(), d.ldb, c.beta, want.data(), d.ldc, e);
+    const SgemmPackedB b = sgemm_pack_b(c.tb, c.N, c.K, d.B.data(), d.ldb);
+    sgemm_packed(c.ta, c.M, c.alpha, d.A.data(), d.lda, b, c.beta, all.data(), d.ldc, e);
+    const int threads = omp_get_max_threads();
+    omp_set_num_threads(1);
+    sgemm_packed(c.ta, c.M, c.alpha, d.A.data(), d.lda, b, c.beta, one.data(), d.ldc, e);
+    omp_set_num_threads(threads);
+#ifdef _OPENMP
+#pragma omp parallel num_threads(2)
+#pragma omp single
+#endif
+    sgemm_packed(c.ta, c.M, c.alpha, d.A.data(), d.lda, b, c.beta, inner.data(), d.ldc, e);
+    auto differ = [&](const std::vector<float>& x) {
+        long n = 0;
+        for (size_t i = 0; i < x.size(); i++) n += std::memcmp(&x[i], &want[i], sizeof(float)) != 0;
+        return n;
+    };
+    const long d_all = differ(all), d_one = differ(one), d_inner = differ(inner);
+    char what[160];
+    describe(c, with_bias ? (relu ? "packed B, bias+relu" : "packed B, bias") : (relu ? "packed B, relu" : "packed B"), what, sizeof what);
+#ifdef USE_OPENBLAS
+    check(d_all == 0, "%s: the same as sgemm (%ld of %zu differ)", what, d_all, want.size());
+#else
+    check(d_all == 0 && d_one == 0 && d_inner == 0,
+          "%s: bitwise sgemm's C, padding included (%ld / %ld / %ld of %zu differ: all threads / one / in a parallel region)",
+          what, d_all, d_one, d_inner, want.size());
+#endif
+    if (!with_bias && !relu) check_close((std::string(what) + " vs float64").c_str(), block(c, d, all).data(),
+                             block(c, d, reference(c, d)).data(), (size_t)c.M * c.N, tolerance(c));
+}
+
 }  // namespace
 
 int main() {
@@ -215,6 +255,19 @@ int main() {
             for (bool tb : T)
                 for (bool relu : T) check_epilogue_case({ta, tb, s[0], s[1], s[2], 1.0f, 0.0f, 2, 1, 3}, relu, seed++);
     check_epilogue_case({false, true, 150, 90, 270, -0.5f, 0.0f, 0, 0, 0}, true, seed++);   // alpha != 1
+
+    // op(B) packed once (decoding's weights): the small path (B read in place), the blocked one,
+    // two depth blocks, N past NC = 2048 (several panels; C split by columns), N not a multiple
+    // of the 32-wide slivers, the decoder's shapes (few rows against a weight, the logits).
+    const int packed_shapes[][3] = {{25, 25, 32}, {150, 90, 270}, {40, 70, 1100}, {20, 4200, 20},
+                                    {13, 2100, 50}, {300, 1000, 256}, {7, 8000, 256}, {96, 1024, 257}};
+    for (auto& s : packed_shapes)
+        for (bool ta : T)
+            for (bool tb : T) check_packed_case({ta, tb, s[0], s[1], s[2], 1.0f, 0.0f, 2, 3, 1}, false, false, seed++);
+    check_packed_case({false, true, 150, 90, 270, -0.5f, 1.0f, 0, 0, 0}, false, false, seed++);   // alpha, beta
+    check_packed_case({false, true, 40, 70, 1100, 2.0f, 0.5f, 1, 0, 2}, false, false, seed++);
+    for (auto& s : packed_shapes)   // the linear layers' epilogue
+        for (bool relu : T) check_packed_case({false, true, s[0], s[1], s[2], 1.0f, 0.0f, 0, 0, 0}, true, relu, seed++);
 
     return check_summary("gemm");
 }

@@ -717,6 +717,7 @@ static bool report_best(const Run& r) {
     std::string err;
     if (!setup_backend(r.opt, &best, false)) return false;
     if (!checkpoint_load(&best, r.path("best.safetensors"), nullptr, &err, false)) return fail(err);
+    model_pack_weights(&best);   // (decoding only from here)
     report(("test, best (dev " + r.best.metric + "), beam").c_str(),
            score(&best, r.tok, r.data("test", r.opt.src_lang), r.data("test", r.opt.tgt_lang), r.opt.beam, r.opt));
     return true;
@@ -743,6 +744,7 @@ static bool final_evaluation(Run& r) {
     std::string err;
     if (!setup_backend(r.opt, &avg, false)) return false;
     if (!checkpoint_load(&avg, model_path, nullptr, &err, false)) return fail(err);
+    model_pack_weights(&avg);   // (decoding only from here)
     std::printf("BLEU and chrF, sacreBLEU's conventions (signatures %s; %s):\n", bleu_signature().c_str(),
                 chrf_signature(0).c_str());
     Scores dev_avg, test_avg;
