@@ -121,6 +121,9 @@ public:
         return inner_->quantize_weights(W, N, K, error);
     }
     void drop_quantized_weights() override { inner_->drop_quantized_weights(); }
+    void pack_weights(const float* W, int N, int K) override { inner_->pack_weights(W, N, K); }
+    void drop_packed_weights() override { inner_->drop_packed_weights(); }
+    bool has_packed_weights() const override { return inner_->has_packed_weights(); }
 
 private:
     struct Call {
