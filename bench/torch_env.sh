@@ -30,7 +30,7 @@ PEAK_GFLOPS=
 
 print_environment() {
     echo "# CPU: $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ *//'); $THREADS of $(nproc) cores used; load average $(cut -d' ' -f1 /proc/loadavg)"
-    echo "# ours: $(${CXX:-g++} --version | head -n 1), -O3 -march=native -fno-trapping-math, OpenMP, OMP_NUM_THREADS=$THREADS"
+    echo "# ours: $(${CXX:-g++} --version | head -n 1), -O3 -march=native -fno-trapping-math -fno-math-errno, OpenMP, OMP_NUM_THREADS=$THREADS"
     if [ -x "$BUILD/fp32_peak" ]; then
         _peak=$(OMP_NUM_THREADS=$THREADS "$BUILD/fp32_peak")
         PEAK_GFLOPS=$(echo "$_peak" | tr ' ' '\n' | sed -n 's/^gflops=//p')
