@@ -48,6 +48,11 @@
 //    reads A and B in place; only a transposed B is first transposed into a per-thread
 //    buffer. Packing would cost as much as the product itself at these sizes.
 //
+// 6. Packed once. A B that many products read unchanged (decoding's weights, every step) can be
+//    packed beforehand, all of it: sgemm_pack_b stores, for each depth block, every sliver of
+//    op(B) in turn, so that any panel (columns jc.., a multiple of NR) of any thread's band is
+//    a contiguous run of it; sgemm_packed then skips pack_block for B and is otherwise sgemm.
+//
 // Instruction sets. The kernels are written once on Simd (below): AVX-512 (16 floats a
 // register, 32 registers) or AVX2 + FMA (8 floats, 16 registers: CPUs without AVX-512, e.g.
 // AMD Zen 2/3 and Intel's client cores). AVX2's tile is BLIS's Haswell one, MR x NR = 6 x 16:
@@ -673,7 +678,6 @@ SgemmPackedB sgemm_pack_b(bool trans_b, int N, int K, const float* B, int ldb) {
     const int width = cpu_kernels::round_up(N, NR), kc_max = depth_block(K);
     packed.panels.resize((size_t)width * K);
     const View b = trans_b ? View{B, 1, ldb} : View{B, ldb, 1};
-#pragma omp parallel for schedule(static) if (thread_count() > 1)
     for (int pc = 0; pc < K; pc += kc_max) {   // as gemm_serial packs them, every column at once
         const int kc = std::min(kc_max, K - pc);
         pack_block<NR>(View{b.at(pc, 0), b.cs, b.rs}, N, kc, packed.panels.data() + (size_t)pc * width);
