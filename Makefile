@@ -139,11 +139,11 @@ FUZZ_TARGETS := tokenizer vocab safetensors checkpoint parallel translate
         bench-bpe bench-gemm bench-gemm-int8 bench-gemm-bf16 bench-dist data reference reference-check info clean
 all: $(PROGRAMS:%=$(BIN)/%)
 
-# keep object files of tests and benchmarks between runs (.PRECIOUS on their patterns, not an
-# empty .SECONDARY: that makes every file secondary, the flags stamp below included, and make
-# does not rebuild a target for a missing secondary prerequisite, so a change of flags rebuilt
-# nothing)
-.PRECIOUS: build/%.o
+# keep object files of tests and benchmarks between runs (.PRECIOUS on the pattern of the rule
+# that makes them, as written there, and on the fuzz build's below; not an empty .SECONDARY:
+# that makes every file secondary, the flags stamp below included, and make does not rebuild a
+# target for a missing secondary prerequisite, so a change of flags rebuilt nothing)
+.PRECIOUS: $(BUILD)/%.o
 
 # Objects are rebuilt when the flags change (e.g. CUDA=0 after a CUDA build): a stamp per set.
 FLAGS_STAMP := $(BUILD)/.flags-$(shell echo '$(CXX) $(CXXFLAGS) $(NVCCFLAGS) $(MPI_CFLAGS)' | md5sum | cut -c1-12)
@@ -300,6 +300,7 @@ FUZZ_FLAGS := -std=c++17 -I. $(WARN) -Wno-unknown-pragmas -Wno-pass-failed -Wno-
 $(FUZZ_BUILD)/%.o: %.cpp
 	@mkdir -p $(dir $@)
 	$(FUZZ_CXX) $(FUZZ_FLAGS) -fsanitize=fuzzer-no-link -MMD -MP -c $< -o $@
+.PRECIOUS: $(FUZZ_BUILD)/%.o
 -include $(wildcard $(FUZZ_BUILD)/*.d $(FUZZ_BUILD)/*/*.d $(FUZZ_BUILD)/*/*/*.d)
 $(FUZZ_BUILD)/fuzz_%: $(FUZZ_BUILD)/test/fuzz/fuzz_%.o $(LIB_SRC:%.cpp=$(FUZZ_BUILD)/%.o)
 	$(FUZZ_CXX) $(FUZZ_FLAGS) -fsanitize=fuzzer $^ -o $@ -ldl $(FUZZ_LIBS)

@@ -103,7 +103,9 @@ static inline __m512 all_lanes(__m512 v, Op op) {
 static inline __m512 all_lanes_max(__m512 v) {
     return all_lanes(v, [](__m512 a, __m512 b) { return _mm512_maskz_max_ps(ALL16, a, b); });
 }
-static inline __m512 all_lanes_sum(__m512 v) { return all_lanes(v, _mm512_add_ps); }
+static inline __m512 all_lanes_sum(__m512 v) {   // (a lambda: an intrinsic has no address at -O1)
+    return all_lanes(v, [](__m512 a, __m512 b) { return _mm512_add_ps(a, b); });
+}
 #endif
 
 // The loops over long rows of exp_fast (the loss, decoding's log-softmax over the vocabulary)
