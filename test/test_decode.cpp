@@ -422,7 +422,10 @@ static void copy_task() {
     c.vocab = 16, c.max_len = 32, c.p_drop = 0.0f, c.label_smoothing = 0.1f;
     Model m;
     model_init(&m, c, 2024);
-    const int steps = 400;
+    // 1,000 steps: the loss reaches label smoothing's floor (0.565) and 9 of 10 data seeds copy
+    // 100/100, the tenth 97; at 400 steps the seeds gave 94-100, so a change that only moved the
+    // data or the last bits could fail the bound below
+    const int steps = 1000;
     float loss = 0;
     for (int s = 0; s < steps; s++) {
         Batch b = copy_batch(64, c.vocab);
