@@ -544,8 +544,9 @@ bool model_quantize(Model* m, std::string* error);
 void model_dequantize(Model* m);
 // Decoding with fixed weights (./translate, the trainer's last evaluations): the CPU's fp32
 // products read every weight matrix packed once (Backend::pack_weights) instead of packing it
-// at each step (fp32 decoding 1.x times faster). Training forwards are refused while packed;
-// checkpoint_load drops the packed copies. Nothing on other backends and precisions.
+// at each step (on the test set: greedy 11-15% less time, beam 4 2-10%, the same bits).
+// Training forwards are refused while packed; checkpoint_load drops the packed copies.
+// Nothing on other backends and precisions.
 void model_pack_weights(Model* m);
 void model_unpack_weights(Model* m);
 
