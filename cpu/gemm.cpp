@@ -642,9 +642,16 @@ void gemm_parallel(const Problem& p, int nth) {
 
 }  // namespace
 
-// A product with M, N, K > 0 and alpha != 0: unpacked when small, else blocked, in parallel
+// Every entry point's product (caller names it in the epilogue's error): nothing for an empty C,
+// C scaled alone when K or alpha is 0; else unpacked when small, else blocked, in parallel
 // outside a parallel region.
-static void run(const Problem& p) {
+static void run(const Problem& p, const char* caller) {
+    check_epilogue(p.beta, p.epilogue, caller);
+    if (p.M <= 0 || p.N <= 0) return;
+    if (p.K <= 0 || p.alpha == 0.0f) {
+        scale_c(p.M, p.N, p.beta, p.C, p.ldc, p.epilogue);
+        return;
+    }
     if ((double)p.M * p.N * p.K <= SMALL_MNK) {
         gemm_small(p);
         return;
@@ -661,15 +668,9 @@ static void run(const Problem& p) {
 
 void sgemm(bool trans_a, bool trans_b, int M, int N, int K, float alpha, const float* A, int lda,
            const float* B, int ldb, float beta, float* C, int ldc, GemmEpilogue epilogue) {
-    check_epilogue(beta, epilogue, "sgemm");
-    if (M <= 0 || N <= 0) return;
-    if (K <= 0 || alpha == 0.0f) {
-        scale_c(M, N, beta, C, ldc, epilogue);
-        return;
-    }
     run(Problem{trans_a ? View{A, 1, lda} : View{A, lda, 1},
                 trans_b ? View{B, 1, ldb} : View{B, ldb, 1},
-                M, N, K, alpha, beta, C, ldc, epilogue});
+                M, N, K, alpha, beta, C, ldc, epilogue}, "sgemm");
 }
 
 SgemmPackedB sgemm_pack_b(bool trans_b, int N, int K, const float* B, int ldb) {
@@ -687,18 +688,12 @@ SgemmPackedB sgemm_pack_b(bool trans_b, int N, int K, const float* B, int ldb) {
 
 void sgemm_packed(bool trans_a, int M, float alpha, const float* A, int lda, const SgemmPackedB& b,
                   float beta, float* C, int ldc, GemmEpilogue epilogue) {
-    check_epilogue(beta, epilogue, "sgemm_packed");
-    if (M <= 0 || b.N <= 0) return;
-    if (b.K <= 0 || alpha == 0.0f) {
-        scale_c(M, b.N, beta, C, ldc, epilogue);
-        return;
-    }
     Problem p{trans_a ? View{A, 1, lda} : View{A, lda, 1},
               b.trans_b ? View{b.B, 1, b.ldb} : View{b.B, b.ldb, 1},
               M, b.N, b.K, alpha, beta, C, ldc, epilogue};
     p.b_panels = b.panels.data();
     p.b_width = cpu_kernels::round_up(b.N, NR);
-    run(p);
+    run(p, "sgemm_packed");
 }
 
 #endif  // USE_OPENBLAS
