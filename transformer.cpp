@@ -234,6 +234,10 @@ void linear_forward_packed(float* Y, const float* X, const SgemmPackedB& Wt, con
                            bool relu) {
     sgemm_packed(false, rows, 1.0f, X, Wt.K, Wt, 0.0f, Y, Wt.N, {b, relu});
 }
+// --precision bf16's: W^T rounded to bf16 and packed beforehand, sgemm_bf16's bits.
+void linear_forward_packed(float* Y, const float* X, const Bf16PackedB& Wt, const float* b, int rows, bool relu) {
+    sgemm_bf16_packed(false, rows, 1.0f, X, Wt.K, Wt, 0.0f, Y, Wt.N, {b, relu});
+}
 
 // dx = dy where the forward output was positive.
 void relu_backward(float* dx, const float* dy, const float* y, size_t n) {
@@ -1159,7 +1163,8 @@ public:
     void linear_forward(floatX* Y, const floatX* X, const floatX* W, const floatX* b, int rows,
                         int in, int out) override {
         if (!int8_.empty()) return linear_int8(F(Y), out, F(X), rows, int8_at(F(W), out, in), F(b), false);
-        if (const SgemmPackedB* w = packed_at(F(W), out, in)) return cpu::linear_forward_packed(F(Y), F(X), *w, F(b), rows, false);
+        if (const SgemmPackedB* w = packed_at(packed_, F(W), out, in)) return cpu::linear_forward_packed(F(Y), F(X), *w, F(b), rows, false);
+        if (const Bf16PackedB* w = packed_at(packed_bf16_, F(W), out, in)) return cpu::linear_forward_packed(F(Y), F(X), *w, F(b), rows, false);
         cpu::linear_forward(F(Y), F(X), F(W), F(b), rows, in, out, gemm_);
     }
     void linear_backward(floatX* dX, float dX_beta, float* dW, float* db, const floatX* dY,
@@ -1170,7 +1175,8 @@ public:
     void linear_relu_forward(floatX* Y, const floatX* X, const floatX* W, const floatX* b,
                              int rows, int in, int out) override {
         if (!int8_.empty()) return linear_int8(F(Y), out, F(X), rows, int8_at(F(W), out, in), F(b), true);
-        if (const SgemmPackedB* w = packed_at(F(W), out, in)) return cpu::linear_forward_packed(F(Y), F(X), *w, F(b), rows, true);
+        if (const SgemmPackedB* w = packed_at(packed_, F(W), out, in)) return cpu::linear_forward_packed(F(Y), F(X), *w, F(b), rows, true);
+        if (const Bf16PackedB* w = packed_at(packed_bf16_, F(W), out, in)) return cpu::linear_forward_packed(F(Y), F(X), *w, F(b), rows, true);
         cpu::linear_relu_forward(F(Y), F(X), F(W), F(b), rows, in, out, gemm_);
     }
     void relu_backward(floatX* dx, const floatX* dy, const floatX* y, size_t n) override {
@@ -1288,12 +1294,16 @@ public:
     }
     void drop_quantized_weights() override { int8_.clear(); }
 
-    // fp32 only: bf16's products round and pack their operands themselves (cpu/gemm_bf16.h).
+    // W^T, the products' op(B): for sgemm, or rounded to bf16 for sgemm_bf16 (cpu/gemm_bf16.h).
     void pack_weights(const float* W, int N, int K) override {
-        if (!bf16_) packed_[W] = sgemm_pack_b(true, N, K, W, K);   // W^T: the products' op(B)
+        if (bf16_) packed_bf16_[W] = sgemm_bf16_pack_b(true, N, K, W, K);
+        else packed_[W] = sgemm_pack_b(true, N, K, W, K);
     }
-    void drop_packed_weights() override { packed_.clear(); }
-    bool has_packed_weights() const override { return !packed_.empty(); }
+    void drop_packed_weights() override {
+        packed_.clear();
+        packed_bf16_.clear();
+    }
+    bool has_packed_weights() const override { return !packed_.empty() || !packed_bf16_.empty(); }
 
 private:
     const bool bf16_;
@@ -1301,6 +1311,7 @@ private:
     std::vector<float> scratch_;                  // attention's per-thread tiles
     std::map<const float*, Int8Weights> int8_;    // quantized weight matrices, by address
     std::map<const float*, SgemmPackedB> packed_; // packed weight matrices (W^T), by address
+    std::map<const float*, Bf16PackedB> packed_bf16_;   // the same for bf16
     std::vector<std::chrono::steady_clock::time_point> marks_;   // time_mark's
 
     float* scratch(int Lq, int Lk) {
@@ -1308,10 +1319,11 @@ private:
         if (scratch_.size() < n) scratch_.resize(n);
         return scratch_.data();
     }
-    // W's packed copy when it has one of that shape (pack_weights), else nullptr.
-    const SgemmPackedB* packed_at(const float* W, int N, int K) const {
-        auto it = packed_.find(W);
-        return it != packed_.end() && it->second.N == N && it->second.K == K ? &it->second : nullptr;
+    // W's packed copy in `packed` when it has one of that shape (pack_weights), else nullptr.
+    template <class Packed>
+    static const Packed* packed_at(const std::map<const float*, Packed>& packed, const float* W, int N, int K) {
+        auto it = packed.find(W);
+        return it != packed.end() && it->second.N == N && it->second.K == K ? &it->second : nullptr;
     }
     const Int8Weights& int8_at(const float* W, int N, int K) const {
         auto it = int8_.find(W);

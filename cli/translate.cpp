@@ -336,7 +336,7 @@ static bool load_model(const TranslateOptions& o, const std::string& path, Model
         return *err = path + ": tokenizer has " + std::to_string(tok->vocab_size()) + " ids, the model " +
                       std::to_string(m->cfg.vocab), false;
     if (o.precision == "int8") return model_quantize(m, err);
-    model_pack_weights(m);   // (fp32 on the CPU: the weights packed once for every step's products)
+    model_pack_weights(m);   // (fp32 and bf16 on the CPU: the weights packed once for every step's products)
     return true;
 }
 

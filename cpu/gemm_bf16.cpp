@@ -26,7 +26,9 @@
 // B panel; for MC rows, pack the A block; for each 32-column pair of slivers (in L1), for each
 // 32-row pair of strips: the kernel. Packing converts 32 floats to bf16 at a time; where the
 // source runs the other way (A transposed: the weight gradients' dY^T; B transposed: the
-// forward's W^T) 16 x 16 blocks of 32-bit values are transposed in registers first.
+// forward's W^T) 16 x 16 blocks of 32-bit values are transposed in registers first. A B that
+// many products read (decoding's weights) can be packed once, whole (sgemm_bf16_pack_b: every
+// depth block's slivers of all columns, in order); a panel is then a run of it, read in place.
 //
 // With AVX512-BF16 and no AMX: the same packing, loops and tiles around vdpbf16ps
 // -----------------------------------------------------------------------------------------
@@ -134,14 +136,21 @@ void round_into(const float* a, int rows, int cols, int ld, float* dst) {
         for (int c = 0; c < cols; c++) dst[(size_t)r * cols + c] = round_bf16(a[(size_t)r * ld + c]);
 }
 
+// op(X) (rows x cols) stored as X (cols x rows when transposed) rounded into a dense copy (row
+// stride *ld: its stored width).
+std::vector<float> rounded_copy(bool trans, int rows, int cols, const float* X, int ldx, int* ld) {
+    const int sr = trans ? cols : rows, sc = trans ? rows : cols;
+    std::vector<float> x((size_t)sr * sc);
+    round_into(X, sr, sc, ldx, x.data());
+    *ld = sc;
+    return x;
+}
+
 void gemm_rounded(bool trans_a, bool trans_b, int M, int N, int K, float alpha, const float* A,
                   int lda, const float* B, int ldb, float beta, float* C, int ldc, GemmEpilogue epilogue) {
-    // op(A) is stored as A: M x K (or K x M transposed); likewise B.
-    const int ar = trans_a ? K : M, ac = trans_a ? M : K, br = trans_b ? N : K, bc = trans_b ? K : N;
-    std::vector<float> a((size_t)ar * ac), b((size_t)br * bc);
-    round_into(A, ar, ac, lda, a.data());
-    round_into(B, br, bc, ldb, b.data());
-    sgemm(trans_a, trans_b, M, N, K, alpha, a.data(), ac, b.data(), bc, beta, C, ldc, epilogue);
+    int la, lb;
+    const std::vector<float> a = rounded_copy(trans_a, M, K, A, lda, &la), b = rounded_copy(trans_b, K, N, B, ldb, &lb);
+    sgemm(trans_a, trans_b, M, N, K, alpha, a.data(), la, b.data(), lb, beta, C, ldc, epilogue);
 }
 
 #ifdef GEMM_BF16_AVX512
@@ -320,6 +329,10 @@ struct Problem {
     float* C;
     long ldc;
     GemmEpilogue epilogue;   // its bias at C's first column
+    // op(B) packed beforehand (sgemm_bf16_pack_b), else nullptr: every depth block's slivers of
+    // all `b_slivers` slivers, so a panel is the run starting at its first column's sliver
+    const uint16_t* b_tiles = nullptr;
+    int b_slivers = 0;
 
     // A C far larger than the caches (the classifier's logits), written once and with no bias:
     // stored past the caches
@@ -327,6 +340,10 @@ struct Problem {
     // How the block of C at (row i, column j) of depth block [pc, pc + kc) is stored.
     Update update(int j, int pc, int kc) const {
         return {alpha, beta, pc == 0, pc + kc >= K, epilogue.bias ? epilogue.bias + j : nullptr, epilogue.relu, stream()};
+    }
+    // The packed panel of depths [pc, pc + 32 steps) from column jc (a multiple of 16) on.
+    const uint16_t* packed_panel(int pc, int steps, int jc) const {
+        return b_tiles + ((size_t)(pc / 32) * b_slivers + (size_t)(jc / 16) * steps) * TILE;
     }
 };
 
@@ -369,12 +386,13 @@ struct Packed {
 template <class Blocks>
 BF16_TARGET void for_each_packed(const Problem& p, int m0, int m1, int n0, int n1, int nc_max, Blocks blocks) {
     uint16_t* ap = tls_a.get((size_t)MC * KC);
-    uint16_t* bp = tls_b.get((size_t)nc_max * KC);
+    uint16_t* panel = p.b_tiles ? nullptr : tls_b.get((size_t)nc_max * KC);
     for (int jc = n0; jc < n1; jc += nc_max) {
         const int nc = std::min(nc_max, n1 - jc);
         for (int pc = 0; pc < p.K; pc += KC) {
             const int kc = std::min(KC, p.K - pc), steps = round_up(kc, 32) / 32;
-            pack_b({p.b.at(pc, jc), p.b.rs, p.b.cs}, kc, nc, bp);
+            const uint16_t* bp = p.b_tiles ? p.packed_panel(pc, steps, jc) : panel;
+            if (!p.b_tiles) pack_b({p.b.at(pc, jc), p.b.rs, p.b.cs}, kc, nc, panel);
             for (int ic = m0; ic < m1; ic += MC) {
                 const int mc = std::min(MC, m1 - ic);
                 pack_a({p.a.at(ic, pc), p.a.rs, p.a.cs}, mc, kc, ap);
@@ -641,4 +659,49 @@ void sgemm_bf16(bool trans_a, bool trans_b, int M, int N, int K, float alpha, co
     if (kernel == Kernel::AVX512BF16) return gemm_parallel(p, gemm_band_dp);
 #endif
     gemm_rounded(trans_a, trans_b, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc, epilogue);
+}
+
+Bf16PackedB sgemm_bf16_pack_b(bool trans_b, int N, int K, const float* B, int ldb) {
+    Bf16PackedB packed;
+    packed.N = N, packed.K = K, packed.kernel = bf16_kernel();
+    if (N <= 0 || K <= 0) return packed;
+#ifdef GEMM_BF16_AVX512
+    if (current_kernel() != Kernel::SGEMM) {   // as for_each_packed packs its panels, every column at once
+        const int slivers = round_up(N, 16) / 16, steps = K / KC * (KC / 32) + round_up(K % KC, 32) / 32;
+        packed.tiles.resize((size_t)slivers * steps * TILE);
+        const View b = trans_b ? View{B, 1, ldb} : View{B, ldb, 1};
+        for (int pc = 0; pc < K; pc += KC)
+            pack_b({b.at(pc, 0), b.rs, b.cs}, std::min(KC, K - pc), N, packed.tiles.data() + (size_t)(pc / 32) * slivers * TILE);
+        return packed;
+    }
+#endif
+    int ld;
+    packed.rounded = rounded_copy(trans_b, K, N, B, ldb, &ld);
+    packed.sgemm = sgemm_pack_b(trans_b, N, K, packed.rounded.data(), ld);
+    return packed;
+}
+
+void sgemm_bf16_packed(bool trans_a, int M, float alpha, const float* A, int lda, const Bf16PackedB& b,
+                       float beta, float* C, int ldc, GemmEpilogue epilogue) {
+    check_epilogue(beta, epilogue, "sgemm_bf16_packed");
+    if (M <= 0 || b.N <= 0) return;
+    if (b.K <= 0 || alpha == 0.0f) {   // C scaled alone, B not read
+        sgemm(trans_a, false, M, b.N, b.K, alpha, A, lda, nullptr, b.N, beta, C, ldc, epilogue);
+        return;
+    }
+#ifdef GEMM_BF16_AVX512
+    const Kernel kernel = kernel_named(b.kernel);
+    if (kernel != Kernel::SGEMM) {
+        Problem p{trans_a ? View{A, 1, lda} : View{A, lda, 1}, View{nullptr, 0, 1}, M, b.N, b.K, alpha, beta, C, ldc, epilogue};
+        p.b_tiles = b.tiles.data();
+        p.b_slivers = round_up(b.N, 16) / 16;
+#ifdef GEMM_BF16_AMX
+        if (kernel == Kernel::AMX) return gemm_parallel(p, gemm_band_amx);
+#endif
+        return gemm_parallel(p, gemm_band_dp);
+    }
+#endif
+    int la;
+    const std::vector<float> a = rounded_copy(trans_a, M, b.K, A, lda, &la);
+    sgemm_packed(trans_a, M, alpha, a.data(), la, b.sgemm, beta, C, ldc, epilogue);
 }

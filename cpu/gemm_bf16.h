@@ -24,12 +24,37 @@
 #pragma once
 #include "cpu/gemm.h"
 
+#include <cstdint>
 #include <string>
+#include <vector>
 
 // The epilogue (gemm.h's: the linear layers' bias and ReLU) is applied as C is stored, as sgemm's.
 void sgemm_bf16(bool trans_a, bool trans_b, int M, int N, int K, float alpha, const float* A,
                 int lda, const float* B, int ldb, float beta, float* C, int ldc,
                 GemmEpilogue epilogue = {});
+
+// op(B) rounded to bf16 and packed once, for products that read the same B many times (bf16
+// decoding's weights: every step's products packed them again, 10% of a bf16 decoding run). It
+// is packed for the path current when sgemm_bf16_pack_b runs (AMX and vdpbf16ps share one
+// layout of tiles: every depth block's slivers of all N columns; the sgemm path keeps op(B)
+// rounded to bf16 in fp32 and sgemm_pack_b's copy of it), and sgemm_bf16_packed takes that
+// path: its C is sgemm_bf16's bit for bit on that path. Owns everything it reads (B itself may
+// go); moved, never copied (the sgemm copy points into `rounded`).
+struct Bf16PackedB {
+    int N = 0, K = 0;
+    std::string kernel;                                  // the path it was packed for
+    std::vector<uint16_t, Aligned64<uint16_t>> tiles;    // "amx", "avx512bf16": (depth blocks, slivers, steps, tile)
+    std::vector<float> rounded;                          // "sgemm": B rounded to bf16 (as B, dense)
+    SgemmPackedB sgemm;                                  // "sgemm": `rounded` packed
+    Bf16PackedB() = default;
+    Bf16PackedB(Bf16PackedB&&) = default;
+    Bf16PackedB& operator=(Bf16PackedB&&) = default;
+    Bf16PackedB(const Bf16PackedB&) = delete;
+    Bf16PackedB& operator=(const Bf16PackedB&) = delete;
+};
+Bf16PackedB sgemm_bf16_pack_b(bool trans_b, int N, int K, const float* B, int ldb);
+void sgemm_bf16_packed(bool trans_a, int M, float alpha, const float* A, int lda, const Bf16PackedB& b,
+                       float beta, float* C, int ldc, GemmEpilogue epilogue = {});
 
 // The path sgemm_bf16 takes: "amx", "avx512bf16" or "sgemm". Unless bf16_use_kernel chose one,
 // TRANSFORMER_BF16_KERNEL's (one of the three; not one this build and CPU have stops the

@@ -466,7 +466,7 @@ void model_get_grads(const Model* m, float* host) {
 }
 
 // ---------------------------------------------------------------------------------------------
-// Inference's weights: int8 copies, or (fp32 on the CPU) packed once
+// Inference's weights: int8 copies, or (fp32 and bf16 on the CPU) packed once
 // ---------------------------------------------------------------------------------------------
 // Every product's weight matrix: each layer's projections, then the classifier's E (x E^T).
 static std::vector<LinearP> weight_products(const Model* m) {

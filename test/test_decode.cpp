@@ -366,11 +366,14 @@ static void thread_count_invariance() {
 // Decoding with the weights packed once (model_pack_weights: ./translate's fp32 on the CPU) gives
 // the unpacked decoding's bits: tokens, log-probabilities and scores of every n-best hypothesis,
 // greedy and beam 3, with products both small (B read in place) and blocked (the packed panels).
-static void packed_weights_same_bits() {
+static void packed_weights_same_bits(const std::string& precision) {
     Config c;
     c.n_enc = 2, c.n_dec = 2, c.d_model = 128, c.d_ff = 512, c.n_heads = 4, c.d_k = 32, c.d_v = 32;
     c.vocab = 3000, c.max_len = 128;
     Model m;
+    std::string error;
+    m.backend = make_backend("cpu", precision, &error);
+    if (!m.backend) return (void)check(false, "%s CPU backend: %s", precision.c_str(), error.c_str());
     model_init(&m, c, 29);
     const std::vector<std::vector<int>> sources = random_sources({30, 9, 47, 21, 12, 33, 5, 40}, c.vocab);
     for (int beam : {1, 3}) {
@@ -384,8 +387,8 @@ static void packed_weights_same_bits() {
         int same = 0;
         for (size_t i = 0; i < sources.size(); i++) same += same_bits(with_packed[i], plain[i]);
         check(packed && !m.backend->has_packed_weights() && same == (int)sources.size(),
-              "beam %d n-best: packed weights (%s, then dropped: %s) decode %d/%zu sentences bit for bit as unpacked",
-              beam, packed ? "held" : "NOT held", m.backend->has_packed_weights() ? "still held" : "none", same,
+              "%s beam %d n-best: packed weights (%s, then dropped: %s) decode %d/%zu sentences bit for bit as unpacked",
+              m.backend->describe().c_str(), beam, packed ? "held" : "NOT held", m.backend->has_packed_weights() ? "still held" : "none", same,
               sources.size());
     }
 }
@@ -862,6 +865,6 @@ int main(int argc, char** argv) {
     std::printf("-- ensembles\n");
     ensembles();
     std::printf("-- weights packed once for decoding\n");   // (last: its sources would shift the copy task's)
-    packed_weights_same_bits();
+    for (const char* precision : {"fp32", "bf16"}) packed_weights_same_bits(precision);
     return check_summary("decode");
 }

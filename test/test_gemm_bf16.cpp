@@ -15,7 +15,10 @@
 //    and a ReLU pass, on each path: one and two depth blocks, C split by rows and by columns.
 // 5. A C over 64 MB (the logits; the AMX and vdpbf16ps paths stream it past the caches) bitwise the same
 //    product in row chunks, aligned and not.
-// 6. Unless told otherwise sgemm_bf16 takes the fastest path (AMX, then vdpbf16ps where the CPU
+// 6. op(B) packed once (sgemm_bf16_pack_b): sgemm_bf16_packed bitwise sgemm_bf16 on the path
+//    it was packed for, whatever the thread count, from a parallel region, and after a switch of
+//    path; B itself not read after packing.
+// 7. Unless told otherwise sgemm_bf16 takes the fastest path (AMX, then vdpbf16ps where the CPU
 //    does not list AMX-BF16, then sgemm).
 // A CPU with amx_bf16 or avx512_bf16 whose path is not available fails (the detection broke);
 // elsewhere that path says SKIP and why.
@@ -229,7 +232,8 @@ void check_streaming(const char* path) {
     std::vector<float> A((size_t)M * K), B((size_t)N * K);
     for (float& x : A) x = u(rng);
     for (float& x : B) x = u(rng);
-    std::vector<float> whole_buf((size_t)M * N + 32), chunks_buf((size_t)M * N + 32);
+    std::vector<float> whole_buf((size_t)M * N + 32), chunks_buf((size_t)M * N + 32), packed_buf((size_t)M * N + 32);
+    const Bf16PackedB packed_b = sgemm_bf16_pack_b(true, N, K, B.data(), K);
     for (int offset : {0, 4}) {
         auto at64 = [&](std::vector<float>& v) {
             const uintptr_t p = reinterpret_cast<uintptr_t>(v.data());
@@ -237,12 +241,15 @@ void check_streaming(const char* path) {
         };
         float* whole = at64(whole_buf);
         float* chunks = at64(chunks_buf);
+        float* packed = at64(packed_buf);
         sgemm_bf16(false, true, M, N, K, 1.0f, A.data(), K, B.data(), K, 0.0f, whole, N);
+        sgemm_bf16_packed(false, M, 1.0f, A.data(), K, packed_b, 0.0f, packed, N);
         for (int r0 = 0; r0 < M; r0 += 256)
             sgemm_bf16(false, true, std::min(256, M - r0), N, K, 1.0f, A.data() + (size_t)r0 * K, K, B.data(), K, 0.0f,
                        chunks + (size_t)r0 * N, N);
-        long differ = 0;
+        long differ = 0, differ_packed = 0;
         for (size_t i = 0; i < (size_t)M * N; i++) differ += bits(whole[i]) != bits(chunks[i]);
+        for (size_t i = 0; i < (size_t)M * N; i++) differ_packed += bits(whole[i]) != bits(packed[i]);
         int out = 0;
         for (int i : {0, 1, 17, 2047, M - 1})
             for (int j = 0; j < N; j++) {
@@ -254,15 +261,82 @@ void check_streaming(const char* path) {
                 }
                 out += !(std::fabs(whole[(size_t)i * N + j] - s) <= 1e-5 * mag + 1e-30);
             }
-        check(differ == 0 && out == 0,
-              "%-10s NT M=%d N=%d K=%d, C %.1f MB %s: bitwise the product in chunks of 256 rows (%ld differ); "
-              "5 rows within the bound (%d out)", path, M, N, K, (double)M * N * 4 / 1e6,
-              offset ? "16 bytes off a 64-byte line" : "64-byte aligned", differ, out);
+        check(differ == 0 && differ_packed == 0 && out == 0,
+              "%-10s NT M=%d N=%d K=%d, C %.1f MB %s: bitwise the product in chunks of 256 rows (%ld differ) and "
+              "with B packed once (%ld differ); 5 rows within the bound (%d out)", path, M, N, K, (double)M * N * 4 / 1e6,
+              offset ? "16 bytes off a 64-byte line" : "64-byte aligned", differ, differ_packed, out);
     }
+}
+
+// 6. op(B) packed once (sgemm_bf16_pack_b, from a copy of B that is then overwritten: the packed
+//    B owns what it reads), then sgemm_bf16_packed with all threads, one, and from inside a
+//    parallel region: C, padding included, bitwise sgemm_bf16's on the same path, and within the
+//    bound of the rounded product. After a switch to the sgemm path the packed B keeps its own.
+void check_packed_case(const Case& c, bool with_bias, bool relu, uint32_t seed, const char* path) {
+    Data d = make_data(c, seed);
+    std::vector<float> bias(c.N);
+    for (int j = 0; j < c.N; j++) bias[j] = 0.01f * (j % 37) - 0.2f;
+    const GemmEpilogue e{with_bias ? bias.data() : nullptr, relu};
+    std::vector<float> want = d.C0, all = d.C0, one = d.C0, inner = d.C0, switched = d.C0;
+    sgemm_bf16(c.ta, c.tb, c.M, c.N, c.K, c.alpha, d.A.data(), d.lda, d.B.data(), d.ldb, c.beta, want.data(), d.ldc, e);
+    std::vector<float> B = d.B;
+    const Bf16PackedB b = sgemm_bf16_pack_b(c.tb, c.N, c.K, B.data(), d.ldb);
+    std::fill(B.begin(), B.end(), NAN);
+    sgemm_bf16_packed(c.ta, c.M, c.alpha, d.A.data(), d.lda, b, c.beta, all.data(), d.ldc, e);
+#ifdef _OPENMP
+    const int threads = omp_get_max_threads();
+    omp_set_num_threads(1);
+    sgemm_bf16_packed(c.ta, c.M, c.alpha, d.A.data(), d.lda, b, c.beta, one.data(), d.ldc, e);
+    omp_set_num_threads(threads);
+#pragma omp parallel num_threads(2)
+#pragma omp single
+#endif
+    sgemm_bf16_packed(c.ta, c.M, c.alpha, d.A.data(), d.lda, b, c.beta, inner.data(), d.ldc, e);
+#ifndef _OPENMP
+    one = all;
+#endif
+    bf16_use_kernel("sgemm");
+    sgemm_bf16_packed(c.ta, c.M, c.alpha, d.A.data(), d.lda, b, c.beta, switched.data(), d.ldc, e);
+    bf16_use_kernel(path);
+    auto differ = [&](const std::vector<float>& x) {
+        long n = 0;
+        for (size_t i = 0; i < x.size(); i++) n += bits(x[i]) != bits(want[i]);
+        return n;
+    };
+    const long d_all = differ(all), d_one = differ(one), d_inner = differ(inner), d_switched = differ(switched);
+    char what[160];
+    describe(c, what, sizeof what);
+    check(d_all == 0 && d_one == 0 && d_inner == 0 && d_switched == 0 && b.kernel == path,
+          "%-10s %-48s packed B%s: bitwise sgemm_bf16's C, padding included (%ld / %ld / %ld / %ld of %zu differ: all "
+          "threads / one / in a parallel region / after a switch to sgemm; packed for %s)", path, what,
+          with_bias ? (relu ? ", bias+relu" : ", bias") : relu ? ", relu" : "", d_all, d_one, d_inner, d_switched,
+          want.size(), b.kernel.c_str());
+    if (!with_bias && !relu) {
+        const Compare cmp = compare(c, d, all, true);
+        check(cmp.out == 0 && cmp.padding == 0, "%-10s %-48s packed B: out of the rounded product's bound: %d (worst "
+              "err/bound %.3f)", path, what, cmp.out, cmp.worst);
+    }
+}
+
+void check_packed(const char* path) {
+    uint32_t seed = 700;
+    // small, one block, three depth blocks (the last partial), N past the vdpbf16ps panel (2,048)
+    // split by columns, a decoder step (M 64 < N: columns) and its classifier, N off 16 and 32
+    const int shapes[][3] = {{25, 25, 32}, {150, 90, 270}, {40, 70, 1100}, {20, 4200, 20}, {64, 1024, 256}, {96, 2100, 520}, {33, 47, 49}};
+    for (auto& s : shapes)
+        for (bool ta : {false, true})
+            for (bool tb : {false, true}) check_packed_case({ta, tb, s[0], s[1], s[2], 1.0f, 0.0f, 2, 3, 1}, false, false, seed++, path);
+    check_packed_case({false, true, 150, 90, 270, -0.5f, 1.0f, 0, 0, 0}, false, false, seed++, path);   // alpha, beta
+    check_packed_case({true, false, 40, 70, 1100, 2.0f, 0.5f, 1, 0, 2}, false, false, seed++, path);
+    check_packed_case({false, true, 20, 30, 0, 1.0f, 0.5f, 1, 1, 2}, false, false, seed++, path);       // K = 0
+    check_packed_case({false, true, 20, 30, 40, 0.0f, 0.5f, 0, 0, 1}, false, false, seed++, path);      // alpha = 0
+    for (auto& s : shapes)   // the linear layers' epilogue
+        for (bool relu : {false, true}) check_packed_case({false, true, s[0], s[1], s[2], 1.0f, 0.0f, 0, 0, 0}, true, relu, seed++, path);
 }
 
 void check_all(const char* path) {
     check_path(path);
+    check_packed(path);
     check_epilogue(path);
     check_rounds(path);
     check_streaming(path);
