@@ -1,6 +1,6 @@
 #!/bin/bash
-# bench/bench_translate.sh [MODEL] — decoding speed and BLEU on the real test set: ours (fp32 and
-# int8) against test/reference.py's batched, cached PyTorch decoder and CTranslate2, same
+# bench/bench_translate.sh [MODEL] — decoding speed and BLEU on the real test set: ours (fp32,
+# bf16 and int8) against test/reference.py's batched, cached PyTorch decoder and CTranslate2, same
 # weights, same token ids, same machine, greedy and beam 4. `make bench-translate` runs it on
 # the model that `make && ./train` leaves in runs/default/.
 #   MODEL   checkpoint (default runs/default/average.safetensors); its vocab.bpe beside it
@@ -37,7 +37,7 @@ torch_ok=1; ct2_ok=1
 torch_anchor > "$tmp/torch.anchor" || torch_ok=0
 ct2_anchor "$MODEL" > "$tmp/ct2.anchor" || ct2_ok=0
 cat "$tmp/torch.anchor" "$tmp/ct2.anchor"
-for p in fp32 int8; do
+for p in fp32 bf16 int8; do
     "$BUILD/bench_decode" --model "$MODEL" --input "$tmp/src.ids" --precision $p --output "$tmp/ours-$p" > "$tmp/ours-$p.txt"
 done
 : > "$tmp/torch.txt"; : > "$tmp/ct2.txt"
@@ -52,7 +52,7 @@ fi
 printf '%-7s | %-22s | %12s %10s | %9s | %6s\n' search decoder "sentences/s" "tokens/s" "speed-up" BLEU
 for k in greedy beam4; do
     base=$(value "$(grep "decode $k " "$tmp/torch.txt" || true)" sentences_per_s)
-    for side in torch ct2-float32 ct2-int8 ours-fp32 ours-int8; do
+    for side in torch ct2-float32 ct2-int8 ours-fp32 ours-bf16 ours-int8; do
         case $side in
             torch) line=$(grep "decode $k " "$tmp/torch.txt" || true); name="PyTorch fp32"
                    [ -n "$line" ] || { printf '%-7s | %-22s | %s\n' $k "$name" "not run: $(grep '^no ratio' "$tmp/torch.anchor")"; continue; } ;;
