@@ -323,7 +323,7 @@ def run_decode(args):
     timed(lambda: in_batches(lambda s: R.greedy_fast(model, s, a, b, force), srcs[:8], 0))  # warm-up
     greedy, ms_g = timed(lambda: run(lambda s: R.greedy_fast(model, s, a, b, force)))
     beam, ms_b = timed(lambda: run(lambda s: R.beam_fast(model, s, args.beam, args.alpha, a, b, force)))
-    where = f"{torch.cuda.get_device_name()}, {args.precision}" if args.device == "cuda" else "cpu, fp32"
+    where = f"{torch.cuda.get_device_name()}, {args.precision}" if args.device == "cuda" else f"cpu, {args.precision}"
     for label, outs, ms in (("greedy", greedy, ms_g), (f"beam{args.beam}", beam, ms_b)):
         n_tok = sum(len(o[0]) for o in outs)
         print(f"torch decode {label} tokens_per_s={n_tok / ms * 1000:.0f} ms={ms:.1f}"

@@ -8,9 +8,10 @@
 #   THREADS cores for every decoder (default: all)
 # Ours: build/bench_decode --input (as ./translate: sorted by length, batches of ./translate's
 # default size). PyTorch: bench/bench_torch.py decode --input --batch 100 (sorted, 100
-# sentences a batch) in bench/torch_env.sh's environment. CTranslate2 (int8 and float32,
-# bench/bench_ct2.py, batches of 100) with `python3` (CT2_PYTHON), which needs the
-# ctranslate2 wheel (make bench-deps). The speed-up column is against PyTorch.
+# sentences a batch) in bench/torch_env.sh's environment, fp32 and bf16 (CPU autocast: the
+# linear layers in bf16, the log-softmax in fp32, as ours bf16). CTranslate2 (int8 and
+# float32, bench/bench_ct2.py, batches of 100) with `python3` (CT2_PYTHON), which needs the
+# ctranslate2 wheel (make bench-deps). The speed-up column is against PyTorch fp32.
 #
 # The anchors are checked first (bench/torch_check.py, bench/bench_ct2.py --check) and the
 # environment printed: a decoder not at its best is not run, and its rows say why
@@ -41,9 +42,13 @@ for p in fp32 bf16 int8; do
     "$BUILD/bench_decode" --model "$MODEL" --input "$tmp/src.ids" --precision $p --output "$tmp/ours-$p" > "$tmp/ours-$p.txt"
 done
 : > "$tmp/torch.txt"; : > "$tmp/ct2.txt"
-if [ $torch_ok = 1 ]; then
-    $TORCH $PY bench/bench_torch.py decode --weights "$MODEL" --input "$tmp/src.ids" --batch 100 \
-        --threads "$THREADS" --output "$tmp/torch" | grep '^torch decode' > "$tmp/torch.txt"
+if [ $torch_ok = 1 ]; then   # fp32, and bf16 under CPU autocast (the baseline of ours bf16)
+    for p in fp32 bf16; do
+        $TORCH $PY bench/bench_torch.py decode --weights "$MODEL" --input "$tmp/src.ids" --batch 100 \
+            --threads "$THREADS" --precision $p --output "$tmp/torch-$p" | grep '^torch decode' > "$tmp/torch-$p.txt"
+    done
+    cp "$tmp/torch-fp32.txt" "$tmp/torch.txt"
+    for k in greedy beam4; do cp "$tmp/torch-fp32.$k" "$tmp/torch.$k"; cp "$tmp/torch-bf16.$k" "$tmp/torch_bf16.$k"; done
 fi
 if [ $ct2_ok = 1 ]; then
     $CT2 bench/bench_ct2.py --input "$tmp/src.ids" --weights "$MODEL" --threads "$THREADS" --output "$tmp/ct2" \
@@ -52,9 +57,10 @@ fi
 printf '%-7s | %-22s | %12s %10s | %9s | %6s\n' search decoder "sentences/s" "tokens/s" "speed-up" BLEU
 for k in greedy beam4; do
     base=$(value "$(grep "decode $k " "$tmp/torch.txt" || true)" sentences_per_s)
-    for side in torch ct2-float32 ct2-int8 ours-fp32 ours-bf16 ours-int8; do
+    for side in torch torch_bf16 ct2-float32 ct2-int8 ours-fp32 ours-bf16 ours-int8; do
         case $side in
-            torch) line=$(grep "decode $k " "$tmp/torch.txt" || true); name="PyTorch fp32"
+            torch*) p=$([ $side = torch ] && echo fp32 || echo bf16)
+                   line=$(grep "decode $k " "$tmp/torch-$p.txt" 2> /dev/null || true); name="PyTorch $p"
                    [ -n "$line" ] || { printf '%-7s | %-22s | %s\n' $k "$name" "not run: $(grep '^no ratio' "$tmp/torch.anchor")"; continue; } ;;
             ct2-*) line=$(grep "decode $k ${side#ct2-} " "$tmp/ct2.txt" || true); name="CTranslate2 ${side#ct2-}"
                    [ -n "$line" ] || { printf '%-7s | %-22s | %s\n' $k "$name" "not run: $(grep '^no ratio' "$tmp/ct2.anchor")"; continue; }
@@ -70,6 +76,9 @@ for k in greedy beam4; do
         if cmp -s "$tmp/torch.$k" "$tmp/ours-fp32.$k"; then same="identical"; else
             same="$(paste -d'\n' "$tmp/torch.$k" "$tmp/ours-fp32.$k" | paste - - | awk -F'\t' '$1 != $2' | wc -l) lines differ"; fi
         echo "#   $k: ours fp32 vs PyTorch outputs: $same"
+        ours=$(value "$(grep "decode $k " "$tmp/ours-bf16.txt")" sentences_per_s)
+        theirs=$(value "$(grep "decode $k " "$tmp/torch-bf16.txt")" sentences_per_s)
+        echo "#   $k: ours bf16 vs PyTorch bf16 (CPU autocast): $(awk "BEGIN { printf \"%.2fx\", $ours / $theirs }")"
     fi
 done
 [ $torch_ok = 1 ] || grep '^no ratio' "$tmp/torch.anchor"

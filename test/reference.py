@@ -312,7 +312,8 @@ class Transformer(nn.Module):
         x = self.embed_tokens(prev[:, None], offset=t)            # (N, 1, d)
         for layer, st in zip(self.decoder.layers, state):
             x = layer.step(x, st, st["cross"], src_mask)
-        return torch.log_softmax(self.logits(self.decoder.final(x))[:, 0], dim=-1)
+        # in fp32 under bf16 autocast too, as ours and CUDA's autocast (the CPU's leaves it bf16)
+        return torch.log_softmax(self.logits(self.decoder.final(x))[:, 0].float(), dim=-1)
 
 
 def reorder_state(state, rows, cross=True):
