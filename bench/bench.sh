@@ -41,17 +41,19 @@ if [ "$MODE" = train ]; then
         printf '%-6s | %12s %12s | %12s %12s | %9s | %7s | %15s\n' $c "$oms" "${tms:-no ratio}" "$(value "$o" tokens_per_s)" \
             "$(value "$t" tokens_per_s)" "$(ratio "$tms" "$oms")" "$(value "$o" matmul_gflops)" "$(value "$o" peak_rss_mb)/$(value "$t" peak_rss_mb)"
     done
-else
-    "$BUILD/bench_decode" --precision fp32 > "$out" || exit 1
-    "$BUILD/bench_decode" --precision int8 >> "$out" || exit 1
+else   # ours fp32 and int8 against PyTorch fp32, ours bf16 against PyTorch's CPU bf16 autocast
+    for p in fp32 bf16 int8; do "$BUILD/bench_decode" --precision $p >> "$out" || exit 1; done
     t=""
-    [ $anchor = 1 ] && t=$($TORCH $PY bench/bench_torch.py decode --threads "$THREADS" | grep '^torch decode')
-    printf '%-7s | %-9s | %12s %12s | %9s\n' search precision "ours tok/s" "torch tok/s" "speed-up"
+    [ $anchor = 1 ] && for p in fp32 bf16; do
+        t="$t$($TORCH $PY bench/bench_torch.py decode --threads "$THREADS" --precision $p | grep '^torch decode')
+"; done
+    printf '%-7s | %-9s | %12s | %-12s %12s | %9s\n' search precision "ours tok/s" "against" "torch tok/s" "speed-up"
     for k in greedy beam4; do
-        for p in fp32 int8; do
-            o=$(grep "decode $k .*# $p," "$out"); tt=$(echo "$t" | grep "decode $k ")
+        for p in fp32 bf16 int8; do
+            tp=$([ $p = bf16 ] && echo bf16 || echo fp32)
+            o=$(grep "decode $k .*# $p," "$out"); tt=$(echo "$t" | grep "decode $k .*cpu, $tp\$")
             a=$(value "$o" tokens_per_s); b=$(value "$tt" tokens_per_s)
-            printf '%-7s | %-9s | %12s %12s | %9s\n' $k "ours $p" "$a" "${b:-no ratio}" "$(ratio "$a" "$b")"
+            printf '%-7s | %-9s | %12s | %-12s %12s | %9s\n' $k "ours $p" "$a" "PyTorch $tp" "${b:-no ratio}" "$(ratio "$a" "$b")"
         done
     done
 fi
