@@ -488,7 +488,8 @@ void model_allocate(Model* m, const Config& cfg, bool training);
 // LayerNorm g=1 b=0, E ~ N(0, d_model^-0.5)); deterministic in seed, the same on every device.
 void model_init(Model* m, const Config& cfg, uint64_t seed);
 // Copies host parameters (layout.total floats) in, or out; model_set_params refreshes the
-// products' copy of the weights too. Adam state likewise (training models).
+// products' copy of the weights too, and drops the packed and int8 copies of the old ones
+// (model_pack_weights, model_quantize: call them again). Adam state likewise (training models).
 void model_set_params(Model* m, const float* host);
 void model_get_params(const Model* m, float* host);
 void model_set_adam(Model* m, const float* host_m, const float* host_v);
@@ -547,7 +548,8 @@ void model_dequantize(Model* m);
 // bf16 products read every weight matrix packed once (Backend::pack_weights) instead of packing
 // it at each step (on the test set, fp32: greedy 11-15% less time, beam 4 2-10%; bf16: greedy
 // 11-15%, beam 4 5-8%; the same bits).
-// Training forwards are refused while packed; checkpoint_load drops the packed copies.
+// Training forwards are refused while packed; model_set_params and checkpoint_load drop the
+// packed copies (and the int8 ones).
 // Nothing on other backends and precisions.
 void model_pack_weights(Model* m);
 void model_unpack_weights(Model* m);

@@ -388,7 +388,8 @@ bool checkpoint_load(Model* m, const std::string& path, Metadata* meta, std::str
     const std::string& tok = file.metadata["tokenizer"];
     if (!checksum_ok(file.metadata, "tokenizer_checksum", tok.data(), tok.size(), "the vocabulary (tokenizer)", &err))
         return fail(err);
-    model_unpack_weights(m);   // (packed copies of the weights about to be overwritten)
+    model_unpack_weights(m);   // (packed and int8 copies of the weights about to be overwritten)
+    model_dequantize(m);
     if (!read_model_buffers(file, m, training, error)) return false;
     m->step = (int64_t)step;
     if (parse_u64(file.metadata, "train_forwards", &forwards)) m->train_forwards = (int64_t)forwards;

@@ -440,6 +440,8 @@ void model_init(Model* m, const Config& cfg, uint64_t seed) {
 
 void model_set_params(Model* m, const float* host) {
     Backend& ops = *m->backend;
+    model_unpack_weights(m);   // (the packed and int8 copies of the old weights would go stale)
+    model_dequantize(m);
     ops.upload(m->params, host, m->layout.total * sizeof(float));
     if ((void*)m->weights != (void*)m->params) ops.convert_weights(m->weights, m->params, m->layout.total);
 }

@@ -24,6 +24,7 @@ static void omp_set_num_threads(int) {}
 #endif
 
 #include "cpu/gemm_int8.h"
+#include "model/checkpoint.h"
 #include "test/check.h"
 #include "toolkit/decode.h"
 #include "toolkit/thread_governor.h"
@@ -391,6 +392,49 @@ static void packed_weights_same_bits(const std::string& precision) {
               m.backend->describe().c_str(), beam, packed ? "held" : "NOT held", m.backend->has_packed_weights() ? "still held" : "none", same,
               sources.size());
     }
+}
+
+// New weights (model_set_params, checkpoint_load) on a model whose products read packed
+// (fp32, bf16) or int8 copies of its old weights: the copies are dropped, so decoding reads the
+// new weights (bit for bit a fresh model holding them, in fp32 for int8), never stale ones.
+static void new_weights_drop_copies(const std::string& precision) {
+    Config c;
+    c.n_enc = 2, c.n_dec = 2, c.d_model = 64, c.d_ff = 128, c.n_heads = 4, c.d_k = 16, c.d_v = 16;
+    c.vocab = 500, c.max_len = 64;
+    const std::string plain = precision == "int8" ? "fp32" : precision;
+    std::string error;
+    Model fresh;
+    fresh.backend = make_backend("cpu", plain, &error);
+    if (!fresh.backend) return (void)check(false, "%s CPU backend: %s", plain.c_str(), error.c_str());
+    model_init(&fresh, c, 41);
+    std::vector<float> params(fresh.layout.total);
+    model_get_params(&fresh, params.data());
+    const std::string path = "/tmp/test_decode_new_weights_" + std::to_string(getpid()) + ".safetensors";
+    check(checkpoint_save(fresh, path, {{"tokenizer", "t"}}, false, &error), "save (%s)", error.c_str());
+    const std::vector<std::vector<int>> sources = random_sources({20, 7, 33, 12}, c.vocab);
+    DecodeOptions opt;
+    opt.beam = 2, opt.nbest = 2, opt.max_len_b = 8;
+    const auto want = decode_batch(&fresh, sources, opt);
+    for (const char* how : {"model_set_params", "checkpoint_load"}) {
+        Model m;
+        m.backend = make_backend("cpu", plain, &error);
+        model_init(&m, c, 43);   // other weights, then their copies
+        if (precision == "int8") check(model_quantize(&m, &error), "quantize (%s)", error.c_str());
+        else model_pack_weights(&m);
+        const bool held = m.backend->has_packed_weights() || m.backend->precision() == Precision::INT8;
+        decode_batch(&m, sources, opt);
+        if (std::string(how) == "model_set_params") model_set_params(&m, params.data());
+        else check(checkpoint_load(&m, path, nullptr, &error), "load (%s)", error.c_str());
+        const bool dropped = !m.backend->has_packed_weights() && m.backend->precision() != Precision::INT8;
+        const auto got = decode_batch(&m, sources, opt);
+        int same = 0;
+        for (size_t i = 0; i < sources.size(); i++) same += same_bits(got[i], want[i]);
+        check(held && dropped && same == (int)sources.size(),
+              "%s copies (%s), then %s: dropped (%s); %d/%zu sentences decode bit for bit as a fresh %s model "
+              "with the new weights", precision.c_str(), held ? "held" : "NOT held", how, dropped ? "yes" : "NO",
+              same, sources.size(), plain.c_str());
+    }
+    std::remove(path.c_str());
 }
 
 static Batch copy_batch(int B, int vocab) {
@@ -866,5 +910,6 @@ int main(int argc, char** argv) {
     ensembles();
     std::printf("-- weights packed once for decoding\n");   // (last: its sources would shift the copy task's)
     for (const char* precision : {"fp32", "bf16"}) packed_weights_same_bits(precision);
+    for (const char* precision : {"fp32", "bf16", "int8"}) new_weights_drop_copies(precision);
     return check_summary("decode");
 }
