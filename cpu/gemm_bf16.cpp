@@ -347,7 +347,7 @@ struct Problem {
     Update update(int j, int pc, int kc) const {
         return {alpha, beta, pc == 0, pc + kc >= K, epilogue.bias ? epilogue.bias + j : nullptr, epilogue.relu, stream()};
     }
-    // The packed panel of depths [pc, pc + 32 steps) from column jc (a multiple of 16) on.
+    // The packed panel of depths [pc, pc + 32 * steps) from column jc (a multiple of 16) on.
     const uint16_t* packed_panel(int pc, int steps, int jc) const {
         return b_tiles + ((size_t)(pc / 32) * b_slivers + (size_t)(jc / 16) * steps) * TILE;
     }
