@@ -845,6 +845,30 @@ static void ensemble_greedy_brute_force() {
           "on %d/%zu sentences (the members count)", differ_from_lead, sources.size());
 }
 
+// A member whose learned position table is shorter than the lead model's (sinusoids: none)
+// bounds the output length: the hypotheses stop at its table's end (the decoding had refused).
+static void ensemble_member_bounds_length() {
+    Config a;
+    a.n_enc = 1, a.n_dec = 2, a.d_model = 16, a.d_ff = 24, a.n_heads = 2, a.d_k = 8, a.d_v = 8, a.vocab = 30;
+    Config b = a;
+    b.learned_pos = true, b.max_len = 6;
+    Model m0, m1;
+    model_init(&m0, a, 31);
+    model_init(&m1, b, 32);
+    m0.ensemble = {&m1};
+    const std::vector<std::vector<int>> sources = {{5, 6, 7, EOS_ID}, {8, EOS_ID}, {9, 10, 11, 12, 13, EOS_ID}};
+    for (int beam : {1, 3}) {
+        DecodeOptions opt;
+        opt.beam = beam, opt.nbest = beam, opt.max_len_a = 0, opt.max_len_b = 20;
+        size_t longest = 0;
+        for (const auto& hyps : decode_batch(&m0, sources, opt))
+            for (const Hypothesis& h : hyps) longest = std::max(longest, h.tokens.size());
+        // (greedy reaches the cap: random models rarely choose </s>; beam 3's search may stop before)
+        check(beam == 1 ? longest == 6 : longest >= 1 && longest <= 6, "ensemble, beam %d: a member's learned table "
+              "of 6 positions caps the output (max length 20): longest hypothesis %zu tokens", beam, longest);
+    }
+}
+
 static void ensembles() {
     Model ref, copy, noisy;
     DecodeCase dc, dc2;
@@ -862,6 +886,7 @@ static void ensembles() {
     compare_decoding(&ref, dc.sources, opt, "the reference model ensembled with itself, beam 4", dc.beam,
                      dc.beam_logprob);
     ensemble_greedy_brute_force();
+    ensemble_member_bounds_length();
     // The reference model, a noisy copy of it and a random pre-LN model of another shape (the
     // trained ones finish with </s>, which random ones rarely do): beam search's n-best lists,
     // scoring, prefixes.

@@ -8,6 +8,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdint>
 #include <cstdlib>
 
 #include "tokenizer.h"
@@ -73,6 +74,16 @@ size_t prefix_size(const DecodeInputs* in, size_t i) {
     return in && !in->prefix.empty() ? in->prefix[i].size() : 0;
 }
 
+// The most output positions the model and its ensemble's members have (learned position
+// tables end; sinusoids do not).
+int output_position_limit(const Model* m) {
+    int limit = INT32_MAX;
+    if (m->cfg.learned_pos) limit = m->cfg.max_len;
+    for (const Model* e : m->ensemble)
+        if (e->cfg.learned_pos) limit = std::min(limit, e->cfg.max_len);
+    return limit;
+}
+
 }  // namespace
 
 SearchSetup search_setup(const Model* m, const std::vector<std::vector<int>>& sources,
@@ -84,7 +95,7 @@ SearchSetup search_setup(const Model* m, const std::vector<std::vector<int>>& so
     for (size_t i = 0; i < sources.size(); i++) {
         int n = opt.force_length > 0 ? opt.force_length : max_output_length((int)sources[i].size(), opt);
         n = std::max(n, (int)prefix_size(in, i) + 1);
-        if (m->cfg.learned_pos) n = std::min(n, m->cfg.max_len);
+        n = std::min(n, output_position_limit(m));
         setup.max_len.push_back(n);
         longest = std::max(longest, n);
     }
