@@ -331,11 +331,18 @@ int serve(const ServeModel& m, const ServeOptions& o) {
     });
     const std::string info = info_json(m, o);
     svr.Get("/info", [&](const httplib::Request&, httplib::Response& res) { set_json(res, 200, info); });
-    svr.Post("/translate", [&](const httplib::Request& http, httplib::Response& res) {
+    // The body read here, whatever its Content-Type says (httplib itself caps one it would parse
+    // as a form, curl -d's default, at 8 KiB): up to --max-request-bytes, else httplib's 413.
+    svr.Post("/translate", [&](const httplib::Request& http, httplib::Response& res,
+                               const httplib::ContentReader& content) {
+        if (http.is_multipart_form_data())
+            return set_json(res, 415, json_error("send the JSON as the request body, not as multipart/form-data"));
+        std::string body;
+        if (!content([&](const char* data, size_t n) { return body.append(data, n), true; })) return;
         auto deadline = DecodeJob::Clock::now() + std::chrono::duration_cast<DecodeJob::Clock::duration>(
                                                       std::chrono::duration<double>(o.request_timeout_s));
         TranslateRequest req;
-        Status s = parse_request(http.body, m, o, &req);
+        Status s = parse_request(body, m, o, &req);
         if (s.code != 200) return set_json(res, s.code, json_error(s.message));
         auto job = std::make_shared<DecodeJob>();
         job->opt = req.opt;

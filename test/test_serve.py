@@ -333,6 +333,16 @@ def main():
         found = want_msg.search(msg) if isinstance(want_msg, re.Pattern) else want_msg in msg
         check(status == want_status and found,
               f"POST {shown!r}: {status} (want {want_status}), message: {msg}")
+    # a body past 8 KiB sent as curl -d sends it (httplib parses such bodies as forms, and caps them at
+    # 8 KiB by itself), and a multipart form (refused with a message)
+    form_body = b"[" + b" " * 9000 + json.dumps(items(pool[:40]))[1:].encode()   # (JSON's whitespace)
+    status, out, _ = s.request("POST", "/translate", form_body, {"Content-Type": "application/x-www-form-urlencoded"})
+    err = answer_errors(status, out, pool[:40], expected) if status == 200 else f"status {status} {out}"
+    check(err == "" and len(form_body) > 8192,
+          f"a {len(form_body)}-byte body as application/x-www-form-urlencoded (curl -d): translated {err}")
+    multipart = b'--XyZ\r\nContent-Disposition: form-data; name="f"\r\n\r\n[]\r\n--XyZ--\r\n'
+    status, out, _ = s.request("POST", "/translate", multipart, {"Content-Type": "multipart/form-data; boundary=XyZ"})
+    check(status == 415 and "multipart" in (out or {}).get("error", ""), f"a multipart/form-data body: {status} {out}")
     status, out, _ = s.request("GET", "/nope")
     check(status == 404 and "no such path: GET /nope" in out.get("error", ""), f"GET /nope: {status} {out}")
     status, out, _ = s.request("POST", "/translate/x", b"[]")
