@@ -74,6 +74,19 @@ long invalid_utf8_at(std::string_view text) {
     return -1;
 }
 
+std::string replace_invalid_utf8(std::string_view text) {
+    std::string out;
+    const unsigned char* s = (const unsigned char*)text.data();
+    uint32_t cp;
+    for (size_t i = 0; i < text.size();) {
+        const int len = utf8_char(s + i, text.size() - i, &cp);
+        if (len == 0) out += "\xEF\xBF\xBD";   // U+FFFD
+        else out.append(text.substr(i, (size_t)len));
+        i += len == 0 ? 1 : (size_t)len;
+    }
+    return out;
+}
+
 namespace {
 
 // Character classes used to cut text into words. Words never mix classes, so punctuation
@@ -414,6 +427,11 @@ std::string Tokenizer::decode(const int* ids, size_t n) const {
 
 std::string Tokenizer::decode(const std::vector<int>& ids) const {
     return decode(ids.data(), ids.size());
+}
+
+std::string Tokenizer::decode_text(const std::vector<int>& ids) const {
+    std::string text = decode(ids);
+    return invalid_utf8_at(text) < 0 ? text : replace_invalid_utf8(text);
 }
 
 // =============================================================================================

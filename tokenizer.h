@@ -42,6 +42,9 @@
 int utf8_char(const unsigned char* s, size_t n, uint32_t* cp);
 // Byte offset (0-based) of the first invalid UTF-8 sequence in text, or -1 if it is valid.
 long invalid_utf8_at(std::string_view text);
+// text with each byte that does not start a valid UTF-8 character (utf8_char) replaced by
+// U+FFFD; valid characters are kept.
+std::string replace_invalid_utf8(std::string_view text);
 
 struct Tokenizer {
     static constexpr int kPad = 0, kUnk = 1, kBos = 2, kEos = 3;
@@ -68,6 +71,9 @@ struct Tokenizer {
     // Throws std::out_of_range for an id < 0 or >= vocab_size().
     std::string decode(const int* ids, size_t n) const;
     std::string decode(const std::vector<int>& ids) const;
+    // decode() for text that leaves the program (translations): a model may put out any byte
+    // sequence, so each byte that is not part of a valid UTF-8 character becomes U+FFFD.
+    std::string decode_text(const std::vector<int>& ids) const;
 
     // Human-readable text (format at the top of tokenizer.cpp), carried inside checkpoints.
     std::string serialize() const;

@@ -29,24 +29,6 @@ struct LineRules {
     bool split_sentences = false;  // every line cut into its sentences
 };
 
-// s with each byte that does not start a valid UTF-8 character (tokenizer.h's utf8_char)
-// replaced by U+FFFD; valid characters are kept.
-inline std::string replace_invalid_utf8(const std::string& s) {
-    std::string out;
-    const unsigned char* p = (const unsigned char*)s.data();
-    for (size_t i = 0; i < s.size();) {
-        uint32_t cp;
-        int len = utf8_char(p + i, s.size() - i, &cp);
-        if (len == 0) {
-            out += "\xEF\xBF\xBD";   // U+FFFD
-            i += 1;
-        } else {
-            out.append(s, i, (size_t)len);
-            i += (size_t)len;
-        }
-    }
-    return out;
-}
 
 // Checks and encodes one line by the rules above. *pieces gets its token ids (one piece, or
 // several when split; no </s>); false + *err ("WHERE: what is wrong (the option that

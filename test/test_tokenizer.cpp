@@ -381,6 +381,25 @@ void test_decode() {
     threw = false;
     try { Tokenizer::learn({"x"}, 259); } catch (const std::invalid_argument&) { threw = true; }
     check(threw, "learn refuses vocab_size < 260");
+    // decode_text: what a model puts out may be any bytes; invalid UTF-8 becomes U+FFFD a byte,
+    // valid characters (the multi-byte ones too) stay, and valid text is decode()'s
+    auto bytes = [](const std::string& b) {
+        std::vector<int> ids;
+        for (unsigned char c : b) ids.push_back(4 + c);
+        return ids;
+    };
+    struct Case { std::string bytes, want; const char* what; };
+    const Case cases[] = {
+        {"caf\xC3\xA9", "caf\xC3\xA9", "valid 2-byte character"},
+        {"a\xC1" "b", "a\xEF\xBF\xBD" "b", "0xC1 (never valid)"},
+        {"\xE2\x82", "\xEF\xBF\xBD\xEF\xBF\xBD", "a truncated 3-byte character: two bytes, two U+FFFD"},
+        {"x\x80\xF0\x9F\x98\x80", "x\xEF\xBF\xBD\xF0\x9F\x98\x80", "a stray continuation byte before an emoji"},
+    };
+    for (const Case& c : cases) {
+        const std::string got = tok.decode_text(bytes(c.bytes));
+        check(got == c.want && invalid_utf8_at(got) < 0, "decode_text: %s", c.what);
+    }
+    check(tok.decode_text({2, 263, 0, 261, 3}) == tok.decode({2, 263, 0, 261, 3}), "decode_text of valid text is decode's");
 }
 
 // The shared UTF-8 decoder (utf8_char, invalid_utf8_at): every sequence of 1..4 bytes with a

@@ -195,7 +195,7 @@ std::vector<std::string> translate_lines(Model* m, const Tokenizer& tok,
         if (!sources[i].empty()) sources[i].push_back(EOS_ID);
     std::vector<std::vector<Hypothesis>> hyps = decode_sorted(m, sources, opt, batch_tokens);
     std::vector<std::string> out(lines.size());
-    for (size_t i = 0; i < lines.size(); i++) out[i] = tok.decode(hyps[i][0].tokens);
+    for (size_t i = 0; i < lines.size(); i++) out[i] = tok.decode_text(hyps[i][0].tokens);
     return out;
 }
 
