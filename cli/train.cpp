@@ -182,6 +182,7 @@ int main(int argc, char** argv) {
                  "end the job when a step's all-reduce waits this long for the other ranks (0: never)");
     if (!o.parse(argc, argv)) return o.exit_code();
     t.given = o.given();
+    t.given_model = o.given_in_section(kModelSection);
     std::string bad = check_run_options(o, t, beta1, beta2, eps, no_eval_bleu);
     if (!bad.empty()) return o.usage_error(bad);
     if (redraw_curves) {

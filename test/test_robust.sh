@@ -83,6 +83,10 @@ cp -r "$T/run" "$T/conflict"
 expect "--resume with --lr-scale 2 against the checkpoint's 1" 2 "lr-scale 2 contradicts the checkpoint's 1"
 "$B"/train $TA --data "$T/corpus" --out "$T/conflict" --resume --max-steps 6 --warmup 7 > "$T/out.txt" 2> "$T/err.txt"; s=$?
 expect "--resume with --warmup 7 against the checkpoint's 1000" 2 "warmup 7 contradicts"
+"$B"/train $TA --data "$T/corpus" --out "$T/conflict" --resume --max-steps 6 --d-model 64 > "$T/out.txt" 2> "$T/err.txt"; s=$?
+expect "--resume with --d-model 64 against the checkpoint's 32" 2 "continues the checkpoint's model.*d_model: 64 vs 32"
+"$B"/train $TA --data "$T/corpus" --out "$T/conflict" --resume --max-steps 6 --dropout 0.3 > "$T/out.txt" 2> "$T/err.txt"; s=$?
+expect "--resume with --dropout 0.3 against the checkpoint's 0.1" 2 "p_drop: 0.3"
 [ "$(ls "$T/conflict" | grep -c '^ckpt-')" -eq 2 ]; check $? "... refused before any step (2 checkpoints, as before)"
 "$B"/train $TA --data "$T/corpus" --out "$T/conflict" --resume --max-steps 6 --lr-scale 1 --max-tokens 400 > "$T/out.txt" 2> "$T/err.txt"
 s=$?; [ $s -eq 0 ] && [ -e "$T/conflict/ckpt-00000006.safetensors" ]

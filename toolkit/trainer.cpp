@@ -222,6 +222,22 @@ static bool check_resume_conflicts(Run& r, const Metadata& meta) {
     return true;
 }
 
+// A resumed run continues the checkpoint's model: model options given on the command line must
+// make its config (the vocabulary, the tokenizer's, aside), else they are refused (exit 2).
+static bool check_resume_config(Run& r) {
+    if (r.opt.given_model.empty()) return true;
+    Config wanted = r.opt.cfg;
+    wanted.vocab = r.model.cfg.vocab;
+    const std::string diff = config_difference(wanted, r.model.cfg);
+    if (diff.empty()) return true;
+    std::string names;
+    for (const std::string& n : r.opt.given_model) names += (names.empty() ? "" : ", ") + n;
+    r.fail_status = 2;
+    return fail("--resume continues the checkpoint's model, and " + names + " make another (" + diff +
+                ", the first value this command's, the second the checkpoint's): drop them, or start a new run "
+                "with another --out");
+}
+
 // On resume, the options that fix the data order and the schedule come from the checkpoint.
 static void restore_options(Run& r, const Metadata& meta) {
     r.opt.max_tokens = (int)meta_u64(meta, "max_tokens", r.opt.max_tokens);
@@ -338,7 +354,7 @@ static bool setup(Run& r) {
     if (resuming) {
         std::string err;
         if (!checkpoint_load(&r.model, ckpts.back(), &meta, &err)) return fail(err);
-        if (!check_resume_conflicts(r, meta)) return false;
+        if (!check_resume_conflicts(r, meta) || !check_resume_config(r)) return false;
         restore_options(r, meta);
         std::printf("Resuming from %s (step %lld)\n", ckpts.back().c_str(), (long long)r.model.step);
     }

@@ -81,6 +81,9 @@ struct TrainOptions {
     // Names of the options given on the command line ("--lr-scale", ...): --resume refuses
     // an optimisation option that contradicts the checkpoint's value (exit 2).
     std::vector<std::string> given;
+    // Those of them that set the model's config ("--config", "--d-model", ...): --resume
+    // refuses them when the config they make (the vocabulary aside) is not the checkpoint's.
+    std::vector<std::string> given_model;
 };
 
 // Runs training as configured; returns the process exit status (0 on success), printing a
