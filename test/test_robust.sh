@@ -116,6 +116,9 @@ data_case "an empty line in the training data: skipped and counted" 0 "skipped 1
 cp "$T/corpus/train.en" "$T/corpus/train.es" "$T/d/"; head -n 3 "$T/corpus/train.en" | sed '2s/.*//' > "$T/d/dev.en"; head -n 3 "$T/corpus/train.es" > "$T/d/dev.es"
 data_case "an empty line in the dev data: refused (it must stay aligned)" 1 "dev.en:2: empty line"
 rm -f "$T/d"/dev.*
+head -n 3 "$T/corpus/train.es" > "$T/d/test.es"
+data_case "test.es without test.en: refused (no silent end of the test evaluation)" 1 "test.es has no .*test.en beside it"
+rm -f "$T/d"/test.*
 sed 's/$/\r/' "$T/corpus/train.en" > "$T/d/train.en"; sed 's/$/\r/' "$T/corpus/train.es" > "$T/d/train.es"
 "$B"/train $TA --data "$T/d" --out "$T/crlf" --max-steps 2 --save-every-steps 2 --seed 5 > /dev/null 2>&1; s1=$?
 "$B"/train $TA --data "$T/corpus" --out "$T/lf" --max-steps 2 --save-every-steps 2 --seed 5 > /dev/null 2>&1

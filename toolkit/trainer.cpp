@@ -174,6 +174,9 @@ static bool setup_tokenizer(Run& r, const Metadata* ckpt_meta) {
 static bool load_split(Run& r, const std::string& split, bool required, ParallelData* out, bool* have) {
     const std::string src = r.data(split, r.opt.src_lang), tgt = r.data(split, r.opt.tgt_lang);
     *have = fs::exists(src) && fs::exists(tgt);
+    if (!*have && fs::exists(src) != fs::exists(tgt))   // half a pair: a mistake, not "no dev set"
+        return fail(split + " data: " + (fs::exists(src) ? src : tgt) + " has no " + (fs::exists(src) ? tgt : src) +
+                    " beside it (give both, or neither" + (required ? "" : ": then no " + split + " evaluation") + ")");
     if (!*have) return required ? fail("missing " + src + " or " + tgt) : true;
     LoadOptions lo;
     lo.skip_empty = split == "train";
