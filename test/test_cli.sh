@@ -29,6 +29,10 @@ check $? "./translate exits 0"
 cp "$T/out.txt" "$T/out4.txt"
 [ "$(wc -l < "$T/out.txt")" -eq 4 ]; check $? "one output line per input line (4)"
 [ -z "$(sed -n 2p "$T/out.txt")" ]; check $? "an empty line gives an empty line"
+# spaces and tabs at a line's ends are dropped, as training drops them: a line of them is an empty line
+printf '  sun moon\t\n \t \nstar sky sea \nrock\n' | "$B"/translate --model "$M" > "$T/blank.txt" 2> /dev/null
+s=$?; [ $s -eq 0 ] && cmp -s "$T/blank.txt" "$T/out.txt"
+check $? "spaces and tabs around lines, and a line of only them: the same 4 output lines (exit $s)"
 "$B"/translate --model "$M" --beam 1 < "$T/in.txt" > "$T/greedy.txt"
 s=$?; [ $s -eq 0 ] && [ "$(wc -l < "$T/greedy.txt")" -eq 4 ] && [ -z "$(sed -n 2p "$T/greedy.txt")" ] && [ -n "$(sed -n 1p "$T/greedy.txt")" ]
 check $? "greedy (--beam 1): exit 0 ($s), 4 lines, only the empty one empty"
