@@ -67,6 +67,12 @@ int main(int argc, char** argv) {
         std::fprintf(stderr, "average: need --out FILE and at least one checkpoint (see --help)\n");
         return 2;
     }
+    for (const std::string& in : inputs)
+        if (std::filesystem::is_directory(in)) {
+            std::fprintf(stderr, "average: %s is a folder (--last N %s averages its last N checkpoints)\n", in.c_str(),
+                         in.c_str());
+            return 2;
+        }
     if (!writable_target(out)) return 1;
     std::string err;
     if (!average_checkpoints(inputs, out, &err)) {

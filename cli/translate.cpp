@@ -390,6 +390,10 @@ static bool load(Translator* t) {
         return false;
     }
     const int limit = input_token_limit(*t);
+    if (t->opt.max_input_tokens > limit)   // (said, so that a later refusal's number is no surprise)
+        std::fprintf(stderr, "translate: --max-input-tokens %d is more than the model%s: %d (%s)\n",
+                     t->opt.max_input_tokens, t->members.empty() ? " takes" : "s take", limit,
+                     limit < 1024 ? "a learned position table ends there" : "this program's limit");
     if (t->opt.max_input_tokens <= 0 || t->opt.max_input_tokens > limit) t->opt.max_input_tokens = limit;
     return true;
 }

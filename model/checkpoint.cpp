@@ -97,6 +97,8 @@ bool SafeTensorsFile::open(const std::string& p, std::string* error) {
         *error = path + ": " + why;
         return false;
     };
+    std::error_code ec;
+    if (std::filesystem::is_directory(p, ec)) return fail("is a folder, not a checkpoint file");
     f_ = std::fopen(p.c_str(), "rb");
     if (!f_) return fail(std::string("cannot open (") + std::strerror(errno) + ")");
     std::fseek(f_, 0, SEEK_END);
