@@ -157,7 +157,7 @@ int main(int argc, char** argv) {
     add_duration(o, "--save-every", &t.save_every_s, "checkpoint interval");
     o.add("--save-every-steps", &t.save_every_steps, "checkpoint interval in steps (0: off)", at_least(0));
     o.add("--keep", &t.keep, "checkpoints kept", at_least(1));
-    o.add("--average", &t.average, "last checkpoints averaged at the end (0, 1: none)", at_least(0));
+    o.add("--average", &t.average, "last checkpoints averaged at the end into average.safetensors (0, 1: the last one's parameters alone)", at_least(0));
     add_duration(o, "--log-every", &t.log_every_s, "progress line interval");
     o.add("--eval-every", &t.eval_every_steps, "dev loss and BLEU interval in steps (0: only at the end)", at_least(0));
     o.add("--eval-lines", &t.eval_lines, "dev BLEU on the first N dev lines (0: all)", at_least(0));

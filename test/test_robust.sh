@@ -128,6 +128,9 @@ data_section() {  # the checkpoint's tensors (parameters, Adam state): the bytes
 cmp -s "$T/crlf/vocab.bpe" "$T/lf/vocab.bpe" &&
     [ "$(data_section "$T/crlf/ckpt-00000002.safetensors" | md5sum)" = "$(data_section "$T/lf/ckpt-00000002.safetensors" | md5sum)" ]
 check $? "CRLF training data (exit $s1): the same vocabulary and parameters as LF"
+no_adam() { python3 -c 'import sys, json, struct; f = open(sys.argv[1], "rb"); n = struct.unpack("<Q", f.read(8))[0]; sys.exit(any(k.startswith("optimizer") for k in json.loads(f.read(n))))' "$1"; }
+no_adam "$T/lf/average.safetensors" && python3 test/same_tensors.py "$T/lf/average.safetensors" "$T/lf/ckpt-00000002.safetensors" --skip optimizer > /dev/null
+check $? "one checkpoint, nothing to average: average.safetensors holds its parameters (bitwise) and no Adam state"
 
 # ---- ./translate's input lines
 M="$T/run/average.safetensors"

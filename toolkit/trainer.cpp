@@ -745,22 +745,21 @@ static bool report_best(const Run& r) {
 static bool final_evaluation(Run& r) {
     std::vector<std::string> ckpts = list_checkpoints(r.opt.out_dir);
     std::string model_path = ckpts.back();
-    if (r.opt.average > 1 && ckpts.size() > 1) {
-        std::vector<std::string> last(ckpts.end() - std::min<size_t>(ckpts.size(), r.opt.average), ckpts.end());
-        std::string err;
+    // average.safetensors (./translate's default model) holds parameters only: the average of
+    // the last --average checkpoints, or the last checkpoint's parameters alone (0, 1, or one)
+    std::vector<std::string> last(ckpts.end() - std::min<size_t>(ckpts.size(), std::max(1, r.opt.average)), ckpts.end());
+    std::string err;
+    if (!average_checkpoints(last, r.path("average.safetensors"), &err)) return fail(err);
+    if (last.size() > 1) {
         model_path = r.path("average.safetensors");
-        if (!average_checkpoints(last, model_path, &err)) return fail(err);
         std::printf("averaged %zu checkpoints -> %s\n", last.size(), model_path.c_str());
     } else {
-        std::error_code ec;
-        fs::copy_file(ckpts.back(), r.path("average.safetensors"), fs::copy_options::overwrite_existing, ec);
-        if (ec) return fail("cannot write " + r.path("average.safetensors") + ": " + ec.message());
+        std::printf("%s: the parameters of %s (no average)\n", r.path("average.safetensors").c_str(), last[0].c_str());
     }
     double dl = dev_loss(r);
     if (!std::isnan(dl)) std::printf("final dev loss (last checkpoint): %.4f\n", dl);
     if (!r.opt.final_eval) return redraw_curves(r);
     Model avg;
-    std::string err;
     if (!setup_backend(r.opt, &avg, false)) return false;
     if (!checkpoint_load(&avg, model_path, nullptr, &err, false)) return fail(err);
     model_pack_weights(&avg);   // (decoding only from here)
