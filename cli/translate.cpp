@@ -551,6 +551,7 @@ static bool parse_options(int argc, char** argv, TranslateOptions* op, int* stat
 // -o FILE: output goes to FILE.tmp.PID (as stdout, so every write is checked), renamed over
 // FILE when the run succeeds and removed when it fails.
 static std::string g_output_tmp;
+static std::string g_output_target;   // -o FILE, or the file it links to
 static bool g_output_done = false;
 static void remove_partial_output() {
     if (!g_output_tmp.empty() && !g_output_done) unlink(g_output_tmp.c_str());
@@ -576,11 +577,17 @@ static bool setup_io(Translator* t) {
     }
     if (!o.output.empty() && o.output != "-") {
         struct stat st;
-        if (stat(o.output.c_str(), &st) == 0 && !S_ISREG(st.st_mode))
+        const bool exists = stat(o.output.c_str(), &st) == 0;
+        if (exists && !S_ISREG(st.st_mode))
             return std::fprintf(stderr, "translate: %s: not a regular file (the output is written to a temporary "
                                         "file and renamed over it)\n", o.output.c_str()), false;
-        g_output_tmp = o.output + ".tmp." + std::to_string(getpid());
+        // a link's file is written (not the link replaced), keeping an existing file's permissions
+        std::error_code ec;
+        g_output_target = exists ? std::filesystem::canonical(o.output, ec).string() : o.output;
+        if (ec || g_output_target.empty()) g_output_target = o.output;
+        g_output_tmp = g_output_target + ".tmp." + std::to_string(getpid());
         const int fd = open(g_output_tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+        if (fd >= 0 && exists) (void)fchmod(fd, st.st_mode & 07777);
         if (fd < 0 || dup2(fd, 1) < 0)
             return std::fprintf(stderr, "translate: cannot create %s: %s\n", g_output_tmp.c_str(), std::strerror(errno)), false;
         close(fd);
@@ -595,7 +602,7 @@ static bool setup_io(Translator* t) {
 static bool commit_output(const TranslateOptions& o) {
     if (g_output_tmp.empty()) return true;
     flush_stdout();
-    if (fsync(1) != 0 || std::rename(g_output_tmp.c_str(), o.output.c_str()) != 0) {
+    if (fsync(1) != 0 || std::rename(g_output_tmp.c_str(), g_output_target.c_str()) != 0) {
         std::fprintf(stderr, "translate: cannot write %s: %s\n", o.output.c_str(), std::strerror(errno));
         return false;
     }

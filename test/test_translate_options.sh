@@ -165,6 +165,10 @@ tr -i "$IN" -o "$T/out.txt"; s=$?
 tr --input "$IN" --output "$T/out2.txt" --threads 1 && cmp -s "$T/out2.txt" "$T/stdout.txt"
 check $? "--input/--output, --threads 1: the same output"
 ls "$T" | grep -q '\.tmp\.'; [ $? -ne 0 ]; check $? "-o: no temporary file left"
+echo old > "$T/perm.txt"; chmod 640 "$T/perm.txt"; echo old > "$T/target.txt"; ln -s target.txt "$T/link.txt"
+tr -i "$IN" -o "$T/perm.txt" && tr -i "$IN" -o "$T/link.txt" && [ "$(stat -c %a "$T/perm.txt")" = 640 ] &&
+    [ -L "$T/link.txt" ] && cmp -s "$T/perm.txt" "$T/stdout.txt" && cmp -s "$T/target.txt" "$T/stdout.txt"
+check $? "-o over a file keeps its permissions ($(stat -c %a "$T/perm.txt")); -o through a link writes the linked file, the link stays"
 printf 'sun\nsun \377\n' > "$T/bad.txt"
 tr -i "$T/bad.txt" -o "$T/never.txt" 2> "$T/err.txt"; s=$?
 [ $s -eq 1 ] && [ ! -e "$T/never.txt" ] && ! ls "$T" | grep -q '\.tmp\.'
