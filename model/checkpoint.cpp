@@ -287,6 +287,7 @@ bool checkpoint_save(const Model& m, const std::string& path, const Metadata& ex
     if (tok != extra.end()) meta["tokenizer_checksum"] = checksum_hex(tok->second.data(), tok->second.size());
     meta["format"] = CHECKPOINT_FORMAT;
     meta["config"] = config_to_json(m.cfg);
+    meta["config_checksum"] = checksum_hex(meta["config"].data(), meta["config"].size());
     meta["step"] = std::to_string(m.step);
     meta["train_forwards"] = std::to_string(m.train_forwards);
     meta["dropout_seed"] = std::to_string(m.dropout_seed);
@@ -376,7 +377,10 @@ bool checkpoint_load(Model* m, const std::string& path, Metadata* meta, std::str
                     CHECKPOINT_FORMAT + "\"");
     Config cfg;
     std::string err;
-    if (!config_from_json(file.metadata["config"], &cfg, &err)) return fail(err);
+    const std::string& config_text = file.metadata["config"];
+    if (!checksum_ok(file.metadata, "config_checksum", config_text.data(), config_text.size(), "the config", &err))
+        return fail(err);
+    if (!config_from_json(config_text, &cfg, &err)) return fail(err);
     if (!m->params) {
         if (!config_fits_file(file, cfg, &err)) return fail(err);
         model_allocate(m, cfg, training);

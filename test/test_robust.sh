@@ -68,8 +68,10 @@ translate_with "$T/flip-vocab.safetensors"; expect "one bit flipped in the vocab
 "$B"/bpe learn --vocab-size 280 --out "$T/other.bpe" "$T/corpus/train.en" > /dev/null 2>&1
 rewrite_meta "$C" "$T/other-vocab.safetensors" 'h["__metadata__"]["tokenizer"] = open(sys.argv[1].rsplit("/", 2)[0] + "/other.bpe").read(); h["__metadata__"].pop("tokenizer_checksum")'
 translate_with "$T/other-vocab.safetensors"; expect "a vocabulary of another size than the model's (no checksum to catch it)" 1 "tokenizer has 280 ids, the model"
-rewrite_meta "$C" "$T/other-cfg.safetensors" 'c = json.loads(h["__metadata__"]["config"]); c["d_ff"] = 128; h["__metadata__"]["config"] = json.dumps(c)'
-translate_with "$T/other-cfg.safetensors"; expect "a config that does not match the tensors" 1 "d_ff\|shape\|needs"
+rewrite_meta "$C" "$T/edited-cfg.safetensors" 'c = json.loads(h["__metadata__"]["config"]); c["n_heads"] = 2; c["d_k"] = 16; c["d_v"] = 16; h["__metadata__"]["config"] = json.dumps(c)'
+translate_with "$T/edited-cfg.safetensors"; expect "an edited config that still fits the tensors (other heads)" 1 "the config: checksum mismatch"
+rewrite_meta "$C" "$T/other-cfg.safetensors" 'c = json.loads(h["__metadata__"]["config"]); c["d_ff"] = 128; h["__metadata__"]["config"] = json.dumps(c); h["__metadata__"].pop("config_checksum")'
+translate_with "$T/other-cfg.safetensors"; expect "a config that does not match the tensors (no checksum to catch it)" 1 "d_ff\|shape\|needs"
 "$B"/train $TA --data "$T/corpus" --out "$T/run2" --max-steps 2 --save-every-steps 2 --d-model 16 > /dev/null 2>&1
 "$B"/average --out "$T/avg.safetensors" "$C" "$T/run2/ckpt-00000002.safetensors" > /dev/null 2> "$T/err.txt"; s=$?
 expect "./average of checkpoints of two different models" 1 "config differs"
