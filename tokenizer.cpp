@@ -434,6 +434,14 @@ std::string Tokenizer::decode_text(const std::vector<int>& ids) const {
     return invalid_utf8_at(text) < 0 ? text : replace_invalid_utf8(text);
 }
 
+void Tokenizer::append_text(std::string* text, const std::vector<int>& ids) const {
+    const std::string piece = decode_text(ids);
+    const size_t first = piece.find_first_not_of(' '), last = piece.find_last_not_of(' ');
+    if (first == std::string::npos) return;
+    if (!text->empty()) *text += ' ';
+    text->append(piece, first, last - first + 1);
+}
+
 // =============================================================================================
 // 5. Learning
 // =============================================================================================

@@ -74,6 +74,9 @@ struct Tokenizer {
     // decode() for text that leaves the program (translations): a model may put out any byte
     // sequence, so each byte that is not part of a valid UTF-8 character becomes U+FFFD.
     std::string decode_text(const std::vector<int>& ids) const;
+    // *text += decode_text(ids) without spaces at its ends (training text has none there), after
+    // a space when both are non-empty: the translations of a line's pieces, joined.
+    void append_text(std::string* text, const std::vector<int>& ids) const;
 
     // Human-readable text (format at the top of tokenizer.cpp), carried inside checkpoints.
     std::string serialize() const;

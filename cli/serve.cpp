@@ -220,7 +220,7 @@ std::string format_response(const ServeModel& m, const TranslateRequest& req, co
             for (size_t p = 0; p < req.pieces[i].size(); p++, h++) {
                 const std::vector<Hypothesis>& list = job.hyps[h];
                 const Hypothesis& hyp = list[std::min(list.size() - 1, (size_t)k)];
-                tgt += (p ? " " : "") + m.tok->decode_text(hyp.tokens);
+                m.tok->append_text(&tgt, hyp.tokens);
                 score += hyp.score;
             }
             out += (i ? ", " : "") + std::string("{\"src\": ") + json_quote(req.src[i]) + ", \"tgt\": " +

@@ -310,7 +310,7 @@ struct Translator {
         for (size_t j = 0; j < entries; j++) {
             for (size_t p = 0; p < n; p++) {
                 const Hypothesis& h = hyps[k + p][std::min(j, hyps[k + p].size() - 1)];
-                out[j].text += (p ? " " : "") + tok.decode_text(h.tokens);
+                tok.append_text(&out[j].text, h.tokens);
                 out[j].logprob += h.logprob;
                 out[j].tokens += (long)h.tokens.size();
             }

@@ -400,6 +400,11 @@ void test_decode() {
         check(got == c.want && invalid_utf8_at(got) < 0, "decode_text: %s", c.what);
     }
     check(tok.decode_text({2, 263, 0, 261, 3}) == tok.decode({2, 263, 0, 261, 3}), "decode_text of valid text is decode's");
+    // append_text: pieces' translations joined by one space, empty ones and end spaces dropped
+    std::string joined;
+    for (const char* piece : {"", " a", "", "b  ", "   ", " c "}) tok.append_text(&joined, bytes(piece));
+    check(joined == "a b c", "append_text joins \"\", \" a\", \"\", \"b  \", \"   \", \" c \" as \"a b c\" (got \"%s\")",
+          joined.c_str());
 }
 
 // The shared UTF-8 decoder (utf8_char, invalid_utf8_at): every sequence of 1..4 bytes with a
