@@ -93,6 +93,10 @@ expect "--resume with --dropout 0.3 against the checkpoint's 0.1" 2 "p_drop: 0.3
 "$B"/train $TA --data "$T/corpus" --out "$T/conflict" --resume --max-steps 6 --lr-scale 1 --max-tokens 400 > "$T/out.txt" 2> "$T/err.txt"
 s=$?; [ $s -eq 0 ] && [ -e "$T/conflict/ckpt-00000006.safetensors" ]
 check $? "--resume with the checkpoint's own values (--lr-scale 1 --max-tokens 400) continues (exit $s)"
+cp -r "$T/run" "$T/vocabfix"; cp "$T/other.bpe" "$T/vocabfix/vocab.bpe"
+"$B"/train $TA --data "$T/corpus" --out "$T/vocabfix" --resume --max-steps 6 > "$T/out.txt" 2> "$T/err.txt"; s=$?
+[ $s -eq 0 ] && cmp -s "$T/vocabfix/vocab.bpe" "$T/run/vocab.bpe" && grep -q "not the checkpoint's tokenizer, written again" "$T/out.txt"
+check $? "--resume with another vocab.bpe in --out: it is written again from the checkpoint's tokenizer, and said (exit $s)"
 head -n 200 "$T/corpus/train.en" > "$T/fewer.en"; mkdir -p "$T/fewer"; mv "$T/fewer.en" "$T/fewer/train.en"; head -n 200 "$T/corpus/train.es" > "$T/fewer/train.es"
 "$B"/train $TA --data "$T/fewer" --out "$T/conflict" --resume --max-steps 8 > /dev/null 2> "$T/err.txt"; s=$?
 expect "--resume with other training data" 1 "training data or batching differs"

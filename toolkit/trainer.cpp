@@ -10,6 +10,8 @@
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
+#include <fstream>
+#include <sstream>
 #include <stdexcept>
 
 #include "toolkit/bleu_score.h"
@@ -148,7 +150,15 @@ static bool setup_tokenizer(Run& r, const Metadata* ckpt_meta) {
         if (!r.opt.vocab_file.empty() &&
             (!read_vocab_file(r.opt.vocab_file, &given) || given.serialize() != r.tok.serialize()))
             return fail("--vocab " + r.opt.vocab_file + " is not the checkpoint's tokenizer");
-        return r.opt.init_from.empty() || write_vocab_file(r);
+        if (!r.opt.init_from.empty()) return write_vocab_file(r);
+        // resume: out/vocab.bpe (what ./bpe and the benchmarks read) must be the checkpoint's
+        std::ifstream f(r.path("vocab.bpe"), std::ios::binary);
+        std::ostringstream disk;
+        disk << f.rdbuf();
+        if (f && disk.str() == r.tok.serialize()) return true;
+        std::printf("%s: %s, written again from the checkpoint's tokenizer\n", r.path("vocab.bpe").c_str(),
+                    f ? "not the checkpoint's tokenizer" : "missing");
+        return write_vocab_file(r);
     }
     if (!r.opt.vocab_file.empty()) {
         if (!read_vocab_file(r.opt.vocab_file, &r.tok)) return false;
