@@ -1,5 +1,5 @@
 // test/fuzz/fuzz_translate.cpp — ./translate's line handling (cli/translate.cpp: LineReader on
-// stdin, then Translator::encode: CR, invalid UTF-8, --replace-invalid, --max-input-tokens,
+// stdin, then Translator::encode: CR, spaces and tabs at the ends, invalid UTF-8, --replace-invalid, --max-input-tokens,
 // --split-long, --split-sentences) on arbitrary stdin bytes. The first byte holds the switches
 // and the token limit. Checked: the lines read are the input's lines; a line is refused only for
 // invalid UTF-8 (without --replace-invalid) or length (without --split-long: the line's, or with
@@ -26,6 +26,8 @@ static void check_line(Translator& t, std::string line) {
     std::string err;
     bool ok = t.encode(line, &pieces, &err);
     if (!line.empty() && line.back() == '\r') line.pop_back();
+    const size_t first = line.find_first_not_of(" \t"), last = line.find_last_not_of(" \t");   // (as training)
+    line = first == std::string::npos ? std::string() : line.substr(first, last - first + 1);
     bool valid = invalid_utf8_at(line) < 0;
     if (!valid && !t.opt.replace_invalid) {
         FUZZ_CHECK(!ok && err.find("invalid UTF-8") != std::string::npos, "invalid UTF-8 refused");
