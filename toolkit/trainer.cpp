@@ -125,6 +125,7 @@ static bool read_vocab_file(const std::string& path, Tokenizer* tok) {
 // Written as checkpoints are (a temporary file, then renamed), so that a run killed here never
 // leaves a truncated vocab.bpe for the next --resume to trip on.
 static bool write_vocab_file(const Run& r) {
+    if (!dist_is_root()) return true;   // data parallelism: rank 0 alone writes (one temporary file)
     const std::string vocab = r.path("vocab.bpe"), tmp = vocab + ".tmp";
     FILE* f = std::fopen(tmp.c_str(), "wb");
     std::string text = r.tok.serialize();
