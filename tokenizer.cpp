@@ -87,6 +87,12 @@ std::string replace_invalid_utf8(std::string_view text) {
     return out;
 }
 
+std::string_view trim(std::string_view text, std::string_view chars) {
+    const size_t first = text.find_first_not_of(chars);
+    if (first == std::string_view::npos) return {};
+    return text.substr(first, text.find_last_not_of(chars) - first + 1);
+}
+
 namespace {
 
 // Character classes used to cut text into words. Words never mix classes, so punctuation
@@ -436,10 +442,10 @@ std::string Tokenizer::decode_text(const std::vector<int>& ids) const {
 
 void Tokenizer::append_text(std::string* text, const std::vector<int>& ids) const {
     const std::string piece = decode_text(ids);
-    const size_t first = piece.find_first_not_of(' '), last = piece.find_last_not_of(' ');
-    if (first == std::string::npos) return;
+    const std::string_view words = trim(piece, " ");
+    if (words.empty()) return;
     if (!text->empty()) *text += ' ';
-    text->append(piece, first, last - first + 1);
+    *text += words;
 }
 
 // =============================================================================================

@@ -45,6 +45,9 @@ long invalid_utf8_at(std::string_view text);
 // text with each byte that does not start a valid UTF-8 character (utf8_char) replaced by
 // U+FFFD; valid characters are kept.
 std::string replace_invalid_utf8(std::string_view text);
+// text without the characters of `chars` at its ends (e.g. " \t\r": the blanks training data
+// and ./translate's lines lose there).
+std::string_view trim(std::string_view text, std::string_view chars);
 
 struct Tokenizer {
     static constexpr int kPad = 0, kUnk = 1, kBos = 2, kEos = 3;

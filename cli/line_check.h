@@ -38,8 +38,7 @@ struct LineRules {
 inline bool check_line(const Tokenizer& tok, std::string line, const LineRules& rules, const std::string& where,
                        std::vector<std::vector<int>>* pieces, std::string* err, std::string* clean = nullptr) {
     if (!line.empty() && line.back() == '\r') line.pop_back();
-    const size_t first = line.find_first_not_of(" \t"), last = line.find_last_not_of(" \t");
-    line = first == std::string::npos ? std::string() : line.substr(first, last - first + 1);
+    line = std::string(trim(line, " \t"));
     long bad = invalid_utf8_at(line);
     if (bad >= 0 && !rules.replace_invalid) {
         *err = where + ": invalid UTF-8 at byte " + std::to_string(bad) + " (--replace-invalid substitutes U+FFFD)";

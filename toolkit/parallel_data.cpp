@@ -54,13 +54,6 @@ static std::string line_problem(const std::string& line) {
     return "";
 }
 
-static bool is_blank(char c) { return c == ' ' || c == '\t' || c == '\r'; }
-
-static std::string strip(const char* begin, const char* end) {
-    while (begin < end && is_blank(*begin)) begin++;
-    while (end > begin && is_blank(end[-1])) end--;
-    return std::string(begin, end);
-}
 
 static bool read_file(const std::string& path, std::string* text, std::string* error) {
     std::ifstream f(path, std::ios::binary);
@@ -94,7 +87,7 @@ bool read_text_lines(const std::string& path, std::vector<std::string>* lines,
             *error = path + ":" + std::to_string(lines->size() + 1) + ": " + problem;
             return false;
         }
-        lines->push_back(strip(line.data(), line.data() + line.size()));
+        lines->push_back(std::string(trim(line, " \t\r")));   // blanks at the ends dropped
         p = nl ? nl + 1 : end;
     }
     return true;

@@ -26,8 +26,7 @@ static void check_line(Translator& t, std::string line) {
     std::string err;
     bool ok = t.encode(line, &pieces, &err);
     if (!line.empty() && line.back() == '\r') line.pop_back();
-    const size_t first = line.find_first_not_of(" \t"), last = line.find_last_not_of(" \t");   // (as training)
-    line = first == std::string::npos ? std::string() : line.substr(first, last - first + 1);
+    line = std::string(trim(line, " \t"));   // (as training)
     bool valid = invalid_utf8_at(line) < 0;
     if (!valid && !t.opt.replace_invalid) {
         FUZZ_CHECK(!ok && err.find("invalid UTF-8") != std::string::npos, "invalid UTF-8 refused");
