@@ -259,8 +259,9 @@ class Transformer(nn.Module):
                 raise ValueError(f"position {offset + length - 1} beyond the learned table "
                                  f"(max_len {self.cfg['max_len']})")
             return self.pos_embed.weight[offset:offset + length]
-        if self._pe.shape[0] < offset + length:
-            self._pe = sinusoid_table(max(2 * (offset + length), 64), self.cfg["d_model"])
+        device = self.embed.weight.device   # (the table follows the model to the GPU)
+        if self._pe.shape[0] < offset + length or self._pe.device != device:
+            self._pe = sinusoid_table(max(2 * (offset + length), 64), self.cfg["d_model"]).to(device)
         return self._pe[offset:offset + length]
 
     def embed_tokens(self, tokens, offset=0):
@@ -283,7 +284,7 @@ class Transformer(nn.Module):
     def decode(self, tgt_in, mem, src_mask):
         """Decoder over a whole (prefix) sequence; causal + key padding mask. -> (B, T, d)"""
         T = tgt_in.shape[1]
-        causal = torch.ones(T, T, dtype=torch.bool).triu(1)     # (T, T) True above diagonal
+        causal = torch.ones(T, T, dtype=torch.bool, device=tgt_in.device).triu(1)   # (T, T) True above diagonal
         tgt_mask = causal[None, None] | (tgt_in == PAD)[:, None, None, :]  # (B, 1, T, T)
         x = self.embed_tokens(tgt_in)
         for layer in self.decoder.layers:
@@ -802,6 +803,24 @@ def _torch_nn_layers(model):
     return enc, dec
 
 
+def device_check():
+    """The forward on a model moved off the CPU makes no tensor of its own on the CPU (the
+    positional table and the causal mask follow the model; bench_torch.py trains it on the GPU).
+    The meta device stands in for the GPU: mixing it with the CPU raises as CUDA does."""
+    for learned in (0, 1):
+        cfg = dict(BASE, learned_pos=learned)
+        model = Transformer(cfg).to("meta")
+        batch = make_batch(torch.Generator().manual_seed(7), cfg["vocab"], [8, 2, 5], [3, 8, 1])
+        try:
+            logits = model(batch["src"].to("meta"), batch["tgt_in"].to("meta"))
+        except RuntimeError as e:
+            print(f"FAIL forward on the meta device (learned positions {learned}): {e}")
+            return False
+        print(f"PASS forward on the meta device (learned positions {learned}): logits {tuple(logits.shape)} "
+              f"on {logits.device}")
+    return True
+
+
 def selftest():
     """Our encoder/decoder layers (post- and pre-LN, with padding) vs torch.nn's layers, and
     the incremental decoder vs the full decoder. Returns the max abs difference."""
@@ -950,7 +969,7 @@ def main():
         worst = selftest()
         print(f"{'PASS' if worst < 1e-5 else 'FAIL'} selftest vs torch.nn layers and cached "
               f"decoder: max abs diff {worst:.3g}")
-        if worst >= 1e-5:
+        if worst >= 1e-5 or not device_check():
             sys.exit(1)
         if args.selftest:
             return
