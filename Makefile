@@ -271,10 +271,10 @@ test: $(TESTS:%=$(BUILD)/%) $(ISA_TESTS) $(PROGRAMS:%=$(BIN)/%) $(BUILD)/bench_t
 	@SANITIZED=$(if $(filter 1,$(SANITIZE)),1,0) sh test/run_tests.sh $(BUILD) $(BIN)
 
 # Only the suites that run transformer.cu on the CPU emulator (part of make test).
-EMULATED_SUITES := emulator ops_emulated_fp32 ops_emulated_bf16 cuda_emulated ops_emulated_batched_fp32 \
-                   ops_emulated_batched_bf16 cuda_emulated_batched ops_emulated_fused_bf16 cuda_emulated_fused \
+EMULATED_SUITES := emulator ops_emulated_fp32 ops_emulated_bf16 cuda_emulated \
+                   ops_emulated_batched_bf16 cuda_emulated_batched ops_emulated_tiled_bf16 cuda_emulated_tiled \
                    emulator_reversed ops_emulated_reversed_fp32 ops_emulated_reversed_bf16 \
-                   ops_emulated_reversed_batched_bf16 ops_emulated_reversed_fused_bf16 cli_cuda_emulated
+                   ops_emulated_reversed_batched_bf16 ops_emulated_reversed_tiled_bf16 cli_cuda_emulated
 test-emulated: $(BUILD)/test_ops $(BUILD)/test_cuda $(PROGRAMS:%=$(BIN)/%) $(EMU_LIB) $(BUILD)/test_emulator
 	@SUITES="$(EMULATED_SUITES)" sh test/run_tests.sh $(BUILD) $(BIN)
 

@@ -25,6 +25,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <map>
+#include <optional>
 #include <tuple>
 #include <vector>
 
@@ -163,7 +164,11 @@ __global__ void iota_kernel(int* v, int n) {
 
 // dE[token] += sqrt(d) * dropout'(dx) for the rows of one token, in row order (rows sorted by
 // token, stably): one block per sorted position that starts a token's run. Deterministic, and
-// the same additions in the same order as the CPU's loop.
+// the same additions in the same order as the CPU's loop. A frequent token's run is long (</s>
+// ends every sentence: 1,000 rows in a batch of 1,000 pairs) and one block takes it, so each
+// thread loads RUN_AHEAD rows' gradients before adding them in order (on an H100 the plain
+// loop, a row's load then its add, moved 113 GB/s).
+constexpr int RUN_AHEAD = 8;
 template <class T>
 __global__ void embedding_backward_kernel(float* dE, const T* dx, const int* sorted_tokens,
                                           const int* sorted_rows, int n_rows, int d, float p,
@@ -171,13 +176,29 @@ __global__ void embedding_backward_kernel(float* dE, const T* dx, const int* sor
     const int i = blockIdx.x;
     if (i >= n_rows || (i > 0 && sorted_tokens[i] == sorted_tokens[i - 1])) return;
     const int token = sorted_tokens[i];
+    __shared__ int run_end;   // one past the token's last sorted position
+    if (threadIdx.x == 0) {
+        int j = i + 1;
+        while (j < n_rows && sorted_tokens[j] == token) j++;
+        run_end = j;
+    }
+    __syncthreads();
+    const int end = run_end;
     const float emb_scale = sqrtf((float)d), keep_scale = p > 0 ? 1.0f / (1.0f - p) : 1.0f;
     for (int c = threadIdx.x; c < d; c += blockDim.x) {
         float acc = dE[(size_t)token * d + c];
-        for (int j = i; j < n_rows && sorted_tokens[j] == token; j++) {
-            const size_t e = (size_t)sorted_rows[j] * d + c;
-            const float g = (p <= 0 || dropout_keep(seed, e, p)) ? __fmul_rn(to_float(dx[e]), keep_scale) : 0.0f;
-            acc = __fadd_rn(acc, __fmul_rn(g, emb_scale));
+        for (int j0 = i; j0 < end; j0 += RUN_AHEAD) {
+            float g[RUN_AHEAD];
+#pragma unroll
+            for (int u = 0; u < RUN_AHEAD; u++) {
+                g[u] = 0.0f;
+                if (j0 + u >= end) continue;
+                const size_t e = (size_t)sorted_rows[j0 + u] * d + c;
+                if (p <= 0 || dropout_keep(seed, e, p)) g[u] = __fmul_rn(to_float(dx[e]), keep_scale);
+            }
+#pragma unroll
+            for (int u = 0; u < RUN_AHEAD; u++)
+                if (j0 + u < end) acc = __fadd_rn(acc, __fmul_rn(g[u], emb_scale));
         }
         dE[(size_t)token * d + c] = acc;
     }
@@ -841,8 +862,8 @@ __global__ void attention_backward_key_tiled_kernel(T* dkv, const float* dS, con
 // §3.2.1, §3.2.2 on tensor cores (TRANSFORMER_ATTENTION=batched): cuBLASLt takes the four
 // products (QK^T, PV; in the backward dctx V^T, dS K, dS^T Q, P^T dctx), batched over the
 // sentences, one call per head; these kernels do the rest, one warp per (sentence, head, query)
-// row. P and dS go to the products in the activation type (bf16 rounds them once more than
-// the tiled kernels, which multiply in fp32).
+// row. bf16 only (fp32 takes the tiled kernels, see AttentionKernels): P and dS go to the
+// products rounded to bf16 (once more than the tiled kernels, which multiply in fp32).
 // =============================================================================================
 // The products' operands and results here have rows of ld >= Lk elements (a multiple of 16
 // bytes, as tensor-core kernels want their leading dimensions); probs keeps its (B, H, Lq, Lk).
@@ -1027,8 +1048,8 @@ __device__ void warp_tile_product(float* C, int ldc, const bf16* A, int lda, con
     }
 }
 
-// WMMA takes bf16 from sm_80 on; for older targets these kernels compile empty (fused_rows
-// never chooses them there).
+// WMMA takes bf16 from sm_80 on; for older targets these kernels compile empty (the backend
+// refuses GPUs before sm_80).
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ < 800
 #define FUSED_ATTENTION_NEEDS_SM80 1
 #endif
@@ -1686,14 +1707,19 @@ namespace {
 
 using cuda::bf16;
 
-// Which kernels take §3.2's attention in training (TRANSFORMER_ATTENTION, so that a GPU
-// session can time each): tiled (the default: CUDA cores, a block per (sentence, head, 32 rows)),
-// rowwise (CUDA cores, a warp per row), batched (cuBLASLt's tensor cores for the products) or
-// fused (one kernel a pass with WMMA's tensor cores for the products; bf16 only, as fp32 on
-// tensor cores would be TF32: fp32, and lengths it cannot stage, take the tiled kernels).
+// Which kernels take §3.2's attention over whole sequences (TRANSFORMER_ATTENTION, so that a
+// GPU session can time each): fused (the default: one kernel a pass with WMMA's tensor cores
+// for the products), tiled (CUDA cores, a block per (sentence, head, 32 rows)), rowwise (CUDA
+// cores, a warp per row) or batched (cuBLASLt's tensor cores for the products, a kernel for the
+// mask and softmax). Fused and batched are bf16 kernels: fp32 takes the tiled ones (fp32 on
+// tensor cores would be TF32; cuBLASLt's fp32 algorithms, measured on an H100, summed a
+// sentence's keys in an order that changed with the batch's padded length, and fp32 is the mode
+// checked bit for bit), and so do lengths the fused kernels cannot stage. On an H100 the base
+// model's training step took 41.1 ms with the fused kernels, 42.5 batched, 50.0 tiled and 86.4
+// row-wise (bench_train, bf16, 25 + 25-token sentences; bench_attention has each length).
 enum class AttentionKernels { Tiled, Rowwise, Batched, Fused };
 bool parse_attention_kernels(const char* name, AttentionKernels* out) {
-    const std::string n = name ? name : "tiled";
+    const std::string n = name ? name : "fused";
     if (n == "tiled") *out = AttentionKernels::Tiled;
     else if (n == "rowwise") *out = AttentionKernels::Rowwise;
     else if (n == "batched") *out = AttentionKernels::Batched;
@@ -1736,7 +1762,8 @@ void set_batch(cublasLtMatrixLayout_t layout, int count, long long stride) {
 class CudaBackend final : public Backend {
 public:
     CudaBackend(Precision precision, const cudaDeviceProp& prop, AttentionKernels attention)
-        : precision_(precision), prop_(prop), attention_(attention) {
+        : precision_(precision), prop_(prop), requested_(attention),
+          attention_(attention == AttentionKernels::Rowwise || bf() ? attention : AttentionKernels::Tiled) {
         CUBLAS_CHECK(cublasLtCreate(&lt_));
         workspace_bytes_ = 32u << 20;
         workspace_ = alloc(workspace_bytes_);
@@ -1745,12 +1772,7 @@ public:
         for (cudaEvent_t e : events_) cudaEventDestroy(e);
         for (void* p : scratch_) release(p);
         release(workspace_);
-        for (auto& [key, p] : products_) {
-            cublasLtMatrixLayoutDestroy(p.la);
-            cublasLtMatrixLayoutDestroy(p.lb);
-            cublasLtMatrixLayoutDestroy(p.lc);
-            cublasLtMatmulDescDestroy(p.op);
-        }
+        for (auto& [key, p] : products_) destroy_product(p);
         cublasLtDestroy(lt_);
     }
 
@@ -1763,10 +1785,9 @@ public:
                       precision_name(precision_),
                       attention_ == AttentionKernels::Rowwise   ? ", row-wise attention kernels"
                       : attention_ == AttentionKernels::Batched ? ", attention's products by cuBLASLt"
-                      : attention_ == AttentionKernels::Fused
-                          ? (bf() && prop_.major >= 8 ? ", fused tensor-core attention kernels"
-                                                      : ", tiled attention kernels (fused ones need bf16 and sm_80)")
-                                                                : "");
+                      : attention_ == AttentionKernels::Fused   ? ", fused tensor-core attention kernels"
+                      : requested_ == AttentionKernels::Batched ? ", tiled attention kernels (batched ones are bf16's)"
+                                                                : ", tiled attention kernels");
         return buf;
     }
     void* alloc(size_t bytes) override {
@@ -1853,7 +1874,7 @@ public:
         void* temp = scratch(1, temp_bytes);
         run(cuda::iota_kernel, grid(n), rows_in, n);
         CUDA_CHECK(cub::DeviceRadixSort::SortPairs(temp, temp_bytes, tokens, keys_out, rows_in, rows_out, n));
-        const dim3 blocks(n), threads(std::min(256, ((d + 31) / 32) * 32));
+        const dim3 blocks(n), threads(std::min(1024, ((d + 31) / 32) * 32));
         if (bf()) launch(cuda::embedding_backward_kernel<bf16>, blocks, threads, 0, dE, (const bf16*)dx, keys_out, rows_out, n, d, p, seed);
         else launch(cuda::embedding_backward_kernel<float>, blocks, threads, 0, dE, (const float*)dx, keys_out, rows_out, n, d, p, seed);
         if (!dpe) return;
@@ -2036,8 +2057,7 @@ public:
                    scores + h * tile, ld, CUDA_R_32F, 0.0f, nullptr, false, {s.B, kv_b, q_b, p_b});
         }
         const dim3 blocks(cuda::warp_grid((size_t)s.B * s.H * s.Lq)), threads(32 * cuda::WARPS);
-        if (bf()) launch(cuda::attention_softmax_kernel<bf16>, blocks, threads, 0, probs, (bf16*)pd, (const float*)scores, ld, key_tokens, s, p_attn, seed);
-        else launch(cuda::attention_softmax_kernel<float>, blocks, threads, 0, probs, (float*)pd, (const float*)scores, ld, key_tokens, s, p_attn, seed);
+        launch(cuda::attention_softmax_kernel<bf16>, blocks, threads, 0, probs, (bf16*)pd, (const float*)scores, ld, key_tokens, s, p_attn, seed);
         for (int h = 0; h < s.H; h++) {   // ctx^T (dv, Lq) = V^T (dv, Lk) dropout(P)^T (Lk, Lq)
             const HeadOffsets o = head_offsets(s, 0, h);
             matmul(false, false, s.dv, s.Lq, s.Lk, at(kv, o.v), s.kv_stride, at(pd, h * tile), ld, at(ctx, o.ctx),
@@ -2050,7 +2070,7 @@ public:
         const auto [ld, tile, kv_b, q_b, p_b, ctx_b] = batched_layout(s);
         const size_t x = floatx_size();
         float* dP = (float*)scratch(0, (size_t)s.B * p_b * sizeof(float));   // (B, H, Lq, ld)
-        floatX* ds = bf() ? (floatX*)scratch(4, (size_t)s.B * p_b * x) : (floatX*)dP;   // dS, in place in fp32
+        floatX* ds = (floatX*)scratch(4, (size_t)s.B * p_b * x);   // dS
         floatX* pd = (floatX*)scratch(3, (size_t)s.B * p_b * x);
         for (int h = 0; h < s.H; h++) {   // dP^T (Lk, Lq) = V (Lk, dv) dctx^T (dv, Lq), fp32
             const HeadOffsets o = head_offsets(s, 0, h);
@@ -2058,8 +2078,7 @@ public:
                    dP + h * tile, ld, CUDA_R_32F, 0.0f, nullptr, false, {s.B, kv_b, ctx_b, p_b});
         }
         const dim3 blocks(cuda::warp_grid((size_t)s.B * s.H * s.Lq)), threads(32 * cuda::WARPS);
-        if (bf()) launch(cuda::attention_softmax_backward_kernel<bf16>, blocks, threads, 0, (bf16*)ds, (bf16*)pd, (const float*)dP, ld, probs, s, p_attn, seed);
-        else launch(cuda::attention_softmax_backward_kernel<float>, blocks, threads, 0, (float*)ds, (float*)pd, (const float*)dP, ld, probs, s, p_attn, seed);
+        launch(cuda::attention_softmax_backward_kernel<bf16>, blocks, threads, 0, (bf16*)ds, (bf16*)pd, (const float*)dP, ld, probs, s, p_attn, seed);
         for (int h = 0; h < s.H; h++) {
             const HeadOffsets o = head_offsets(s, 0, h);
             // dQ^T (dk, Lq) = K^T (dk, Lk) dS^T (Lk, Lq)
@@ -2171,13 +2190,16 @@ private:
     size_t workspace_bytes_ = 0;
     std::map<void*, size_t> sizes_;         // live allocations, for the peak
     size_t in_use_ = 0, peak_ = 0;
-    AttentionKernels attention_;            // TRANSFORMER_ATTENTION
+    AttentionKernels requested_;            // TRANSFORMER_ATTENTION
+    AttentionKernels attention_;            // what this precision runs of it (fp32: tiled or rowwise)
     std::vector<void*> scratch_;            // the backend's own temporaries, by slot, grown
     std::vector<size_t> scratch_bytes_;
     std::vector<cudaEvent_t> events_;       // time_mark's, reused
     size_t marks_ = 0;                      // events recorded since clear_marks
     // Each product's descriptors and algorithm (plan_product), by shape and alignments.
     std::map<ProductKey, Product> products_;
+    // The algorithm cuBLASLt's heuristic chose for each planned shape (planned_shape), or none.
+    std::map<ProductKey, std::optional<cublasLtMatmulAlgo_t>> algorithms_;
     std::map<const void*, size_t> opted_in_;   // dynamic shared memory each kernel has opted in to
 
     bool bf() const { return precision_ == Precision::BF16; }
@@ -2247,12 +2269,12 @@ private:
     // The fused attention kernels' rows per block (Map: their shared-memory map, for a tile
     // side of L rows): the most of 64, 32, 16, not past L rounded up to 16, whose shared memory
     // fits FUSED_SHARED_BYTES (two blocks an SM on sm_90); 0 when none does (NMT lengths fit:
-    // about 200 queries or keys at d_k = d_v = 64), in fp32, before sm_80, or when
-    // TRANSFORMER_ATTENTION asks for other kernels.
+    // about 200 queries or keys at d_k = d_v = 64), or when other kernels take attention (fp32,
+    // TRANSFORMER_ATTENTION).
     static constexpr size_t FUSED_SHARED_BYTES = 96 * 1024;
     template <class Map>
     int fused_rows(const AttentionShape& s, int L) const {
-        if (attention_ != AttentionKernels::Fused || !bf() || prop_.major < 8) return 0;
+        if (attention_ != AttentionKernels::Fused) return 0;
         const size_t limit = std::min<size_t>(FUSED_SHARED_BYTES, prop_.sharedMemPerBlockOptin);
         for (int rows = 64; rows >= 16; rows /= 2)
             if (rows <= cuda::pad16(L) && Map(s, rows).bytes <= limit) return rows;
@@ -2333,10 +2355,75 @@ private:
 
     // A product's descriptors and algorithm, made once per key (matmul's shapes, types,
     // epilogue, alignments and batch) and kept: a call then costs one lookup and cublasLtMatmul.
+    // The algorithm is the one cuBLASLt's heuristic chose for the planned shape (m, n, k
+    // rounded up, planned_shape) when it also runs this one (cublasLtMatmulAlgoCheck), else
+    // the heuristic's for this shape. Decoding's row count falls step by step as sentences
+    // finish, and training's changes with every batch: one heuristic per exact shape is the
+    // suspected cause of bf16 decoding the test set at 2,381 sentences/s on an H100 against
+    // fp32's 6,171, where a fixed batch, timed after warm-up runs, decoded twice as fast in bf16
+    // (not yet measured with this change). One algorithm across a bucket also keeps a row's
+    // sums the same when the rows around it come and go. A shape's algorithm depends on its
+    // bucket alone, not on the order of calls, so a run and its resume stay bitwise equal.
     Product plan_product(const ProductKey& key) {
+        Product p = describe_product(key);
+        const ProductKey planned = planned_shape(key);
+        if (planned != key) {
+            auto it = algorithms_.find(planned);
+            if (it == algorithms_.end()) {
+                Product q = describe_product(planned);
+                cublasLtMatmulHeuristicResult_t h;
+                it = algorithms_.emplace(planned, heuristic(q, planned, &h) == CUBLAS_STATUS_SUCCESS
+                                                      ? std::optional<cublasLtMatmulAlgo_t>(h.algo) : std::nullopt).first;
+                destroy_product(q);
+            }
+            cublasLtMatmulHeuristicResult_t check{};
+            if (it->second && cublasLtMatmulAlgoCheck(lt_, p.op, p.la, p.lb, p.lc, p.lc, &*it->second, &check) ==
+                                  CUBLAS_STATUS_SUCCESS && check.workspaceSize <= workspace_bytes_) {
+                p.algo = check;
+                p.algo.algo = *it->second;
+                return p;
+            }
+        }
+        const cublasStatus_t status = heuristic(p, key, &p.algo);
+        if (status != CUBLAS_STATUS_SUCCESS) {   // no algorithm: say which product
+            const auto [ta, tb, m, n, k, lda, ldb, ldc, c_type, ab, epi, align_a, align_b, align_c, align_bias, with_beta,
+                        count, stride_a, stride_b, stride_c] = key;
+            std::fprintf(stderr, "cuBLASLt: no algorithm for a %d x %d x %d product (%s, op(A) %c op(B) %c, "
+                         "epilogue %d, alignments A %u B %u C %u bias %u bytes, batch of %d): %s\n", m, n, k,
+                         precision_name(precision_), ta ? 'T' : 'N', tb ? 'T' : 'N', epi, align_a, align_b,
+                         align_c, align_bias, count, cublasLtGetStatusString(status));
+            std::exit(1);
+        }
+        return p;
+    }
+
+    // The shape a product's algorithm is chosen for: m, n and k each rounded up to 8 steps an
+    // octave (17 -> 18, 100 -> 104, 1000 -> 1024; powers of two and at most 16 stay), where the
+    // leading dimensions leave room (a dimension that is an operand's rows stays when its ld is
+    // less than the rounded size); batched products (attention's) keep their own.
+    static ProductKey planned_shape(const ProductKey& key) {
+        ProductKey planned = key;
+        auto& [ta, tb, m, n, k, lda, ldb, ldc, c_type, ab, epi, align_a, align_b, align_c, align_bias, with_beta,
+               count, stride_a, stride_b, stride_c] = planned;
+        if (count > 1) return key;
+        const int pm = rounded_size(m), pn = rounded_size(n), pk = rounded_size(k);
+        if (ldc >= pm && (ta || lda >= pm)) m = pm;   // C (m, n); A (m, k), or (k, m) transposed
+        if (!tb || ldb >= pn) n = pn;                 // B (k, n), or (n, k) transposed
+        if ((!ta || lda >= pk) && (tb || ldb >= pk)) k = pk;
+        return planned;
+    }
+    static int rounded_size(int x) {
+        if (x <= 16) return x;
+        int octave = 16;
+        while (octave * 2 <= x) octave *= 2;
+        const int step = octave / 8;
+        return (x + step - 1) / step * step;
+    }
+
+    // The descriptors of a product (key: see ProductKey), its algorithm not yet chosen.
+    Product describe_product(const ProductKey& key) {
         const auto [ta, tb, m, n, k, lda, ldb, ldc, c_type_value, ab_value, epi_value, align_a, align_b, align_c,
                     align_bias, with_beta, count, stride_a, stride_b, stride_c] = key;
-        (void)with_beta;
         const cudaDataType ab = (cudaDataType)ab_value, c_type = (cudaDataType)c_type_value;
         const cublasLtEpilogue_t epi = (cublasLtEpilogue_t)epi_value;
         Product p;
@@ -2358,6 +2445,19 @@ private:
             set_batch(p.lb, count, stride_b);
             set_batch(p.lc, count, stride_c);
         }
+        return p;
+    }
+    static void destroy_product(const Product& p) {
+        cublasLtMatrixLayoutDestroy(p.la);
+        cublasLtMatrixLayoutDestroy(p.lb);
+        cublasLtMatrixLayoutDestroy(p.lc);
+        cublasLtMatmulDescDestroy(p.op);
+    }
+
+    // cuBLASLt's heuristic's first algorithm for p (key: its alignments) into *result: one
+    // within the workspace, without in-place split-K reductions (see Determinism, at the top).
+    cublasStatus_t heuristic(const Product& p, const ProductKey& key, cublasLtMatmulHeuristicResult_t* result) {
+        const uint32_t align_a = std::get<11>(key), align_b = std::get<12>(key), align_c = std::get<13>(key);
         cublasLtMatmulPreference_t pref;
         CUBLAS_CHECK(cublasLtMatmulPreferenceCreate(&pref));
         CUBLAS_CHECK(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &workspace_bytes_, sizeof workspace_bytes_));
@@ -2368,17 +2468,9 @@ private:
         CUBLAS_CHECK(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, &align_c, sizeof align_c));
         CUBLAS_CHECK(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES, &align_c, sizeof align_c));
         int found = 0;
-        // No algorithm comes back as NOT_SUPPORTED or as none found: either way, say which product.
-        const cublasStatus_t status = cublasLtMatmulAlgoGetHeuristic(lt_, p.op, p.la, p.lb, p.lc, p.lc, pref, 1, &p.algo, &found);
+        const cublasStatus_t status = cublasLtMatmulAlgoGetHeuristic(lt_, p.op, p.la, p.lb, p.lc, p.lc, pref, 1, result, &found);
         cublasLtMatmulPreferenceDestroy(pref);
-        if (status != CUBLAS_STATUS_SUCCESS || found == 0) {
-            std::fprintf(stderr, "cuBLASLt: no algorithm for a %d x %d x %d product (%s, op(A) %c op(B) %c, "
-                         "epilogue %d, alignments A %u B %u C %u bias %u bytes, batch of %d): %s\n", m, n, k,
-                         precision_name(precision_), ta ? 'T' : 'N', tb ? 'T' : 'N', (int)epi, align_a, align_b,
-                         align_c, align_bias, count, cublasLtGetStatusString(status));
-            std::exit(1);
-        }
-        return p;
+        return status == CUBLAS_STATUS_SUCCESS && found == 0 ? CUBLAS_STATUS_NOT_SUPPORTED : status;
     }
 };
 

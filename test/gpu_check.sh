@@ -125,14 +125,12 @@ if want tests; then
     step ops-bf16 build/test_ops --device cuda --precision bf16
     step model build/test_cuda
     step cli-cuda sh test/test_cli_cuda.sh .
-    # attention's products by cuBLASLt (TRANSFORMER_ATTENTION=batched): its ops, then the model
-    for p in fp32 bf16; do
-        step ops-batched-$p env TRANSFORMER_ATTENTION=batched build/test_ops --device cuda --precision $p --section "Scaled Dot-Product Attention"
+    # bf16's other attention kernels (the fused ones are its default; fp32 takes the tiled
+    # ones): the products by cuBLASLt (TRANSFORMER_ATTENTION=batched), the tiled kernels
+    for k in batched tiled; do
+        step ops-$k-bf16 env TRANSFORMER_ATTENTION=$k build/test_ops --device cuda --precision bf16 --section "Scaled Dot-Product Attention"
+        step model-$k env TRANSFORMER_ATTENTION=$k build/test_cuda --quick
     done
-    step model-batched env TRANSFORMER_ATTENTION=batched build/test_cuda --quick
-    # the fused tensor-core kernels (TRANSFORMER_ATTENTION=fused; bf16 only, fp32 takes the tiled ones)
-    step ops-fused-bf16 env TRANSFORMER_ATTENTION=fused build/test_ops --device cuda --precision bf16 --section "Scaled Dot-Product Attention"
-    step model-fused env TRANSFORMER_ATTENTION=fused build/test_cuda --quick
 fi
 # The training benchmark: the paper's batches of about 25,000 source + 25,000 target tokens.
 if want bench; then
@@ -141,11 +139,11 @@ if want bench; then
     done
     step bench-base-fp32 build/bench_train --device cuda --precision fp32 --config base --tokens 25000
     # the attention kernels compared: alone at lengths 10 to 128 (beside PyTorch's), then the
-    # whole step with the row-wise ones, with cuBLASLt's products and with the fused tensor-core kernels
+    # whole step with the others than the fused ones: row-wise, tiled, cuBLASLt's products
     step bench-attention sh bench/bench_attention.sh build
     step bench-base-rowwise env TRANSFORMER_ATTENTION=rowwise build/bench_train --device cuda --precision bf16 --config base --tokens 25000
+    step bench-base-tiled env TRANSFORMER_ATTENTION=tiled build/bench_train --device cuda --precision bf16 --config base --tokens 25000 --profile
     step bench-base-batched env TRANSFORMER_ATTENTION=batched build/bench_train --device cuda --precision bf16 --config base --tokens 25000 --profile
-    step bench-base-fused env TRANSFORMER_ATTENTION=fused build/bench_train --device cuda --precision bf16 --config base --tokens 25000 --profile
     if $PYTHON -c 'import torch; assert torch.cuda.is_available()' 2> /dev/null; then
         step torch-base $PYTHON bench/bench_torch.py train --device cuda --configs base,big --tokens 25000
     else
@@ -201,8 +199,8 @@ if want sanitize && [ -n "$SANITIZER" ]; then
     step memcheck-ops $SAN --tool memcheck build/test_ops --device cuda --precision bf16
     step memcheck-model $SAN --tool memcheck build/test_cuda --quick
     step memcheck-batched env TRANSFORMER_ATTENTION=batched $SAN --tool memcheck build/test_ops --device cuda --precision bf16 --section "Scaled Dot-Product Attention"
-    step memcheck-fused env TRANSFORMER_ATTENTION=fused $SAN --tool memcheck build/test_ops --device cuda --precision bf16 --section "Scaled Dot-Product Attention"
-    step racecheck-fused env TRANSFORMER_ATTENTION=fused $SAN --tool racecheck build/test_ops --device cuda --precision bf16 --section "Scaled Dot-Product Attention"
+    step memcheck-tiled env TRANSFORMER_ATTENTION=tiled $SAN --tool memcheck build/test_ops --device cuda --precision bf16 --section "Scaled Dot-Product Attention"
+    step racecheck-fused $SAN --tool racecheck build/test_ops --device cuda --precision bf16 --section "Scaled Dot-Product Attention"
     step racecheck-ops $SAN --tool racecheck build/test_ops --device cuda --precision fp32
     step racecheck-model $SAN --tool racecheck build/test_cuda --quick
 elif want sanitize; then

@@ -99,13 +99,12 @@ run emulator "$BUILD/test_emulator"
 run ops_emulated_fp32 env TRANSFORMER_CUDA_EMULATOR="$EMU" "$BUILD/test_ops" --device cuda --precision fp32
 run ops_emulated_bf16 env TRANSFORMER_CUDA_EMULATOR="$EMU" "$BUILD/test_ops" --device cuda --precision bf16
 run cuda_emulated env TRANSFORMER_CUDA_EMULATOR="$EMU" "$BUILD/test_cuda" --quick
-# attention's products by cuBLASLt (TRANSFORMER_ATTENTION=batched) in place of the tiled kernels
+# bf16's attention by default takes the fused tensor-core kernels (fp32 the tiled ones); in
+# bf16 the others too: attention's products by cuBLASLt (TRANSFORMER_ATTENTION=batched), the tiled kernels
 ATTN="Scaled Dot-Product Attention"
-run ops_emulated_batched_fp32 env TRANSFORMER_ATTENTION=batched TRANSFORMER_CUDA_EMULATOR="$EMU" "$BUILD/test_ops" --device cuda --precision fp32 --section "$ATTN"
 run ops_emulated_batched_bf16 env TRANSFORMER_ATTENTION=batched TRANSFORMER_CUDA_EMULATOR="$EMU" "$BUILD/test_ops" --device cuda --precision bf16 --section "$ATTN"
 run cuda_emulated_batched env TRANSFORMER_ATTENTION=batched TRANSFORMER_CUDA_EMULATOR="$EMU" "$BUILD/test_cuda" --quick
-# the fused tensor-core kernels (TRANSFORMER_ATTENTION=fused; bf16: fp32 takes the tiled ones)
-run ops_emulated_fused_bf16 env TRANSFORMER_ATTENTION=fused TRANSFORMER_CUDA_EMULATOR="$EMU" "$BUILD/test_ops" --device cuda --precision bf16 --section "$ATTN"
+run ops_emulated_tiled_bf16 env TRANSFORMER_ATTENTION=tiled TRANSFORMER_CUDA_EMULATOR="$EMU" "$BUILD/test_ops" --device cuda --precision bf16 --section "$ATTN"
 # the ops again with the blocks, warps and lanes run last first (CUDA_EMULATOR_ORDER=reverse): a
 # kernel missing a barrier reads what another thread has not written yet in one order or the other
 REV="env CUDA_EMULATOR_ORDER=reverse TRANSFORMER_CUDA_EMULATOR=$EMU"
@@ -113,15 +112,15 @@ run emulator_reversed env CUDA_EMULATOR_ORDER=reverse "$BUILD/test_emulator"
 # Under AddressSanitizer (make test-asan, SANITIZED=1) these three take about 9 minutes, which
 # CI's 90 have no room for; make test runs them (about 3 minutes).
 if [ "${SANITIZED:-0}" = 1 ]; then
-    echo "SKIP cuda_emulated_fused, ops_emulated_reversed_fp32, ops_emulated_reversed_bf16 under AddressSanitizer: make test runs them"
+    echo "SKIP cuda_emulated_tiled, ops_emulated_reversed_fp32, ops_emulated_reversed_bf16 under AddressSanitizer: make test runs them"
     skipped=$((skipped + 3))
 else
-    run cuda_emulated_fused env TRANSFORMER_ATTENTION=fused TRANSFORMER_CUDA_EMULATOR="$EMU" "$BUILD/test_cuda" --quick
+    run cuda_emulated_tiled env TRANSFORMER_ATTENTION=tiled TRANSFORMER_CUDA_EMULATOR="$EMU" "$BUILD/test_cuda" --quick
     run ops_emulated_reversed_fp32 $REV "$BUILD/test_ops" --device cuda --precision fp32
     run ops_emulated_reversed_bf16 $REV "$BUILD/test_ops" --device cuda --precision bf16
 fi
 run ops_emulated_reversed_batched_bf16 $REV TRANSFORMER_ATTENTION=batched "$BUILD/test_ops" --device cuda --precision bf16 --section "$ATTN"
-run ops_emulated_reversed_fused_bf16 $REV TRANSFORMER_ATTENTION=fused "$BUILD/test_ops" --device cuda --precision bf16 --section "$ATTN"
+run ops_emulated_reversed_tiled_bf16 $REV TRANSFORMER_ATTENTION=tiled "$BUILD/test_ops" --device cuda --precision bf16 --section "$ATTN"
 run cli_cuda_emulated env TRANSFORMER_CUDA_EMULATOR="$EMU" sh test/test_cli_cuda.sh "$BIN"
 run corpus sh test/test_corpus.sh
 run cli sh test/test_cli.sh "$BIN"

@@ -55,6 +55,19 @@ for run in gpu bf16; do
 done
 awk -v a="$(cat "$T/gpu.score")" -v b="$(cat "$T/bf16.score")" 'BEGIN { d = a - b; if (d < 0) d = -d; exit !(a < 0 && d <= 0.02 * -a) }'
 check $? "bf16 training follows fp32's: mean test score after 12 steps $(cat "$T/bf16.score") vs $(cat "$T/gpu.score")"
+# The attention kernels: fused by default in bf16, tiled in fp32 (TRANSFORMER_ATTENTION=batched too).
+grep -q "^device: .*bf16, fused tensor-core attention kernels" "$T/bf16.log" &&
+    grep -q "^device: .*fp32, tiled attention kernels$" "$T/gpu.log"
+check $? "the attention kernels by default: bf16 fused, fp32 tiled ($(grep -m1 '^device:' "$T/bf16.log" | sed 's/.*, bf16/bf16/'); $(grep -m1 '^device:' "$T/gpu.log" | sed 's/.*, fp32/fp32/'))"
+# The default model on the GPU trains 2 minutes, a checkpoint a minute; --time keeps it.
+"$B"/train --data "$T/corpus" --device cuda --max-steps 1 --max-tokens 400 --no-eval --out "$T/budget" > "$T/budget.log" 2>&1 &&
+    grep -q "^budget on the GPU: 2m00s, a checkpoint every 1m00s" "$T/budget.log" &&
+    "$B"/train --data "$T/corpus" --device cuda --max-steps 1 --max-tokens 400 --no-eval --time 5m --out "$T/budget5" > "$T/budget5.log" 2>&1 &&
+    ! grep -q "^budget on the GPU" "$T/budget5.log"
+check $? "the default model's budget on the GPU: $(grep -m1 '^budget' "$T/budget.log" || tail -n 1 "$T/budget.log"); with --time 5m none"
+TRANSFORMER_ATTENTION=batched "$B"/train $ARGS --device cuda --precision fp32 --max-steps 1 --out "$T/batched" > "$T/batched.log" 2>&1
+grep -q "^device: .*fp32, tiled attention kernels (batched ones are bf16's)" "$T/batched.log"
+check $? "TRANSFORMER_ATTENTION=batched in fp32 takes the tiled kernels ($(grep -m1 '^device:' "$T/batched.log" | sed 's/.*, fp32/fp32/'))"
 
 # ./translate: fp32 on the GPU gives the CPU's lines; a GPU checkpoint reads on the CPU and a
 # CPU checkpoint on the GPU.

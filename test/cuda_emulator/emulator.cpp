@@ -628,6 +628,9 @@ cublasStatus_t cublasLtMatmulPreferenceSetAttribute(cublasLtMatmulPreference_t, 
     return CUBLAS_STATUS_SUCCESS;
 }
 
+// An algorithm's first word when the heuristic made it (then m, n, k of the product it was for).
+static const uint64_t ALGO_MADE = 0x616c676f;
+
 // The product's shapes: op(A) (m, k), op(B) (k, n), C and D (m, n), A and B of one type, C and
 // D of one type, compute and scale in fp32 with TF32 off.
 static cublasStatus_t check_product(cublasLtMatmulDesc_t desc, cublasLtMatrixLayout_t a, cublasLtMatrixLayout_t b,
@@ -637,6 +640,8 @@ static cublasStatus_t check_product(cublasLtMatmulDesc_t desc, cublasLtMatrixLay
     const uint64_t am = desc->ta == CUBLAS_OP_N ? a->rows : a->cols;
     const uint64_t bk = desc->tb == CUBLAS_OP_N ? b->rows : b->cols;
     const uint64_t bn = desc->tb == CUBLAS_OP_N ? b->cols : b->rows;
+    for (cublasLtMatrixLayout_t l : {a, b, c, d})
+        if (l->ld < (int64_t)l->rows) return CUBLAS_STATUS_INVALID_VALUE;   // column-major: ld >= rows
     if (am != m || bk != k || bn != n || c->rows != m || c->cols != n || a->type != b->type || c->type != d->type ||
         c->ld != d->ld || desc->compute != CUBLAS_COMPUTE_32F)
         return CUBLAS_STATUS_INVALID_VALUE;
@@ -663,9 +668,35 @@ cublasStatus_t cublasLtMatmulAlgoGetHeuristic(cublasLtHandle_t, cublasLtMatmulDe
     cublasStatus_t s = check_product(desc, a, b, c, d);
     if (s != CUBLAS_STATUS_SUCCESS) return s;
     results[0] = cublasLtMatmulHeuristicResult_t{};
+    results[0].algo.data[0] = ALGO_MADE;
+    results[0].algo.data[1] = d->rows, results[0].algo.data[2] = d->cols;
+    results[0].algo.data[3] = desc->ta == CUBLAS_OP_N ? a->cols : a->rows;
     results[0].state = CUBLAS_STATUS_SUCCESS;
     *found = 1;
     return CUBLAS_STATUS_SUCCESS;
+}
+
+// Whether an algorithm runs a product: one the heuristic made, for a product at least as large
+// in m, n and k (the emulator's model of a library whose algorithms fit some shapes and not
+// others: a backend that runs an algorithm on a shape it was not checked for fails here).
+static cublasStatus_t check_algorithm(const cublasLtMatmulAlgo_t* algo, cublasLtMatmulDesc_t desc,
+                                      cublasLtMatrixLayout_t a, cublasLtMatrixLayout_t d) {
+    if (!algo) return CUBLAS_STATUS_SUCCESS;   // none: the library chooses
+    if (algo->data[0] != ALGO_MADE) return CUBLAS_STATUS_INVALID_VALUE;
+    const uint64_t k = desc->ta == CUBLAS_OP_N ? a->cols : a->rows;
+    return d->rows <= algo->data[1] && d->cols <= algo->data[2] && k <= algo->data[3] ? CUBLAS_STATUS_SUCCESS
+                                                                                      : CUBLAS_STATUS_NOT_SUPPORTED;
+}
+
+cublasStatus_t cublasLtMatmulAlgoCheck(cublasLtHandle_t, cublasLtMatmulDesc_t desc, cublasLtMatrixLayout_t a,
+                                       cublasLtMatrixLayout_t b, cublasLtMatrixLayout_t c, cublasLtMatrixLayout_t d,
+                                       const cublasLtMatmulAlgo_t* algo, cublasLtMatmulHeuristicResult_t* result) {
+    cublasStatus_t s = check_product(desc, a, b, c, d);
+    if (s == CUBLAS_STATUS_SUCCESS) s = check_algorithm(algo, desc, a, d);
+    *result = cublasLtMatmulHeuristicResult_t{};
+    result->state = s;
+    if (s == CUBLAS_STATUS_SUCCESS) result->algo = *algo;
+    return s;
 }
 
 static float load(const void* p, cudaDataType type, size_t i) {
@@ -679,8 +710,9 @@ static void store(void* p, cudaDataType type, size_t i, float v) {
 cublasStatus_t cublasLtMatmul(cublasLtHandle_t, cublasLtMatmulDesc_t desc, const void* alpha_p, const void* A,
                               cublasLtMatrixLayout_t a, const void* B, cublasLtMatrixLayout_t b, const void* beta_p,
                               const void* C, cublasLtMatrixLayout_t c, void* D, cublasLtMatrixLayout_t d,
-                              const cublasLtMatmulAlgo_t*, void*, size_t, cudaStream_t) {
+                              const cublasLtMatmulAlgo_t* algo, void*, size_t, cudaStream_t) {
     cublasStatus_t s = check_product(desc, a, b, c, d);
+    if (s == CUBLAS_STATUS_SUCCESS) s = check_algorithm(algo, desc, a, d);
     if (s != CUBLAS_STATUS_SUCCESS) return s;
     const float alpha = *(const float*)alpha_p, beta = *(const float*)beta_p;
     const size_t m = d->rows, n = d->cols, k = desc->ta == CUBLAS_OP_N ? a->cols : a->rows;

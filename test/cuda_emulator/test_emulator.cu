@@ -299,6 +299,48 @@ static void matmul(bool ta, bool tb, cudaDataType type, bool bias, float beta, b
     for (void* p : {dA, dB, dC, dbias}) cudaFree(p);
 }
 
+// An algorithm from the heuristic runs its product and smaller ones (cublasLtMatmulAlgoCheck
+// says so), not larger ones; a zeroed one the heuristic never made is refused.
+static void algorithm_checks() {
+    float* d = nullptr;
+    cudaMalloc((void**)&d, 3 * 64 * sizeof(float));
+    cudaMemsetAsync(d, 0, 3 * 64 * sizeof(float));
+    cublasLtHandle_t lt;
+    cublasLtCreate(&lt);
+    cublasLtMatmulDesc_t op;
+    cublasLtMatmulDescCreate(&op, CUBLAS_COMPUTE_32F, CUDA_R_32F);
+    cublasLtMatrixLayout_t six, eight;   // (6, 6) and (8, 8) in an ld of 8
+    cublasLtMatrixLayoutCreate(&six, CUDA_R_32F, 6, 6, 8);
+    cublasLtMatrixLayoutCreate(&eight, CUDA_R_32F, 8, 8, 8);
+    cublasLtMatmulPreference_t pref;
+    cublasLtMatmulPreferenceCreate(&pref);
+    cublasLtMatmulHeuristicResult_t h, c6, c8;
+    int found = 0;
+    cublasLtMatmulAlgoGetHeuristic(lt, op, six, six, six, six, pref, 1, &h, &found);
+    const cublasStatus_t small = cublasLtMatmulAlgoCheck(lt, op, six, six, six, six, &h.algo, &c6);
+    const cublasStatus_t large = cublasLtMatmulAlgoCheck(lt, op, eight, eight, eight, eight, &h.algo, &c8);
+    const float alpha = 1.0f, beta = 0.0f;
+    const cublasStatus_t runs = cublasLtMatmul(lt, op, &alpha, d, six, d + 64, six, &beta, d + 128, six, d + 128, six,
+                                               &h.algo, nullptr, 0, nullptr);
+    const cublasStatus_t beyond = cublasLtMatmul(lt, op, &alpha, d, eight, d + 64, eight, &beta, d + 128, eight, d + 128,
+                                                 eight, &h.algo, nullptr, 0, nullptr);
+    cublasLtMatmulAlgo_t zero{};
+    const cublasStatus_t unmade = cublasLtMatmul(lt, op, &alpha, d, six, d + 64, six, &beta, d + 128, six, d + 128, six,
+                                                 &zero, nullptr, 0, nullptr);
+    check(found == 1 && small == CUBLAS_STATUS_SUCCESS && runs == CUBLAS_STATUS_SUCCESS &&
+              large == CUBLAS_STATUS_NOT_SUPPORTED && beyond == CUBLAS_STATUS_NOT_SUPPORTED &&
+              unmade == CUBLAS_STATUS_INVALID_VALUE,
+          "an algorithm chosen for 6 x 6 x 6: checked and run there (%s, %s), not at 8 x 8 x 8 (%s, %s); "
+          "a zeroed one refused (%s)", cublasLtGetStatusString(small), cublasLtGetStatusString(runs),
+          cublasLtGetStatusString(large), cublasLtGetStatusString(beyond), cublasLtGetStatusString(unmade));
+    cublasLtMatmulPreferenceDestroy(pref);
+    cublasLtMatrixLayoutDestroy(six);
+    cublasLtMatrixLayoutDestroy(eight);
+    cublasLtMatmulDescDestroy(op);
+    cublasLtDestroy(lt);
+    cudaFree(d);
+}
+
 // The bias epilogue with its vector off a 16-byte boundary is refused (as a GPU may), on it it runs.
 static void bias_alignment() {
     float* d = nullptr;
@@ -515,6 +557,7 @@ int main() {
         matmul(false, true, t, false, 0.5f, true);
     }
     bias_alignment();
+    algorithm_checks();
     strided_batch();
     events();
     radix_sort();
