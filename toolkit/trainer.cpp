@@ -356,6 +356,13 @@ static bool setup(Run& r) {
     if (!r.opt.init_from.empty() && r.opt.resume)
         return fail("--init-from starts a new run from a checkpoint, --resume continues one: pass only one");
     if (!setup_backend(r.opt, &r.model, !r.opt.quiet)) return false;
+    if (r.model.backend->device() == Device::CUDA && r.opt.gpu_time_limit_s >= 0) {
+        r.opt.time_limit_s = r.opt.gpu_time_limit_s;
+        r.opt.save_every_s = r.opt.gpu_save_every_s >= 0 ? r.opt.gpu_save_every_s : r.opt.save_every_s;
+        if (!r.opt.quiet)
+            std::printf("budget on the GPU: %s, a checkpoint every %s (--time, --save-every to change)\n",
+                        format_duration(r.opt.time_limit_s).c_str(), format_duration(r.opt.save_every_s).c_str());
+    }
     fs::create_directories(r.opt.out_dir, ec);
     if (ec) return fail("cannot create " + r.opt.out_dir + ": " + ec.message());
     if (!ensure_corpus(r)) return false;

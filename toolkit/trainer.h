@@ -43,6 +43,8 @@ struct TrainOptions {
     int64_t max_steps = 0;            // 0: no limit
     double time_limit_s = 0;          // wall-clock training budget (0: none), resumes count it
     double save_every_s = 300;        // checkpoint interval in seconds (0: off)
+    // On the GPU, in place of the two above (< 0: keep them; see cli/train.cpp).
+    double gpu_time_limit_s = -1, gpu_save_every_s = -1;
     int64_t save_every_steps = 0;     // checkpoint interval in steps (0: off)
     int keep = 5;                     // checkpoints kept
     int average = 5;                  // checkpoints averaged at the end (0/1: no averaging)
