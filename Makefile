@@ -7,7 +7,7 @@
 #   make soak             kill -9 ./train at 20 random moments, resume, compare bitwise
 #   make bench-deps       install what the benchmarks compare with (apt-get, pip; as CI would)
 #   make bench            training-step speed, ours vs PyTorch on this machine
-#   make gpu-check        on a GPU machine: build, GPU tests, sanitizers, GPU benchmark, 3-min train
+#   make gpu-check        on a GPU machine: build, GPU tests, sanitizers, GPU benchmark, 2-min train
 #   make gpu-pack         here, before that: the corpus and CTranslate2's wheel to carry, and the call
 #   make bench-attention  on a GPU: the attention kernels alone at lengths 10-128, vs PyTorch
 #   make bench-decode     decoding speed, ours vs PyTorch
@@ -347,7 +347,7 @@ bench-translate: $(BUILD)/bench_decode $(BUILD)/fp32_peak $(BIN)/bpe $(BIN)/bleu
 	@BUILD=$(BUILD) bash bench/$(if $(filter cuda,$(DEVICE)),bench_translate_gpu.sh,bench_translate.sh) $(MODEL)
 
 # The one command for a machine with a GPU: clean sm_90 build, GPU tests, compute-sanitizer,
-# the GPU benchmark and a 3-minute ./train; logs in $(LOG_DIR) when set (test/gpu_check.sh).
+# the GPU benchmark and a 2-minute ./train; logs in $(LOG_DIR) when set (test/gpu_check.sh).
 gpu-check:
 	@bash test/gpu_check.sh
 
