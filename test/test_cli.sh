@@ -68,6 +68,14 @@ check $? "./translate --device cpu --precision bf16: exit 0 ($s), 4 lines, the e
 echo sun | TRANSFORMER_AMX=2 "$B"/translate --model "$M" --precision int8 > /dev/null 2> "$T/err.txt"; s=$?
 [ $s -eq 1 ] && grep -q "TRANSFORMER_AMX=2: 0 (no AMX) or 1" "$T/err.txt"
 check $? "TRANSFORMER_AMX=2 is refused (exit $s): $(head -n 1 "$T/err.txt")"
+# OMP_NUM_THREADS past 4096 (any level) is refused before libgomp starts threads (it crashed at 65534).
+for v in 70000 2,70000; do
+    echo sun | OMP_NUM_THREADS=$v "$B"/translate --model "$M" > /dev/null 2> "$T/err.txt"; s=$?
+    echo sun | OMP_NUM_THREADS=$v "$B"/bpe encode --vocab "$T/run/vocab.bpe" > /dev/null 2> "$T/err2.txt"; s2=$?
+    [ $s -eq 2 ] && [ $s2 -eq 2 ] && grep -q "OMP_NUM_THREADS=$v: at most 4096 threads" "$T/err.txt" &&
+        grep -q "OMP_NUM_THREADS=$v: at most 4096 threads" "$T/err2.txt"
+    check $? "OMP_NUM_THREADS=$v is refused by ./translate and ./bpe (exit $s, $s2): $(head -n 1 "$T/err.txt")"
+done
 echo sun | "$B"/translate --model "$M" --precision fp16 > /dev/null 2> "$T/err.txt"; [ $? -eq 2 ] && grep -q precision "$T/err.txt"
 check $? "--precision fp16 is refused (exit 2, message names --precision)"
 "$B"/translate --model "$M" --nbest 3 < "$T/in.txt" > "$T/nbest.txt"
