@@ -167,7 +167,7 @@ void embedding_backward(float* dE, float* dpe, const float* dx, const int* token
         for (int c = 0; c < d; c++) {
             size_t i = (size_t)r * d + c;
             float gi = (p <= 0 || dropout_keep(site_seed, i, p)) ? g[c] * keep_scale : 0.0f;
-            de[c] += gi * emb_scale;
+            de[c] = std::fma(gi, emb_scale, de[c]);   // one rounding, as the GPU's __fmaf_rn
             if (dp) dp[c] += gi;
         }
     }

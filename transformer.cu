@@ -164,7 +164,7 @@ __global__ void iota_kernel(int* v, int n) {
 
 // dE[token] += sqrt(d) * dropout'(dx) for the rows of one token, in row order (rows sorted by
 // token, stably): one block per sorted position that starts a token's run. Deterministic, and
-// the same additions in the same order as the CPU's loop. A frequent token's run is long (</s>
+// the same fused multiply-adds in the same order as the CPU's loop. A frequent token's run is long (</s>
 // ends every sentence: 1,000 rows in a batch of 1,000 pairs) and one block takes it, so each
 // thread loads RUN_AHEAD rows' gradients before adding them in order (on an H100 the plain
 // loop, a row's load then its add, moved 113 GB/s).
@@ -198,7 +198,7 @@ __global__ void embedding_backward_kernel(float* dE, const T* dx, const int* sor
             }
 #pragma unroll
             for (int u = 0; u < RUN_AHEAD; u++)
-                if (j0 + u < end) acc = __fadd_rn(acc, __fmul_rn(g[u], emb_scale));
+                if (j0 + u < end) acc = __fmaf_rn(g[u], emb_scale, acc);
         }
         dE[(size_t)token * d + c] = acc;
     }

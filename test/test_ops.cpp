@@ -513,6 +513,10 @@ void test_embedding_backward(Backend& be, Backend* cpu) {
             Out ref = run(*cpu);
             vs_cpu(name + " dE", got.dE, ref.dE, TOL.cross_bwd);
             if (c.learned) vs_cpu(name + " dpe", got.dpe, ref.dpe, TOL.cross_bwd);
+            if (be.precision() == Precision::FP32) {   // the same roundings in the same order
+                same(name + " dE == CPU", got.dE, ref.dE);
+                if (c.learned) same(name + " dpe == CPU", got.dpe, ref.dpe);
+            }
         }
     }
 }
