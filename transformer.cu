@@ -2457,7 +2457,8 @@ private:
     // cuBLASLt's heuristic's first algorithm for p (key: its alignments) into *result: one
     // within the workspace, without in-place split-K reductions (see Determinism, at the top).
     cublasStatus_t heuristic(const Product& p, const ProductKey& key, cublasLtMatmulHeuristicResult_t* result) {
-        const uint32_t align_a = std::get<11>(key), align_b = std::get<12>(key), align_c = std::get<13>(key);
+        const auto [ta, tb, m, n, k, lda, ldb, ldc, c_type, ab, epi, align_a, align_b, align_c, align_bias, with_beta,
+                    count, stride_a, stride_b, stride_c] = key;
         cublasLtMatmulPreference_t pref;
         CUBLAS_CHECK(cublasLtMatmulPreferenceCreate(&pref));
         CUBLAS_CHECK(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &workspace_bytes_, sizeof workspace_bytes_));
