@@ -130,6 +130,9 @@ for k in greedy beam4; do
         s=$(value "$line" sentences_per_s)
         row $k "$name" "$s" "$(value "$line" tokens_per_s)" "$(ratio "$s" "$base")" "$(bleu "$out")"
     done
+    for p in fp32 bf16; do   # the one-time costs of ours' first pass (bench_decode's second pass)
+        sed -n "s/^# $k, a second pass/#   $k: ours $p, a second pass/p" "$tmp/ours-$p.txt"
+    done
     if [ -f "$tmp/torch.$k" ] && [ -f "$tmp/ours-fp32.$k" ]; then
         n=$(paste -d'\n' "$tmp/torch.$k" "$tmp/ours-fp32.$k" | paste - - | awk -F'\t' '$1 != $2' | wc -l)
         echo "#   $k: ours fp32 on the GPU vs PyTorch fp32: $n of $(wc -l < "$tmp/src.ids") lines differ"
