@@ -6,7 +6,7 @@
 #   make test-emulated    only the GPU tests that make test runs on the CPU emulator (test/cuda_emulator)
 #   make soak             kill -9 ./train at 20 random moments, resume, compare bitwise
 #   make bench-deps       install what the benchmarks compare with (apt-get, pip; as CI would)
-#   make bench            training-step speed, ours vs PyTorch on this machine
+#   make bench            training-step speed, ours vs PyTorch on this machine (DEVICE=cuda: on the GPU)
 #   make gpu-check        on a GPU machine: build, GPU tests, sanitizers, GPU benchmark, 2-min train
 #   make gpu-pack         here, before that: the corpus and CTranslate2's wheel to carry, and the call
 #   make bench-attention  on a GPU: the attention kernels alone at lengths 10-128, vs PyTorch
@@ -331,8 +331,9 @@ $(BUILD)/fp32_peak: bench/fp32_peak.cpp
 	@mkdir -p $(BUILD)
 	$(CXX) $(CXXFLAGS) $< -o $@
 
+# DEVICE=cuda: on the GPU, base and big against PyTorch eager and torch.compile (bench/bench_train_gpu.sh)
 bench: $(BUILD)/bench_train $(BUILD)/fp32_peak
-	@BUILD=$(BUILD) sh bench/bench.sh train $(BUILD)
+	@$(if $(filter cuda,$(DEVICE)),sh bench/bench_train_gpu.sh $(BUILD),BUILD=$(BUILD) sh bench/bench.sh train $(BUILD))
 
 # the attention kernels alone at lengths 10 to 128 on the GPU (TRANSFORMER_ATTENTION's choices), beside PyTorch's
 bench-attention: $(BUILD)/bench_attention

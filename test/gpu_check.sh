@@ -145,11 +145,8 @@ if want bench; then
     step bench-base-rowwise env TRANSFORMER_ATTENTION=rowwise build/bench_train --device cuda --precision bf16 --config base --tokens 25000
     step bench-base-tiled env TRANSFORMER_ATTENTION=tiled build/bench_train --device cuda --precision bf16 --config base --tokens 25000 --profile
     step bench-base-batched env TRANSFORMER_ATTENTION=batched build/bench_train --device cuda --precision bf16 --config base --tokens 25000 --profile
-    if $PYTHON -c 'import torch; assert torch.cuda.is_available()' 2> /dev/null; then
-        step torch-base $PYTHON bench/bench_torch.py train --device cuda --configs base,big --tokens 25000
-    else
-        skip torch "PyTorch with CUDA not available"
-    fi
+    # base and big against PyTorch eager and torch.compile on the same batch, with the ratios
+    step bench-vs-torch sh bench/bench_train_gpu.sh build
 fi
 
 # ./train on the default corpus, with its defaults (2 minutes on the GPU).

@@ -1,0 +1,68 @@
+#!/bin/sh
+# bench/bench_train_gpu.sh [BUILD] — training speed on the GPU (make bench DEVICE=cuda; make
+# gpu-check runs it): ours (build/bench_train, bf16) against test/reference.py's model in
+# PyTorch on the same GPU in the same run, eager under bf16 autocast and torch.compile of it
+# (bench/bench_torch.py train --device cuda), the same config and the same synthetic batch:
+# pairs of 25 + 25 tokens, TOKENS (default 25,000, the paper's batch) source tokens a step.
+# Prints a table (ms a step, tokens/s counting both sides, ours' MFU against the dense bf16
+# peak and against the large product it times, peak GPU memory, PyTorch's time over ours) and,
+# last, one line per config:
+#   ours train CONFIG bf16: N tokens/s, MFU a% (b% of measured), X.XXx PyTorch eager, Y.YYx torch.compile
+# Issue 10's targets on an H100: base-model MFU >= 50%, >= 1.5x eager, >= 1.1x torch.compile.
+#   BENCH_CONFIGS   the configs (default "base big")
+#   TOKENS          source tokens a step (default 25000)
+#   PYTHON          the interpreter with a CUDA PyTorch (default python3)
+# Without a GPU it prints SKIP and why, and exits 0.
+set -u
+BUILD=${1:-build}
+PY=${PYTHON:-python3}
+TOKENS=${TOKENS:-25000}
+value() { echo "$1" | tr ' ' '\n' | sed -n "s/^$2=//p" | head -n 1; }
+ratio() { [ -n "$1" ] && [ -n "$2" ] && awk "BEGIN { printf \"%.2fx\", $1 / $2 }" || echo "no ratio"; }
+percent() { [ -n "$1" ] && awk "BEGIN { printf \"%.1f%%\", 100 * $1 }" || echo "-"; }
+row() { printf '%-6s | %-22s | %9s | %11s | %10s | %10s | %9s | %s\n' "$@" >> "$tmp/table"; }
+
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+if ! nvidia-smi > /dev/null 2>&1; then
+    echo "SKIP bench_train_gpu: no GPU (nvidia-smi does not answer)"
+    exit 0
+fi
+echo "# GPU: $(nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader | head -n 1)"
+torch_ok=1
+$PY -c 'import torch, sys; sys.exit(0 if torch.cuda.is_available() else 1)' 2> /dev/null || torch_ok=0
+[ $torch_ok = 1 ] || echo "# PyTorch: $PY has no CUDA PyTorch: its rows are not run"
+summary=""
+row config side "ms/step" "tokens/s" "MFU (989)" "MFU (meas.)" "GPU MB" "PyTorch time / ours"
+for c in ${BENCH_CONFIGS:-base big}; do
+    "$BUILD/bench_train" --device cuda --precision bf16 --config "$c" --tokens "$TOKENS" > "$tmp/ours.txt" 2>&1
+    ours=$(grep -h "^ours train $c " "$tmp/ours.txt")
+    [ -n "$ours" ] || { echo "# ours $c failed: $(tail -n 1 "$tmp/ours.txt")"; continue; }
+    oms=$(value "$ours" ms_per_step)
+    if [ $torch_ok = 1 ]; then
+        $PY bench/bench_torch.py train --device cuda --configs "$c" --tokens "$TOKENS" > "$tmp/torch.txt" 2>&1 ||
+            echo "# PyTorch $c failed: $(tail -n 1 "$tmp/torch.txt")"
+        [ -s "$tmp/torch-env" ] || grep -h '^# torch' "$tmp/torch.txt" > "$tmp/torch-env"
+    fi
+    row "$c" "ours bf16" "$oms" "$(value "$ours" tokens_per_s)" "$(percent "$(value "$ours" mfu_dense)")" \
+        "$(percent "$(value "$ours" mfu_measured)")" "$(value "$ours" peak_gpu_mb)" ""
+    line="ours train $c bf16: $(value "$ours" tokens_per_s) tokens/s, MFU $(percent "$(value "$ours" mfu_dense)") ($(percent "$(value "$ours" mfu_measured)") of measured)"
+    for mode in eager compile; do
+        t=$(grep -h "^torch train $c-$mode " "$tmp/torch.txt" 2> /dev/null)
+        name="PyTorch $mode"
+        [ $mode = compile ] && name="torch.compile"
+        if [ -z "$t" ]; then
+            row "$c" "$name" - - - - - "not run"
+            line="$line, no ratio to $name"
+            continue
+        fi
+        tms=$(value "$t" ms_per_step)
+        row "$c" "$name" "$tms" "$(value "$t" tokens_per_s)" - - "$(value "$t" peak_gpu_mb)" "$(ratio "$tms" "$oms")"
+        line="$line, $(ratio "$tms" "$oms") $name"
+    done
+    summary="$summary$line
+"
+done
+cat "$tmp/torch-env" "$tmp/table" 2> /dev/null
+echo
+printf '%s' "$summary"
