@@ -249,7 +249,9 @@ class Transformer(nn.Module):
         self.encoder = Stack(EncoderLayer, cfg["n_enc"], *args)
         self.decoder = Stack(DecoderLayer, cfg["n_dec"], *args)
         self.drop = nn.Dropout(dropout)
-        self._pe = torch.zeros(0, d)
+        # The sinusoids as a buffer (not saved): they follow .to(device), and a forward within
+        # max_len only slices them (torch.compile sees no attribute change).
+        self.register_buffer("_pe", sinusoid_table(max(cfg["max_len"], 64), d), persistent=False)
 
     # -- inputs and outputs
     def positions(self, length, offset=0):
