@@ -36,8 +36,9 @@ calls, the second sent within 30 seconds of the first's answer (the machine then
 and keeps the build; on 2026-11-27 an H100 took 151 s, then 532 s with the training run):
   1. command: STAGES="build tests bench" GPU_CHECK_SECONDS=300 LOG_DIR=$OUT make gpu-check
      carry:   []                                     timeout_s: 360
-  2. command: GPU_CHECK_CONTINUE=1 STAGES="build train translate sanitize" GPU_CHECK_SECONDS=480 LOG_DIR=$OUT make gpu-check
+  2. command: GPU_CHECK_CONTINUE=1 GPU_CHECK_SECONDS=480 LOG_DIR=$OUT make gpu-check
      carry:   ["data/corpus", ".whl"]                timeout_s: 540 (less when less is left)
-A step the budget cuts is listed at the end (exit status 3); racecheck over test_cuda, the
-slowest (over 277 s), comes last.
+The second call has every stage: it skips what the first finished and runs first what the
+first's budget cut. A step still cut is listed at the end (exit status 3); racecheck over
+test_cuda, the slowest (over 330 s), comes last.
 EOF
