@@ -15,23 +15,14 @@
 # Without a GPU it prints SKIP and why, and exits 0.
 set -u
 BUILD=${1:-build}
-PY=${PYTHON:-python3}
 TOKENS=${TOKENS:-25000}
-value() { echo "$1" | tr ' ' '\n' | sed -n "s/^$2=//p" | head -n 1; }
-ratio() { [ -n "$1" ] && [ -n "$2" ] && awk "BEGIN { printf \"%.2fx\", $1 / $2 }" || echo "no ratio"; }
+. bench/gpu_env.sh   # PY, value, ratio, gpu_env
 percent() { [ -n "$1" ] && awk "BEGIN { printf \"%.1f%%\", 100 * $1 }" || echo "-"; }
 row() { printf '%-6s | %-22s | %9s | %11s | %10s | %10s | %9s | %s\n' "$@" >> "$tmp/table"; }
 
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
-if ! nvidia-smi > /dev/null 2>&1; then
-    echo "SKIP bench_train_gpu: no GPU (nvidia-smi does not answer)"
-    exit 0
-fi
-echo "# GPU: $(nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader | head -n 1)"
-torch_ok=1
-$PY -c 'import torch, sys; sys.exit(0 if torch.cuda.is_available() else 1)' 2> /dev/null || torch_ok=0
-[ $torch_ok = 1 ] || echo "# PyTorch: $PY has no CUDA PyTorch: its rows are not run"
+gpu_env bench_train_gpu
 summary=""
 row config side "ms/step" "tokens/s" "MFU (989)" "MFU (meas.)" "GPU MB" "PyTorch time / ours"
 for c in ${BENCH_CONFIGS:-base big}; do

@@ -25,23 +25,14 @@ MODEL=${1:-runs/default/average.safetensors}
 VOCAB=${VOCAB:-$(dirname "$MODEL")/vocab.bpe}
 DATA=${DATA:-data/corpus/default}
 BUILD=${BUILD:-build}
-PY=${PYTHON:-python3}
 CT2=${CT2_PYTHON:-python3}
 BATCH_TOKENS=${BATCH_TOKENS:-16000}
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
-value() { echo "$1" | tr ' ' '\n' | sed -n "s/^$2=//p"; }
-ratio() { [ -n "$1" ] && [ -n "$2" ] && awk "BEGIN { printf \"%.2fx\", $1 / $2 }" || echo "no ratio"; }
+. bench/gpu_env.sh   # PY, value, ratio, gpu_env
 row() { printf '%-7s | %-24s | %12s %10s | %9s | %s\n' "$@"; }
 
-if ! nvidia-smi > /dev/null 2>&1; then
-    echo "SKIP bench_translate_gpu: no GPU (nvidia-smi does not answer)"
-    exit 0
-fi
-echo "# GPU: $(nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader | head -n 1)"
-torch_ok=1
-$PY -c 'import torch, sys; sys.exit(0 if torch.cuda.is_available() else 1)' 2> /dev/null || torch_ok=0
-[ $torch_ok = 1 ] || echo "# PyTorch: $PY has no CUDA PyTorch: its rows are not run"
+gpu_env bench_translate_gpu
 
 # ---- 1. the synthetic base-model batch
 synthetic="--config base --sentences 128 --length 25"
