@@ -261,9 +261,8 @@ class Transformer(nn.Module):
                 raise ValueError(f"position {offset + length - 1} beyond the learned table "
                                  f"(max_len {self.cfg['max_len']})")
             return self.pos_embed.weight[offset:offset + length]
-        device = self.embed.weight.device   # (the table follows the model to the GPU)
-        if self._pe.shape[0] < offset + length or self._pe.device != device:
-            self._pe = sinusoid_table(max(2 * (offset + length), 64), self.cfg["d_model"]).to(device)
+        if self._pe.shape[0] < offset + length:   # (longer than max_len: grown where the model is)
+            self._pe = sinusoid_table(max(2 * (offset + length), 64), self.cfg["d_model"]).to(self._pe.device)
         return self._pe[offset:offset + length]
 
     def embed_tokens(self, tokens, offset=0):

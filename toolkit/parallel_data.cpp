@@ -54,7 +54,6 @@ static std::string line_problem(const std::string& line) {
     return "";
 }
 
-
 static bool read_file(const std::string& path, std::string* text, std::string* error) {
     std::ifstream f(path, std::ios::binary);
     if (!f) {
