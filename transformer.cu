@@ -244,6 +244,32 @@ __global__ void column_partials_kernel(float* partial, Term term, int rows, int 
     }
 }
 
+// The same sums for plain rows y (rows, cols) on 16-byte boundaries (cols a multiple of P): a
+// thread takes P consecutive columns, 16 bytes a load (bias gradients read the widest tensors of
+// the backward, d_ff = 2048 columns in the FFN); the order per column is the kernel's above.
+template <class T>
+__global__ void column_partials_packed_kernel(float* partial, const T* y, int rows, int cols) {
+    constexpr int P = Pack16<T>::N;
+    __shared__ float s[8][32 * P + 1];
+    const int c0 = (blockIdx.x * 32 + threadIdx.x) * P, chunk = blockIdx.y;
+    const int r0 = chunk * CHUNK_ROWS, r1 = min(rows, r0 + CHUNK_ROWS);
+    float acc[P] = {};
+    if (c0 < cols)
+        for (int r = r0 + threadIdx.y; r < r1; r += 8) {
+            const Pack16<T> v = *reinterpret_cast<const Pack16<T>*>(y + (size_t)r * cols + c0);
+            for (int j = 0; j < P; j++) acc[j] += to_float(v.v[j]);
+        }
+    for (int j = 0; j < P; j++) s[threadIdx.y][threadIdx.x * P + j] = acc[j];
+    __syncthreads();
+    for (int e = threadIdx.y * 32 + threadIdx.x; e < 32 * P; e += 256) {   // a thread a column
+        const int c = blockIdx.x * 32 * P + e;
+        if (c >= cols) continue;
+        float t = s[0][e];
+        for (int k = 1; k < 8; k++) t += s[k][e];
+        partial[(size_t)chunk * cols + c] = t;
+    }
+}
+
 __global__ void column_finish_kernel(float* out, const float* partial, int chunks, int cols) {
     const int c = blockIdx.x * blockDim.x + threadIdx.x;
     if (c >= cols) return;
@@ -474,6 +500,92 @@ __global__ void residual_layernorm_backward_dx_kernel(T* dx, T* df, const T* dy,
         for (int j = 0; j < P; j++)
             v[j] = p <= 0 ? v[j] : dropout_keep(seed, base + c0 + j, p) ? __fmul_rn(v[j], scale) : 0.0f;
         store_group(df + base, v, c0, d, vec);
+    }
+}
+
+// LayerNorm's backward in one pass for rows of at most G groups a lane (d <= 32 P G; the backend
+// takes it for G <= 4: d_model 1024 in bf16, 512 in fp32): a warp holds its row's dy, dy * g
+// and xhat in registers, so each tensor is read once and dg, db need no pass of their own. Warp
+// w of block k takes rows 128 k + w, + WARPS, ... (LN_ROWS_PER_WARP of them); a lane adds its
+// columns' dy * xhat and dy over them in row order, then the block adds its warps in order into
+// partial (2, blocks, d): dg's terms, then db's (column_finish_kernel adds the blocks in order).
+// dx = rstd * (dy g - mean(dy g) - xhat mean(dy g xhat)) + dx_beta dx; with df, the residual
+// block's end: df = dropout'(dx) from dx as stored (rounded to T), dx_beta 0.
+constexpr int LN_ROWS_PER_WARP = 16;
+constexpr int LN_BLOCK_ROWS = LN_ROWS_PER_WARP * WARPS;
+
+template <class T, int G>
+__global__ void layernorm_backward_fused_kernel(T* dx, float dx_beta, T* df, float* partial, const T* dy,
+                                                const T* x, const float* mean, const float* rstd, const T* g,
+                                                int rows, int d, float p, uint64_t seed) {
+    constexpr int P = Pack16<T>::N;
+    extern __shared__ float ln_block_terms[];   // (WARPS, d)
+    const bool vec = packed<T>(d, dx, df, dy, x, g);
+    const int warp = threadIdx.x / 32;
+    const float scale = p > 0 ? 1.0f / (1.0f - p) : 1.0f;
+    float dg_terms[G][P] = {}, db_terms[G][P] = {};
+    for (int k = 0; k < LN_ROWS_PER_WARP; k++) {
+        const int r = blockIdx.x * LN_BLOCK_ROWS + k * WARPS + warp;
+        if (r >= rows) break;
+        const size_t base = (size_t)r * d;
+        const float mu = mean[r], rs = rstd[r];
+        float gy[G][P], xh[G][P], s1 = 0.0f, s2 = 0.0f;   // dy * g, xhat (0 past d)
+#pragma unroll
+        for (int i = 0; i < G; i++) {
+            const int c0 = first_group<T>() + i * group_stride<T>();
+            float dyv[P] = {}, xv[P] = {}, gv[P] = {};
+            if (c0 < d) {
+                load_group(dyv, dy + base, c0, d, vec);
+                load_group(xv, x + base, c0, d, vec);
+                load_group(gv, g, c0, d, vec);
+            }
+#pragma unroll
+            for (int j = 0; j < P; j++) {
+                xh[i][j] = c0 + j < d ? (xv[j] - mu) * rs : 0.0f;
+                gy[i][j] = dyv[j] * gv[j];
+                s1 += gy[i][j];
+                s2 += gy[i][j] * xh[i][j];
+                dg_terms[i][j] += dyv[j] * xh[i][j];
+                db_terms[i][j] += dyv[j];
+            }
+        }
+        const float m1 = warp_sum(s1) / d, m2 = warp_sum(s2) / d;
+#pragma unroll
+        for (int i = 0; i < G; i++) {
+            const int c0 = first_group<T>() + i * group_stride<T>();
+            if (c0 >= d) continue;
+            float v[P], old[P] = {};
+            if (dx_beta != 0.0f) load_group(old, dx + base, c0, d, vec);
+#pragma unroll
+            for (int j = 0; j < P; j++) {
+                v[j] = rs * (gy[i][j] - m1 - xh[i][j] * m2);
+                if (dx_beta != 0.0f) v[j] += dx_beta * old[j];
+            }
+            store_group(dx + base, v, c0, d, vec);
+            if (!df) continue;
+#pragma unroll
+            for (int j = 0; j < P; j++) {
+                const float stored = to_float(from_float<T>(v[j]));
+                v[j] = p <= 0 ? stored : dropout_keep(seed, base + c0 + j, p) ? __fmul_rn(stored, scale) : 0.0f;
+            }
+            store_group(df + base, v, c0, d, vec);
+        }
+    }
+    for (int half = 0; half < 2; half++) {   // the warps' dg terms, then their db terms
+#pragma unroll
+        for (int i = 0; i < G; i++)
+#pragma unroll
+            for (int j = 0; j < P; j++) {
+                const int c = first_group<T>() + i * group_stride<T>() + j;
+                if (c < d) ln_block_terms[warp * d + c] = half ? db_terms[i][j] : dg_terms[i][j];
+            }
+        __syncthreads();
+        for (int c = threadIdx.x; c < d; c += blockDim.x) {
+            float t = ln_block_terms[c];
+            for (int w = 1; w < WARPS; w++) t += ln_block_terms[w * d + c];
+            partial[((size_t)half * gridDim.x + blockIdx.x) * d + c] = t;
+        }
+        __syncthreads();
     }
 }
 
@@ -1371,19 +1483,15 @@ __device__ void row_update(T* z, int n, F f) {
     for (int k = head + packs * P + threadIdx.x; k < n; k += blockDim.x) z[k] = from_float<T>(f(k, to_float(z[k])));
 }
 
-// lse = log sum exp(z) in one pass: each thread keeps its running maximum m and sum of exp(z - m)
-// (rescaled when m grows), then the block joins them at the largest m.
+// Row z (V) with label y: lse = log sum exp(z) in one pass, each thread keeping its running
+// maximum m and sum of exp(z - m) (rescaled when m grows), then the block joins them at the
+// largest m; every thread gets lse (rounded to float, as saved), thread 0 writes the row's loss.
+// z[y] is read before the first barrier, so the block may overwrite z once this returns.
 template <class T>
-__global__ void crossentropy_forward_kernel(float* lse, double* row_loss, const T* logits,
-                                            const int* labels, int V, float eps) {
+__device__ float crossentropy_row(double* row_loss, const T* z, int y, int V, float eps) {
     __shared__ float sf[32];
     __shared__ double sd[32];
-    const int r = blockIdx.x;
-    if (labels[r] == PAD_ID) {
-        if (threadIdx.x == 0) lse[r] = 0.0f, row_loss[r] = 0.0;
-        return;
-    }
-    const T* z = logits + (size_t)r * V;
+    const float zy = threadIdx.x == 0 ? to_float(z[y]) : 0.0f;
     float m = -INFINITY, sum = 0.0f;
     double sum_z = 0.0;
     row_for_each(z, V, [&](int, float v) {
@@ -1394,11 +1502,32 @@ __global__ void crossentropy_forward_kernel(float* lse, double* row_loss, const 
     const float mx = block_reduce(m, Max(), sf);
     sum = block_reduce(m == -INFINITY ? 0.0f : sum * expf(m - mx), Add(), sf);
     sum_z = block_reduce(sum_z, Add(), sd);
-    if (threadIdx.x == 0) {
-        const double l = (double)mx + log((double)sum);
-        lse[r] = (float)l;
-        row_loss[r] = l - (1.0 - eps) * to_float(z[labels[r]]) - (double)eps / V * sum_z;
+    const double l = (double)mx + log((double)sum);
+    if (threadIdx.x == 0) *row_loss = l - (1.0 - eps) * zy - (double)eps / V * sum_z;
+    return (float)l;
+}
+
+// Row z (V) becomes dlogits = (softmax(z) - q) * scale in place (0 on a PAD row).
+template <class T>
+__device__ void crossentropy_row_gradient(T* z, int y, float lse, int V, float eps, float scale) {
+    const float off = eps / V;
+    row_update(z, V, [&](int k, float v) {
+        if (y == PAD_ID) return 0.0f;
+        const float g = (expf(v - lse) - off) * scale;
+        return k == y ? g - (1.0f - eps) * scale : g;
+    });
+}
+
+template <class T>
+__global__ void crossentropy_forward_kernel(float* lse, double* row_loss, const T* logits,
+                                            const int* labels, int V, float eps) {
+    const int r = blockIdx.x;
+    if (labels[r] == PAD_ID) {
+        if (threadIdx.x == 0) lse[r] = 0.0f, row_loss[r] = 0.0;
+        return;
     }
+    const float l = crossentropy_row(&row_loss[r], logits + (size_t)r * V, labels[r], V, eps);
+    if (threadIdx.x == 0) lse[r] = l;
 }
 
 // out[0] = sum of v (n) in a fixed order, or out[0] += it when add: one block.
@@ -1413,13 +1542,22 @@ __global__ void sum_kernel(double* out, const double* v, int n, bool add) {
 template <class T>
 __global__ void crossentropy_backward_kernel(T* logits, const float* lse, const int* labels, int V,
                                              float eps, float scale) {
+    const int r = blockIdx.x;
+    crossentropy_row_gradient(logits + (size_t)r * V, labels[r], lse[r], V, eps, scale);
+}
+
+// Both in one pass over the logits' memory: a block reads its row for lse, then reads it again
+// (from the L2 cache, as a rule) to write the gradient; the same values as the two kernels.
+template <class T>
+__global__ void crossentropy_forward_backward_kernel(float* lse, double* row_loss, T* logits, const int* labels,
+                                                     int V, float eps, float scale) {
     const int r = blockIdx.x, y = labels[r];
-    const float off = eps / V, l = lse[r];
-    row_update(logits + (size_t)r * V, V, [&](int k, float v) {
-        if (y == PAD_ID) return 0.0f;
-        const float g = (expf(v - l) - off) * scale;
-        return k == y ? g - (1.0f - eps) * scale : g;
-    });
+    T* z = logits + (size_t)r * V;
+    float l = 0.0f;
+    if (y != PAD_ID) l = crossentropy_row(&row_loss[r], z, y, V, eps);
+    else if (threadIdx.x == 0) row_loss[r] = 0.0;
+    if (threadIdx.x == 0) lse[r] = l;
+    crossentropy_row_gradient(z, y, l, V, eps, scale);
 }
 
 // (value, id) a before b in top-k order: the larger value, on equal values the lower id; id -1
@@ -1894,9 +2032,7 @@ public:
                          const floatX* X, const floatX* W, int rows, int in, int out) override {
         if (dX) matmul(false, false, in, rows, out, W, in, dY, out, dX, in, act_type(), dX_beta, nullptr);
         matmul(false, true, in, out, rows, X, in, dY, out, dW, in, CUDA_R_32F, 1.0f, nullptr);
-        if (!db) return;
-        if (bf()) column_sum(db, cuda::RowTerm<bf16>{(const bf16*)dY, out}, rows, out);
-        else column_sum(db, cuda::RowTerm<float>{(const float*)dY, out}, rows, out);
+        if (db) row_sum(db, dY, rows, out);
     }
 
     // The bias and the ReLU in cuBLASLt's epilogue (RELU_BIAS): no pass of its own over Y.
@@ -1932,6 +2068,7 @@ public:
     void layernorm_backward(floatX* dx, float dx_beta, float* dg, float* db, const floatX* dy,
                             const floatX* x, const float* mean, const float* rstd, const floatX* g,
                             int rows, int d) override {
+        if (layernorm_backward_fused(dx, dx_beta, nullptr, dg, db, dy, x, mean, rstd, g, rows, d, 0.0f, 0)) return;
         const dim3 blocks(cuda::warp_grid(rows)), threads(32 * cuda::WARPS);
         if (bf()) launch(cuda::layernorm_backward_dx_kernel<bf16>, blocks, threads, 0, (bf16*)dx, dx_beta, (const bf16*)dy, (const bf16*)x, mean, rstd, (const bf16*)g, rows, d);
         else launch(cuda::layernorm_backward_dx_kernel<float>, blocks, threads, 0, (float*)dx, dx_beta, (const float*)dy, (const float*)x, mean, rstd, (const float*)g, rows, d);
@@ -1947,21 +2084,47 @@ public:
     void residual_layernorm_backward(floatX* dx, floatX* df, float* dg, float* db, const floatX* dy,
                                      const floatX* r, const float* mean, const float* rstd,
                                      const floatX* g, int rows, int d, float p, uint64_t seed) override {
+        if (layernorm_backward_fused(dx, 0.0f, df, dg, db, dy, r, mean, rstd, g, rows, d, p, seed)) return;
         const dim3 blocks(cuda::warp_grid(rows)), threads(32 * cuda::WARPS);
         if (bf()) launch(cuda::residual_layernorm_backward_dx_kernel<bf16>, blocks, threads, 0, (bf16*)dx, (bf16*)df, (const bf16*)dy, (const bf16*)r, mean, rstd, (const bf16*)g, rows, d, p, seed);
         else launch(cuda::residual_layernorm_backward_dx_kernel<float>, blocks, threads, 0, (float*)dx, (float*)df, (const float*)dy, (const float*)r, mean, rstd, (const float*)g, rows, d, p, seed);
         layernorm_parameter_grads(dg, db, dy, r, mean, rstd, rows, d);
     }
+    // layernorm_backward_fused_kernel where a row fits its registers (false where not: the two
+    // kernels below then take it); dg, db += its blocks' partial sums, in block order.
+    bool layernorm_backward_fused(floatX* dx, float dx_beta, floatX* df, float* dg, float* db, const floatX* dy,
+                                  const floatX* x, const float* mean, const float* rstd, const floatX* g, int rows,
+                                  int d, float p, uint64_t seed) {
+        const int per_group = 32 * (bf() ? 8 : 4), groups = (d + per_group - 1) / per_group;
+        if (groups > 4) return false;
+        const int blocks = (rows + cuda::LN_BLOCK_ROWS - 1) / cuda::LN_BLOCK_ROWS;
+        if (blocks == 0) return true;
+        float* partial = (float*)scratch(2, 2 * (size_t)blocks * d * sizeof(float));
+        const size_t smem = (size_t)cuda::WARPS * d * sizeof(float);
+        if (bf()) {
+            auto kernel = groups == 1 ? cuda::layernorm_backward_fused_kernel<bf16, 1>
+                        : groups == 2 ? cuda::layernorm_backward_fused_kernel<bf16, 2>
+                                      : cuda::layernorm_backward_fused_kernel<bf16, 4>;
+            launch(kernel, dim3(blocks), dim3(32 * cuda::WARPS), smem, (bf16*)dx, dx_beta, (bf16*)df, partial,
+                   (const bf16*)dy, (const bf16*)x, mean, rstd, (const bf16*)g, rows, d, p, seed);
+        } else {
+            auto kernel = groups == 1 ? cuda::layernorm_backward_fused_kernel<float, 1>
+                        : groups == 2 ? cuda::layernorm_backward_fused_kernel<float, 2>
+                                      : cuda::layernorm_backward_fused_kernel<float, 4>;
+            launch(kernel, dim3(blocks), dim3(32 * cuda::WARPS), smem, (float*)dx, dx_beta, (float*)df, partial,
+                   (const float*)dy, (const float*)x, mean, rstd, (const float*)g, rows, d, p, seed);
+        }
+        const dim3 finish((d + 255) / 256), threads(256);
+        launch(cuda::column_finish_kernel, finish, threads, 0, dg, (const float*)partial, blocks, d);
+        launch(cuda::column_finish_kernel, finish, threads, 0, db, (const float*)partial + (size_t)blocks * d, blocks, d);
+        return true;
+    }
     // dg (d) += sum over rows of dy * xhat, db (d) += sum over rows of dy: deterministic sums.
     void layernorm_parameter_grads(float* dg, float* db, const floatX* dy, const floatX* x, const float* mean,
                                    const float* rstd, int rows, int d) {
-        if (bf()) {
-            column_sum(dg, cuda::GainTerm<bf16>{(const bf16*)dy, (const bf16*)x, mean, rstd, d}, rows, d);
-            column_sum(db, cuda::RowTerm<bf16>{(const bf16*)dy, d}, rows, d);
-        } else {
-            column_sum(dg, cuda::GainTerm<float>{(const float*)dy, (const float*)x, mean, rstd, d}, rows, d);
-            column_sum(db, cuda::RowTerm<float>{(const float*)dy, d}, rows, d);
-        }
+        if (bf()) column_sum(dg, cuda::GainTerm<bf16>{(const bf16*)dy, (const bf16*)x, mean, rstd, d}, rows, d);
+        else column_sum(dg, cuda::GainTerm<float>{(const float*)dy, (const float*)x, mean, rstd, d}, rows, d);
+        row_sum(db, dy, rows, d);
     }
 
     void attention_forward(floatX* ctx, float* probs, const floatX* q, const floatX* kv,
@@ -2129,6 +2292,13 @@ public:
                                float eps, float scale) override {
         if (bf()) launch(cuda::crossentropy_backward_kernel<bf16>, dim3(rows), dim3(cuda::THREADS), 0, (bf16*)logits, lse, labels, V, eps, scale);
         else launch(cuda::crossentropy_backward_kernel<float>, dim3(rows), dim3(cuda::THREADS), 0, (float*)logits, lse, labels, V, eps, scale);
+    }
+    void crossentropy_forward_backward(float* lse, double* loss, floatX* logits, const int* labels, int rows,
+                                       int V, float eps, float scale) override {
+        double* row_loss = (double*)scratch(0, (size_t)rows * sizeof(double));
+        if (bf()) launch(cuda::crossentropy_forward_backward_kernel<bf16>, dim3(rows), dim3(cuda::THREADS), 0, lse, row_loss, (bf16*)logits, labels, V, eps, scale);
+        else launch(cuda::crossentropy_forward_backward_kernel<float>, dim3(rows), dim3(cuda::THREADS), 0, lse, row_loss, (float*)logits, labels, V, eps, scale);
+        launch(cuda::sum_kernel, dim3(1), dim3(1024), 0, loss, (const double*)row_loss, rows, true);
     }
     void logsoftmax_topk(int* tokens, float* logp, const floatX* logits, int rows, int V, int ld, int k,
                          int banned) override {
@@ -2310,6 +2480,20 @@ private:
         const int chunks = (rows + cuda::CHUNK_ROWS - 1) / cuda::CHUNK_ROWS;
         float* partial = (float*)scratch(2, (size_t)chunks * cols * sizeof(float));
         launch(cuda::column_partials_kernel<Term>, dim3((cols + 31) / 32, chunks), dim3(32, 8), 0, partial, term, rows, cols);
+        launch(cuda::column_finish_kernel, dim3((cols + 255) / 256), dim3(256), 0, out, (const float*)partial, chunks, cols);
+    }
+    // out (cols) += column sums of y (rows, cols): 16 bytes a load where y allows.
+    void row_sum(float* out, const floatX* y, int rows, int cols) {
+        const int P = 16 / (int)floatx_size();
+        if (cols % P != 0 || (uintptr_t)y % 16 != 0) {
+            if (bf()) return column_sum(out, cuda::RowTerm<bf16>{(const bf16*)y, cols}, rows, cols);
+            return column_sum(out, cuda::RowTerm<float>{(const float*)y, cols}, rows, cols);
+        }
+        const int chunks = (rows + cuda::CHUNK_ROWS - 1) / cuda::CHUNK_ROWS;
+        float* partial = (float*)scratch(2, (size_t)chunks * cols * sizeof(float));
+        const dim3 blocks((cols + 32 * P - 1) / (32 * P), chunks), threads(32, 8);
+        if (bf()) launch(cuda::column_partials_packed_kernel<bf16>, blocks, threads, 0, partial, (const bf16*)y, rows, cols);
+        else launch(cuda::column_partials_packed_kernel<float>, blocks, threads, 0, partial, (const float*)y, rows, cols);
         launch(cuda::column_finish_kernel, dim3((cols + 255) / 256), dim3(256), 0, out, (const float*)partial, chunks, cols);
     }
 

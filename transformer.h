@@ -342,6 +342,14 @@ public:
     // In place: logits (rows, V) become dlogits = (softmax - q) * scale; PAD rows become 0.
     virtual void crossentropy_backward(floatX* logits, const float* lse, const int* labels,
                                        int rows, int V, float eps, float scale) = 0;
+    // Both, one after the other (training): the same lse, *loss and dlogits; a GPU reads the
+    // logits once for both.
+    virtual void crossentropy_forward_backward(float* lse, double* loss, floatX* logits,
+                                               const int* labels, int rows, int V, float eps,
+                                               float scale) {
+        crossentropy_forward(lse, loss, logits, labels, rows, V, eps);
+        crossentropy_backward(logits, lse, labels, rows, V, eps, scale);
+    }
     // Decoding: per row of logits (rows, V; row stride ld), the k best tokens (rows, k) and
     // their log-probabilities z - logsumexp(z), best first, ties to the lowest id (token -1,
     // log-probability -inf past V). The token `banned` (or -1 for none) counts as -inf, in the

@@ -808,9 +808,9 @@ static double classifier(const Pass& ps, bool backward, float grad_scale) {
     for_each_logit_chunk(ps, a->dec_out, ps.B * ps.T, [&](int r0, int n) {
         float* lse = a->lse + r0;
         const int* labels = a->labels + r0;
-        ps.ops.crossentropy_forward(lse, a->loss, a->logits, labels, n, c.vocab, c.label_smoothing);
-        if (!backward) return;
-        ps.ops.crossentropy_backward(a->logits, lse, labels, n, c.vocab, c.label_smoothing, grad_scale);
+        if (!backward) return ps.ops.crossentropy_forward(lse, a->loss, a->logits, labels, n, c.vocab, c.label_smoothing);
+        ps.ops.crossentropy_forward_backward(lse, a->loss, a->logits, labels, n, c.vocab, c.label_smoothing,
+                                             grad_scale);
         ps.ops.linear_backward(ps.at(a->d_a, (size_t)r0 * d), 0.0f, ps.G(ps.m->layout.embed), nullptr,
                                a->logits, ps.at(a->dec_out, (size_t)r0 * d), ps.W(ps.m->layout.embed),
                                n, d, c.vocab);

@@ -240,6 +240,11 @@ void ProfiledBackend::crossentropy_backward(floatX* logits, const float* lse, co
     inner_->crossentropy_backward(logits, lse, labels, rows, V, eps, scale);
     done("crossentropy_backward", 0, 2.0 * rows * V * fx() + 8.0 * rows);
 }
+void ProfiledBackend::crossentropy_forward_backward(float* lse, double* loss, floatX* logits, const int* labels,
+                                                    int rows, int V, float eps, float scale) {
+    inner_->crossentropy_forward_backward(lse, loss, logits, labels, rows, V, eps, scale);
+    done("crossentropy_forward_backward", 0, 2.0 * rows * V * fx() + 8.0 * rows);   // read once, written once
+}
 void ProfiledBackend::logsoftmax_topk(int* tokens, float* logp, const floatX* logits, int rows, int V, int ld,
                                       int k, int banned) {
     inner_->logsoftmax_topk(tokens, logp, logits, rows, V, ld, k, banned);

@@ -102,6 +102,8 @@ public:
                               int V, float eps) override;
     void crossentropy_backward(floatX* logits, const float* lse, const int* labels, int rows, int V,
                                float eps, float scale) override;
+    void crossentropy_forward_backward(float* lse, double* loss, floatX* logits, const int* labels, int rows,
+                                       int V, float eps, float scale) override;
     void logsoftmax_topk(int* tokens, float* logp, const floatX* logits, int rows, int V, int ld, int k,
                          int banned) override;
     void logsoftmax_gather(float* logp, const floatX* logits, const int* tokens, int rows, int V,

@@ -199,6 +199,7 @@ if want sanitize && [ -n "$SANITIZER" ]; then
     step memcheck-batched env TRANSFORMER_ATTENTION=batched $SAN --tool memcheck build/test_ops --device cuda --precision bf16 --section "Scaled Dot-Product Attention"
     step memcheck-tiled env TRANSFORMER_ATTENTION=tiled $SAN --tool memcheck build/test_ops --device cuda --precision bf16 --section "Scaled Dot-Product Attention"
     step racecheck-fused $SAN --tool racecheck build/test_ops --device cuda --precision bf16 --section "Scaled Dot-Product Attention"
+    step racecheck-layernorm $SAN --tool racecheck build/test_ops --device cuda --precision bf16 --section "Residual Dropout"
     step racecheck-ops $SAN --tool racecheck build/test_ops --device cuda --precision fp32
     step racecheck-model $SAN --tool racecheck build/test_cuda --quick
 elif want sanitize; then

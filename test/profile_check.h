@@ -57,14 +57,14 @@ inline void profiled_step_checks(const std::string& label, const std::function<s
           sum_ms, wall_ms);
     const int rows = b.B * b.T, chunk = chunk_rows > 0 ? chunk_rows : rows;
     const long chunks = (rows + chunk - 1) / chunk, layers = c.n_enc + 2L * c.n_dec;
-    check(by["adam_step"].calls == 1 && by["global_norm"].calls == 1 && by["crossentropy_forward"].calls == chunks &&
-              by["crossentropy_backward"].calls == chunks && by["attention_forward"].calls == layers &&
+    check(by["adam_step"].calls == 1 && by["global_norm"].calls == 1 && by["crossentropy_forward_backward"].calls == chunks &&
+              by["attention_forward"].calls == layers &&
               by["attention_backward"].calls == layers && by["embedding_forward"].calls == 2 &&
               by["embedding_backward"].calls == 2,
-          "%s: the report counts the step's calls: adam_step %ld, global_norm %ld, crossentropy forward/backward "
-          "%ld/%ld (%ld chunks of %d rows), attention forward/backward %ld/%ld (%ld layers), embedding forward/"
+          "%s: the report counts the step's calls: adam_step %ld, global_norm %ld, crossentropy_forward_backward "
+          "%ld (%ld chunks of %d rows), attention forward/backward %ld/%ld (%ld layers), embedding forward/"
           "backward %ld/%ld", label.c_str(), by["adam_step"].calls, by["global_norm"].calls,
-          by["crossentropy_forward"].calls, by["crossentropy_backward"].calls, chunks, chunk,
+          by["crossentropy_forward_backward"].calls, chunks, chunk,
           by["attention_forward"].calls, by["attention_backward"].calls, layers, by["embedding_forward"].calls,
           by["embedding_backward"].calls);
 

@@ -576,11 +576,12 @@ void test_linear_backward(Backend& be, Backend* cpu) {
     enum { NO_DX, DX_BETA0, DX_BETA1, DX_BETA_HALF };
     const float beta[] = {0.0f, 0.0f, 1.0f, 0.5f};
     struct Case { int rows, in, out; bool bias; int dx; };
-    // The last: the tied logits' backward in model.cpp (b nullptr, out = V).
+    // {6, 16, 1000}: the tied logits' backward in model.cpp (b nullptr, out = V).
     const Case cases[] = {{1, 5, 3, true, DX_BETA0},    {3, 16, 7, false, DX_BETA1},
                           {17, 67, 33, true, NO_DX},    {17, 67, 33, true, DX_BETA1},
                           {40, 96, 130, true, DX_BETA0}, {5, 9, 4, true, DX_BETA_HALF},
-                          {6, 16, 1000, false, DX_BETA0}};
+                          {6, 16, 1000, false, DX_BETA0}, {300, 64, 264, true, DX_BETA0}};
+    // 264 columns: the GPU's db by 16-byte loads (columns in whole packs), over two blocks of rows
     for (const Case& c : cases) {
         const size_t nx = (size_t)c.rows * c.in, nw = (size_t)c.out * c.in;
         const Vec X = rand_x(be, nx), W = rand_x(be, nw, -0.3f, 0.3f);
@@ -864,8 +865,11 @@ void same_with_one_thread(Backend& be, const std::string& name, const Out& got, 
 // 100 rows: the CPU sums dg, db in blocks of 32 rows (the last one partial), then block by block.
 void test_layernorm_backward(Backend& be, Backend* cpu) {
     struct Case { int rows, d; float beta; };
+    // the GPU's one-pass kernel (a row in registers, blocks of 128 rows) over 1, 2, 3 blocks,
+    // with groups past d (d = 300, 600); d = 1100 is past its registers (the two-pass kernels)
     std::vector<Case> cases = {{1, 5, 0.0f}, {3, 16, 1.0f}, {17, 67, 0.0f}, {17, 67, 1.0f},
-                               {8, 512, 1.0f}, {1, 4, 0.5f}, {100, 67, 1.0f}};
+                               {8, 512, 1.0f}, {1, 4, 0.5f}, {100, 67, 1.0f}, {300, 96, 1.0f},
+                               {20, 600, 0.0f}, {5, 1100, 1.0f}};
     for (const Case& c : cases) {
         const int rows = c.rows, d = c.d;
         const size_t n = (size_t)rows * d;
@@ -965,7 +969,8 @@ void test_residual_layernorm_forward(Backend& be, Backend* cpu) {
 // against the same backend's layernorm_backward + copy + dropout_backward.
 void test_residual_layernorm_backward(Backend& be, Backend* cpu) {
     struct Case { int rows, d; float p; };
-    const Case cases[] = {{1, 5, 0.0f}, {3, 16, 0.1f}, {17, 67, 0.3f}, {8, 512, 0.1f}, {100, 67, 0.1f}};
+    const Case cases[] = {{1, 5, 0.0f}, {3, 16, 0.1f}, {17, 67, 0.3f}, {8, 512, 0.1f}, {100, 67, 0.1f},
+                          {300, 96, 0.1f}, {20, 300, 0.3f}, {5, 1100, 0.1f}};   // as test_layernorm_backward's
     uint32_t site = 470;
     for (const Case& c : cases) {
         const int rows = c.rows, d = c.d;
@@ -1591,6 +1596,43 @@ void test_crossentropy_backward(Backend& be, Backend* cpu) {
                 }
         if (!pad_want.empty()) same(name + " PAD rows = 0", pad_got, pad_want);
         if (cpu) vs_cpu(name, got, run(*cpu), TOL.cross_bwd);
+    }
+}
+
+// crossentropy_forward_backward (training's, one pass on the GPU): bit for bit what the same
+// backend's forward then backward give (lse, the loss added, dlogits), so the checks above hold
+// for it; against the CPU's too.
+void test_crossentropy_forward_backward(Backend& be, Backend* cpu) {
+    struct Case { int rows, V; float eps, scale; };
+    const Case cases[] = {{1, 7, 0.0f, 1.0f}, {5, 50, 0.1f, 1.0f / 3}, {4, 1000, 0.0f, 1.0f / 7},
+                          {3, 8003, 0.1f, 0.5f}, {3, 37000, 0.1f, 0.25f}};
+    for (const Case& c : cases) {
+        const size_t n = (size_t)c.rows * c.V;
+        const Vec z = rand_x(be, n, -4, 4);
+        const IVec labels = ce_labels(c.rows, c.V);
+        struct Out { double sum; Vec lse, dz; };
+        auto run = [&](Backend& b, bool fused) {
+            Mem zm = put_x(b, z), lm = put_i(b, labels), lse(b, c.rows * 4);
+            Mem loss = put(b, std::vector<double>{1.25});
+            if (fused) {
+                b.crossentropy_forward_backward(lse.f(), (double*)loss.get(), zm.x(), lm.i(), c.rows, c.V, c.eps,
+                                                c.scale);
+            } else {
+                b.crossentropy_forward(lse.f(), (double*)loss.get(), zm.x(), lm.i(), c.rows, c.V, c.eps);
+                b.crossentropy_backward(zm.x(), lse.f(), lm.i(), c.rows, c.V, c.eps, c.scale);
+            }
+            return Out{get<double>(b, loss.get(), 1)[0], get_f(b, lse.f(), c.rows), get_x(b, zm.x(), n)};
+        };
+        const std::string name = fmt("crossentropy_forward_backward rows=%d V=%d eps=%.1f", c.rows, c.V, c.eps);
+        const Out got = run(be, true), two = run(be, false);
+        check(got.sum == two.sum, "%-52s %.17g vs %.17g", (name + " loss = forward's").c_str(), got.sum, two.sum);
+        same(name + " lse = forward's", got.lse, two.lse);
+        same(name + " dlogits = backward's", got.dz, two.dz);
+        if (cpu) {
+            const Out ref = run(*cpu, true);
+            close_scalar(name + " loss vs CPU", got.sum, ref.sum, TOL.cross_fwd);
+            vs_cpu(name + " dlogits", got.dz, ref.dz, TOL.cross_bwd);
+        }
     }
 }
 
@@ -2273,6 +2315,7 @@ const OpTest TESTS[] = {
     {nullptr, test_attention_step_cross},
     {"§3.4 the loss, §5.4 Label Smoothing; decoding's top-k", test_crossentropy_forward},
     {nullptr, test_crossentropy_backward},
+    {nullptr, test_crossentropy_forward_backward},
     {nullptr, test_logsoftmax_topk},
     {nullptr, test_logsoftmax_gather},
     {nullptr, test_logsoftmax_sample},
