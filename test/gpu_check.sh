@@ -10,7 +10,10 @@
 #
 #   LOG_DIR=/some/folder make gpu-check     (in a device call: LOG_DIR=$OUT)
 #   STAGES="build tests" make gpu-check     (a subset of: build tests bench train translate
-#                                            sanitize; all by default, in that order)
+#                                            sanitize; all by default, in that order; and
+#                                            train-base, asked for by name: the base model,
+#                                            dropout 0.3, for the same time, to weigh against
+#                                            the default small one on this corpus)
 #   MODEL=runs/default/average.safetensors  (translate this model instead of the 2-minute one)
 #   GPU_CHECK_TRAIN_TIME=1m                 (the training step's --time; unset: ./train's own
 #                                            budget on the GPU, 2 minutes for the default model)
@@ -155,6 +158,10 @@ if want train && [ -f data/corpus/default/train.en ]; then
     step train bash -c "rm -rf $WORK/run && ./train --device cuda ${GPU_CHECK_TRAIN_TIME:+--time $GPU_CHECK_TRAIN_TIME} --out $WORK/run"
 elif want train; then
     skip train "no data/corpus/default (make data here, carry data/corpus)"
+fi
+if want train-base && [ -f data/corpus/default/train.en ]; then
+    step train-base bash -c "rm -rf $WORK/run-base && ./train --device cuda --config base --dropout 0.3 \
+        --max-tokens 12500 --time ${GPU_CHECK_TRAIN_TIME:-2m} --save-every 1m --out $WORK/run-base"
 fi
 
 # ./translate on the GPU (fp32, bf16) against the CPU, greedy and beam 4, on the test set.
