@@ -519,6 +519,8 @@ float model_forward_backward(Model* m, const Batch& batch, double grad_denominat
 // (4: fp32, 2: bf16); logit_chunk_rows as Model's.
 size_t model_arena_bytes(const Config& cfg, int B, int S, int T, size_t floatx_bytes,
                          bool training, int logit_chunk_rows = 0);
+// The rows of logits m's classifier takes at once for `rows` target rows (B * T).
+int model_logit_chunk_rows(const Model* m, int rows);
 // What m's activation buffers hold now, in bytes (each grows, never shrinks: the largest
 // batch's so far): the arena, the decoding cache and the search's state.
 struct ActivationBytes { size_t arena = 0, cache = 0, search = 0; };

@@ -69,7 +69,7 @@ static double measured_peak_tflops(Backend& ops) {
 
 int main(int argc, char** argv) {
     std::string name = "tiny", device = "cpu", precision;
-    int steps = 0, tokens = 0, accum = 1;
+    int steps = 0, tokens = 0, accum = 1, chunk_rows = 0;
     bool profile = false;
     Options o("bench_train", "Times full training steps on a fixed synthetic batch.");
     o.add("--config", &name, "tiny, small, base or big", "NAME");
@@ -78,11 +78,12 @@ int main(int argc, char** argv) {
     o.add("--precision", &precision, "fp32 or bf16 (default: the device's)", "fp32|bf16");
     o.add("--tokens", &tokens, "source tokens per step (0: 4,100, base 2,050 on the CPU)");
     o.add("--accum", &accum, "micro-batches per step");
+    o.add("--logit-chunk-rows", &chunk_rows, "rows of logits the classifier takes at once (0: the model's, 2^26 logits)");
     o.add_flag("--profile", &profile, "then one more step timed op by op (\"# profile\" lines)");
     if (!o.parse(argc, argv)) return o.exit_code();
     Config c;
-    if (!config_preset(name, &c) || accum < 1 || tokens < 0) {
-        std::fprintf(stderr, "bench_train: unknown config %s, or bad --tokens/--accum\n", name.c_str());
+    if (!config_preset(name, &c) || accum < 1 || tokens < 0 || chunk_rows < 0) {
+        std::fprintf(stderr, "bench_train: unknown config %s, or bad --tokens/--accum/--logit-chunk-rows\n", name.c_str());
         return 2;
     }
     const bool large = name == "base" || name == "big";
@@ -98,6 +99,7 @@ int main(int argc, char** argv) {
         return 1;
     }
     model_init(&m, c, 1);
+    m.logit_chunk_rows = chunk_rows;
     auto train_step = [&] {
         model_zero_grad(&m);
         for (int a = 0; a < accum; a++) model_forward_backward(&m, batch, (double)batch.tgt_tokens * accum);
@@ -124,12 +126,14 @@ int main(int argc, char** argv) {
         std::printf(" peak_gpu_mb=%.0f mfu_dense=%.3f measured_peak_tflops=%.0f mfu_measured=%.3f",
                     m.backend->peak_memory() / 1e6, flops / 989e12, peak, flops / (peak * 1e12));
     }
-    std::printf("  # %s, %d pairs x %d micro-batches of 25 + 25 tokens\n", m.backend->describe().c_str(),
-                pairs, accum);
+    std::printf("  # %s, %d pairs x %d micro-batches of 25 + 25 tokens, logits %d rows at a time\n",
+                m.backend->describe().c_str(), pairs, accum, model_logit_chunk_rows(&m, batch.B * batch.T));
     if (profile) {
         ProfiledBackend* p = profile_model(&m);
         train_step();
         profile_print(stdout, p->report(), 1, med);
+        std::printf("# profile, the linear layers by shape (rows x in -> out):\n");
+        profile_print(stdout, p->report(true), 1, med);
     }
     return 0;
 }

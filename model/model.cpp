@@ -726,6 +726,7 @@ static int classifier_chunk_rows(int vocab, int chunk_rows, int rows) {
 static int classifier_chunk_rows(const Model* m, int rows) {
     return classifier_chunk_rows(m->cfg.vocab, m->logit_chunk_rows, rows);
 }
+int model_logit_chunk_rows(const Model* m, int rows) { return classifier_chunk_rows(m, rows); }
 
 size_t model_arena_bytes(const Config& cfg, int B, int S, int T, size_t floatx_bytes, bool training,
                          int logit_chunk_rows) {

@@ -16,17 +16,22 @@ void ProfiledBackend::reset() {
 
 void ProfiledBackend::clear_marks() { reset(); }
 
-void ProfiledBackend::done(const char* op, double flops, double bytes) {
-    calls_.push_back({op, inner_->time_mark(), flops, bytes});
+void ProfiledBackend::done(const char* op, double flops, double bytes, std::string shape) {
+    calls_.push_back({op, inner_->time_mark(), flops, bytes, std::move(shape)});
 }
 
-std::vector<OpProfile> ProfiledBackend::report() {
+std::vector<OpProfile> ProfiledBackend::report(bool by_shape) {
     inner_->synchronize();
     std::map<std::string, OpProfile> by_op;
     int from = start_mark_;
     for (const Call& c : calls_) {
-        OpProfile& p = by_op[c.op];
-        p.op = c.op;
+        if (by_shape && c.shape.empty()) {
+            from = c.mark;
+            continue;
+        }
+        const std::string key = by_shape ? std::string(c.op) + " " + c.shape : c.op;
+        OpProfile& p = by_op[key];
+        p.op = key;
         p.calls++;
         p.ms += inner_->time_between(from, c.mark);
         p.flops += c.flops;
@@ -66,13 +71,13 @@ void profile_print(FILE* out, const std::vector<OpProfile>& ops, int steps, doub
     if (step_ms > 0) std::fprintf(out, "; %.2f ms a %s unprofiled", step_ms, unit);
     std::fprintf(out, "; matrix work %.3g TFLOP/s over the ops' time\n", total > 0 ? flops / steps / (total * 1e9) : 0.0);
     const std::string per = std::string("ms/") + unit;
-    std::fprintf(out, "# profile %-28s %7s %10s %7s %9s %9s\n", "op", "calls", per.c_str(), "share", "TFLOP/s", "GB/s");
+    std::fprintf(out, "# profile %-40s %7s %10s %7s %9s %9s\n", "op", "calls", per.c_str(), "share", "TFLOP/s", "GB/s");
     for (const OpProfile& p : ops) {
         const double ms = p.ms / steps;
         char tflops[16] = "-", gbs[16] = "-";
         if (p.flops > 0 && p.ms > 0) std::snprintf(tflops, sizeof tflops, "%.3g", p.flops / (p.ms * 1e9));
         if (p.bytes > 0 && p.ms > 0) std::snprintf(gbs, sizeof gbs, "%.0f", p.bytes / (p.ms * 1e6));
-        std::fprintf(out, "# profile %-28s %7ld %10.3f %6.1f%% %9s %9s\n", p.op.c_str(), p.calls / steps, ms,
+        std::fprintf(out, "# profile %-40s %7ld %10.3f %6.1f%% %9s %9s\n", p.op.c_str(), p.calls / steps, ms,
                      whole > 0 ? 100.0 * ms / whole : 0.0, tflops, gbs);
     }
 }
@@ -124,10 +129,13 @@ void ProfiledBackend::embedding_backward(float* dE, float* dpe, const floatX* dx
 static double product_bytes(int rows, int in, int out, double fx) {
     return ((double)rows * in + (double)out * in + (double)rows * out) * fx;
 }
+static std::string shape(int rows, int in, int out) {
+    return std::to_string(rows) + "x" + std::to_string(in) + "->" + std::to_string(out);
+}
 void ProfiledBackend::linear_forward(floatX* Y, const floatX* X, const floatX* W, const floatX* b, int rows,
                                      int in, int out) {
     inner_->linear_forward(Y, X, W, b, rows, in, out);
-    done("linear_forward", 2.0 * rows * in * out, product_bytes(rows, in, out, fx()));
+    done("linear_forward", 2.0 * rows * in * out, product_bytes(rows, in, out, fx()), shape(rows, in, out));
 }
 void ProfiledBackend::linear_backward(floatX* dX, float dX_beta, float* dW, float* db, const floatX* dY,
                                       const floatX* X, const floatX* W, int rows, int in, int out) {
@@ -135,12 +143,12 @@ void ProfiledBackend::linear_backward(floatX* dX, float dX_beta, float* dW, floa
     const double mac = (double)rows * in * out;
     double bytes = ((double)rows * out + (double)rows * in) * fx() + 8.0 * out * in;   // dY, X; dW read + written
     if (dX) bytes += ((double)out * in + (dX_beta != 0 ? 2.0 : 1.0) * rows * in) * fx();   // W; dX
-    done("linear_backward", 2.0 * mac * (dX ? 2 : 1), bytes);
+    done("linear_backward", 2.0 * mac * (dX ? 2 : 1), bytes, shape(rows, in, out) + (dX ? "" : " no dX"));
 }
 void ProfiledBackend::linear_relu_forward(floatX* Y, const floatX* X, const floatX* W, const floatX* b, int rows,
                                           int in, int out) {
     inner_->linear_relu_forward(Y, X, W, b, rows, in, out);
-    done("linear_relu_forward", 2.0 * rows * in * out, product_bytes(rows, in, out, fx()));
+    done("linear_relu_forward", 2.0 * rows * in * out, product_bytes(rows, in, out, fx()), shape(rows, in, out));
 }
 void ProfiledBackend::relu_backward(floatX* dx, const floatX* dy, const floatX* y, size_t n) {
     inner_->relu_backward(dx, dy, y, n);

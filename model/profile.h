@@ -32,7 +32,9 @@ class ProfiledBackend final : public Backend {
 public:
     explicit ProfiledBackend(std::unique_ptr<Backend> inner);
     // The ops timed since construction or the last reset, the slowest first (synchronizes).
-    std::vector<OpProfile> report();
+    // by_shape: the linear layers' calls apart by shape, as "linear_backward 25000x512->2048"
+    // (rows x in -> out), the other ops left out: which products run below the device's peak.
+    std::vector<OpProfile> report(bool by_shape = false);
     // Forgets every call timed so far; the next op is timed from now.
     void reset();
 
@@ -132,12 +134,13 @@ private:
         const char* op;
         int mark;             // the mark taken after it
         double flops, bytes;
+        std::string shape;    // the linear layers': "ROWSxIN->OUT"
     };
     std::unique_ptr<Backend> inner_;
     int start_mark_ = 0;      // the mark the first call is timed from
     std::vector<Call> calls_;
     // After an op: marks the device's queue and records the call.
-    void done(const char* op, double flops, double bytes);
+    void done(const char* op, double flops, double bytes, std::string shape = "");
     double fx() const { return (double)floatx_size(); }
 };
 

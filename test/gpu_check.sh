@@ -142,6 +142,11 @@ if want bench; then
         step "bench-$c-bf16" build/bench_train --device cuda --precision bf16 --config $c --tokens 25000 --profile
     done
     step bench-base-fp32 build/bench_train --device cuda --precision fp32 --config base --tokens 25000
+    # the classifier's chunk of rows: 1,813 (2^26 logits, the default), 7,255 (2^28), all 25,000
+    # at once (its products' shapes by the --profile table's second part, above)
+    for r in 7255 25000; do
+        step bench-base-chunk$r build/bench_train --device cuda --precision bf16 --config base --tokens 25000 --logit-chunk-rows $r
+    done
     # the attention kernels compared: alone at lengths 10 to 128 (beside PyTorch's), then the
     # whole step with the others than the fused ones: row-wise, tiled, cuBLASLt's products
     step bench-attention sh bench/bench_attention.sh build
