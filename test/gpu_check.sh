@@ -155,6 +155,8 @@ if want bench; then
     step bench-base-batched env TRANSFORMER_ATTENTION=batched build/bench_train --device cuda --precision bf16 --config base --tokens 25000 --profile
     # base and big against PyTorch eager and torch.compile on the same batch, with the ratios
     step bench-vs-torch sh bench/bench_train_gpu.sh build
+    # the hardware counters of one launch of each of the slowest hand-written kernels (ncu)
+    step ncu-kernels sh bench/ncu_kernels.sh build
 fi
 
 # ./train on the default corpus, with its defaults (2 minutes on the GPU).
