@@ -273,6 +273,7 @@ test: $(TESTS:%=$(BUILD)/%) $(ISA_TESTS) $(PROGRAMS:%=$(BIN)/%) $(BUILD)/bench_t
 # Only the suites that run transformer.cu on the CPU emulator (part of make test).
 EMULATED_SUITES := emulator ops_emulated_fp32 ops_emulated_bf16 cuda_emulated \
                    ops_emulated_batched_bf16 cuda_emulated_batched ops_emulated_tiled_bf16 cuda_emulated_tiled \
+                   ops_emulated_fused_w4_bf16 ops_emulated_fused_w8_bf16 \
                    emulator_reversed ops_emulated_reversed_fp32 ops_emulated_reversed_bf16 \
                    ops_emulated_reversed_batched_bf16 ops_emulated_reversed_tiled_bf16 cli_cuda_emulated
 test-emulated: $(BUILD)/test_ops $(BUILD)/test_cuda $(PROGRAMS:%=$(BIN)/%) $(EMU_LIB) $(BUILD)/test_emulator

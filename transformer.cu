@@ -1034,15 +1034,19 @@ __global__ void attention_softmax_backward_kernel(T* ds, T* pd, const float* dS,
 // =============================================================================================
 // §3.2.1, §3.2.2 fused on tensor cores (TRANSFORMER_ATTENTION=fused; bf16): the tiled kernels'
 // plan, with the products by the warp matrix functions (WMMA: 16x16x16 tiles, bf16 in, fp32
-// out). A block of WARPS warps takes one (sentence, head) and `rows` query rows (forward,
-// backward_query) or key rows (backward_key); the other side (every key, or every query) is
+// out). A block of 4 or 8 warps (fused_warps) takes one (sentence, head) and `rows` query rows
+// (forward, backward_query) or key rows (backward_key); the other side (every key, or every query) is
 // staged whole in shared memory as bf16, so lengths whose stage does not fit the budget
 // (fused_rows) take the tiled kernels. Staged matrices have their rows and columns padded to
 // multiples of 16 with zeros (padded keys, queries and channels add nothing), and their rows
 // 8 elements longer still: WMMA wants leading dimensions in multiples of 16 bytes, and the pad
 // spreads a tile's rows over the banks. P and dS enter the products rounded to bf16, as in
-// the batched path. Like the tiled kernels, no atomics: each output has one writer.
+// the batched path. Like the tiled kernels, no atomics: each output has one writer. At NMT
+// lengths a block's work is small and waits on memory more than it computes, so what counts is
+// how many blocks an SM holds at once: the kernels are built for at most 64 registers a thread
+// (__launch_bounds__: 4 blocks of 8 warps, 8 of 4), where nvcc gave them 72-80 (3 blocks).
 // =============================================================================================
+constexpr int FUSED_MAX_THREADS = 256, FUSED_MIN_BLOCKS = 4;
 __host__ __device__ constexpr int pad16(int n) { return (n + 15) / 16 * 16; }
 __host__ __device__ constexpr int larger(int a, int b) { return a > b ? a : b; }
 // A shared-memory region's bytes rounded up to 32: each starts 256-bit aligned, as WMMA wants.
@@ -1136,13 +1140,13 @@ enum class Causal { NONE, KEYS_TO_DIAGONAL, INNER_TO_DIAGONAL, INNER_FROM_DIAGON
 __device__ __forceinline__ Causal causal_skip(const AttentionShape& s, Causal skip) { return s.causal ? skip : Causal::NONE; }
 
 // C (M, N; fp32, row-major, ldc) = A (M, K) B (K, N), A and B bf16 in the layouts named, M, N
-// and K multiples of 16 (so is `first`). Warp w computes the 16x16 tiles of C numbered w,
-// w + WARPS, ...
+// and K multiples of 16 (so is `first`). Warp w of the block's W computes the 16x16 tiles of C
+// numbered w, w + W, ...
 template <class ALayout, class BLayout>
 __device__ void warp_tile_product(float* C, int ldc, const bf16* A, int lda, const bf16* B, int ldb, int M, int N, int K,
                                   Causal skip = Causal::NONE, int first = 0) {
     const int tiles_n = N / 16;
-    for (int t = threadIdx.x / 32; t < M / 16 * tiles_n; t += WARPS) {
+    for (int t = threadIdx.x / 32; t < M / 16 * tiles_n; t += blockDim.x / 32) {
         const int i = t / tiles_n * 16, j = t % tiles_n * 16;
         if (skip == Causal::KEYS_TO_DIAGONAL && j > first + i + 15) continue;
         const int k0 = skip == Causal::INNER_FROM_DIAGONAL ? min(K, first + i) : 0;
@@ -1166,9 +1170,10 @@ __device__ void warp_tile_product(float* C, int ldc, const bf16* A, int lda, con
 #define FUSED_ATTENTION_NEEDS_SM80 1
 #endif
 
-__global__ void attention_forward_fused_kernel(bf16* ctx, float* probs, const bf16* q, const bf16* kv,
-                                               const int* key_tokens, AttentionShape s, float p_attn,
-                                               uint64_t seed, int rows) {
+__global__ void __launch_bounds__(FUSED_MAX_THREADS, FUSED_MIN_BLOCKS)
+attention_forward_fused_kernel(bf16* ctx, float* probs, const bf16* q, const bf16* kv,
+                               const int* key_tokens, AttentionShape s, float p_attn,
+                               uint64_t seed, int rows) {
 #ifdef FUSED_ATTENTION_NEEDS_SM80
     __trap();
 #else
@@ -1180,7 +1185,7 @@ __global__ void attention_forward_fused_kernel(bf16* ctx, float* probs, const bf
     bf16* pd = (bf16*)((char*)fused_smem + m.pd);
     const TileOf tt = tile_of(s.Lq, rows, s.H);
     const HeadOffsets o = head_offsets(s, tt.b, tt.h);
-    const int warp = threadIdx.x / 32, lane = lane_id();
+    const int warp = threadIdx.x / 32, warps = blockDim.x / 32, lane = lane_id();
     const int Lk = pad16(s.Lk), dk = pad16(s.dk), dv = pad16(s.dv);
     const float scale = 1.0f / sqrtf((float)s.dk);
     const int* kt = key_tokens + (size_t)tt.b * s.Lk;
@@ -1194,7 +1199,7 @@ __global__ void attention_forward_fused_kernel(bf16* ctx, float* probs, const bf
                                                          causal_skip(s, Causal::KEYS_TO_DIAGONAL), tt.r0);
     __syncthreads();
     stage_padded(kvs, m.ldkv, Lk, dv, vals, s.kv_stride, 0, seen, s.dv);   // the values replace the keys
-    for (int r = warp; r < rows; r += WARPS) {   // P = softmax(mask(Q K^T / sqrt(dk))), dropout(P)
+    for (int r = warp; r < rows; r += warps) {   // P = softmax(mask(Q K^T / sqrt(dk))), dropout(P)
         float* S = sc + (size_t)r * m.lds;
         bf16* D = pd + (size_t)r * m.ldp;
         const int i = tt.r0 + r;
@@ -1217,7 +1222,7 @@ __global__ void attention_forward_fused_kernel(bf16* ctx, float* probs, const bf
     warp_tile_product<wmma::row_major, wmma::row_major>(sc, m.lds, pd, m.ldp, kvs, m.ldkv, rows, dv, Lk,   // dropout(P) V
                                                          causal_skip(s, Causal::INNER_TO_DIAGONAL), tt.r0);
     __syncthreads();
-    for (int r = warp; r < tt.n; r += WARPS) {
+    for (int r = warp; r < tt.n; r += warps) {
         bf16* out = ctx + o.ctx + (size_t)(tt.r0 + r) * s.H * s.dv;
         for (int c = lane; c < s.dv; c += 32) out[c] = from_float<bf16>(sc[(size_t)r * m.lds + c]);
     }
@@ -1226,9 +1231,10 @@ __global__ void attention_forward_fused_kernel(bf16* ctx, float* probs, const bf
 
 // Backward, per tile of query rows: dP = dropout'(dctx V^T), dS = P (dP - rowsum(P dP)) /
 // sqrt(dk) into dS (B, H, Lq, Lk; bf16) for the key kernel, and dQ = dS K.
-__global__ void attention_backward_query_fused_kernel(bf16* dq, bf16* dS, const bf16* dctx, const float* probs,
-                                                      const bf16* kv, AttentionShape s, float p_attn,
-                                                      uint64_t seed, int rows) {
+__global__ void __launch_bounds__(FUSED_MAX_THREADS, FUSED_MIN_BLOCKS)
+attention_backward_query_fused_kernel(bf16* dq, bf16* dS, const bf16* dctx, const float* probs,
+                                      const bf16* kv, AttentionShape s, float p_attn,
+                                      uint64_t seed, int rows) {
 #ifdef FUSED_ATTENTION_NEEDS_SM80
     __trap();
 #else
@@ -1240,7 +1246,7 @@ __global__ void attention_backward_query_fused_kernel(bf16* dq, bf16* dS, const 
     bf16* ds = (bf16*)((char*)fused_smem + m.ds);
     const TileOf tt = tile_of(s.Lq, rows, s.H);
     const HeadOffsets o = head_offsets(s, tt.b, tt.h);
-    const int warp = threadIdx.x / 32, lane = lane_id();
+    const int warp = threadIdx.x / 32, warps = blockDim.x / 32, lane = lane_id();
     const int Lk = pad16(s.Lk), dk = pad16(s.dk), dv = pad16(s.dv);
     const float scale = 1.0f / sqrtf((float)s.dk);
     const bf16* keys = kv + o.k;
@@ -1253,7 +1259,7 @@ __global__ void attention_backward_query_fused_kernel(bf16* dq, bf16* dS, const 
                                                          causal_skip(s, Causal::KEYS_TO_DIAGONAL), tt.r0);
     __syncthreads();
     stage_padded(kvs, m.ldkv, Lk, dk, keys, s.kv_stride, 0, seen, s.dk);   // the keys replace the values
-    for (int r = warp; r < rows; r += WARPS) {   // dP = dropout'(dctx V^T), dS = P (dP - rowsum(P dP)) / sqrt(dk)
+    for (int r = warp; r < rows; r += warps) {   // dP = dropout'(dctx V^T), dS = P (dP - rowsum(P dP)) / sqrt(dk)
         float* G = sc + (size_t)r * m.lds;
         bf16* D = ds + (size_t)r * m.ldp;
         const size_t e0 = o.probs + (size_t)(tt.r0 + r) * s.Lk;
@@ -1274,7 +1280,7 @@ __global__ void attention_backward_query_fused_kernel(bf16* dq, bf16* dS, const 
     warp_tile_product<wmma::row_major, wmma::row_major>(sc, m.lds, ds, m.ldp, kvs, m.ldkv, rows, dk, Lk,   // dS K
                                                          causal_skip(s, Causal::INNER_TO_DIAGONAL), tt.r0);
     __syncthreads();
-    for (int r = warp; r < tt.n; r += WARPS) {
+    for (int r = warp; r < tt.n; r += warps) {
         bf16* out = dq + o.q + (size_t)(tt.r0 + r) * s.q_stride;
         for (int c = lane; c < s.dk; c += 32) out[c] = from_float<bf16>(sc[(size_t)r * m.lds + c]);
     }
@@ -1283,9 +1289,10 @@ __global__ void attention_backward_query_fused_kernel(bf16* dq, bf16* dS, const 
 
 // Per tile of key rows: dK = dS^T Q and dV = dropout(P)^T dctx, every query staged at once;
 // dS and dropout(P) staged query-major, (Lq, rows), and read as column-major (rows, Lq).
-__global__ void attention_backward_key_fused_kernel(bf16* dkv, const bf16* dS, const float* probs, const bf16* q,
-                                                    const bf16* dctx, AttentionShape s, float p_attn,
-                                                    uint64_t seed, int rows) {
+__global__ void __launch_bounds__(FUSED_MAX_THREADS, FUSED_MIN_BLOCKS)
+attention_backward_key_fused_kernel(bf16* dkv, const bf16* dS, const float* probs, const bf16* q,
+                                    const bf16* dctx, AttentionShape s, float p_attn,
+                                    uint64_t seed, int rows) {
 #ifdef FUSED_ATTENTION_NEEDS_SM80
     __trap();
 #else
@@ -1298,7 +1305,7 @@ __global__ void attention_backward_key_fused_kernel(bf16* dkv, const bf16* dS, c
     float* out = (float*)((char*)fused_smem + m.out);
     const TileOf tt = tile_of(s.Lk, rows, s.H);
     const HeadOffsets o = head_offsets(s, tt.b, tt.h);
-    const int warp = threadIdx.x / 32, lane = lane_id();
+    const int warp = threadIdx.x / 32, warps = blockDim.x / 32, lane = lane_id();
     const int Lq = pad16(s.Lq), dk = pad16(s.dk), dv = pad16(s.dv);
     // queries before the tile's first key see none of its keys (causal): neither staged nor read
     const int from = queries_from(s, tt.r0);
@@ -1322,7 +1329,7 @@ __global__ void attention_backward_key_fused_kernel(bf16* dkv, const bf16* dS, c
                                                             key ? m.ldq : m.ldd, rows, key ? dk : dv, Lq,
                                                             causal_skip(s, Causal::INNER_FROM_DIAGONAL), tt.r0);
         __syncthreads();
-        for (int r = warp; r < tt.n; r += WARPS) {
+        for (int r = warp; r < tt.n; r += warps) {
             bf16* row = dkv + col + (size_t)(tt.r0 + r) * s.kv_stride;
             for (int c = lane; c < width; c += 32) row[c] = from_float<bf16>(out[(size_t)r * m.lds + c]);
         }
@@ -1899,8 +1906,8 @@ void set_batch(cublasLtMatrixLayout_t layout, int count, long long stride) {
 
 class CudaBackend final : public Backend {
 public:
-    CudaBackend(Precision precision, const cudaDeviceProp& prop, AttentionKernels attention)
-        : precision_(precision), prop_(prop), requested_(attention),
+    CudaBackend(Precision precision, const cudaDeviceProp& prop, AttentionKernels attention, int fused_warps)
+        : precision_(precision), prop_(prop), requested_(attention), fused_warps_(fused_warps),
           attention_(attention == AttentionKernels::Rowwise || bf() ? attention : AttentionKernels::Tiled) {
         CUBLAS_CHECK(cublasLtCreate(&lt_));
         workspace_bytes_ = 32u << 20;
@@ -2132,7 +2139,7 @@ public:
                            uint64_t seed) override {
         if (attention_ == AttentionKernels::Batched) return attention_forward_batched(ctx, probs, q, kv, key_tokens, s, p_attn, seed);
         if (const int rows = fused_rows<cuda::FusedForward>(s, s.Lq)) {
-            launch(cuda::attention_forward_fused_kernel, dim3(tiles(s.B, s.H, s.Lq, rows)), dim3(32 * cuda::WARPS),
+            launch(cuda::attention_forward_fused_kernel, dim3(tiles(s.B, s.H, s.Lq, rows)), fused_threads(s, rows),
                    cuda::FusedForward(s, rows).bytes, (bf16*)ctx, probs, (const bf16*)q, (const bf16*)kv, key_tokens, s,
                    p_attn, seed, rows);
             return;
@@ -2156,11 +2163,10 @@ public:
         const int rq = fused_rows<cuda::FusedQuery>(s, s.Lq), rk = fused_rows<cuda::FusedKey>(s, s.Lk);
         if (rq && rk) {   // dS (B, H, Lq, Lk) in bf16 between the two
             bf16* dS = (bf16*)scratch(0, (size_t)s.B * s.H * s.Lq * s.Lk * sizeof(bf16));
-            const dim3 threads(32 * cuda::WARPS);
-            launch(cuda::attention_backward_query_fused_kernel, dim3(tiles(s.B, s.H, s.Lq, rq)), threads,
+            launch(cuda::attention_backward_query_fused_kernel, dim3(tiles(s.B, s.H, s.Lq, rq)), fused_threads(s, rq),
                    cuda::FusedQuery(s, rq).bytes, (bf16*)dq, dS, (const bf16*)dctx, probs, (const bf16*)kv, s, p_attn,
                    seed, rq);
-            launch(cuda::attention_backward_key_fused_kernel, dim3(tiles(s.B, s.H, s.Lk, rk)), threads,
+            launch(cuda::attention_backward_key_fused_kernel, dim3(tiles(s.B, s.H, s.Lk, rk)), fused_threads(s, rk),
                    cuda::FusedKey(s, rk).bytes, (bf16*)dkv, (const bf16*)dS, probs, (const bf16*)q, (const bf16*)dctx,
                    s, p_attn, seed, rk);
             return;
@@ -2361,6 +2367,7 @@ private:
     std::map<void*, size_t> sizes_;         // live allocations, for the peak
     size_t in_use_ = 0, peak_ = 0;
     AttentionKernels requested_;            // TRANSFORMER_ATTENTION
+    int fused_warps_;                       // TRANSFORMER_FUSED_WARPS: 4, 8, or 0 (fused_warps decides)
     AttentionKernels attention_;            // what this precision runs of it (fp32: tiled or rowwise)
     std::vector<void*> scratch_;            // the backend's own temporaries, by slot, grown
     std::vector<size_t> scratch_bytes_;
@@ -2442,6 +2449,14 @@ private:
     // about 200 queries or keys at d_k = d_v = 64), or when other kernels take attention (fp32,
     // TRANSFORMER_ATTENTION).
     static constexpr size_t FUSED_SHARED_BYTES = 96 * 1024;
+    // Threads of a fused attention block: 4 warps where each product of the tile is at most 2 x 2
+    // tiles of 16 x 16 on the sides it spreads over (sentences of up to 32 tokens; 8 warps would
+    // leave half of them idle there, and an SM holds twice the blocks of 4), else 8; or
+    // TRANSFORMER_FUSED_WARPS, to time the two.
+    dim3 fused_threads(const AttentionShape& s, int rows) const {
+        const int warps = fused_warps_ ? fused_warps_ : rows <= 32 && std::max(s.Lq, s.Lk) <= 32 ? 4 : 8;
+        return dim3(32 * warps);
+    }
     template <class Map>
     int fused_rows(const AttentionShape& s, int L) const {
         if (attention_ != AttentionKernels::Fused) return 0;
@@ -2682,6 +2697,11 @@ extern "C" Backend* transformer_cuda_backend(int precision_value, std::string* e
                  std::getenv("TRANSFORMER_ATTENTION") + "'";
         return nullptr;
     }
+    const char* warps = std::getenv("TRANSFORMER_FUSED_WARPS");
+    if (warps && std::string(warps) != "4" && std::string(warps) != "8") {
+        *error = std::string("TRANSFORMER_FUSED_WARPS is 4 or 8, not '") + warps + "'";
+        return nullptr;
+    }
     cudaDeviceProp prop;
     CUDA_CHECK(cudaSetDevice(0));
     CUDA_CHECK(cudaGetDeviceProperties(&prop, 0));
@@ -2690,5 +2710,5 @@ extern "C" Backend* transformer_cuda_backend(int precision_value, std::string* e
                  std::to_string(prop.minor) + "; this backend needs 8.0 or newer (bf16)";
         return nullptr;
     }
-    return new CudaBackend(precision, prop, attention);
+    return new CudaBackend(precision, prop, attention, warps ? std::atoi(warps) : 0);
 }

@@ -153,6 +153,8 @@ if want bench; then
     step bench-base-rowwise env TRANSFORMER_ATTENTION=rowwise build/bench_train --device cuda --precision bf16 --config base --tokens 25000
     step bench-base-tiled env TRANSFORMER_ATTENTION=tiled build/bench_train --device cuda --precision bf16 --config base --tokens 25000 --profile
     step bench-base-batched env TRANSFORMER_ATTENTION=batched build/bench_train --device cuda --precision bf16 --config base --tokens 25000 --profile
+    # the fused kernels with 8 warps a block at these lengths (the default takes 4 up to 32 tokens)
+    step bench-base-fused-w8 env TRANSFORMER_FUSED_WARPS=8 build/bench_train --device cuda --precision bf16 --config base --tokens 25000
     # base and big against PyTorch eager and torch.compile on the same batch, with the ratios
     step bench-vs-torch sh bench/bench_train_gpu.sh build
     # the hardware counters of one launch of each of the slowest hand-written kernels (ncu)

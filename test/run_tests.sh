@@ -105,6 +105,9 @@ ATTN="Scaled Dot-Product Attention"
 run ops_emulated_batched_bf16 env TRANSFORMER_ATTENTION=batched TRANSFORMER_CUDA_EMULATOR="$EMU" "$BUILD/test_ops" --device cuda --precision bf16 --section "$ATTN"
 run cuda_emulated_batched env TRANSFORMER_ATTENTION=batched TRANSFORMER_CUDA_EMULATOR="$EMU" "$BUILD/test_cuda" --quick
 run ops_emulated_tiled_bf16 env TRANSFORMER_ATTENTION=tiled TRANSFORMER_CUDA_EMULATOR="$EMU" "$BUILD/test_ops" --device cuda --precision bf16 --section "$ATTN"
+# the fused kernels take 4 warps a block up to 32 tokens, 8 past them: each count on every shape
+run ops_emulated_fused_w4_bf16 env TRANSFORMER_FUSED_WARPS=4 TRANSFORMER_CUDA_EMULATOR="$EMU" "$BUILD/test_ops" --device cuda --precision bf16 --section "$ATTN"
+run ops_emulated_fused_w8_bf16 env TRANSFORMER_FUSED_WARPS=8 TRANSFORMER_CUDA_EMULATOR="$EMU" "$BUILD/test_ops" --device cuda --precision bf16 --section "$ATTN"
 # the ops again with the blocks, warps and lanes run last first (CUDA_EMULATOR_ORDER=reverse): a
 # kernel missing a barrier reads what another thread has not written yet in one order or the other
 REV="env CUDA_EMULATOR_ORDER=reverse TRANSFORMER_CUDA_EMULATOR=$EMU"

@@ -106,5 +106,9 @@ echo sun | TRANSFORMER_ATTENTION=flash "$B"/translate --model "$G" --device cuda
 s=$?
 [ $s -ne 0 ] && grep -q "TRANSFORMER_ATTENTION is tiled, rowwise, batched or fused, not 'flash'" "$T/err.txt"
 check $? "TRANSFORMER_ATTENTION=flash is refused (exit $s): $(head -n 1 "$T/err.txt")"
+echo sun | TRANSFORMER_FUSED_WARPS=6 "$B"/translate --model "$G" --device cuda > /dev/null 2> "$T/err.txt"
+s=$?
+[ $s -ne 0 ] && grep -q "TRANSFORMER_FUSED_WARPS is 4 or 8, not '6'" "$T/err.txt"
+check $? "TRANSFORMER_FUSED_WARPS=6 is refused (exit $s): $(head -n 1 "$T/err.txt")"
 
 check_summary cli_cuda
