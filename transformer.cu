@@ -168,7 +168,7 @@ __global__ void iota_kernel(int* v, int n) {
 // ends every sentence: 1,000 rows in a batch of 1,000 pairs) and one block takes it, so each
 // thread loads RUN_AHEAD rows' gradients before adding them in order (on an H100 the plain
 // loop, a row's load then its add, moved 113 GB/s).
-constexpr int RUN_AHEAD = 8;
+constexpr int RUN_AHEAD = 16;
 template <class T>
 __global__ void embedding_backward_kernel(float* dE, const T* dx, const int* sorted_tokens,
                                           const int* sorted_rows, int n_rows, int d, float p,
