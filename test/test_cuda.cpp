@@ -5,8 +5,12 @@
 // sentence alone against the batch; an ensemble against the CPU's), and the op profiler (model/profile.h) on the GPU. The ops one
 // by one are test_ops' work (build/test_ops --device cuda).
 //
-//   build/test_cuda [--quick] [REF_DIR]   (make test runs it; make gpu-check also runs it with
-//                                          --quick, 40 steps of the loss curve, under compute-sanitizer)
+//   build/test_cuda [--quick] [--part training|curve|decoding] [REF_DIR]
+//     (make test runs it; make gpu-check also runs it with --quick, 40 steps of the loss curve,
+//     and under compute-sanitizer a --part at a time: racecheck over the whole took more than 5
+//     minutes on an H100, longer than what a device call has left for it. training: the step
+//     against the CPU, resume, the profiler; curve: bf16 against fp32 (the same kernels for
+//     more steps, so racecheck leaves it out); decoding: the rest)
 // Without a GPU (or a CUDA build) it prints SKIP with the reason and its closing line counts
 // nothing: a skip is never a pass.
 #include <cmath>
@@ -181,32 +185,47 @@ static void ensemble_decoding() {
 }
 
 int main(int argc, char** argv) {
+    std::string part = "all";
     for (int i = 1; i < argc; i++) {
-        if (std::string(argv[i]) == "--quick") g_curve_steps = 40;
-        else g_ref_dir = argv[i];
+        const std::string a = argv[i];
+        if (a == "--quick") g_curve_steps = 40;
+        else if (a == "--part" && i + 1 < argc) part = argv[++i];
+        else g_ref_dir = a;
     }
+    if (part != "all" && part != "training" && part != "curve" && part != "decoding") {
+        std::fprintf(stderr, "test_cuda: --part is training, curve or decoding, not '%s'\n", part.c_str());
+        return 2;
+    }
+    auto in_part = [&](const char* p) { return part == "all" || part == p; };
     std::string why;
     if (!make_backend("cuda", "fp32", &why)) {
         check_skip("test_cuda: %s", why.c_str());
         return check_summary("cuda");
     }
-    std::printf("-- training step, GPU fp32 vs CPU\n");
-    training_step_matches_cpu(false);
-    training_step_matches_cpu(true);
-    std::printf("-- bf16 vs fp32 loss curve\n");
-    bf16_loss_curve(gpu, "GPU", g_curve_steps);
-    std::printf("-- resume\n");
-    resume_is_bitwise(gpu, "GPU", "fp32");
-    resume_is_bitwise(gpu, "GPU", "bf16");
-    std::printf("-- decoding\n");
-    reference_decoding();
-    alone_equals_batched();
-    ensemble_decoding();
-    std::printf("-- the op profiler (model/profile.h) on the GPU\n");
-    for (const char* precision : {"fp32", "bf16"})
-        profiled_step_checks(std::string("GPU ") + precision, [&] { return gpu(precision); }, small_config(false),
-                             random_batch(small_config(false), 7, 13), 9);
-    profiled_decode_checks("GPU fp32", [&] { return gpu("fp32"); }, small_config(false),
-                           {{5, 9, 14, 3, EOS_ID}, {7, 7, EOS_ID}, {11, 4, 8, 20, 6, 12, 4, EOS_ID}});
+    if (in_part("training")) {
+        std::printf("-- training step, GPU fp32 vs CPU\n");
+        training_step_matches_cpu(false);
+        training_step_matches_cpu(true);
+        std::printf("-- resume\n");
+        resume_is_bitwise(gpu, "GPU", "fp32");
+        resume_is_bitwise(gpu, "GPU", "bf16");
+        std::printf("-- the op profiler (model/profile.h) on the GPU, a training step\n");
+        for (const char* precision : {"fp32", "bf16"})
+            profiled_step_checks(std::string("GPU ") + precision, [&] { return gpu(precision); }, small_config(false),
+                                 random_batch(small_config(false), 7, 13), 9);
+    }
+    if (in_part("curve")) {
+        std::printf("-- bf16 vs fp32 loss curve\n");
+        bf16_loss_curve(gpu, "GPU", g_curve_steps);
+    }
+    if (in_part("decoding")) {
+        std::printf("-- decoding\n");
+        reference_decoding();
+        alone_equals_batched();
+        ensemble_decoding();
+        std::printf("-- the op profiler on the GPU, decoding\n");
+        profiled_decode_checks("GPU fp32", [&] { return gpu("fp32"); }, small_config(false),
+                               {{5, 9, 14, 3, EOS_ID}, {7, 7, EOS_ID}, {11, 4, 8, 20, 6, 12, 4, EOS_ID}});
+    }
     return check_summary("cuda");
 }
