@@ -10,10 +10,11 @@
 #
 #   LOG_DIR=/some/folder make gpu-check     (in a device call: LOG_DIR=$OUT)
 #   STAGES="build tests" make gpu-check     (a subset of: build tests bench train translate
-#                                            sanitize; all by default, in that order; and
-#                                            train-base, asked for by name: the base model,
-#                                            dropout 0.3, for the same time, to weigh against
-#                                            the default small one on this corpus)
+#                                            sanitize; all by default, in that order; and,
+#                                            asked for by name, bench-kernels: the base step
+#                                            with the other attention kernels, and train-base:
+#                                            the base model, dropout 0.3, for the same time, to
+#                                            weigh against the default small one on this corpus)
 #   MODEL=runs/default/average.safetensors  (translate this model instead of the 2-minute one)
 #   GPU_CHECK_TRAIN_TIME=1m                 (the training step's --time; unset: ./train's own
 #                                            budget on the GPU, 2 minutes for the default model)
@@ -147,18 +148,21 @@ if want bench; then
     for r in 7255 25000; do
         step bench-base-chunk$r build/bench_train --device cuda --precision bf16 --config base --tokens 25000 --logit-chunk-rows $r
     done
-    # the attention kernels compared: alone at lengths 10 to 128 (beside PyTorch's), then the
-    # whole step with the others than the fused ones: row-wise, tiled, cuBLASLt's products
+    # the attention kernels compared alone at lengths 10 to 128 (beside PyTorch's), and the
+    # fused ones with 8 warps a block in the base step (the default takes 4 up to 32 tokens)
     step bench-attention sh bench/bench_attention.sh build
-    step bench-base-rowwise env TRANSFORMER_ATTENTION=rowwise build/bench_train --device cuda --precision bf16 --config base --tokens 25000
-    step bench-base-tiled env TRANSFORMER_ATTENTION=tiled build/bench_train --device cuda --precision bf16 --config base --tokens 25000 --profile
-    step bench-base-batched env TRANSFORMER_ATTENTION=batched build/bench_train --device cuda --precision bf16 --config base --tokens 25000 --profile
-    # the fused kernels with 8 warps a block at these lengths (the default takes 4 up to 32 tokens)
     step bench-base-fused-w8 env TRANSFORMER_FUSED_WARPS=8 build/bench_train --device cuda --precision bf16 --config base --tokens 25000
     # base and big against PyTorch eager and torch.compile on the same batch, with the ratios
     step bench-vs-torch sh bench/bench_train_gpu.sh build
     # the hardware counters of one launch of each of the slowest hand-written kernels (ncu)
     step ncu-kernels sh bench/ncu_kernels.sh build
+fi
+# The base step with the other attention kernels (asked for by name: measured on 2026-11-27,
+# 86.4 ms row-wise, 50.0 tiled, 42.5 batched against the fused kernels' 41.1).
+if want bench-kernels; then
+    step bench-base-rowwise env TRANSFORMER_ATTENTION=rowwise build/bench_train --device cuda --precision bf16 --config base --tokens 25000
+    step bench-base-tiled env TRANSFORMER_ATTENTION=tiled build/bench_train --device cuda --precision bf16 --config base --tokens 25000 --profile
+    step bench-base-batched env TRANSFORMER_ATTENTION=batched build/bench_train --device cuda --precision bf16 --config base --tokens 25000 --profile
 fi
 
 # ./train on the default corpus, with its defaults (2 minutes on the GPU).
