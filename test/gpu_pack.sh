@@ -41,7 +41,7 @@ against PyTorch and ncu's kernels have been added since, about 4 minutes more):
      carry:   ["data/corpus", ".whl"]                timeout_s: <that + 60, at most 600>
 The second call has every stage: it skips what the first finished and runs first what the
 first's budget cut. The whole check no longer fits 15 minutes: what is cut is listed at the
-end (exit status 3) and comes first in the next session's second call (GPU_CHECK_CONTINUE
-needs the same warm machine, so a new session runs again from the build); the sanitizers come
-last, racecheck over test_cuda a part at a time.
+end (exit status 3); the state lives on the warm machine only, so a later session starts again
+from the build and may name just the stages still owed (e.g. STAGES="build sanitize"). The
+sanitizers come last, racecheck over test_cuda a part at a time.
 EOF
