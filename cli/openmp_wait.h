@@ -40,6 +40,13 @@ constexpr long MAX_THREADS = 4096;
 
 // write() alone: this runs before the C library has finished starting.
 inline void say(const char* s) { ssize_t w = write(2, s, std::strlen(s)); (void)w; }
+inline void say_number(long n) {   // n >= 0, in decimal
+    char digits[24];
+    int i = sizeof digits - 1;
+    digits[i] = '\0';
+    do digits[--i] = (char)('0' + n % 10); while ((n /= 10) > 0);
+    say(digits + i);
+}
 
 // OMP_NUM_THREADS's levels, "8" or "8,2": whether one asks for more than MAX_THREADS.
 inline bool too_many_threads(const char* value) {
@@ -60,7 +67,9 @@ inline void refuse_too_many_threads(char** argv, char** envp) {
         say(name ? name + 1 : argv[0]);
         say(": error: ");
         say(envp[i]);
-        say(": at most 4096 threads (libgomp crashes at 65534; more threads than cores only slow the program)\n");
+        say(": at most ");
+        say_number(MAX_THREADS);
+        say(" threads (libgomp crashes at 65534; more threads than cores only slow the program)\n");
         _exit(2);
     }
 }
