@@ -1034,7 +1034,7 @@ __global__ void attention_softmax_backward_kernel(T* ds, T* pd, const float* dS,
 // =============================================================================================
 // §3.2.1, §3.2.2 fused on tensor cores (TRANSFORMER_ATTENTION=fused; bf16): the tiled kernels'
 // plan, with the products by the warp matrix functions (WMMA: 16x16x16 tiles, bf16 in, fp32
-// out). A block of 4 or 8 warps (fused_warps) takes one (sentence, head) and `rows` query rows
+// out). A block of 4 or 8 warps (fused_threads) takes one (sentence, head) and `rows` query rows
 // (forward, backward_query) or key rows (backward_key); the other side (every key, or every query) is
 // staged whole in shared memory as bf16, so lengths whose stage does not fit the budget
 // (fused_rows) take the tiled kernels. Staged matrices have their rows and columns padded to
