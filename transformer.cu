@@ -2121,9 +2121,8 @@ public:
             launch(kernel, dim3(blocks), dim3(32 * cuda::WARPS), smem, (float*)dx, dx_beta, (float*)df, partial,
                    (const float*)dy, (const float*)x, mean, rstd, (const float*)g, rows, d, p, seed);
         }
-        const dim3 finish((d + 255) / 256), threads(256);
-        launch(cuda::column_finish_kernel, finish, threads, 0, dg, (const float*)partial, blocks, d);
-        launch(cuda::column_finish_kernel, finish, threads, 0, db, (const float*)partial + (size_t)blocks * d, blocks, d);
+        finish_columns(dg, partial, blocks, d);
+        finish_columns(db, partial + (size_t)blocks * d, blocks, d);
         return true;
     }
     // dg (d) += sum over rows of dy * xhat, db (d) += sum over rows of dy: deterministic sums.
@@ -2367,7 +2366,7 @@ private:
     std::map<void*, size_t> sizes_;         // live allocations, for the peak
     size_t in_use_ = 0, peak_ = 0;
     AttentionKernels requested_;            // TRANSFORMER_ATTENTION
-    int fused_warps_;                       // TRANSFORMER_FUSED_WARPS: 4, 8, or 0 (fused_warps decides)
+    int fused_warps_;                       // TRANSFORMER_FUSED_WARPS: 4, 8, or 0 (fused_threads decides)
     AttentionKernels attention_;            // what this precision runs of it (fp32: tiled or rowwise)
     std::vector<void*> scratch_;            // the backend's own temporaries, by slot, grown
     std::vector<size_t> scratch_bytes_;
@@ -2495,7 +2494,11 @@ private:
         const int chunks = (rows + cuda::CHUNK_ROWS - 1) / cuda::CHUNK_ROWS;
         float* partial = (float*)scratch(2, (size_t)chunks * cols * sizeof(float));
         launch(cuda::column_partials_kernel<Term>, dim3((cols + 31) / 32, chunks), dim3(32, 8), 0, partial, term, rows, cols);
-        launch(cuda::column_finish_kernel, dim3((cols + 255) / 256), dim3(256), 0, out, (const float*)partial, chunks, cols);
+        finish_columns(out, partial, chunks, cols);
+    }
+    // out (cols) += partial (chunks, cols) summed over the chunks in order.
+    void finish_columns(float* out, const float* partial, int chunks, int cols) {
+        launch(cuda::column_finish_kernel, dim3((cols + 255) / 256), dim3(256), 0, out, partial, chunks, cols);
     }
     // out (cols) += column sums of y (rows, cols): 16 bytes a load where y allows.
     void row_sum(float* out, const floatX* y, int rows, int cols) {
@@ -2509,7 +2512,7 @@ private:
         const dim3 blocks((cols + 32 * P - 1) / (32 * P), chunks), threads(32, 8);
         if (bf()) launch(cuda::column_partials_packed_kernel<bf16>, blocks, threads, 0, partial, (const bf16*)y, rows, cols);
         else launch(cuda::column_partials_packed_kernel<float>, blocks, threads, 0, partial, (const float*)y, rows, cols);
-        launch(cuda::column_finish_kernel, dim3((cols + 255) / 256), dim3(256), 0, out, (const float*)partial, chunks, cols);
+        finish_columns(out, partial, chunks, cols);
     }
 
     // Column-major C (m, n; ldc) = op(A) op(B) + beta C (+ bias (m) per column) (then max(0, .)

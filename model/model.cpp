@@ -809,7 +809,10 @@ static double classifier(const Pass& ps, bool backward, float grad_scale) {
     for_each_logit_chunk(ps, a->dec_out, ps.B * ps.T, [&](int r0, int n) {
         float* lse = a->lse + r0;
         const int* labels = a->labels + r0;
-        if (!backward) return ps.ops.crossentropy_forward(lse, a->loss, a->logits, labels, n, c.vocab, c.label_smoothing);
+        if (!backward) {
+            ps.ops.crossentropy_forward(lse, a->loss, a->logits, labels, n, c.vocab, c.label_smoothing);
+            return;
+        }
         ps.ops.crossentropy_forward_backward(lse, a->loss, a->logits, labels, n, c.vocab, c.label_smoothing,
                                              grad_scale);
         ps.ops.linear_backward(ps.at(a->d_a, (size_t)r0 * d), 0.0f, ps.G(ps.m->layout.embed), nullptr,
