@@ -245,6 +245,27 @@ void relu_backward(float* dx, const float* dy, const float* y, size_t n) {
     for (size_t i = 0; i < n; i++) dx[i] = y[i] > 0.0f ? dy[i] : 0.0f;
 }
 
+// The same over (rows, cols), with db (cols) += the column sums of dx in the same pass (the
+// FFN's first bias gradient, without a second read of dx): a thread owns columns and runs down
+// the rows, so each column's sum is column_sum_accumulate's, term by term (the same bits).
+void relu_backward_bias(float* dx, float* db, const float* dy, const float* y, int rows, int cols) {
+#pragma omp parallel
+    {
+        int c0, c1;
+        if (owned_columns(cols, &c0, &c1)) {
+            for (int r = 0; r < rows; r++) {
+                const size_t o = (size_t)r * cols;
+#pragma omp simd
+                for (int c = c0; c < c1; c++) {
+                    const float v = y[o + c] > 0.0f ? dy[o + c] : 0.0f;
+                    dx[o + c] = v;
+                    db[c] += v;
+                }
+            }
+        }
+    }
+}
+
 // ============================================================================================
 // §5.4 Residual Dropout and §3.1's residual connection, LayerNorm over the last dimension.
 // ============================================================================================
@@ -1179,8 +1200,9 @@ public:
         if (const Bf16PackedB* w = packed_at(packed_bf16_, F(W), out, in)) return cpu::linear_forward_packed(F(Y), F(X), *w, F(b), rows, true);
         cpu::linear_relu_forward(F(Y), F(X), F(W), F(b), rows, in, out, gemm_);
     }
-    void relu_backward(floatX* dx, const floatX* dy, const floatX* y, size_t n) override {
-        cpu::relu_backward(F(dx), F(dy), F(y), n);
+    void relu_backward(floatX* dx, float* db, const floatX* dy, const floatX* y, int rows, int cols) override {
+        if (db) return cpu::relu_backward_bias(F(dx), db, F(dy), F(y), rows, cols);
+        cpu::relu_backward(F(dx), F(dy), F(y), (size_t)rows * cols);
     }
 
     void dropout_forward(floatX* y, const floatX* x, size_t n, float p, uint64_t seed) override {

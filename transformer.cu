@@ -24,6 +24,7 @@
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <map>
 #include <optional>
 #include <tuple>
@@ -122,6 +123,12 @@ struct Max { __device__ float operator()(float a, float b) const { return fmaxf(
 __device__ __forceinline__ size_t global_warp() { return (size_t)blockIdx.x * WARPS + threadIdx.x / 32; }
 __device__ __forceinline__ int lane_id() { return threadIdx.x % 32; }
 
+// §5.4: v, element i of a tensor under dropout, as every site applies it: kept and multiplied
+// by scale = 1 / (1 - p) (or 1 where p is 0), or 0.
+__device__ __forceinline__ float dropout_value(float v, uint64_t seed, size_t i, float p, float scale) {
+    return p <= 0.0f ? v : dropout_keep(seed, i, p) ? __fmul_rn(v, scale) : 0.0f;
+}
+
 // =============================================================================================
 // The device and its memory
 // =============================================================================================
@@ -153,8 +160,7 @@ __global__ void embedding_forward_kernel(T* x, const int* tokens, const T* E, co
         const int c = (int)(i % d);
         float v = __fadd_rn(__fmul_rn(to_float(E[(size_t)tokens[r] * d + c]), emb_scale),
                             to_float(pe[(size_t)(pos0 + r % L) * d + c]));
-        if (p > 0.0f) v = dropout_keep(seed, i, p) ? __fmul_rn(v, keep_scale) : 0.0f;
-        x[i] = from_float<T>(v);
+        x[i] = from_float<T>(dropout_value(v, seed, i, p, keep_scale));
     }
 }
 
@@ -194,7 +200,7 @@ __global__ void embedding_backward_kernel(float* dE, const T* dx, const int* sor
                 g[u] = 0.0f;
                 if (j0 + u >= end) continue;
                 const size_t e = (size_t)sorted_rows[j0 + u] * d + c;
-                if (p <= 0 || dropout_keep(seed, e, p)) g[u] = __fmul_rn(to_float(dx[e]), keep_scale);
+                g[u] = dropout_value(to_float(dx[e]), seed, e, p, keep_scale);
             }
 #pragma unroll
             for (int u = 0; u < RUN_AHEAD; u++)
@@ -214,7 +220,7 @@ __global__ void position_backward_kernel(float* dpe, const T* dx, int B, int L, 
         float acc = dpe[i];
         for (int b = 0; b < B; b++) {
             const size_t e = (size_t)b * n + i;
-            acc = __fadd_rn(acc, (p <= 0 || dropout_keep(seed, e, p)) ? __fmul_rn(to_float(dx[e]), keep_scale) : 0.0f);
+            acc = __fadd_rn(acc, dropout_value(to_float(dx[e]), seed, e, p, keep_scale));
         }
         dpe[i] = acc;
     }
@@ -244,11 +250,19 @@ __global__ void column_partials_kernel(float* partial, Term term, int rows, int 
     }
 }
 
-// The same sums for plain rows y (rows, cols) on 16-byte boundaries (cols a multiple of P): a
-// thread takes P consecutive columns, 16 bytes a load (bias gradients read the widest tensors of
-// the backward, d_ff = 2048 columns in the FFN); the order per column is the kernel's above.
+// The same sums for rows of 16-byte packs (cols a multiple of P, the tensors on 16-byte
+// boundaries): a thread takes P consecutive columns, 16 bytes a load (bias gradients read the
+// widest tensors of the backward, d_ff = 2048 columns in the FFN); the order per column is the
+// kernel's above. Rows: the functor that gives pack i of the (rows, cols) tensor summed, a
+// PlainRows (bias gradients) or a ReluBackwardRows (which writes the pack it makes).
 template <class T>
-__global__ void column_partials_packed_kernel(float* partial, const T* y, int rows, int cols) {
+struct PlainRows {
+    const T* y;
+    __device__ Pack16<T> operator()(size_t i) const { return reinterpret_cast<const Pack16<T>*>(y)[i]; }
+};
+
+template <class T, class Rows>
+__global__ void column_partials_packed_kernel(float* partial, Rows pack, int rows, int cols) {
     constexpr int P = Pack16<T>::N;
     __shared__ float s[8][32 * P + 1];
     const int c0 = (blockIdx.x * 32 + threadIdx.x) * P, chunk = blockIdx.y;
@@ -256,7 +270,7 @@ __global__ void column_partials_packed_kernel(float* partial, const T* y, int ro
     float acc[P] = {};
     if (c0 < cols)
         for (int r = r0 + threadIdx.y; r < r1; r += 8) {
-            const Pack16<T> v = *reinterpret_cast<const Pack16<T>*>(y + (size_t)r * cols + c0);
+            const Pack16<T> v = pack(((size_t)r * cols + c0) / P);
             for (int j = 0; j < P; j++) acc[j] += to_float(v.v[j]);
         }
     for (int j = 0; j < P; j++) s[threadIdx.y][threadIdx.x * P + j] = acc[j];
@@ -302,21 +316,36 @@ struct RowTerm {   // dY[r, c]: bias gradients, LayerNorm's db
 // CudaBackend::linear_relu_forward)
 // =============================================================================================
 // The FFN's widest tensors (rows x d_ff, three of them): 16 bytes at a time where they allow.
+// Pack i of dx = dy where y > 0, else 0, written and returned.
+template <class T>
+__device__ __forceinline__ Pack16<T> relu_backward_pack(T* dx, const T* dy, const T* y, size_t i) {
+    const Pack16<T> g = reinterpret_cast<const Pack16<T>*>(dy)[i], v = reinterpret_cast<const Pack16<T>*>(y)[i];
+    Pack16<T> out;
+    for (int j = 0; j < Pack16<T>::N; j++) out.v[j] = to_float(v.v[j]) > 0.0f ? g.v[j] : from_float<T>(0.0f);
+    reinterpret_cast<Pack16<T>*>(dx)[i] = out;
+    return out;
+}
+
 template <class T>
 __global__ void relu_backward_kernel(T* dx, const T* dy, const T* y, size_t n) {
     const size_t first = blockIdx.x * (size_t)blockDim.x + threadIdx.x, stride = (size_t)gridDim.x * blockDim.x;
     if (packed<T>(n, dx, dy, y)) {
-        constexpr int P = Pack16<T>::N;
-        for (size_t i = first; i < n / P; i += stride) {
-            const Pack16<T> g = reinterpret_cast<const Pack16<T>*>(dy)[i], v = reinterpret_cast<const Pack16<T>*>(y)[i];
-            Pack16<T> out;
-            for (int j = 0; j < P; j++) out.v[j] = to_float(v.v[j]) > 0.0f ? g.v[j] : from_float<T>(0.0f);
-            reinterpret_cast<Pack16<T>*>(dx)[i] = out;
-        }
+        for (size_t i = first; i < n / Pack16<T>::N; i += stride) relu_backward_pack(dx, dy, y, i);
         return;
     }
     for (size_t i = first; i < n; i += stride) dx[i] = to_float(y[i]) > 0.0f ? dy[i] : from_float<T>(0.0f);
 }
+
+// With the bias gradient of the FFN's first layer: column_partials_packed_kernel over the packs
+// of dx as this writes them (each pack is made once: the kernel's threads cover every pack of
+// the tensor exactly once), so dx is not read again for its column sums.
+template <class T>
+struct ReluBackwardRows {
+    T* dx;
+    const T* dy;
+    const T* y;
+    __device__ Pack16<T> operator()(size_t i) const { return relu_backward_pack(dx, dy, y, i); }
+};
 
 // =============================================================================================
 // §5.4 Residual Dropout, §3.1's residual connection, LayerNorm
@@ -325,7 +354,7 @@ template <class T>
 __global__ void dropout_forward_kernel(T* y, const T* x, size_t n, float p, uint64_t seed) {
     const float scale = 1.0f / (1.0f - p);
     for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n; i += (size_t)gridDim.x * blockDim.x)
-        y[i] = from_float<T>(dropout_keep(seed, i, p) ? __fmul_rn(to_float(x[i]), scale) : 0.0f);
+        y[i] = from_float<T>(dropout_value(to_float(x[i]), seed, i, p, scale));
 }
 
 // y = x + dropout(f); y may be f.
@@ -333,8 +362,7 @@ template <class T>
 __global__ void residual_forward_kernel(T* y, const T* f, const T* x, size_t n, float p, uint64_t seed) {
     const float scale = p > 0 ? 1.0f / (1.0f - p) : 1.0f;
     for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n; i += (size_t)gridDim.x * blockDim.x) {
-        const float fi = p <= 0 ? to_float(f[i]) : dropout_keep(seed, i, p) ? __fmul_rn(to_float(f[i]), scale) : 0.0f;
-        y[i] = from_float<T>(__fadd_rn(fi, to_float(x[i])));
+        y[i] = from_float<T>(__fadd_rn(dropout_value(to_float(f[i]), seed, i, p, scale), to_float(x[i])));
     }
 }
 
@@ -473,13 +501,71 @@ __global__ void residual_layernorm_forward_kernel(T* y, T* r, float* mean, float
         float fv[P], xv[P];
         load_group(fv, f + base, c0, d, vec);
         load_group(xv, x + base, c0, d, vec);
-        for (int j = 0; j < P; j++) {
-            const float fi = p <= 0 ? fv[j] : dropout_keep(seed, base + c0 + j, p) ? __fmul_rn(fv[j], scale) : 0.0f;
-            xv[j] = __fadd_rn(fi, xv[j]);
-        }
+        for (int j = 0; j < P; j++) xv[j] = __fadd_rn(dropout_value(fv[j], seed, base + c0 + j, p, scale), xv[j]);
         store_group(r + base, xv, c0, d, vec);
     }
     layernorm_row(y + base, &mean[row], &rstd[row], r + base, g, b, d, vec);
+}
+
+// LayerNorm with the row in registers for rows of at most G groups a lane (d <= 32 P G; the
+// backend takes it for G <= 4: d_model 1024 in bf16, 512 in fp32): plain, y = LN(x) (f null,
+// r unused), or the block end above, r = x + dropout(f), y = LN(r), r kept as stored (rounded
+// to T). Each tensor moves once (layernorm_row reads its row three times); the sums are
+// layernorm_row's, term by term in the same order, so the bits are the same. One warp per row.
+template <class T, int G>
+__global__ void layernorm_forward_registers_kernel(T* y, T* r, float* mean, float* rstd, const T* f, const T* x,
+                                                   const T* g, const T* b, int rows, int d, float p,
+                                                   uint64_t seed) {
+    constexpr int P = Pack16<T>::N;
+    const size_t row = global_warp();
+    if (row >= (size_t)rows) return;
+    const bool vec = packed<T>(d, y, r, f, x, g, b);
+    const float scale = p > 0 ? 1.0f / (1.0f - p) : 1.0f;
+    const size_t base = row * d;
+    float v[G][P], sum = 0.0f;   // the row (0 past d)
+#pragma unroll
+    for (int i = 0; i < G; i++) {
+        const int c0 = first_group<T>() + i * group_stride<T>();
+        float fv[P] = {};
+        for (int j = 0; j < P; j++) v[i][j] = 0.0f;
+        if (c0 >= d) continue;
+        load_group(v[i], x + base, c0, d, vec);
+        if (f) {
+            load_group(fv, f + base, c0, d, vec);
+#pragma unroll
+            for (int j = 0; j < P; j++)   // as stored
+                v[i][j] = to_float(from_float<T>(__fadd_rn(dropout_value(fv[j], seed, base + c0 + j, p, scale), v[i][j])));
+            store_group(r + base, v[i], c0, d, vec);
+        }
+#pragma unroll
+        for (int j = 0; j < P; j++) sum += v[i][j];
+    }
+    const float mu = warp_sum(sum) / d;
+    float sq = 0.0f;
+#pragma unroll
+    for (int i = 0; i < G; i++) {
+        const int c0 = first_group<T>() + i * group_stride<T>();
+        if (c0 >= d) continue;
+#pragma unroll
+        for (int j = 0; j < P; j++)
+            if (c0 + j < d) sq += (v[i][j] - mu) * (v[i][j] - mu);
+    }
+    const float rs = 1.0f / sqrtf(warp_sum(sq) / d + LN_EPS);
+#pragma unroll
+    for (int i = 0; i < G; i++) {
+        const int c0 = first_group<T>() + i * group_stride<T>();
+        if (c0 >= d) continue;
+        float gv[P], bv[P];
+        load_group(gv, g, c0, d, vec);
+        load_group(bv, b, c0, d, vec);
+#pragma unroll
+        for (int j = 0; j < P; j++) v[i][j] = (v[i][j] - mu) * rs * gv[j] + bv[j];
+        store_group(y + base, v[i], c0, d, vec);
+    }
+    if (lane_id() == 0) {
+        mean[row] = mu;
+        rstd[row] = rs;
+    }
 }
 
 // Its backward: dx = LN'(dy), df = dropout'(dx) from dx as stored. One warp per row.
@@ -497,8 +583,7 @@ __global__ void residual_layernorm_backward_dx_kernel(T* dx, T* df, const T* dy,
     for (int c0 = first_group<T>(); c0 < d; c0 += group_stride<T>()) {
         float v[P];
         load_group(v, dx + base, c0, d, vec);   // as stored: rounded to T
-        for (int j = 0; j < P; j++)
-            v[j] = p <= 0 ? v[j] : dropout_keep(seed, base + c0 + j, p) ? __fmul_rn(v[j], scale) : 0.0f;
+        for (int j = 0; j < P; j++) v[j] = dropout_value(v[j], seed, base + c0 + j, p, scale);
         store_group(df + base, v, c0, d, vec);
     }
 }
@@ -564,10 +649,8 @@ __global__ void layernorm_backward_fused_kernel(T* dx, float dx_beta, T* df, flo
             store_group(dx + base, v, c0, d, vec);
             if (!df) continue;
 #pragma unroll
-            for (int j = 0; j < P; j++) {
-                const float stored = to_float(from_float<T>(v[j]));
-                v[j] = p <= 0 ? stored : dropout_keep(seed, base + c0 + j, p) ? __fmul_rn(stored, scale) : 0.0f;
-            }
+            for (int j = 0; j < P; j++)   // from dx as stored
+                v[j] = dropout_value(to_float(from_float<T>(v[j])), seed, base + c0 + j, p, scale);
             store_group(df + base, v, c0, d, vec);
         }
     }
@@ -1915,6 +1998,11 @@ public:
     }
     ~CudaBackend() override {
         for (cudaEvent_t e : events_) cudaEventDestroy(e);
+        if (staging_) {
+            cudaEventSynchronize(staged_);
+            cudaEventDestroy(staged_);
+            cudaFreeHost(staging_);
+        }
         for (void* p : scratch_) release(p);
         release(workspace_);
         for (auto& [key, p] : products_) destroy_product(p);
@@ -1973,8 +2061,32 @@ public:
     }
     void clear_marks() override { marks_ = 0; }
     size_t peak_memory() const override { return peak_; }
+    // A copy from pageable memory first waits for every queued kernel, and the GPU then waits
+    // for the copy: a training step's three token arrays, a decoding step's cache row. So
+    // copies up to STAGING_BYTES go through a page-locked ring, staging_: the host's bytes are
+    // copied there at once (src may change on return, as before) and go up asynchronously, in
+    // stream order, while the host goes on queueing work. The ring starts over only once the
+    // copy recorded last by staged_ (and so every earlier one) has ended. Larger copies (the
+    // parameters at load) go as they did.
     void upload(void* dst, const void* src, size_t bytes) override {
-        if (bytes) CUDA_CHECK(cudaMemcpy(dst, src, bytes, cudaMemcpyHostToDevice));
+        if (!bytes) return;
+        if (bytes > STAGING_BYTES) {
+            CUDA_CHECK(cudaMemcpy(dst, src, bytes, cudaMemcpyHostToDevice));
+            return;
+        }
+        if (!staging_) {
+            CUDA_CHECK(cudaMallocHost((void**)&staging_, STAGING_BYTES));
+            CUDA_CHECK(cudaEventCreate(&staged_));
+        }
+        if (staging_used_ + bytes > STAGING_BYTES) {
+            CUDA_CHECK(cudaEventSynchronize(staged_));
+            staging_used_ = 0;
+        }
+        char* stage = staging_ + staging_used_;
+        std::memcpy(stage, src, bytes);
+        CUDA_CHECK(cudaMemcpyAsync(dst, stage, bytes, cudaMemcpyHostToDevice));
+        CUDA_CHECK(cudaEventRecord(staged_));
+        staging_used_ += (bytes + 255) / 256 * 256;
     }
     void download(void* dst, const void* src, size_t bytes) override {
         if (bytes) CUDA_CHECK(cudaMemcpy(dst, src, bytes, cudaMemcpyDeviceToHost));
@@ -2047,10 +2159,17 @@ public:
                              int in, int out) override {
         matmul(true, false, out, rows, in, W, in, X, in, Y, out, act_type(), 0.0f, b, true);
     }
-    void relu_backward(floatX* dx, const floatX* dy, const floatX* y, size_t n) override {
+    void relu_backward(floatX* dx, float* db, const floatX* dy, const floatX* y, int rows, int cols) override {
+        const size_t n = (size_t)rows * cols;
+        if (db && packs(cols, dx, dy, y)) {   // dx and its column sums in one pass
+            if (bf()) partials_packed<bf16>(db, cuda::ReluBackwardRows<bf16>{(bf16*)dx, (const bf16*)dy, (const bf16*)y}, rows, cols);
+            else partials_packed<float>(db, cuda::ReluBackwardRows<float>{(float*)dx, (const float*)dy, (const float*)y}, rows, cols);
+            return;
+        }
         // a thread per 16-byte pack (the kernel's loop strides over the rest when they do not fit)
         if (bf()) run(cuda::relu_backward_kernel<bf16>, grid(n / 8 + 1), (bf16*)dx, (const bf16*)dy, (const bf16*)y, n);
         else run(cuda::relu_backward_kernel<float>, grid(n / 4 + 1), (float*)dx, (const float*)dy, (const float*)y, n);
+        if (db) row_sum(db, dx, rows, cols);
     }
 
     void dropout_forward(floatX* y, const floatX* x, size_t n, float p, uint64_t seed) override {
@@ -2068,6 +2187,7 @@ public:
     }
     void layernorm_forward(floatX* y, float* mean, float* rstd, const floatX* x, const floatX* g,
                            const floatX* b, int rows, int d) override {
+        if (layernorm_forward_registers(y, nullptr, mean, rstd, nullptr, x, g, b, rows, d, 0.0f, 0)) return;
         const dim3 blocks(cuda::warp_grid(rows)), threads(32 * cuda::WARPS);
         if (bf()) launch(cuda::layernorm_forward_kernel<bf16>, blocks, threads, 0, (bf16*)y, mean, rstd, (const bf16*)x, (const bf16*)g, (const bf16*)b, rows, d);
         else launch(cuda::layernorm_forward_kernel<float>, blocks, threads, 0, (float*)y, mean, rstd, (const float*)x, (const float*)g, (const float*)b, rows, d);
@@ -2084,6 +2204,7 @@ public:
     void residual_layernorm_forward(floatX* y, floatX* r, float* mean, float* rstd, const floatX* f,
                                     const floatX* x, const floatX* g, const floatX* b, int rows, int d,
                                     float p, uint64_t seed) override {
+        if (layernorm_forward_registers(y, r, mean, rstd, f, x, g, b, rows, d, p, seed)) return;
         const dim3 blocks(cuda::warp_grid(rows)), threads(32 * cuda::WARPS);
         if (bf()) launch(cuda::residual_layernorm_forward_kernel<bf16>, blocks, threads, 0, (bf16*)y, (bf16*)r, mean, rstd, (const bf16*)f, (const bf16*)x, (const bf16*)g, (const bf16*)b, rows, d, p, seed);
         else launch(cuda::residual_layernorm_forward_kernel<float>, blocks, threads, 0, (float*)y, (float*)r, mean, rstd, (const float*)f, (const float*)x, (const float*)g, (const float*)b, rows, d, p, seed);
@@ -2097,12 +2218,39 @@ public:
         else launch(cuda::residual_layernorm_backward_dx_kernel<float>, blocks, threads, 0, (float*)dx, (float*)df, (const float*)dy, (const float*)r, mean, rstd, (const float*)g, rows, d, p, seed);
         layernorm_parameter_grads(dg, db, dy, r, mean, rstd, rows, d);
     }
+    // layernorm_forward_registers_kernel (plain where f is null) where a row fits its registers
+    // (false where not: layernorm_forward_kernel or residual_layernorm_forward_kernel then take it).
+    bool layernorm_forward_registers(floatX* y, floatX* r, float* mean, float* rstd, const floatX* f, const floatX* x,
+                                     const floatX* g, const floatX* b, int rows, int d, float p, uint64_t seed) {
+        const int groups = layernorm_groups(d);
+        if (groups > 4) return false;
+        const dim3 blocks(cuda::warp_grid(rows)), threads(32 * cuda::WARPS);
+        if (bf()) {
+            auto kernel = groups == 1 ? cuda::layernorm_forward_registers_kernel<bf16, 1>
+                        : groups == 2 ? cuda::layernorm_forward_registers_kernel<bf16, 2>
+                                      : cuda::layernorm_forward_registers_kernel<bf16, 4>;
+            launch(kernel, blocks, threads, 0, (bf16*)y, (bf16*)r, mean, rstd, (const bf16*)f, (const bf16*)x,
+                   (const bf16*)g, (const bf16*)b, rows, d, p, seed);
+        } else {
+            auto kernel = groups == 1 ? cuda::layernorm_forward_registers_kernel<float, 1>
+                        : groups == 2 ? cuda::layernorm_forward_registers_kernel<float, 2>
+                                      : cuda::layernorm_forward_registers_kernel<float, 4>;
+            launch(kernel, blocks, threads, 0, (float*)y, (float*)r, mean, rstd, (const float*)f, (const float*)x,
+                   (const float*)g, (const float*)b, rows, d, p, seed);
+        }
+        return true;
+    }
+    // Groups of 16 bytes a lane of a warp holds for a row of d columns (the register kernels' G).
+    int layernorm_groups(int d) const {
+        const int per_group = 32 * (bf() ? 8 : 4);
+        return (d + per_group - 1) / per_group;
+    }
     // layernorm_backward_fused_kernel where a row fits its registers (false where not: the two
     // kernels below then take it); dg, db += its blocks' partial sums, in block order.
     bool layernorm_backward_fused(floatX* dx, float dx_beta, floatX* df, float* dg, float* db, const floatX* dy,
                                   const floatX* x, const float* mean, const float* rstd, const floatX* g, int rows,
                                   int d, float p, uint64_t seed) {
-        const int per_group = 32 * (bf() ? 8 : 4), groups = (d + per_group - 1) / per_group;
+        const int groups = layernorm_groups(d);
         if (groups > 4) return false;
         const int blocks = (rows + cuda::LN_BLOCK_ROWS - 1) / cuda::LN_BLOCK_ROWS;
         if (blocks == 0) return true;
@@ -2363,6 +2511,10 @@ private:
     cublasLtHandle_t lt_ = nullptr;
     void* workspace_ = nullptr;
     size_t workspace_bytes_ = 0;
+    static constexpr size_t STAGING_BYTES = 8u << 20;   // upload's ring: 8 MB, page-locked
+    char* staging_ = nullptr;
+    size_t staging_used_ = 0;                           // bytes of the ring handed out since it started over
+    cudaEvent_t staged_ = nullptr;                      // recorded behind the last staged copy
     std::map<void*, size_t> sizes_;         // live allocations, for the peak
     size_t in_use_ = 0, peak_ = 0;
     AttentionKernels requested_;            // TRANSFORMER_ATTENTION
@@ -2502,16 +2654,26 @@ private:
     }
     // out (cols) += column sums of y (rows, cols): 16 bytes a load where y allows.
     void row_sum(float* out, const floatX* y, int rows, int cols) {
-        const int P = 16 / (int)floatx_size();
-        if (cols % P != 0 || (uintptr_t)y % 16 != 0) {
+        if (!packs(cols, y)) {
             if (bf()) return column_sum(out, cuda::RowTerm<bf16>{(const bf16*)y, cols}, rows, cols);
             return column_sum(out, cuda::RowTerm<float>{(const float*)y, cols}, rows, cols);
         }
+        if (bf()) partials_packed<bf16>(out, cuda::PlainRows<bf16>{(const bf16*)y}, rows, cols);
+        else partials_packed<float>(out, cuda::PlainRows<float>{(const float*)y}, rows, cols);
+    }
+    // Can rows of `cols` columns at these pointers be read in 16-byte packs?
+    template <class... Ps>
+    bool packs(int cols, const Ps*... ps) const {
+        return cols % (16 / (int)floatx_size()) == 0 && ((reinterpret_cast<uintptr_t>(ps) | ...) % 16) == 0;
+    }
+    // out (cols) += column sums of the (rows, cols) packs that `pack` gives (column_partials_packed_kernel).
+    template <class T, class Rows>
+    void partials_packed(float* out, Rows pack, int rows, int cols) {
+        constexpr int P = cuda::Pack16<T>::N;
         const int chunks = (rows + cuda::CHUNK_ROWS - 1) / cuda::CHUNK_ROWS;
         float* partial = (float*)scratch(2, (size_t)chunks * cols * sizeof(float));
         const dim3 blocks((cols + 32 * P - 1) / (32 * P), chunks), threads(32, 8);
-        if (bf()) launch(cuda::column_partials_packed_kernel<bf16>, blocks, threads, 0, partial, (const bf16*)y, rows, cols);
-        else launch(cuda::column_partials_packed_kernel<float>, blocks, threads, 0, partial, (const float*)y, rows, cols);
+        launch(cuda::column_partials_packed_kernel<T, Rows>, blocks, threads, 0, partial, pack, rows, cols);
         finish_columns(out, partial, chunks, cols);
     }
 

@@ -256,11 +256,14 @@ public:
     // ---- §3.3 Position-wise Feed-Forward Networks: the ReLU ----------------------------------
     // Fused: Y (rows, out) = max(0, X (rows, in) W^T + b), the FFN's first layer in one pass
     // (a cuBLASLt epilogue on the GPU); b may be nullptr. Its backward is relu_backward, then
-    // linear_backward.
+    // linear_backward (with db nullptr: relu_backward took it).
     virtual void linear_relu_forward(floatX* Y, const floatX* X, const floatX* W, const floatX* b,
                                      int rows, int in, int out) = 0;
-    // dx (n) = dy where y > 0, else 0; in place (dx == dy) allowed.
-    virtual void relu_backward(floatX* dx, const floatX* dy, const floatX* y, size_t n) = 0;
+    // dx (rows, cols) = dy where y > 0, else 0; in place (dx == dy) allowed. db (cols), when not
+    // nullptr, += the column sums of dx as linear_backward's db would add them (the FFN's first
+    // bias: the GPU sums dx as it writes it, so dx, d_ff columns wide, is read once less).
+    virtual void relu_backward(floatX* dx, float* db, const floatX* dy, const floatX* y, int rows,
+                               int cols) = 0;
 
     // ---- §5.4 Residual Dropout, and the residual connections + LayerNorm of §3.1 ------------
     // y (n) = dropout(x): x * keep / (1 - p); in place allowed. backward: the same mask.

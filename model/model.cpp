@@ -1284,8 +1284,8 @@ static void sublayer_backward(const Pass& ps, Block& b, const AttentionP* attn,
         ops.linear_backward(a->d_proj, 0.0f, ps.G(ffn->fc2.w), ps.G(ffn->fc2.b), dF, b.h1_drop,
                             ps.W(ffn->fc2.w), rows, c.d_ff, d);
         if (ps.p_relu > 0) ops.dropout_backward(a->d_proj, a->d_proj, nh, ps.p_relu, ps.site_seed(b.site + 2));
-        ops.relu_backward(a->d_proj, a->d_proj, b.proj, nh);
-        ops.linear_backward(d_in, d_in_beta, ps.G(ffn->fc1.w), ps.G(ffn->fc1.b), a->d_proj, in,
+        ops.relu_backward(a->d_proj, ps.G(ffn->fc1.b), a->d_proj, b.proj, rows, c.d_ff);   // and fc1's db
+        ops.linear_backward(d_in, d_in_beta, ps.G(ffn->fc1.w), nullptr, a->d_proj, in,
                             ps.W(ffn->fc1.w), rows, d, c.d_ff);
         return;
     }

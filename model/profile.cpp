@@ -150,9 +150,9 @@ void ProfiledBackend::linear_relu_forward(floatX* Y, const floatX* X, const floa
     inner_->linear_relu_forward(Y, X, W, b, rows, in, out);
     done("linear_relu_forward", 2.0 * rows * in * out, product_bytes(rows, in, out, fx()), shape(rows, in, out));
 }
-void ProfiledBackend::relu_backward(floatX* dx, const floatX* dy, const floatX* y, size_t n) {
-    inner_->relu_backward(dx, dy, y, n);
-    done("relu_backward", 0, 3.0 * n * fx());
+void ProfiledBackend::relu_backward(floatX* dx, float* db, const floatX* dy, const floatX* y, int rows, int cols) {
+    inner_->relu_backward(dx, db, dy, y, rows, cols);
+    done("relu_backward", 0, 3.0 * rows * cols * fx() + (db ? 8.0 * cols : 0.0));
 }
 
 // ---- §5.4 Residual Dropout, residual connections, LayerNorm ------------------------------------

@@ -69,7 +69,7 @@ public:
                          const floatX* X, const floatX* W, int rows, int in, int out) override;
     void linear_relu_forward(floatX* Y, const floatX* X, const floatX* W, const floatX* b, int rows,
                              int in, int out) override;
-    void relu_backward(floatX* dx, const floatX* dy, const floatX* y, size_t n) override;
+    void relu_backward(floatX* dx, float* db, const floatX* dy, const floatX* y, int rows, int cols) override;
     void dropout_forward(floatX* y, const floatX* x, size_t n, float p, uint64_t site_seed) override;
     void dropout_backward(floatX* dx, const floatX* dy, size_t n, float p, uint64_t site_seed) override;
     void residual_forward(floatX* y, const floatX* f, const floatX* x, size_t n, float p,

@@ -154,7 +154,8 @@ if want bench; then
     step bench-base-fused-w8 env TRANSFORMER_FUSED_WARPS=8 build/bench_train --device cuda --precision bf16 --config base --tokens 25000
     # base and big against PyTorch eager and torch.compile on the same batch, with the ratios
     step bench-vs-torch sh bench/bench_train_gpu.sh build
-    # the hardware counters of one launch of each of the slowest hand-written kernels (ncu)
+    # the hardware counters of one launch of each of the slowest hand-written kernels, then
+    # every kernel of one step by name and duration (ncu)
     step ncu-kernels sh bench/ncu_kernels.sh build
 fi
 # The base step with the other attention kernels (asked for by name: measured on 2026-11-27,

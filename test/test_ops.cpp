@@ -660,27 +660,43 @@ void test_linear_relu_forward(Backend& be, Backend* cpu) {
     }
 }
 
-// The ReLU's backward, from the y that linear_relu_forward stores.
+// The ReLU's backward, from the y that linear_relu_forward stores; with db, the FFN's first bias
+// gradient from the same pass: against float64, and bit for bit against relu_backward without
+// db followed by linear_backward's db (the path it replaces). The GPU sums dx as it writes it
+// where rows are whole 16-byte packs (cols a multiple of 8 in bf16, of 4 in fp32; 300 rows: two
+// chunks of 256), else it sums afterwards (cols 17, 67).
 void test_relu(Backend& be, Backend* cpu) {
-    for (size_t n : {(size_t)1, (size_t)17, (size_t)1000, (size_t)4099}) {
-        Vec x = rand_x(be, n), dy = rand_x(be, n);
+    struct Case { int rows, cols; };
+    for (const Case& c : {Case{1, 1}, Case{1, 17}, Case{8, 125}, Case{1, 4099}, Case{17, 67}, Case{300, 64},
+                          Case{5, 2048}}) {
+        const size_t n = (size_t)c.rows * c.cols;
+        Vec x = rand_x(be, n), dy = rand_x(be, n), db0 = rand_f(c.cols);
         for (float& v : x) v = held(be, v < 0 ? v - 1e-3f : v + 1e-3f);   // away from the kink
         Vec y(n), dx(n);
         for (size_t i = 0; i < n; i++) {
             y[i] = x[i] > 0 ? x[i] : 0.0f;   // what linear_relu_forward stores
             dx[i] = x[i] > 0 ? dy[i] : 0.0f;
         }
-        struct Out { Vec dx, dx_inplace; };
+        DVec db64(db0.begin(), db0.end());
+        for (size_t i = 0; i < n; i++) db64[i % c.cols] += dx[i];
+        const int in = 8;   // the unfused db: linear_backward's, over the same dx
+        const Vec xin = rand_x(be, (size_t)c.rows * in), wv = rand_x(be, (size_t)c.cols * in);
+        struct Out { Vec dx, dx_inplace, db, db_unfused; };
         auto run = [&](Backend& b) {
             Mem ym = put_x(b, y), g = put_x(b, dy), d(b, n * b.floatx_size()), gi = put_x(b, dy);
-            b.relu_backward(d.x(), g.x(), ym.x(), n);
-            b.relu_backward(gi.x(), gi.x(), ym.x(), n);   // in place, as model.cpp
-            return Out{get_x(b, d.x(), n), get_x(b, gi.x(), n)};
+            Mem db = put_f(b, db0), db2 = put_f(b, db0);
+            b.relu_backward(d.x(), nullptr, g.x(), ym.x(), c.rows, c.cols);
+            b.relu_backward(gi.x(), db.f(), gi.x(), ym.x(), c.rows, c.cols);   // in place, as model.cpp
+            Mem xm = put_x(b, xin), w = put_x(b, wv), dw = put_f(b, Vec((size_t)c.cols * in, 0.0f));
+            b.linear_backward(nullptr, 0.0f, dw.f(), db2.f(), d.x(), xm.x(), w.x(), c.rows, in, c.cols);
+            return Out{get_x(b, d.x(), n), get_x(b, gi.x(), n), get_f(b, db.f(), c.cols), get_f(b, db2.f(), c.cols)};
         };
-        const std::string name = fmt("relu_backward n=%zu", n);
+        const std::string name = fmt("relu_backward %dx%d", c.rows, c.cols);
         Out got = run(be);
         same(name + " = dy where y > 0", got.dx, dx);
-        same(name + " in place (dx == dy)", got.dx_inplace, dx);
+        same(name + " in place (dx == dy), with db", got.dx_inplace, dx);
+        close(name + " db vs float64", got.db, db64, TOL.bwd);
+        same(name + " db = linear_backward's", got.db, got.db_unfused);
         DVec x64 = D(x), dy64 = D(dy);
         auto loss = [&] {
             double s = 0;
@@ -688,7 +704,11 @@ void test_relu(Backend& be, Backend* cpu) {
             return s;
         };
         grad_vs_fd(name, x64, loss, got.dx, nullptr);
-        if (cpu) vs_cpu_exact(be, name, got.dx, run(*cpu).dx);
+        if (cpu) {
+            Out ref = run(*cpu);
+            vs_cpu_exact(be, name, got.dx, ref.dx);
+            vs_cpu(name + " db", got.db, ref.db, TOL.cross_bwd);
+        }
     }
 }
 
@@ -810,8 +830,10 @@ LnInputs ln_inputs(const Backend& be, int rows, int d) {
     return in;
 }
 
+// The GPU keeps a row in registers up to 4 groups of 16 bytes a lane (d 1024 in bf16, 512 in
+// fp32; d = 300 leaves groups past d), past that it streams the row (d = 1100).
 void test_layernorm_forward(Backend& be, Backend* cpu) {
-    const int shapes[][2] = {{1, 5}, {3, 16}, {17, 67}, {64, 512}};
+    const int shapes[][2] = {{1, 5}, {3, 16}, {17, 67}, {64, 512}, {9, 300}, {20, 1024}, {5, 1100}};
     for (const auto& sh : shapes) {
         const int rows = sh[0], d = sh[1];
         const LnInputs in = ln_inputs(be, rows, d);
@@ -920,7 +942,8 @@ DVec ref_residual_layernorm(const DVec& f, const DVec& x, const DVec& g, const D
 void test_residual_layernorm_forward(Backend& be, Backend* cpu) {
     struct Case { int rows, d; float p; bool r_is_f; };
     const Case cases[] = {{1, 5, 0.0f, false}, {3, 16, 0.1f, true}, {17, 67, 0.3f, false},
-                          {64, 512, 0.1f, true}};
+                          {64, 512, 0.1f, true}, {9, 300, 0.1f, false}, {20, 1024, 0.3f, true},
+                          {5, 1100, 0.1f, false}};   // as test_layernorm_forward's
     uint32_t site = 450;
     for (const Case& c : cases) {
         const int rows = c.rows, d = c.d;

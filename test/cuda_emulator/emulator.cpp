@@ -468,6 +468,14 @@ cudaError_t cudaFree(void* p) {
     std::free(p);
     return cudaSuccess;
 }
+cudaError_t cudaMallocHost(void** p, size_t bytes) {
+    *p = std::malloc(std::max<size_t>(bytes, 1));
+    return *p ? cudaSuccess : cudaErrorMemoryAllocation;
+}
+cudaError_t cudaFreeHost(void* p) {
+    std::free(p);
+    return cudaSuccess;
+}
 cudaError_t cudaMemcpy(void* dst, const void* src, size_t bytes, cudaMemcpyKind kind) {
     return copy_checked(dst, src, bytes, kind);
 }
@@ -513,6 +521,9 @@ cudaError_t cudaEventElapsedTime(float* ms, cudaEvent_t start, cudaEvent_t end) 
     if (!start || !end || !start->recorded || !end->recorded) return cudaErrorInvalidResourceHandle;
     *ms = std::chrono::duration<float, std::milli>(end->when - start->when).count();
     return cudaSuccess;
+}
+cudaError_t cudaEventSynchronize(cudaEvent_t event) {
+    return event ? cudaSuccess : cudaErrorInvalidResourceHandle;   // unrecorded: at once, as on a GPU
 }
 cudaError_t cudaEventDestroy(cudaEvent_t event) {
     delete event;

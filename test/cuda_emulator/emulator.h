@@ -200,6 +200,8 @@ cudaError_t cudaSetDevice(int device);
 cudaError_t cudaGetDeviceProperties(cudaDeviceProp* prop, int device);
 cudaError_t cudaMalloc(void** p, size_t bytes);
 cudaError_t cudaFree(void* p);
+cudaError_t cudaMallocHost(void** p, size_t bytes);   // page-locked on a GPU; ordinary memory here
+cudaError_t cudaFreeHost(void* p);
 cudaError_t cudaMemcpy(void* dst, const void* src, size_t bytes, cudaMemcpyKind kind);
 cudaError_t cudaMemcpyAsync(void* dst, const void* src, size_t bytes, cudaMemcpyKind kind,
                             cudaStream_t stream = nullptr);
@@ -221,6 +223,7 @@ typedef struct cuda_emulator_event* cudaEvent_t;
 cudaError_t cudaEventCreate(cudaEvent_t* event);
 cudaError_t cudaEventRecord(cudaEvent_t event, cudaStream_t stream = nullptr);
 cudaError_t cudaEventElapsedTime(float* ms, cudaEvent_t start, cudaEvent_t end);
+cudaError_t cudaEventSynchronize(cudaEvent_t event);   // here every copy and launch has ended already
 cudaError_t cudaEventDestroy(cudaEvent_t event);
 
 namespace cuda_emulator {
