@@ -1989,8 +1989,9 @@ void set_batch(cublasLtMatrixLayout_t layout, int count, long long stride) {
 
 class CudaBackend final : public Backend {
 public:
-    CudaBackend(Precision precision, const cudaDeviceProp& prop, AttentionKernels attention, int fused_warps)
-        : precision_(precision), prop_(prop), requested_(attention), fused_warps_(fused_warps),
+    CudaBackend(Precision precision, const cudaDeviceProp& prop, AttentionKernels attention, int fused_warps,
+                int gemm_tune)
+        : precision_(precision), prop_(prop), requested_(attention), fused_warps_(fused_warps), gemm_tune_(gemm_tune),
           attention_(attention == AttentionKernels::Rowwise || bf() ? attention : AttentionKernels::Tiled) {
         CUBLAS_CHECK(cublasLtCreate(&lt_));
         workspace_bytes_ = 32u << 20;
@@ -2519,6 +2520,7 @@ private:
     size_t in_use_ = 0, peak_ = 0;
     AttentionKernels requested_;            // TRANSFORMER_ATTENTION
     int fused_warps_;                       // TRANSFORMER_FUSED_WARPS: 4, 8, or 0 (fused_threads decides)
+    int gemm_tune_;                         // TRANSFORMER_GEMM_TUNE: algorithms timed per shape (0: none, choose_algorithm)
     AttentionKernels attention_;            // what this precision runs of it (fp32: tiled or rowwise)
     std::vector<void*> scratch_;            // the backend's own temporaries, by slot, grown
     std::vector<size_t> scratch_bytes_;
@@ -2736,7 +2738,7 @@ private:
             if (it == algorithms_.end()) {
                 Product q = describe_product(planned);
                 cublasLtMatmulHeuristicResult_t h;
-                it = algorithms_.emplace(planned, heuristic(q, planned, &h) == CUBLAS_STATUS_SUCCESS
+                it = algorithms_.emplace(planned, choose_algorithm(q, planned, &h) == CUBLAS_STATUS_SUCCESS
                                                       ? std::optional<cublasLtMatmulAlgo_t>(h.algo) : std::nullopt).first;
                 destroy_product(q);
             }
@@ -2748,7 +2750,7 @@ private:
                 return p;
             }
         }
-        const cublasStatus_t status = heuristic(p, key, &p.algo);
+        const cublasStatus_t status = choose_algorithm(p, key, &p.algo);
         if (status != CUBLAS_STATUS_SUCCESS) {   // no algorithm: say which product
             const auto [ta, tb, m, n, k, lda, ldb, ldc, c_type, ab, epi, align_a, align_b, align_c, align_bias, with_beta,
                         count, stride_a, stride_b, stride_c] = key;
@@ -2818,9 +2820,71 @@ private:
         cublasLtMatmulDescDestroy(p.op);
     }
 
-    // cuBLASLt's heuristic's first algorithm for p (key: its alignments) into *result: one
-    // within the workspace, without in-place split-K reductions (see Determinism, at the top).
-    cublasStatus_t heuristic(const Product& p, const ProductKey& key, cublasLtMatmulHeuristicResult_t* result) {
+    // The algorithm for product p (key: its shapes and alignments): the heuristic's first, or
+    // with TRANSFORMER_GEMM_TUNE=N the fastest of its first N (fastest_algorithm). The tuned
+    // choice rests on timings, which vary from run to run, so a run and its resume may then
+    // differ in their last bits: it is there to measure what the heuristic's first choice
+    // leaves (gpu-check times the base step with it), not for training.
+    cublasStatus_t choose_algorithm(const Product& p, const ProductKey& key, cublasLtMatmulHeuristicResult_t* result) {
+        std::vector<cublasLtMatmulHeuristicResult_t> found(std::max(1, gemm_tune_));
+        int n = 0;
+        const cublasStatus_t status = heuristic(p, key, (int)found.size(), found.data(), &n);
+        if (status == CUBLAS_STATUS_SUCCESS) *result = found[n > 1 ? fastest_algorithm(p, key, found.data(), n) : 0];
+        return status;
+    }
+
+    // Which of n algorithms runs product p (key) fastest: each timed over 5 calls after a first,
+    // on zeroed operands of the key's shape (not the caller's: a product that accumulates would
+    // change them); one line a shape to stderr with the first's time and the fastest's.
+    int fastest_algorithm(const Product& p, const ProductKey& key, const cublasLtMatmulHeuristicResult_t* algos, int n) {
+        const auto [ta, tb, m, n_cols, k, lda, ldb, ldc, c_type, ab, epi, align_a, align_b, align_c, align_bias,
+                    with_beta, count, stride_a, stride_b, stride_c] = key;
+        const size_t ab_bytes = ab == CUDA_R_32F ? 4 : 2, c_bytes = c_type == CUDA_R_32F ? 4 : 2;
+        const size_t later = (size_t)std::max(count, 1) - 1;
+        const size_t sizes[4] = {((size_t)lda * (ta ? m : k) + later * stride_a) * ab_bytes,
+                                 ((size_t)ldb * (tb ? k : n_cols) + later * stride_b) * ab_bytes,
+                                 ((size_t)ldc * n_cols + later * stride_c) * c_bytes, (size_t)m * ab_bytes};
+        void* operands[4] = {};   // A, B, C, the bias
+        for (int i = 0; i < 4; i++) {
+            CUDA_CHECK(cudaMalloc(&operands[i], sizes[i]));
+            CUDA_CHECK(cudaMemsetAsync(operands[i], 0, sizes[i]));
+        }
+        if (epi & CUBLASLT_EPILOGUE_BIAS)
+            CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(p.op, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &operands[3], sizeof operands[3]));
+        const float alpha = 1.0f, beta = with_beta ? 1.0f : 0.0f;
+        auto call = [&](int i) {
+            return cublasLtMatmul(lt_, p.op, &alpha, operands[0], p.la, operands[1], p.lb, &beta, operands[2], p.lc,
+                                  operands[2], p.lc, &algos[i].algo, workspace_, workspace_bytes_, 0);
+        };
+        cudaEvent_t start, end;
+        CUDA_CHECK(cudaEventCreate(&start));
+        CUDA_CHECK(cudaEventCreate(&end));
+        int best = 0;
+        float best_ms = INFINITY, first_ms = INFINITY;
+        for (int i = 0; i < n; i++) {
+            if (algos[i].workspaceSize > workspace_bytes_ || call(i) != CUBLAS_STATUS_SUCCESS) continue;
+            CUDA_CHECK(cudaEventRecord(start));
+            for (int r = 0; r < 5; r++) CUBLAS_CHECK(call(i));
+            CUDA_CHECK(cudaEventRecord(end));
+            CUDA_CHECK(cudaEventSynchronize(end));
+            float ms = 0;
+            CUDA_CHECK(cudaEventElapsedTime(&ms, start, end));
+            if (i == 0) first_ms = ms / 5;
+            if (ms / 5 < best_ms) best_ms = ms / 5, best = i;
+        }
+        cudaEventDestroy(start);
+        cudaEventDestroy(end);
+        for (void* o : operands) CUDA_CHECK(cudaFree(o));
+        std::fprintf(stderr, "gemm-tune: %d x %d x %d (op(A) %c op(B) %c, batch of %d): the heuristic's first %.4f ms, "
+                     "its #%d of %d %.4f ms\n", m, n_cols, k, ta ? 'T' : 'N', tb ? 'T' : 'N', count, first_ms, best + 1, n, best_ms);
+        return best;
+    }
+
+    // cuBLASLt's heuristic's first algorithms (up to `requested`) for p (key: its alignments)
+    // into results, *found of them: within the workspace, without in-place split-K reductions
+    // (see Determinism, at the top).
+    cublasStatus_t heuristic(const Product& p, const ProductKey& key, int requested,
+                             cublasLtMatmulHeuristicResult_t* results, int* found) {
         const auto [ta, tb, m, n, k, lda, ldb, ldc, c_type, ab, epi, align_a, align_b, align_c, align_bias, with_beta,
                     count, stride_a, stride_b, stride_c] = key;
         cublasLtMatmulPreference_t pref;
@@ -2832,10 +2896,11 @@ private:
         CUBLAS_CHECK(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES, &align_b, sizeof align_b));
         CUBLAS_CHECK(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, &align_c, sizeof align_c));
         CUBLAS_CHECK(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES, &align_c, sizeof align_c));
-        int found = 0;
-        const cublasStatus_t status = cublasLtMatmulAlgoGetHeuristic(lt_, p.op, p.la, p.lb, p.lc, p.lc, pref, 1, result, &found);
+        *found = 0;
+        const cublasStatus_t status = cublasLtMatmulAlgoGetHeuristic(lt_, p.op, p.la, p.lb, p.lc, p.lc, pref, requested,
+                                                                     results, found);
         cublasLtMatmulPreferenceDestroy(pref);
-        return status == CUBLAS_STATUS_SUCCESS && found == 0 ? CUBLAS_STATUS_NOT_SUPPORTED : status;
+        return status == CUBLAS_STATUS_SUCCESS && *found == 0 ? CUBLAS_STATUS_NOT_SUPPORTED : status;
     }
 };
 
@@ -2867,6 +2932,12 @@ extern "C" Backend* transformer_cuda_backend(int precision_value, std::string* e
         *error = std::string("TRANSFORMER_FUSED_WARPS is 4 or 8, not '") + warps + "'";
         return nullptr;
     }
+    const char* tune = std::getenv("TRANSFORMER_GEMM_TUNE");
+    const int gemm_tune = tune ? std::atoi(tune) : 0;
+    if (tune && (std::string(tune) != std::to_string(gemm_tune) || gemm_tune < 0 || gemm_tune > 64)) {
+        *error = std::string("TRANSFORMER_GEMM_TUNE is a count of algorithms to time, 0 to 64, not '") + tune + "'";
+        return nullptr;
+    }
     cudaDeviceProp prop;
     CUDA_CHECK(cudaSetDevice(0));
     CUDA_CHECK(cudaGetDeviceProperties(&prop, 0));
@@ -2875,5 +2946,5 @@ extern "C" Backend* transformer_cuda_backend(int precision_value, std::string* e
                  std::to_string(prop.minor) + "; this backend needs 8.0 or newer (bf16)";
         return nullptr;
     }
-    return new CudaBackend(precision, prop, attention, warps ? std::atoi(warps) : 0);
+    return new CudaBackend(precision, prop, attention, warps ? std::atoi(warps) : 0, gemm_tune);
 }

@@ -152,6 +152,11 @@ if want bench; then
     # fused ones with 8 warps a block in the base step (the default takes 4 up to 32 tokens)
     step bench-attention sh bench/bench_attention.sh build
     step bench-base-fused-w8 env TRANSFORMER_FUSED_WARPS=8 build/bench_train --device cuda --precision bf16 --config base --tokens 25000
+    # the products with the fastest of cuBLASLt's first 8 algorithms for each shape, timed (a
+    # "gemm-tune:" line each), against the heuristic's first, the default: the by-shape table
+    # beside bench-base-bf16's says what the default choice leaves (the products ran at 60% of
+    # the measured peak on 2026-11-27)
+    step bench-base-gemm-tune env TRANSFORMER_GEMM_TUNE=8 build/bench_train --device cuda --precision bf16 --config base --tokens 25000 --profile
     # base and big against PyTorch eager and torch.compile on the same batch, with the ratios
     step bench-vs-torch sh bench/bench_train_gpu.sh build
     # the hardware counters of one launch of each of the slowest hand-written kernels, then

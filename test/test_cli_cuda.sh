@@ -110,5 +110,17 @@ echo sun | TRANSFORMER_FUSED_WARPS=6 "$B"/translate --model "$G" --device cuda >
 s=$?
 [ $s -ne 0 ] && grep -q "TRANSFORMER_FUSED_WARPS is 4 or 8, not '6'" "$T/err.txt"
 check $? "TRANSFORMER_FUSED_WARPS=6 is refused (exit $s): $(head -n 1 "$T/err.txt")"
+# TRANSFORMER_GEMM_TUNE=N times N of cuBLASLt's algorithms per shape (one line each on stderr);
+# the translation is a translation still (on the emulator, whose algorithms are alike, the same)
+"$B"/translate --model "$G" --device cuda --precision bf16 < "$T/in.txt" > "$T/untuned.txt" 2> /dev/null
+TRANSFORMER_GEMM_TUNE=3 "$B"/translate --model "$G" --device cuda --precision bf16 < "$T/in.txt" > "$T/tuned.txt" 2> "$T/err.txt"
+s=$?
+[ "$s" -eq 0 ] && [ "$(wc -l < "$T/tuned.txt")" -eq 20 ] && grep -q "^gemm-tune: .* of 3 " "$T/err.txt" &&
+    { [ -z "${TRANSFORMER_CUDA_EMULATOR:-}" ] || cmp -s "$T/tuned.txt" "$T/untuned.txt"; }
+check $? "TRANSFORMER_GEMM_TUNE=3: exit $s, 20 lines, $(grep -c '^gemm-tune:' "$T/err.txt") shapes timed ($(grep -m1 '^gemm-tune:' "$T/err.txt"))"
+echo sun | TRANSFORMER_GEMM_TUNE=x "$B"/translate --model "$G" --device cuda > /dev/null 2> "$T/err.txt"
+s=$?
+[ $s -ne 0 ] && grep -q "TRANSFORMER_GEMM_TUNE is a count of algorithms to time, 0 to 64, not 'x'" "$T/err.txt"
+check $? "TRANSFORMER_GEMM_TUNE=x is refused (exit $s): $(head -n 1 "$T/err.txt")"
 
 check_summary cli_cuda

@@ -678,12 +678,16 @@ cublasStatus_t cublasLtMatmulAlgoGetHeuristic(cublasLtHandle_t, cublasLtMatmulDe
     if (requested < 1) return CUBLAS_STATUS_INVALID_VALUE;
     cublasStatus_t s = check_product(desc, a, b, c, d);
     if (s != CUBLAS_STATUS_SUCCESS) return s;
-    results[0] = cublasLtMatmulHeuristicResult_t{};
-    results[0].algo.data[0] = ALGO_MADE;
-    results[0].algo.data[1] = d->rows, results[0].algo.data[2] = d->cols;
-    results[0].algo.data[3] = desc->ta == CUBLAS_OP_N ? a->cols : a->rows;
-    results[0].state = CUBLAS_STATUS_SUCCESS;
-    *found = 1;
+    // up to 3 algorithms (a tuner has some to choose from), alike but for their index in data[4]
+    for (int i = 0; i < std::min(requested, 3); i++) {
+        results[i] = cublasLtMatmulHeuristicResult_t{};
+        results[i].algo.data[0] = ALGO_MADE;
+        results[i].algo.data[1] = d->rows, results[i].algo.data[2] = d->cols;
+        results[i].algo.data[3] = desc->ta == CUBLAS_OP_N ? a->cols : a->rows;
+        results[i].algo.data[4] = i;
+        results[i].state = CUBLAS_STATUS_SUCCESS;
+        *found = i + 1;
+    }
     return CUBLAS_STATUS_SUCCESS;
 }
 
