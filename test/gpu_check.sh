@@ -139,29 +139,31 @@ if want tests; then
 fi
 # The training benchmark: the paper's batches of about 25,000 source + 25,000 target tokens.
 if want bench; then
-    for c in base big; do
-        step "bench-$c-bf16" build/bench_train --device cuda --precision bf16 --config $c --tokens 25000 --profile
-    done
-    step bench-base-fp32 build/bench_train --device cuda --precision fp32 --config base --tokens 25000
-    # the classifier's chunk of rows: 1,813 (2^26 logits, the default), 7,255 (2^28), all 25,000
-    # at once (its products' shapes by the --profile table's second part, above)
-    for r in 7255 25000; do
-        step bench-base-chunk$r build/bench_train --device cuda --precision bf16 --config base --tokens 25000 --logit-chunk-rows $r
-    done
-    # the attention kernels compared alone at lengths 10 to 128 (beside PyTorch's), and the
-    # fused ones with 8 warps a block in the base step (the default takes 4 up to 32 tokens)
-    step bench-attention sh bench/bench_attention.sh build
-    step bench-base-fused-w8 env TRANSFORMER_FUSED_WARPS=8 build/bench_train --device cuda --precision bf16 --config base --tokens 25000
-    # the products with the fastest of cuBLASLt's first 8 algorithms for each shape, timed (a
-    # "gemm-tune:" line each), against the heuristic's first, the default: the by-shape table
-    # beside bench-base-bf16's says what the default choice leaves (the products ran at 60% of
-    # the measured peak on 2026-11-27)
-    step bench-base-gemm-tune env TRANSFORMER_GEMM_TUNE=8 build/bench_train --device cuda --precision bf16 --config base --tokens 25000 --profile
+    # In the order of what a step teaches per second of GPU time, since a short lease may cut
+    # the rest: the base step op by op, then against PyTorch (the issue's ratios), every kernel
+    # of a step (ncu), the products tuned, the classifier's chunks, big, fp32, attention alone.
+    step bench-base-bf16 build/bench_train --device cuda --precision bf16 --config base --tokens 25000 --profile
     # base and big against PyTorch eager and torch.compile on the same batch, with the ratios
     step bench-vs-torch sh bench/bench_train_gpu.sh build
     # the hardware counters of one launch of each of the slowest hand-written kernels, then
     # every kernel of one step by name and duration (ncu)
     step ncu-kernels sh bench/ncu_kernels.sh build
+    # the products with the fastest of cuBLASLt's first 8 algorithms for each shape, timed (a
+    # "gemm-tune:" line each), against the heuristic's first, the default: the by-shape table
+    # beside bench-base-bf16's says what the default choice leaves (the products ran at 60% of
+    # the measured peak on 2026-11-27)
+    step bench-base-gemm-tune env TRANSFORMER_GEMM_TUNE=8 build/bench_train --device cuda --precision bf16 --config base --tokens 25000 --profile
+    # the classifier's chunk of rows: 1,813 (2^26 logits, the default), all 25,000 at once and
+    # 7,255 (2^28; its products' shapes by the --profile table's second part)
+    for r in 25000 7255; do
+        step bench-base-chunk$r build/bench_train --device cuda --precision bf16 --config base --tokens 25000 --logit-chunk-rows $r
+    done
+    step bench-big-bf16 build/bench_train --device cuda --precision bf16 --config big --tokens 25000 --profile
+    step bench-base-fp32 build/bench_train --device cuda --precision fp32 --config base --tokens 25000
+    # the fused attention kernels with 8 warps a block in the base step (the default takes 4 up
+    # to 32 tokens), and the attention kernels alone at lengths 10 to 128 (beside PyTorch's)
+    step bench-base-fused-w8 env TRANSFORMER_FUSED_WARPS=8 build/bench_train --device cuda --precision bf16 --config base --tokens 25000
+    step bench-attention sh bench/bench_attention.sh build
 fi
 # The base step with the other attention kernels (asked for by name: measured on 2026-11-27,
 # 86.4 ms row-wise, 50.0 tiled, 42.5 batched against the fused kernels' 41.1).

@@ -34,7 +34,8 @@ cat << 'EOF'
 gpu-pack: ready. A session lent 15 minutes of device time runs the check in two calls, the
 second sent within 30 seconds of the first's answer (the machine then is still warm and keeps
 the build; on 2026-11-27 an H100 took 151 s, then 532 s with the training run; the benchmarks
-against PyTorch and ncu's kernels have been added since, about 4 minutes more):
+against PyTorch, ncu's kernels and the step with tuned products have been added since, about 5
+minutes more):
   1. command: STAGES="build tests bench" GPU_CHECK_SECONDS=400 LOG_DIR=$OUT make gpu-check
      carry:   []                                     timeout_s: 460
   2. command: GPU_CHECK_CONTINUE=1 GPU_CHECK_SECONDS=<device seconds left - 60> LOG_DIR=$OUT make gpu-check
