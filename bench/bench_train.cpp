@@ -124,12 +124,13 @@ int main(int argc, char** argv) {
     const double flops = 3 * forward_matmul_flops(c, batch) * accum / (med / 1000);
     std::printf("ours train %s ms_per_step=%.1f tokens_per_s=%.0f matmul_gflops=%.1f peak_rss_mb=%.0f params=%zu",
                 name.c_str(), med, step_tokens / (med / 1000), flops / 1e9, ru.ru_maxrss / 1024.0, m.layout.total);
-    if (m.backend->device() == Device::CUDA && no_peak) {
+    if (m.backend->device() == Device::CUDA) {
+        // the steps' peak, read before the large product below adds its own operands to it
         std::printf(" peak_gpu_mb=%.0f mfu_dense=%.3f", m.backend->peak_memory() / 1e6, flops / 989e12);
-    } else if (m.backend->device() == Device::CUDA) {
-        const double peak = measured_peak_tflops(*m.backend);
-        std::printf(" peak_gpu_mb=%.0f mfu_dense=%.3f measured_peak_tflops=%.0f mfu_measured=%.3f",
-                    m.backend->peak_memory() / 1e6, flops / 989e12, peak, flops / (peak * 1e12));
+        if (!no_peak) {
+            const double peak = measured_peak_tflops(*m.backend);
+            std::printf(" measured_peak_tflops=%.0f mfu_measured=%.3f", peak, flops / (peak * 1e12));
+        }
     }
     std::printf("  # %s, %d pairs x %d micro-batches of 25 + 25 tokens, logits %d rows at a time\n",
                 m.backend->describe().c_str(), pairs, accum, model_logit_chunk_rows(&m, batch.B * batch.T));
