@@ -169,29 +169,38 @@ __global__ void iota_kernel(int* v, int n) {
 }
 
 // dE[token] += sqrt(d) * dropout'(dx) for the rows of one token, in row order (rows sorted by
-// token, stably): one block per sorted position that starts a token's run. Deterministic, and
-// the same fused multiply-adds in the same order as the CPU's loop. A frequent token's run is long (</s>
-// ends every sentence: 1,000 rows in a batch of 1,000 pairs) and one block takes it, so each
-// thread loads RUN_AHEAD rows' gradients before adding them in order (on an H100 the plain
-// loop, a row's load then its add, moved 113 GB/s).
+// token, stably): deterministic, and the same fused multiply-adds in the same order as the
+// CPU's loop. A warp takes an item (sorted position i, 32 columns) and works only where i starts
+// a token's run: it finds the run's end, 32 positions a ballot, and adds the run's rows. Items
+// are numbered column group first (item = group * n_rows + i) and the grid strides over them, so
+// that a frequent token's run (</s> ends every sentence: 1,000 rows in a batch of 1,000 pairs)
+// goes to d / 32 warps of different blocks rather than to one block (on an H100 a block a
+// run start, 512 threads for its columns, took 2.3 ms for the base model's two embedding
+// backwards: one SM did all of </s>'s loads and dropout hashes). Each lane loads RUN_AHEAD
+// rows' gradients before adding them in order.
 constexpr int RUN_AHEAD = 16;
 template <class T>
 __global__ void embedding_backward_kernel(float* dE, const T* dx, const int* sorted_tokens,
                                           const int* sorted_rows, int n_rows, int d, float p,
                                           uint64_t seed) {
-    const int i = blockIdx.x;
-    if (i >= n_rows || (i > 0 && sorted_tokens[i] == sorted_tokens[i - 1])) return;
-    const int token = sorted_tokens[i];
-    __shared__ int run_end;   // one past the token's last sorted position
-    if (threadIdx.x == 0) {
-        int j = i + 1;
-        while (j < n_rows && sorted_tokens[j] == token) j++;
-        run_end = j;
-    }
-    __syncthreads();
-    const int end = run_end;
+    const int lane = lane_id();
+    const size_t items = (size_t)n_rows * ((d + 31) / 32);
     const float emb_scale = sqrtf((float)d), keep_scale = p > 0 ? 1.0f / (1.0f - p) : 1.0f;
-    for (int c = threadIdx.x; c < d; c += blockDim.x) {
+    for (size_t item = global_warp(); item < items; item += (size_t)gridDim.x * WARPS) {
+        const int i = (int)(item % n_rows), c = (int)(item / n_rows) * 32 + lane;
+        const int token = sorted_tokens[i];
+        if (i > 0 && sorted_tokens[i - 1] == token) continue;   // not a run's start (the whole warp)
+        int end = i + 1;   // one past the run's last sorted position
+        for (;;) {
+            const int j = end + lane;
+            const unsigned same = __ballot_sync(0xffffffffu, j < n_rows && sorted_tokens[j] == token);
+            if (same != 0xffffffffu) {
+                end += __ffs(~same) - 1;   // the first lane past the run (runs are contiguous)
+                break;
+            }
+            end += 32;
+        }
+        if (c >= d) continue;
         float acc = dE[(size_t)token * d + c];
         for (int j0 = i; j0 < end; j0 += RUN_AHEAD) {
             float g[RUN_AHEAD];
@@ -596,21 +605,23 @@ __global__ void residual_layernorm_backward_dx_kernel(T* dx, T* df, const T* dy,
 // partial (2, blocks, d): dg's terms, then db's (column_finish_kernel adds the blocks in order).
 // dx = rstd * (dy g - mean(dy g) - xhat mean(dy g xhat)) + dx_beta dx; with df, the residual
 // block's end: df = dropout'(dx) from dx as stored (rounded to T), dx_beta 0.
+// A warp takes its rows one after another, each a wait on memory, so the backend gives a warp
+// as few rows as let the grid fill the GPU once (rows_per_warp, at most LN_ROWS_PER_WARP):
+// warp w of block k takes rows k WARPS rows_per_warp + w, + WARPS, ...
 constexpr int LN_ROWS_PER_WARP = 16;
-constexpr int LN_BLOCK_ROWS = LN_ROWS_PER_WARP * WARPS;
 
 template <class T, int G>
 __global__ void layernorm_backward_fused_kernel(T* dx, float dx_beta, T* df, float* partial, const T* dy,
                                                 const T* x, const float* mean, const float* rstd, const T* g,
-                                                int rows, int d, float p, uint64_t seed) {
+                                                int rows, int d, float p, uint64_t seed, int rows_per_warp) {
     constexpr int P = Pack16<T>::N;
     extern __shared__ float ln_block_terms[];   // (WARPS, d)
     const bool vec = packed<T>(d, dx, df, dy, x, g);
     const int warp = threadIdx.x / 32;
     const float scale = p > 0 ? 1.0f / (1.0f - p) : 1.0f;
     float dg_terms[G][P] = {}, db_terms[G][P] = {};
-    for (int k = 0; k < LN_ROWS_PER_WARP; k++) {
-        const int r = blockIdx.x * LN_BLOCK_ROWS + k * WARPS + warp;
+    for (int k = 0; k < rows_per_warp; k++) {
+        const int r = (blockIdx.x * rows_per_warp + k) * WARPS + warp;
         if (r >= rows) break;
         const size_t base = (size_t)r * d;
         const float mu = mean[r], rs = rstd[r];
@@ -2120,7 +2131,7 @@ public:
         if (bf()) run(cuda::embedding_forward_kernel<bf16>, grid(n), (bf16*)x, tokens, (const bf16*)E, (const bf16*)pe, pos0, B, L, d, p, seed);
         else run(cuda::embedding_forward_kernel<float>, grid(n), (float*)x, tokens, (const float*)E, (const float*)pe, pos0, B, L, d, p, seed);
     }
-    // Rows sorted by token (CUB's stable radix sort), then one block per token in row order.
+    // Rows sorted by token (CUB's stable radix sort), then a warp per (token, 32 columns) in row order.
     void embedding_backward(float* dE, float* dpe, const floatX* dx, const int* tokens, int B, int L,
                             int d, float p, uint64_t seed) override {
         const int n = B * L;
@@ -2132,7 +2143,10 @@ public:
         void* temp = scratch(1, temp_bytes);
         run(cuda::iota_kernel, grid(n), rows_in, n);
         CUDA_CHECK(cub::DeviceRadixSort::SortPairs(temp, temp_bytes, tokens, keys_out, rows_in, rows_out, n));
-        const dim3 blocks(n), threads(std::min(1024, ((d + 31) / 32) * 32));
+        // a warp an item (sorted position, 32 columns); a grid that fills the GPU strides over them
+        const size_t items = (size_t)n * ((d + 31) / 32);
+        const dim3 blocks(std::min<unsigned>(cuda::warp_grid(items), 8u * prop_.multiProcessorCount));
+        const dim3 threads(cuda::WARPS * 32);
         if (bf()) launch(cuda::embedding_backward_kernel<bf16>, blocks, threads, 0, dE, (const bf16*)dx, keys_out, rows_out, n, d, p, seed);
         else launch(cuda::embedding_backward_kernel<float>, blocks, threads, 0, dE, (const float*)dx, keys_out, rows_out, n, d, p, seed);
         if (!dpe) return;
@@ -2252,27 +2266,55 @@ public:
                                   const floatX* x, const float* mean, const float* rstd, const floatX* g, int rows,
                                   int d, float p, uint64_t seed) {
         const int groups = layernorm_groups(d);
-        if (groups > 4) return false;
-        const int blocks = (rows + cuda::LN_BLOCK_ROWS - 1) / cuda::LN_BLOCK_ROWS;
-        if (blocks == 0) return true;
-        float* partial = (float*)scratch(2, 2 * (size_t)blocks * d * sizeof(float));
+        if (groups > 4 || rows == 0) return groups <= 4;
         const size_t smem = (size_t)cuda::WARPS * d * sizeof(float);
+        int blocks = 0;
         if (bf()) {
             auto kernel = groups == 1 ? cuda::layernorm_backward_fused_kernel<bf16, 1>
                         : groups == 2 ? cuda::layernorm_backward_fused_kernel<bf16, 2>
                                       : cuda::layernorm_backward_fused_kernel<bf16, 4>;
-            launch(kernel, dim3(blocks), dim3(32 * cuda::WARPS), smem, (bf16*)dx, dx_beta, (bf16*)df, partial,
-                   (const bf16*)dy, (const bf16*)x, mean, rstd, (const bf16*)g, rows, d, p, seed);
+            const int per_warp = rows_per_warp(kernel, rows, smem);
+            blocks = (rows + per_warp * cuda::WARPS - 1) / (per_warp * cuda::WARPS);
+            launch(kernel, dim3(blocks), dim3(32 * cuda::WARPS), smem, (bf16*)dx, dx_beta, (bf16*)df,
+                   layernorm_partials(blocks, d), (const bf16*)dy, (const bf16*)x, mean, rstd, (const bf16*)g,
+                   rows, d, p, seed, per_warp);
         } else {
             auto kernel = groups == 1 ? cuda::layernorm_backward_fused_kernel<float, 1>
                         : groups == 2 ? cuda::layernorm_backward_fused_kernel<float, 2>
                                       : cuda::layernorm_backward_fused_kernel<float, 4>;
-            launch(kernel, dim3(blocks), dim3(32 * cuda::WARPS), smem, (float*)dx, dx_beta, (float*)df, partial,
-                   (const float*)dy, (const float*)x, mean, rstd, (const float*)g, rows, d, p, seed);
+            const int per_warp = rows_per_warp(kernel, rows, smem);
+            blocks = (rows + per_warp * cuda::WARPS - 1) / (per_warp * cuda::WARPS);
+            launch(kernel, dim3(blocks), dim3(32 * cuda::WARPS), smem, (float*)dx, dx_beta, (float*)df,
+                   layernorm_partials(blocks, d), (const float*)dy, (const float*)x, mean, rstd, (const float*)g,
+                   rows, d, p, seed, per_warp);
         }
+        const float* partial = layernorm_partials(blocks, d);
         finish_columns(dg, partial, blocks, d);
         finish_columns(db, partial + (size_t)blocks * d, blocks, d);
         return true;
+    }
+    // The blocks' dg and db terms, (2, blocks, d).
+    float* layernorm_partials(int blocks, int d) {
+        return (float*)scratch(2, 2 * (size_t)blocks * d * sizeof(float));
+    }
+    // Rows a warp of a row-at-a-time kernel takes (layernorm_backward_fused_kernel): as few as
+    // fill the GPU at once (the blocks of WARPS warps an SM holds, by the occupancy calculator,
+    // times the SMs), at most LN_ROWS_PER_WARP. On an H100 the bf16 kernel for d = 512 holds 2
+    // blocks an SM (120 registers), 264 in all; the base model's 25,000 rows took 196 blocks of 16
+    // rows a warp, so half the SMs held one block and the step waited on 16 rows a warp where 12
+    // fill the GPU. The choice depends on the rows and the GPU alone, so it (and the order of dg's
+    // and db's sums) is the same in a run and its resume.
+    template <class Kernel>
+    int rows_per_warp(Kernel kernel, int rows, size_t smem) {
+        const auto key = std::make_pair((const void*)kernel, smem);
+        auto it = blocks_per_sm_.find(key);
+        if (it == blocks_per_sm_.end()) {
+            int n = 0;
+            CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&n, kernel, 32 * cuda::WARPS, smem));
+            it = blocks_per_sm_.emplace(key, std::max(1, n)).first;
+        }
+        const long warps = (long)it->second * prop_.multiProcessorCount * cuda::WARPS;   // at once
+        return (int)std::clamp<long>((rows + warps - 1) / warps, 1, cuda::LN_ROWS_PER_WARP);
     }
     // dg (d) += sum over rows of dy * xhat, db (d) += sum over rows of dy: deterministic sums.
     void layernorm_parameter_grads(float* dg, float* db, const floatX* dy, const floatX* x, const float* mean,
@@ -2531,6 +2573,7 @@ private:
     // The algorithm cuBLASLt's heuristic chose for each planned shape (planned_shape), or none.
     std::map<ProductKey, std::optional<cublasLtMatmulAlgo_t>> algorithms_;
     std::map<const void*, size_t> opted_in_;   // dynamic shared memory each kernel has opted in to
+    std::map<std::pair<const void*, size_t>, int> blocks_per_sm_;   // (kernel, shared memory): rows_per_warp's
 
     bool bf() const { return precision_ == Precision::BF16; }
     // The members' logits as the ensemble kernel's argument.

@@ -153,9 +153,11 @@ if want bench; then
     # beside bench-base-bf16's says what the default choice leaves (the products ran at 60% of
     # the measured peak on 2026-11-27)
     step bench-base-gemm-tune env TRANSFORMER_GEMM_TUNE=8 build/bench_train --device cuda --precision bf16 --config base --tokens 25000 --profile
-    # the classifier's chunk of rows: 1,813 (2^26 logits, the default), all 25,000 at once and
-    # 7,255 (2^28; its products' shapes by the --profile table's second part)
-    for r in 25000 7255; do
+    # the classifier's chunk of rows: 1,813 (2^26 logits, the default), all 25,000 at once,
+    # 7,255 (2^28; its products' shapes by the --profile table's second part) and 453 (2^24: 34 MB
+    # of bf16 logits, within the H100's 50 MB L2 cache, so that the loss kernel and the two
+    # products after it may read them from there, at the price of smaller products)
+    for r in 25000 7255 453; do
         step bench-base-chunk$r build/bench_train --device cuda --precision bf16 --config base --tokens 25000 --logit-chunk-rows $r
     done
     step bench-big-bf16 build/bench_train --device cuda --precision bf16 --config big --tokens 25000 --profile

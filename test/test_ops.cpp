@@ -485,7 +485,8 @@ void test_embedding_backward(Backend& be, Backend* cpu) {
     struct Case { int B, L, d, V; float p; bool learned; };
     const Case cases[] = {{1, 1, 5, 7, 0.0f, true}, {3, 7, 16, 7, 0.1f, true},
                           {2, 17, 67, 50, 0.3f, true}, {4, 5, 8, 50, 0.2f, false},
-                          {8, 40, 24, 3, 0.1f, false}};   // runs of about 100 rows a token
+                          {8, 40, 24, 3, 0.1f, false},    // runs of about 100 rows a token
+                          {6, 50, 100, 4, 0.1f, true}};   // long runs over 4 column groups, the last partial
     uint32_t site = 200;
     for (const Case& c : cases) {
         const size_t n = (size_t)c.B * c.L * c.d;

@@ -435,6 +435,14 @@ cudaError_t cudaFuncSetAttribute_erased(const void* kernel, cudaFuncAttribute at
     shared_limits[kernel] = (size_t)value;
     return cudaSuccess;
 }
+cudaError_t cudaOccupancyMaxActiveBlocksPerMultiprocessor_erased(int* blocks, const void* kernel, int threads,
+                                                                 size_t smem) {
+    if (!blocks || threads <= 0) return cudaErrorInvalidValue;
+    const cudaError_t before = last_error;
+    *blocks = launch_fits(kernel, dim3(1), dim3((unsigned)threads), smem) ? 1 : 0;
+    last_error = before;   // a query, not a launch: it leaves no error behind
+    return cudaSuccess;
+}
 cudaError_t cudaGetDeviceCount(int* count) {
     *count = 1;
     return cudaSuccess;

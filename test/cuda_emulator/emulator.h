@@ -118,6 +118,14 @@ T __shfl_xor_sync(unsigned mask, T v, int lane_mask) {
     return r;
 }
 
+// Bit k set where lane k of the warp passes a true predicate; all 32 lanes take part, each
+// shuffle a barrier as above.
+inline unsigned __ballot_sync(unsigned mask, int predicate) {
+    unsigned v = predicate ? 1u << (::cuda_emulator::here().linear & 31) : 0u;
+    for (int o = 16; o > 0; o >>= 1) v |= __shfl_xor_sync(mask, v, o);
+    return v;
+}
+
 // ---------------------------------------------------------------------------------------------
 // Device math
 // ---------------------------------------------------------------------------------------------
@@ -148,6 +156,7 @@ inline unsigned __float_as_uint(float f) { unsigned i; std::memcpy(&i, &f, 4); r
 inline float __int_as_float(int i) { float f; std::memcpy(&f, &i, 4); return f; }
 inline float __uint_as_float(unsigned i) { float f; std::memcpy(&f, &i, 4); return f; }
 template <class T> T __ldg(const T* p) { return *p; }
+inline int __ffs(int x) { return x ? __builtin_ctz((unsigned)x) + 1 : 0; }   // lowest set bit, from 1
 
 // ---------------------------------------------------------------------------------------------
 // bf16 (cuda_bf16.h): round to nearest even, NaN kept a NaN
@@ -215,6 +224,14 @@ cudaError_t cudaFuncSetAttribute_erased(const void* kernel, cudaFuncAttribute at
 template <class F>
 cudaError_t cudaFuncSetAttribute(F* kernel, cudaFuncAttribute attr, int value) {
     return cudaFuncSetAttribute_erased((const void*)kernel, attr, value);
+}
+// The occupancy calculator: 1 block an SM here (an emulated SM, a CPU thread, runs one block at a
+// time), 0 where the block would not launch (its size, or shared memory past the kernel's limit).
+cudaError_t cudaOccupancyMaxActiveBlocksPerMultiprocessor_erased(int* blocks, const void* kernel, int threads,
+                                                                 size_t smem);
+template <class F>
+cudaError_t cudaOccupancyMaxActiveBlocksPerMultiprocessor(int* blocks, F* kernel, int threads, size_t smem) {
+    return cudaOccupancyMaxActiveBlocksPerMultiprocessor_erased(blocks, (const void*)kernel, threads, smem);
 }
 const char* cudaGetErrorString(cudaError_t e);
 // Events: a launch here runs to its end before it returns, so an event holds the time it was

@@ -52,6 +52,13 @@ __global__ void warp_sum_kernel(int* out, int* disagreements) {
     if (again != v) disagreements[warp] = 1;
 }
 
+// out[warp] = the ballot of "lane % (warp + 2) == 0" and, from lane 0, __ffs of its complement.
+__global__ void ballot_kernel(unsigned* out, int* first_clear) {
+    const int lane = threadIdx.x % 32, warp = (blockIdx.x * blockDim.x + threadIdx.x) / 32;
+    const unsigned b = __ballot_sync(0xffffffffu, lane % (warp + 2) == 0);
+    if (lane == 0) out[warp] = b, first_clear[warp] = __ffs(~b);
+}
+
 // Every thread of a 3-D grid of 3-D blocks writes its global coordinates once.
 __global__ void coordinates_kernel(int* out, int width, int height) {
     const int x = blockIdx.x * blockDim.x + threadIdx.x, y = blockIdx.y * blockDim.y + threadIdx.y;
@@ -166,7 +173,21 @@ static void reductions() {
     for (int w = 0; w < warps; w++) wrong += got[(size_t)w] != 528 * (w + 1), disagree += bad[(size_t)w];
     check(wrong == 0 && disagree == 0, "shuffle sum over 40 warps: %d sums wrong, %d warps whose lanes disagree", wrong,
           disagree);
-    cudaFree(din), cudaFree(dout), cudaFree(sums), cudaFree(dis);
+    unsigned* ballots;
+    cudaMalloc((void**)&ballots, warps * sizeof(unsigned));
+    int* clear = device_ints(std::vector<int>(warps, 0));
+    ballot_kernel<<<5, 256>>>(ballots, clear);
+    std::vector<unsigned> bal(warps);
+    cudaMemcpy(bal.data(), ballots, warps * sizeof(unsigned), cudaMemcpyDeviceToHost);
+    std::vector<int> first = download_ints(clear, warps);
+    int wrong_ballots = 0;
+    for (int w = 0; w < warps; w++) {
+        unsigned want = 0;
+        for (int l = 0; l < 32; l++) want |= (l % (w + 2) == 0 ? 1u : 0u) << l;
+        wrong_ballots += bal[(size_t)w] != want || first[(size_t)w] != 2;   // lane 1 is never set
+    }
+    check(wrong_ballots == 0, "__ballot_sync and __ffs over 40 warps: %d wrong", wrong_ballots);
+    cudaFree(din), cudaFree(dout), cudaFree(sums), cudaFree(dis), cudaFree(ballots), cudaFree(clear);
 }
 
 static void indices_and_shared_memory() {
@@ -202,6 +223,13 @@ static void launch_limits_and_runtime() {
     check(cudaGetLastError() == cudaSuccess, "100 KB of dynamic shared memory then launches");
     check(cudaFuncSetAttribute(nothing_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, 228 * 1024) == cudaErrorInvalidValue,
           "the attribute above sm_90's 227 KB is refused");
+    int fits = -1, too_big = -1, too_many = -1;
+    const bool queried = cudaOccupancyMaxActiveBlocksPerMultiprocessor(&fits, nothing_kernel, 256, 100 * 1024) == cudaSuccess &&
+                         cudaOccupancyMaxActiveBlocksPerMultiprocessor(&too_big, nothing_kernel, 256, 101 * 1024) == cudaSuccess &&
+                         cudaOccupancyMaxActiveBlocksPerMultiprocessor(&too_many, nothing_kernel, 1025, 0) == cudaSuccess;
+    check(queried && fits == 1 && too_big == 0 && too_many == 0 && cudaGetLastError() == cudaSuccess,
+          "the occupancy calculator: 1 block an SM that fits (%d), 0 past the shared memory (%d) or 1024 threads (%d), no error left",
+          fits, too_big, too_many);
     void* p = nullptr;
     cudaMalloc(&p, 100);
     std::vector<unsigned char> h(200);
