@@ -2772,28 +2772,27 @@ private:
     // fp32's 6,171, where a fixed batch, timed after warm-up runs, decoded twice as fast in bf16
     // (not yet measured with this change). One algorithm across a bucket also keeps a row's
     // sums the same when the rows around it come and go. A shape's algorithm depends on its
-    // bucket alone, not on the order of calls, so a run and its resume stay bitwise equal.
+    // bucket alone, not on the order of calls, so a run and its resume stay bitwise equal. The
+    // heuristic is asked once a bucket, also where the first shape met is the bucket's own.
     Product plan_product(const ProductKey& key) {
         Product p = describe_product(key);
         const ProductKey planned = planned_shape(key);
-        if (planned != key) {
-            auto it = algorithms_.find(planned);
-            if (it == algorithms_.end()) {
-                Product q = describe_product(planned);
-                cublasLtMatmulHeuristicResult_t h;
-                it = algorithms_.emplace(planned, choose_algorithm(q, planned, &h) == CUBLAS_STATUS_SUCCESS
-                                                      ? std::optional<cublasLtMatmulAlgo_t>(h.algo) : std::nullopt).first;
-                destroy_product(q);
-            }
-            cublasLtMatmulHeuristicResult_t check{};
-            if (it->second && cublasLtMatmulAlgoCheck(lt_, p.op, p.la, p.lb, p.lc, p.lc, &*it->second, &check) ==
-                                  CUBLAS_STATUS_SUCCESS && check.workspaceSize <= workspace_bytes_) {
-                p.algo = check;
-                p.algo.algo = *it->second;
-                return p;
-            }
+        auto it = algorithms_.find(planned);
+        if (it == algorithms_.end()) {   // the bucket's first product (a shape that is its own bucket too)
+            Product q = planned == key ? p : describe_product(planned);
+            cublasLtMatmulHeuristicResult_t h;
+            it = algorithms_.emplace(planned, choose_algorithm(q, planned, &h) == CUBLAS_STATUS_SUCCESS
+                                                  ? std::optional<cublasLtMatmulAlgo_t>(h.algo) : std::nullopt).first;
+            if (planned != key) destroy_product(q);
         }
-        const cublasStatus_t status = choose_algorithm(p, key, &p.algo);
+        cublasLtMatmulHeuristicResult_t check{};
+        if (it->second && cublasLtMatmulAlgoCheck(lt_, p.op, p.la, p.lb, p.lc, p.lc, &*it->second, &check) ==
+                              CUBLAS_STATUS_SUCCESS && check.workspaceSize <= workspace_bytes_) {
+            p.algo = check;
+            p.algo.algo = *it->second;
+            return p;
+        }
+        const cublasStatus_t status = choose_algorithm(p, key, &p.algo);   // the bucket's algorithm cannot run it
         if (status != CUBLAS_STATUS_SUCCESS) {   // no algorithm: say which product
             const auto [ta, tb, m, n, k, lda, ldb, ldc, c_type, ab, epi, align_a, align_b, align_c, align_bias, with_beta,
                         count, stride_a, stride_b, stride_c] = key;
@@ -2918,8 +2917,13 @@ private:
         cudaEventDestroy(start);
         cudaEventDestroy(end);
         for (void* o : operands) CUDA_CHECK(cudaFree(o));
-        std::fprintf(stderr, "gemm-tune: %d x %d x %d (op(A) %c op(B) %c, batch of %d): the heuristic's first %.4f ms, "
-                     "its #%d of %d %.4f ms\n", m, n_cols, k, ta ? 'T' : 'N', tb ? 'T' : 'N', count, first_ms, best + 1, n, best_ms);
+        // the whole key, so that each line names one product plan
+        std::fprintf(stderr, "gemm-tune: %d x %d x %d (op(A) %c op(B) %c, ld %d/%d/%d, C %s, epilogue %d, beta %d, "
+                     "alignments %u/%u/%u/%u, batch of %d strides %lld/%lld/%lld): the heuristic's first %.4f ms, "
+                     "its #%d of %d %.4f ms\n", m, n_cols, k, ta ? 'T' : 'N', tb ? 'T' : 'N', lda, ldb, ldc,
+                     c_type == CUDA_R_32F ? "fp32" : "bf16", epi, (int)with_beta, align_a, align_b, align_c,
+                     align_bias, count, stride_a, stride_b, stride_c, first_ms, best + 1, n,
+                     best_ms);
         return best;
     }
 

@@ -118,6 +118,16 @@ s=$?
 [ "$s" -eq 0 ] && [ "$(wc -l < "$T/tuned.txt")" -eq 20 ] && grep -q "^gemm-tune: .* of 3 " "$T/err.txt" &&
     { [ -z "${TRANSFORMER_CUDA_EMULATOR:-}" ] || cmp -s "$T/tuned.txt" "$T/untuned.txt"; }
 check $? "TRANSFORMER_GEMM_TUNE=3: exit $s, 20 lines, $(grep -c '^gemm-tune:' "$T/err.txt") shapes timed ($(grep -m1 '^gemm-tune:' "$T/err.txt"))"
+# the heuristic (here: the timing) runs once a product plan, a bucket of shapes, also where the
+# first shape met is the bucket's own (17 to 64 rows: a batch a line, 3 lines joined)
+tail -n +2 "$T/in.txt" > "$T/in2.txt"
+tail -n +3 "$T/in.txt" > "$T/in3.txt"
+paste -d ' ' "$T/in.txt" "$T/in2.txt" "$T/in3.txt" > "$T/long.txt"
+TRANSFORMER_GEMM_TUNE=3 "$B"/translate --model "$G" --device cuda --precision bf16 --batch-tokens 1 < "$T/long.txt" \
+    > /dev/null 2> "$T/err.txt"
+tuned=$(sed -n 's/): the heuristic.*//p' "$T/err.txt" | sort)
+[ -n "$tuned" ] && [ "$(printf '%s\n' "$tuned" | uniq | wc -l)" -eq "$(printf '%s\n' "$tuned" | wc -l)" ]
+check $? "TRANSFORMER_GEMM_TUNE=3: each of the $(printf '%s\n' "$tuned" | wc -l) plans timed once ($(printf '%s\n' "$tuned" | uniq -d | head -n 1))"
 echo sun | TRANSFORMER_GEMM_TUNE=x "$B"/translate --model "$G" --device cuda > /dev/null 2> "$T/err.txt"
 s=$?
 [ $s -ne 0 ] && grep -q "TRANSFORMER_GEMM_TUNE is a count of algorithms to time, 0 to 64, not 'x'" "$T/err.txt"
