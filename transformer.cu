@@ -239,7 +239,8 @@ __global__ void position_backward_kernel(float* dpe, const T* dx, int B, int L, 
 // Linear layers: bias gradients (the products themselves are cuBLASLt's, in CudaBackend)
 // =============================================================================================
 // Deterministic column sums of (rows, cols) terms: partial[chunk][c] over CHUNK_ROWS rows each
-// (a block: 32 columns x 8 row lanes, combined in a fixed order), then the chunks in order.
+// (a block: 32 columns x 8 row lanes, combined in a fixed order), then the chunks
+// (column_finish_kernel).
 constexpr int CHUNK_ROWS = 256;
 
 template <class Term>
@@ -293,12 +294,26 @@ __global__ void column_partials_packed_kernel(float* partial, Rows pack, int row
     }
 }
 
+// out (cols) += the sum over chunks of partial (chunks, cols) in a fixed order: a block of 32 x
+// FINISH_LANES threads takes 32 columns, lane y adds chunks y, y + FINISH_LANES, ..., then the
+// lanes are added in order (up to FINISH_LANES chunks, the chunks in order). A step makes about a
+// hundred of these sums (every bias and LayerNorm gradient), one after another on the stream:
+// with a thread a column (the kernel before, not timed alone) the base model's LayerNorm
+// gradients were 2 blocks on an H100's 132 SMs, each thread reading 196 chunks in a chain.
+constexpr int FINISH_LANES = 32;
 __global__ void column_finish_kernel(float* out, const float* partial, int chunks, int cols) {
-    const int c = blockIdx.x * blockDim.x + threadIdx.x;
-    if (c >= cols) return;
-    float t = 0.0f;
-    for (int k = 0; k < chunks; k++) t += partial[(size_t)k * cols + c];
-    out[c] += t;
+    __shared__ float s[FINISH_LANES][33];
+    const int c = blockIdx.x * 32 + threadIdx.x;
+    float acc = 0.0f;
+    if (c < cols)
+        for (int k = threadIdx.y; k < chunks; k += FINISH_LANES) acc += partial[(size_t)k * cols + c];
+    s[threadIdx.y][threadIdx.x] = acc;
+    __syncthreads();
+    if (threadIdx.y == 0 && c < cols) {
+        float t = s[0][threadIdx.x];
+        for (int k = 1; k < min(chunks, FINISH_LANES); k++) t += s[k][threadIdx.x];
+        out[c] += t;
+    }
 }
 
 // C (n columns of m, column stride ldc) += b (m) per column, then max(0, .) when relu: the bias
@@ -602,7 +617,7 @@ __global__ void residual_layernorm_backward_dx_kernel(T* dx, T* df, const T* dy,
 // and xhat in registers, so each tensor is read once and dg, db need no pass of their own. Warp
 // w of block k takes rows 128 k + w, + WARPS, ... (LN_ROWS_PER_WARP of them); a lane adds its
 // columns' dy * xhat and dy over them in row order, then the block adds its warps in order into
-// partial (2, blocks, d): dg's terms, then db's (column_finish_kernel adds the blocks in order).
+// partial (2, blocks, d): dg's terms, then db's (column_finish_kernel adds the blocks).
 // dx = rstd * (dy g - mean(dy g) - xhat mean(dy g xhat)) + dx_beta dx; with df, the residual
 // block's end: df = dropout'(dx) from dx as stored (rounded to T), dx_beta 0.
 // A warp takes its rows one after another, each a wait on memory, so the backend gives a warp
@@ -2693,9 +2708,10 @@ private:
         launch(cuda::column_partials_kernel<Term>, dim3((cols + 31) / 32, chunks), dim3(32, 8), 0, partial, term, rows, cols);
         finish_columns(out, partial, chunks, cols);
     }
-    // out (cols) += partial (chunks, cols) summed over the chunks in order.
+    // out (cols) += partial (chunks, cols) summed over the chunks (column_finish_kernel's order).
     void finish_columns(float* out, const float* partial, int chunks, int cols) {
-        launch(cuda::column_finish_kernel, dim3((cols + 255) / 256), dim3(256), 0, out, partial, chunks, cols);
+        launch(cuda::column_finish_kernel, dim3((cols + 31) / 32), dim3(32, cuda::FINISH_LANES), 0, out, partial,
+               chunks, cols);
     }
     // out (cols) += column sums of y (rows, cols): 16 bytes a load where y allows.
     void row_sum(float* out, const floatX* y, int rows, int cols) {

@@ -581,8 +581,10 @@ void test_linear_backward(Backend& be, Backend* cpu) {
     const Case cases[] = {{1, 5, 3, true, DX_BETA0},    {3, 16, 7, false, DX_BETA1},
                           {17, 67, 33, true, NO_DX},    {17, 67, 33, true, DX_BETA1},
                           {40, 96, 130, true, DX_BETA0}, {5, 9, 4, true, DX_BETA_HALF},
-                          {6, 16, 1000, false, DX_BETA0}, {300, 64, 264, true, DX_BETA0}};
-    // 264 columns: the GPU's db by 16-byte loads (columns in whole packs), over two blocks of rows
+                          {6, 16, 1000, false, DX_BETA0}, {300, 64, 264, true, DX_BETA0},
+                          {9000, 3, 5, true, NO_DX}};
+    // 264 columns: the GPU's db by 16-byte loads (columns in whole packs), over two blocks of rows;
+    // 9,000 rows: 36 chunks of 256 rows, more than the GPU's finishing sum has lanes (32)
     for (const Case& c : cases) {
         const size_t nx = (size_t)c.rows * c.in, nw = (size_t)c.out * c.in;
         const Vec X = rand_x(be, nx), W = rand_x(be, nw, -0.3f, 0.3f);
