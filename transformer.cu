@@ -2158,12 +2158,17 @@ public:
         void* temp = scratch(1, temp_bytes);
         run(cuda::iota_kernel, grid(n), rows_in, n);
         CUDA_CHECK(cub::DeviceRadixSort::SortPairs(temp, temp_bytes, tokens, keys_out, rows_in, rows_out, n));
-        // a warp an item (sorted position, 32 columns); a grid that fills the GPU strides over them
+        // a warp an item (sorted position, 32 columns); a grid the GPU holds at once strides over them
         const size_t items = (size_t)n * ((d + 31) / 32);
-        const dim3 blocks(std::min<unsigned>(cuda::warp_grid(items), 8u * prop_.multiProcessorCount));
+        const auto blocks = [&](auto kernel) { return dim3((unsigned)std::min<long>(cuda::warp_grid(items), resident_blocks(kernel, 0))); };
         const dim3 threads(cuda::WARPS * 32);
-        if (bf()) launch(cuda::embedding_backward_kernel<bf16>, blocks, threads, 0, dE, (const bf16*)dx, keys_out, rows_out, n, d, p, seed);
-        else launch(cuda::embedding_backward_kernel<float>, blocks, threads, 0, dE, (const float*)dx, keys_out, rows_out, n, d, p, seed);
+        if (bf()) {
+            auto kernel = cuda::embedding_backward_kernel<bf16>;
+            launch(kernel, blocks(kernel), threads, 0, dE, (const bf16*)dx, keys_out, rows_out, n, d, p, seed);
+        } else {
+            auto kernel = cuda::embedding_backward_kernel<float>;
+            launch(kernel, blocks(kernel), threads, 0, dE, (const float*)dx, keys_out, rows_out, n, d, p, seed);
+        }
         if (!dpe) return;
         const size_t m = (size_t)L * d;
         if (bf()) run(cuda::position_backward_kernel<bf16>, grid(m), dpe, (const bf16*)dx, B, L, d, p, seed);
@@ -2321,6 +2326,14 @@ public:
     // and db's sums) is the same in a run and its resume.
     template <class Kernel>
     int rows_per_warp(Kernel kernel, int rows, size_t smem) {
+        const long warps = resident_blocks(kernel, smem) * cuda::WARPS;   // at once
+        return (int)std::clamp<long>((rows + warps - 1) / warps, 1, cuda::LN_ROWS_PER_WARP);
+    }
+    // Blocks of WARPS warps (smem bytes of shared memory each) the GPU holds at once: the
+    // occupancy calculator's blocks an SM (asked once a kernel and size) times the SMs. A grid
+    // that strides over its work is sized by it: one more block would wait for one to end.
+    template <class Kernel>
+    long resident_blocks(Kernel kernel, size_t smem) {
         const auto key = std::make_pair((const void*)kernel, smem);
         auto it = blocks_per_sm_.find(key);
         if (it == blocks_per_sm_.end()) {
@@ -2328,8 +2341,7 @@ public:
             CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&n, kernel, 32 * cuda::WARPS, smem));
             it = blocks_per_sm_.emplace(key, std::max(1, n)).first;
         }
-        const long warps = (long)it->second * prop_.multiProcessorCount * cuda::WARPS;   // at once
-        return (int)std::clamp<long>((rows + warps - 1) / warps, 1, cuda::LN_ROWS_PER_WARP);
+        return (long)it->second * prop_.multiProcessorCount;
     }
     // dg (d) += sum over rows of dy * xhat, db (d) += sum over rows of dy: deterministic sums.
     void layernorm_parameter_grads(float* dg, float* db, const floatX* dy, const floatX* x, const float* mean,
@@ -2588,7 +2600,7 @@ private:
     // The algorithm cuBLASLt's heuristic chose for each planned shape (planned_shape), or none.
     std::map<ProductKey, std::optional<cublasLtMatmulAlgo_t>> algorithms_;
     std::map<const void*, size_t> opted_in_;   // dynamic shared memory each kernel has opted in to
-    std::map<std::pair<const void*, size_t>, int> blocks_per_sm_;   // (kernel, shared memory): rows_per_warp's
+    std::map<std::pair<const void*, size_t>, int> blocks_per_sm_;   // (kernel, shared memory): resident_blocks'
 
     bool bf() const { return precision_ == Precision::BF16; }
     // The members' logits as the ensemble kernel's argument.
