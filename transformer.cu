@@ -175,9 +175,9 @@ __global__ void iota_kernel(int* v, int n) {
 // are numbered column group first (item = group * n_rows + i) and the grid strides over them, so
 // that a frequent token's run (</s> ends every sentence: 1,000 rows in a batch of 1,000 pairs)
 // goes to d / 32 warps of different blocks rather than to one block (on an H100 a block a
-// run start, 512 threads for its columns, took 2.3 ms for the base model's two embedding
-// backwards: one SM did all of </s>'s loads and dropout hashes). Each lane loads RUN_AHEAD
-// rows' gradients before adding them in order.
+// sorted position, 512 threads for its columns, took 2.3 ms for the base model's two embedding
+// backwards; the suspected cause: one SM did all of </s>'s loads and dropout hashes). Each lane
+// loads RUN_AHEAD rows' gradients before adding them in order.
 constexpr int RUN_AHEAD = 16;
 template <class T>
 __global__ void embedding_backward_kernel(float* dE, const T* dx, const int* sorted_tokens,
@@ -614,8 +614,8 @@ __global__ void residual_layernorm_backward_dx_kernel(T* dx, T* df, const T* dy,
 
 // LayerNorm's backward in one pass for rows of at most G groups a lane (d <= 32 P G; the backend
 // takes it for G <= 4: d_model 1024 in bf16, 512 in fp32): a warp holds its row's dy, dy * g
-// and xhat in registers, so each tensor is read once and dg, db need no pass of their own. Warp
-// w of block k takes rows 128 k + w, + WARPS, ... (LN_ROWS_PER_WARP of them); a lane adds its
+// and xhat in registers, so each tensor is read once and dg, db need no pass of their own. A
+// warp takes rows_per_warp rows (below); a lane adds its
 // columns' dy * xhat and dy over them in row order, then the block adds its warps in order into
 // partial (2, blocks, d): dg's terms, then db's (column_finish_kernel adds the blocks).
 // dx = rstd * (dy g - mean(dy g) - xhat mean(dy g xhat)) + dx_beta dx; with df, the residual
