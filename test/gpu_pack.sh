@@ -31,18 +31,19 @@ if [ "$total" -gt "$LIMIT" ]; then
     exit 1
 fi
 cat << 'EOF'
-gpu-pack: ready. A session lent 15 minutes of device time runs the check in two calls, the
-second sent within 30 seconds of the first's answer (the machine then is still warm and keeps
-the build; on 2026-11-27 an H100 took 151 s, then 532 s with the training run; the benchmarks
-against PyTorch, ncu's kernels and the step with tuned products have been added since, about 5
-minutes more):
-  1. command: STAGES="build tests bench" GPU_CHECK_SECONDS=400 LOG_DIR=$OUT make gpu-check
-     carry:   []                                     timeout_s: 460
-  2. command: GPU_CHECK_CONTINUE=1 GPU_CHECK_SECONDS=<device seconds left - 60> LOG_DIR=$OUT make gpu-check
-     carry:   ["data/corpus", ".whl"]                timeout_s: <that + 60, at most 600>
-The second call has every stage: it skips what the first finished and runs first what the
-first's budget cut. The whole check no longer fits 15 minutes: what is cut is listed at the
-end (exit status 3); the state lives on the warm machine only, so a later session starts again
-from the build and may name just the stages still owed (e.g. STAGES="build sanitize"). The
-sanitizers come last, racecheck over test_cuda a part at a time.
+gpu-pack: ready. A session lent 15 minutes of device time runs the check in two calls, in the
+order of what the GPU issues need (tests, sanitizers, benchmark tables, the training run, the
+translations, then the diagnostics); on 2026-11-27 an H100 took 151 s, then 532 s, for less
+than the check holds now, so expect the second call to be cut:
+  1. command: GPU_CHECK_SECONDS=500 LOG_DIR=$OUT make gpu-check
+     carry:   ["data/corpus", ".whl"]                         timeout_s: 560
+  2. here, at once: mkdir -p .gpu-check && cp <call 1's files_at>/state .gpu-check/state
+     command: GPU_CHECK_CONTINUE=1 GPU_CHECK_SECONDS=<device seconds left - 60> LOG_DIR=$OUT make gpu-check
+     carry:   ["data/corpus", ".whl", ".gpu-check/state"]     timeout_s: <that + 60, at most 600>
+The second call skips what the first finished and runs first what the first's budget cut. Sent
+within 30 seconds of the first's answer it finds the machine warm, with the build and the
+model; if it went cold, the carried state still skips the finished steps and the fresh machine
+builds (and trains) again. What is cut is listed at the end (exit status 3); a later session
+names the stages still owed (e.g. STAGES="build translate diagnose"). `GPU_CHECK_DRY=1
+GPU_CHECK_DRY_STEP=30 make gpu-check` lists the steps in order here, running none.
 EOF

@@ -136,6 +136,8 @@ run translate_options sh test/test_translate_options.sh "$BIN"
 run serve python3 test/test_serve.py "$BIN"
 run serve_without_http python3 test/test_serve.py "$BUILD/translate_nohttp"
 run bench_env sh test/test_bench_env.sh "$BUILD" "$BIN"
+# make gpu-check's plan (its dry run): the order, the budget, the state across calls and machines
+run gpu_check bash test/test_gpu_check.sh
 for t in tokenizer vocab safetensors checkpoint parallel translate; do   # fuzz seeds + regressions
     run "fuzz_$t" "$BUILD/fuzz_replay_$t" "test/fuzz/$t"
 done
