@@ -2287,31 +2287,28 @@ public:
                                   int d, float p, uint64_t seed) {
         const int groups = layernorm_groups(d);
         if (groups > 4 || rows == 0) return groups <= 4;
-        const size_t smem = (size_t)cuda::WARPS * d * sizeof(float);
-        int blocks = 0;
-        if (bf()) {
-            auto kernel = groups == 1 ? cuda::layernorm_backward_fused_kernel<bf16, 1>
-                        : groups == 2 ? cuda::layernorm_backward_fused_kernel<bf16, 2>
-                                      : cuda::layernorm_backward_fused_kernel<bf16, 4>;
-            const int per_warp = rows_per_warp(kernel, rows, smem);
-            blocks = (rows + per_warp * cuda::WARPS - 1) / (per_warp * cuda::WARPS);
-            launch(kernel, dim3(blocks), dim3(32 * cuda::WARPS), smem, (bf16*)dx, dx_beta, (bf16*)df,
-                   layernorm_partials(blocks, d), (const bf16*)dy, (const bf16*)x, mean, rstd, (const bf16*)g,
-                   rows, d, p, seed, per_warp);
-        } else {
-            auto kernel = groups == 1 ? cuda::layernorm_backward_fused_kernel<float, 1>
-                        : groups == 2 ? cuda::layernorm_backward_fused_kernel<float, 2>
-                                      : cuda::layernorm_backward_fused_kernel<float, 4>;
-            const int per_warp = rows_per_warp(kernel, rows, smem);
-            blocks = (rows + per_warp * cuda::WARPS - 1) / (per_warp * cuda::WARPS);
-            launch(kernel, dim3(blocks), dim3(32 * cuda::WARPS), smem, (float*)dx, dx_beta, (float*)df,
-                   layernorm_partials(blocks, d), (const float*)dy, (const float*)x, mean, rstd, (const float*)g,
-                   rows, d, p, seed, per_warp);
-        }
+        const int blocks = bf() ? launch_layernorm_backward_fused<bf16>(groups, dx, dx_beta, df, dy, x, mean, rstd, g, rows, d, p, seed)
+                                : launch_layernorm_backward_fused<float>(groups, dx, dx_beta, df, dy, x, mean, rstd, g, rows, d, p, seed);
         const float* partial = layernorm_partials(blocks, d);
         finish_columns(dg, partial, blocks, d);
         finish_columns(db, partial + (size_t)blocks * d, blocks, d);
         return true;
+    }
+    // layernorm_backward_fused_kernel<T, groups> over the rows, as few rows a warp as fill the
+    // GPU (rows_per_warp); its blocks' dg and db terms go to layernorm_partials. Returns the blocks.
+    template <class T>
+    int launch_layernorm_backward_fused(int groups, floatX* dx, float dx_beta, floatX* df, const floatX* dy,
+                                        const floatX* x, const float* mean, const float* rstd, const floatX* g,
+                                        int rows, int d, float p, uint64_t seed) {
+        auto kernel = groups == 1 ? cuda::layernorm_backward_fused_kernel<T, 1>
+                    : groups == 2 ? cuda::layernorm_backward_fused_kernel<T, 2>
+                                  : cuda::layernorm_backward_fused_kernel<T, 4>;
+        const size_t smem = (size_t)cuda::WARPS * d * sizeof(float);
+        const int per_warp = rows_per_warp(kernel, rows, smem);
+        const int blocks = (rows + per_warp * cuda::WARPS - 1) / (per_warp * cuda::WARPS);
+        launch(kernel, dim3(blocks), dim3(32 * cuda::WARPS), smem, (T*)dx, dx_beta, (T*)df, layernorm_partials(blocks, d),
+               (const T*)dy, (const T*)x, mean, rstd, (const T*)g, rows, d, p, seed, per_warp);
+        return blocks;
     }
     // The blocks' dg and db terms, (2, blocks, d).
     float* layernorm_partials(int blocks, int d) {
@@ -2809,9 +2806,13 @@ private:
         if (it == algorithms_.end()) {   // the bucket's first product (a shape that is its own bucket too)
             Product q = planned == key ? p : describe_product(planned);
             cublasLtMatmulHeuristicResult_t h;
-            it = algorithms_.emplace(planned, choose_algorithm(q, planned, &h) == CUBLAS_STATUS_SUCCESS
-                                                  ? std::optional<cublasLtMatmulAlgo_t>(h.algo) : std::nullopt).first;
+            const bool found = choose_algorithm(q, planned, &h) == CUBLAS_STATUS_SUCCESS;
+            it = algorithms_.emplace(planned, found ? std::optional<cublasLtMatmulAlgo_t>(h.algo) : std::nullopt).first;
             if (planned != key) destroy_product(q);
+            else if (found) {   // the bucket's own shape: the heuristic chose for it, no check needed
+                p.algo = h;
+                return p;
+            }
         }
         cublasLtMatmulHeuristicResult_t check{};
         if (it->second && cublasLtMatmulAlgoCheck(lt_, p.op, p.la, p.lb, p.lc, p.lc, &*it->second, &check) ==
