@@ -532,6 +532,13 @@ ActivationBytes model_activation_bytes(const Model* m);
 // model_score, model_attention), computed again from the decoder output it left, on the host.
 void model_logits(Model* m, std::vector<float>* logits);
 void model_zero_grad(Model* m);
+// Frees what training holds and decoding does not need: the gradients, the Adam state and the
+// activations (the arena, the decoding cache, the search's state: the next forward or decoding
+// allocates its own). The trainer calls it before its final evaluations, which load the
+// averaged (and best) model beside this one: on a GPU filled by --max-tokens, the training
+// step's memory would leave them none. Training forwards are refused after it; the parameters
+// stay (decoding, checkpoint_save of parameters).
+void model_release_training(Model* m);
 // The paper's schedule: lr_scale * d_model^-0.5 * min(step^-0.5, step * warmup^-1.5).
 double learning_rate(const Config& cfg, int64_t step, double lr_scale, int warmup);
 // Global L2 norm of the gradient buffer.

@@ -1402,6 +1402,22 @@ void model_zero_grad(Model* m) {
     m->backend->fill_zero(m->grads, m->layout.total * sizeof(float));
 }
 
+void model_release_training(Model* m) {
+    Backend& ops = *m->backend;
+    for (float** p : {&m->grads, &m->adam_m, &m->adam_v}) {
+        ops.release(*p);
+        *p = nullptr;
+    }
+    Activations* a = m->acts;
+    for (void** p : {&a->arena, &a->ds.cache_mem, &a->ds.search_mem}) {
+        ops.release(*p);
+        *p = nullptr;
+    }
+    a->arena_bytes = a->ds.cache_bytes = a->ds.search_bytes = a->ds.cache_rows = 0;
+    a->dec_out = nullptr;                       // model_logits: no forward's output left
+    a->ds.last_logits = nullptr, a->ds.last_t = -1;   // nor a decoding step's
+}
+
 // ---------------------------------------------------------------------------------------------
 // §5.3 Optimizer: Adam with the paper's learning-rate schedule
 // ---------------------------------------------------------------------------------------------

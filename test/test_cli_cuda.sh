@@ -133,4 +133,45 @@ s=$?
 [ $s -ne 0 ] && grep -q "TRANSFORMER_GEMM_TUNE is a count of algorithms to time, 0 to 64, not 'x'" "$T/err.txt"
 check $? "TRANSFORMER_GEMM_TUNE=x is refused (exit $s): $(head -n 1 "$T/err.txt")"
 
+# A full GPU (the emulator's memory capped by CUDA_EMULATOR_MEMORY_MB; a real GPU's cannot be
+# capped from here): the least memory in which 2 training steps run (found by halving, in steps
+# of 0.1 MB), then in it the same run with its final evaluation (which loads the average into the
+# trained model, not into a second one beside it); below it, ./train and ./translate stop with
+# the option to lower and exit 1, and a failed --resume leaves the run's checkpoint as it was.
+if [ -n "${TRANSFORMER_CUDA_EMULATOR:-}" ]; then
+    MEM_ARGS="$ARGS --device cuda --max-steps 2"
+    fits() {   # fits MB: do 2 training steps (no evaluation) run in MB of device memory?
+        rm -rf "$T/mem"
+        CUDA_EMULATOR_MEMORY_MB=$1 "$B"/train $MEM_ARGS --no-eval --out "$T/mem" > "$T/mem.log" 2>&1
+    }
+    lo=1 hi=2000   # tenths of a MB: lo does not fit, hi does
+    if ! fits 0.1 && fits 200; then
+        while [ $((hi - lo)) -gt 1 ]; do
+            mid=$(((lo + hi) / 2))
+            if fits "$(awk -v t=$mid 'BEGIN { print t / 10 }')"; then hi=$mid; else lo=$mid; fi
+        done
+        least=$(awk -v t=$hi 'BEGIN { print t / 10 }')
+        rm -rf "$T/mem"
+        CUDA_EMULATOR_MEMORY_MB=$least "$B"/train $MEM_ARGS --out "$T/mem" > "$T/mem.log" 2>&1
+        s=$?
+        [ $s -eq 0 ] && grep -q '^test, averaged, beam ' "$T/mem.log" && grep -q '^test, last checkpoint, beam ' "$T/mem.log"
+        check $? "./train's final evaluation fits the $least MB its 2 training steps took (exit $s: $(grep -m1 -E '^test, averaged|out of GPU' "$T/mem.log" | cut -c1-60))"
+        below=$(awk -v t=$lo 'BEGIN { print t / 10 }')
+        sum=$(cksum < "$T/mem/ckpt-00000002.safetensors")
+        CUDA_EMULATOR_MEMORY_MB=$below "$B"/train $ARGS --device cuda --max-steps 4 --no-eval --out "$T/mem" --resume > "$T/mem.log" 2>&1
+        s=$?
+        [ $s -eq 1 ] && grep -q "out of GPU memory: lower --max-tokens" "$T/mem.log" &&
+            [ "$(cksum < "$T/mem/ckpt-00000002.safetensors")" = "$sum" ] && [ ! -e "$T/mem/ckpt-00000004.safetensors" ]
+        check $? "./train --resume in $below MB: exit $s, names --max-tokens, the checkpoint as it was ($(grep -m1 'out of GPU' "$T/mem.log"))"
+    else
+        check 1 "2 training steps run in 200 MB of emulated device memory and not in 0.1 MB ($(tail -n 1 "$T/mem.log"))"
+    fi
+    CUDA_EMULATOR_MEMORY_MB=1 "$B"/translate --model "$G" --device cuda < "$T/in.txt" > "$T/oom.txt" 2> "$T/err.txt"
+    s=$?
+    [ $s -eq 1 ] && grep -q "out of GPU memory: lower .*--batch-tokens" "$T/err.txt" && grep -q "^CUDA error (.*): cudaMalloc" "$T/err.txt"
+    check $? "./translate in 1 MB of device memory: exit $s, names the call and --batch-tokens ($(grep -m1 '^CUDA error' "$T/err.txt"))"
+else
+    skip "the full-GPU checks: a real GPU's memory cannot be capped here (the emulator's can: CUDA_EMULATOR_MEMORY_MB)"
+fi
+
 check_summary cli_cuda

@@ -747,16 +747,20 @@ static void report(const char* what, const Scores& s) {
     std::fflush(stdout);
 }
 
-// Test BLEU of best.safetensors, when the run kept one.
-static bool report_best(const Run& r) {
-    if (r.best.step < 0 || !fs::exists(r.path("best.safetensors"))) return true;
-    Model best;
+// Loads checkpoint `path` into the run's model for decoding (its own backend: no second one).
+static bool load_for_decoding(Run& r, const std::string& path) {
     std::string err;
-    if (!setup_backend(r.opt, &best, false)) return false;
-    if (!checkpoint_load(&best, r.path("best.safetensors"), nullptr, &err, false)) return fail(err);
-    model_pack_weights(&best);   // (decoding only from here)
+    if (!checkpoint_load(&r.model, path, nullptr, &err, false)) return fail(err);
+    model_pack_weights(&r.model);
+    return true;
+}
+
+// Test BLEU of best.safetensors, when the run kept one.
+static bool report_best(Run& r) {
+    if (r.best.step < 0 || !fs::exists(r.path("best.safetensors"))) return true;
+    if (!load_for_decoding(r, r.path("best.safetensors"))) return false;
     report(("test, best (dev " + r.best.metric + "), beam").c_str(),
-           score(&best, r.tok, r.data("test", r.opt.src_lang), r.data("test", r.opt.tgt_lang), r.opt.beam, r.opt));
+           score(&r.model, r.tok, r.data("test", r.opt.src_lang), r.data("test", r.opt.tgt_lang), r.opt.beam, r.opt));
     return true;
 }
 
@@ -777,22 +781,30 @@ static bool final_evaluation(Run& r) {
     double dl = dev_loss(r);
     if (!std::isnan(dl)) std::printf("final dev loss (last checkpoint): %.4f\n", dl);
     if (!r.opt.final_eval) return redraw_curves(r);
-    Model avg;
-    if (!setup_backend(r.opt, &avg, false)) return false;
-    if (!checkpoint_load(&avg, model_path, nullptr, &err, false)) return fail(err);
-    model_pack_weights(&avg);   // (decoding only from here)
+    // Decoding from here, all of it on the run's model and backend: its training state (the
+    // gradients, Adam's, the activations) goes first, then the last checkpoint, the average and
+    // best.safetensors are loaded into it in turn, so that the evaluations take one model's
+    // memory (on a GPU filled by --max-tokens, a second model and backend beside the training
+    // state found none left).
+    model_release_training(&r.model);
+    Scores last_beam;
+    if (r.have_test) {
+        if (!load_for_decoding(r, ckpts.back())) return false;
+        last_beam = score(&r.model, r.tok, r.data("test", r.opt.src_lang), r.data("test", r.opt.tgt_lang), r.opt.beam, r.opt);
+    }
+    if (!load_for_decoding(r, model_path)) return false;
     std::printf("BLEU and chrF, sacreBLEU's conventions (signatures %s; %s):\n", bleu_signature().c_str(),
                 chrf_signature(0).c_str());
     Scores dev_avg, test_avg;
     if (r.have_dev) {
-        dev_avg = score(&avg, r.tok, r.data("dev", r.opt.src_lang), r.data("dev", r.opt.tgt_lang), r.opt.beam, r.opt);
+        dev_avg = score(&r.model, r.tok, r.data("dev", r.opt.src_lang), r.data("dev", r.opt.tgt_lang), r.opt.beam, r.opt);
         report("dev, averaged, beam", dev_avg);
     }
     if (r.have_test) {
-        test_avg = score(&avg, r.tok, r.data("test", r.opt.src_lang), r.data("test", r.opt.tgt_lang), r.opt.beam, r.opt);
+        test_avg = score(&r.model, r.tok, r.data("test", r.opt.src_lang), r.data("test", r.opt.tgt_lang), r.opt.beam, r.opt);
         report("test, averaged, beam", test_avg);
-        report("test, averaged, greedy", score(&avg, r.tok, r.data("test", r.opt.src_lang), r.data("test", r.opt.tgt_lang), 1, r.opt));
-        report("test, last checkpoint, beam", score(&r.model, r.tok, r.data("test", r.opt.src_lang), r.data("test", r.opt.tgt_lang), r.opt.beam, r.opt));
+        report("test, averaged, greedy", score(&r.model, r.tok, r.data("test", r.opt.src_lang), r.data("test", r.opt.tgt_lang), 1, r.opt));
+        report("test, last checkpoint, beam", last_beam);
         if (!report_best(r)) return false;
     }
     return csv_row(r, "final", NAN, NAN, dl, dev_avg.bleu, test_avg.bleu) && redraw_curves(r);

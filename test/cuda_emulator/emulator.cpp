@@ -404,6 +404,22 @@ void launch_erased(const void* kernel, void (*body)(void*), void* payload, dim3 
 // ---------------------------------------------------------------------------------------------
 static std::mutex allocations_mutex;
 static std::map<uintptr_t, size_t> allocations;   // start -> bytes
+static size_t allocated_bytes = 0;                 // their sum
+
+// CUDA_EMULATOR_MEMORY_MB=N: the device's memory, N MB (default: the machine's); a cudaMalloc
+// past it fails with cudaErrorMemoryAllocation, as on a GPU that is full, so that the tests can
+// see what the programs say and do then.
+static size_t device_memory() {
+    static const size_t bytes = [] {
+        const char* env = std::getenv("CUDA_EMULATOR_MEMORY_MB");
+        if (!env) return (size_t)sysconf(_SC_PHYS_PAGES) * (size_t)sysconf(_SC_PAGE_SIZE);
+        char* end = nullptr;
+        const double mb = std::strtod(env, &end);
+        if (end == env || *end || !(mb > 0)) fail("CUDA_EMULATOR_MEMORY_MB takes a number of megabytes above 0");
+        return (size_t)(mb * 1e6);
+    }();
+    return bytes;
+}
 
 static bool inside_allocation(const void* p, size_t bytes) {
     std::lock_guard<std::mutex> lock(allocations_mutex);
@@ -455,12 +471,21 @@ cudaError_t cudaGetDeviceProperties(cudaDeviceProp* prop, int device) {
     prop->major = 9, prop->minor = 0, prop->multiProcessorCount = pool().size();
     prop->maxThreadsPerBlock = 1024, prop->warpSize = 32, prop->sharedMemPerBlock = SHARED_DEFAULT;
     prop->sharedMemPerBlockOptin = SHARED_OPTIN;
-    prop->totalGlobalMem = (size_t)sysconf(_SC_PHYS_PAGES) * (size_t)sysconf(_SC_PAGE_SIZE);
+    prop->totalGlobalMem = device_memory();
     return cudaSuccess;
 }
 cudaError_t cudaMalloc(void** p, size_t bytes) {
+    {   // the bytes reserved first, so that the memory's limit holds
+        std::lock_guard<std::mutex> lock(allocations_mutex);
+        if (bytes > device_memory() - allocated_bytes) return cudaErrorMemoryAllocation;
+        allocated_bytes += bytes;
+    }
     void* q = nullptr;
-    if (posix_memalign(&q, 256, std::max<size_t>(bytes, 1)) != 0) return cudaErrorMemoryAllocation;
+    if (posix_memalign(&q, 256, std::max<size_t>(bytes, 1)) != 0) {
+        std::lock_guard<std::mutex> lock(allocations_mutex);
+        allocated_bytes -= bytes;
+        return cudaErrorMemoryAllocation;
+    }
     std::memset(q, 0xff, bytes);   // not zeroed, as on a GPU: a read before a write shows as NaN or -1
     std::lock_guard<std::mutex> lock(allocations_mutex);
     allocations[(uintptr_t)q] = bytes;
@@ -471,7 +496,10 @@ cudaError_t cudaFree(void* p) {
     if (!p) return cudaSuccess;
     {
         std::lock_guard<std::mutex> lock(allocations_mutex);
-        if (!allocations.erase((uintptr_t)p)) return cudaErrorInvalidValue;
+        auto it = allocations.find((uintptr_t)p);
+        if (it == allocations.end()) return cudaErrorInvalidValue;
+        allocated_bytes -= it->second;
+        allocations.erase(it);
     }
     std::free(p);
     return cudaSuccess;
