@@ -89,6 +89,60 @@ awk -F' [|][|][|] ' 'function gap(a, b) { return a > b ? a - b : b - a }
     END { printf "%d lines, %d texts differ, scores within %g\n", FNR, bad, worst; exit !(FNR == 40 && bad == 0 && worst <= 1e-4) }' \
     "$T/cpu.txt" "$T/gpu.txt" > "$T/nbest.txt"
 check $? "./translate --nbest 2: the GPU's n-best lists are the CPU's: $(cat "$T/nbest.txt")"
+# The options and the bad-input rules work the same on both devices: for each, the GPU's fp32
+# output and exit status are the CPU's (the length penalty, the length limits, alignments, prefixes, sentence splitting, over-long lines cut or refused, empty
+# and blank lines, invalid UTF-8 refused or replaced, an ensemble, sampling with a seed); for
+# --score, the log-probabilities within 1e-4.
+printf 'sun moon. Moon sun!\n\n   \nstar sky sea star sun moon star sky sea star sun moon star\n' > "$T/odd.txt"
+printf 'star sky\xff sea\n' > "$T/bad_utf8.txt"
+awk '{ print $0 " ||| " $1 }' "$T/in.txt" > "$T/prefixed.txt"
+same=0 differ=""
+for case in "in|--beam 4 --alpha 0" "in|--beam 4 --alpha 2" "in|--beam 3 --max-len-a 0 --max-len-b 2" \
+            "in|--beam 1 --max-len-a 0.5 --max-len-b 1" "in|--beam 2 --alignment" \
+            "prefixed|--beam 2 --prefix-inline" "odd|--beam 2 --split-sentences" "odd|--split-long --max-input-tokens 4" \
+            "odd|--max-input-tokens 4" "odd|--beam 4" "bad_utf8|--beam 1" "bad_utf8|--replace-invalid" \
+            "in|--beam 2 --ensemble $C" "in|--beam 1 --sampling topk:3 --seed 5" "in|--beam 1 --sampling topp:0.9 --temperature 2"; do
+    input=${case%%|*} opts=${case#*|}
+    "$B"/translate --model "$G" --device cpu --quiet $opts < "$T/$input.txt" > "$T/o_cpu.txt" 2> "$T/e_cpu.txt"
+    sc=$?
+    "$B"/translate --model "$G" --device cuda --precision fp32 --quiet $opts < "$T/$input.txt" > "$T/o_gpu.txt" 2> "$T/e_gpu.txt"
+    sg=$?
+    if [ $sc -eq $sg ] && cmp -s "$T/o_cpu.txt" "$T/o_gpu.txt" && [ "$(head -n 1 "$T/e_cpu.txt")" = "$(head -n 1 "$T/e_gpu.txt")" ]; then
+        same=$((same + 1))
+    else
+        differ="$differ [$input: $opts: exit $sc/$sg, $(head -n 1 "$T/e_gpu.txt" | cut -c1-80)]"
+    fi
+done
+[ -z "$differ" ]
+check $? "./translate's options and bad-input rules on the GPU (fp32) give the CPU's output and exit status: $same of 15 cases$differ"
+awk '{ print $0 " ||| " $0 }' "$T/in.txt" > "$T/pairs.txt"
+"$B"/translate --model "$G" --device cpu --score --score-tokens < "$T/pairs.txt" > "$T/s_cpu.txt" 2> /dev/null
+"$B"/translate --model "$G" --device cuda --precision fp32 --score --score-tokens < "$T/pairs.txt" > "$T/s_gpu.txt" 2> /dev/null
+paste -d '\n' "$T/s_cpu.txt" "$T/s_gpu.txt" | paste - - | awk -F'\t' '
+    { n = split($1, a, /[ |]+/); m = split($2, b, /[ |]+/); if (n != m) bad++;
+      for (i = 1; i <= n; i++) if (a[i] ~ /^-?[0-9.e-]+$/) { d = a[i] - b[i]; if (d < 0) d = -d; if (d > w) w = d } }
+    END { printf "%d lines, %d differ in shape, log-probabilities within %g\n", NR, bad, w; exit !(NR == 20 && bad == 0 && w <= 1e-4) }' > "$T/score.txt"
+check $? "./translate --score --score-tokens on the GPU: the CPU's log-probabilities: $(cat "$T/score.txt")"
+# --attention DIR: the GPU's pictures are the CPU's, but for their numbers' last digits (within 1e-4)
+head -n 5 "$T/in.txt" > "$T/in5.txt"
+"$B"/translate --model "$G" --device cpu --quiet --attention "$T/att_cpu" < "$T/in5.txt" > /dev/null 2>&1
+"$B"/translate --model "$G" --device cuda --precision fp32 --quiet --attention "$T/att_gpu" < "$T/in5.txt" > /dev/null 2>&1
+files=0 bad=0 worst=0
+for f in "$T"/att_cpu/*.svg; do
+    g="$T/att_gpu/$(basename "$f")"
+    files=$((files + 1))
+    [ -f "$g" ] || { bad=$((bad + 1)); continue; }
+    r=$(paste -d '\n' "$f" "$g" | paste - - | awk -F'\t' '
+        { a = $1; b = $2; gsub(/-?[0-9]+[.][0-9]+(e-?[0-9]+)?/, "N", a); gsub(/-?[0-9]+[.][0-9]+(e-?[0-9]+)?/, "N", b)
+          if (a != b) bad = 1
+          n = split($1, x, /[^-0-9.e]+/); split($2, y, /[^-0-9.e]+/)
+          for (i = 1; i <= n; i++) if (x[i] ~ /[0-9][.][0-9]/) { d = x[i] - y[i]; if (d < 0) d = -d; if (d > w) w = d } }
+        END { printf "%d %g\n", bad + (NR == 0), w }')
+    bad=$((bad + ${r%% *}))
+    worst=$(awk -v a="$worst" -v b="${r#* }" 'BEGIN { print (b > a ? b : a) }')
+done
+[ $files -eq 5 ] && [ $bad -eq 0 ] && awk -v w="$worst" 'BEGIN { exit !(w <= 1e-4) }'
+check $? "./translate --attention on the GPU: the CPU's $files pictures, numbers within $worst ($bad differ in more)"
 "$B"/translate --model "$G" --device cpu < "$T/in.txt" > "$T/g_on_cpu.txt" 2> /dev/null
 s=$?
 "$B"/translate --model "$G" --device cuda --precision fp32 < "$T/in.txt" > "$T/g_on_gpu.txt" 2> /dev/null
