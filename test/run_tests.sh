@@ -135,6 +135,8 @@ run soak bash test/soak.sh 3 "$BIN"
 run translate_options sh test/test_translate_options.sh "$BIN"
 run serve python3 test/test_serve.py "$BIN"
 run serve_without_http python3 test/test_serve.py "$BUILD/translate_nohttp"
+# the service on the GPU (emulated): concurrent requests batched on the device, the CPU's answers
+run serve_cuda_emulated env SERVE_DEVICE=cuda TRANSFORMER_CUDA_EMULATOR="$EMU" python3 test/test_serve.py "$BIN"
 run bench_env sh test/test_bench_env.sh "$BUILD" "$BIN"
 # make gpu-check's plan (its dry run): the order, the budget, the state across calls and machines
 run gpu_check bash test/test_gpu_check.sh

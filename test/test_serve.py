@@ -6,7 +6,8 @@ Checks: translations over HTTP equal ./translate's for the same lines and option
 n-best with scores, --split-long); 16 concurrent clients x 20 requests of 1-30 lines, every
 answer complete and correct; each bad request's status and message; a client that
 disconnects mid-request does not disturb the others; the per-request timeout; SIGTERM during
-a request answers it, refuses new connections and exits 0.
+a request answers it, refuses new connections and exits 0. With SERVE_DEVICE=cuda, the service
+on the GPU instead (main_cuda; make test runs it on the CUDA emulator).
 
 Every server is started on port 0 (the kernel picks a free one, the server prints it), every
 call has a timeout, the whole test has one (alarm), and every server is killed at the end.
@@ -473,6 +474,55 @@ def main():
           f"after SIGTERM the server exits 0 ({code}), {sg.log[-1].strip() if sg.log else ''}")
 
 
+def main_cuda():
+    """SERVE_DEVICE=cuda: the service on the GPU (a real one, or the CUDA emulator that
+    TRANSFORMER_CUDA_EMULATOR names): /info says so, and the answers to concurrent requests,
+    batched together on the GPU in fp32, equal the CPU's ./translate of each line alone (the GPU's
+    fp32 decodes the CPU's tokens, and a sentence decodes alike alone and in a batch)."""
+    probe = subprocess.run([TRANSLATE, "--device", "cuda", "--model", "/nonexistent"], input=b"",
+                           capture_output=True)
+    why = probe.stderr.decode(errors="replace").strip().split("\n")[0]
+    if re.search(r"no CUDA backend|NVIDIA driver|no CUDA device|sees no", why):
+        print(f"SKIP serve on the GPU: no GPU here and no emulator named ({why})", flush=True)
+        return 1
+    model = train_model()
+    rng = random.Random(16)
+    pool = sorted(set(toy_sentence(rng, 1, 8) for _ in range(60))) + ["", "sun ñ moon"]
+    expected = dict(zip(pool, translate_stdin(model, pool, "--device", "cpu", "--batch-tokens", "1")))
+    s = Server(model, "--device", "cuda", "--precision", "fp32", "--batch-wait", "20")
+    check(s.port is not None, f"--serve with --device cuda starts ({''.join(s.log).strip()[-150:]})")
+    if s.port is None:
+        return 0
+    status, out, _ = s.request("GET", "/info")
+    check(status == 200 and out["device"] == "cuda" and out["precision"] == "fp32",
+          f"GET /info names the GPU: {out.get('device') if out else status}, {out.get('precision') if out else ''}")
+    results = []
+    lock = threading.Lock()
+
+    def client(seed):
+        r = random.Random(seed)
+        for _ in range(5):
+            lines = [r.choice(pool) for _ in range(r.randint(1, 30))]
+            try:
+                e = answer_errors(*s.translate(items(lines))[:2], lines, expected)
+            except Exception as ex:   # noqa: BLE001 - any failure is a failed answer
+                e = f"exception {ex!r}"
+            with lock:
+                results.append(e)
+
+    threads = [threading.Thread(target=client, args=(700 + i,)) for i in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(CALL_TIMEOUT_S * 2)
+    bad = [e for e in results if e]
+    check(len(results) == 20 and not bad, f"4 clients x 5 requests of 1-30 lines on the GPU, batched: "
+                                          f"{len(results) - len(bad)}/20 equal the CPU's ./translate {bad[:2]}")
+    code = s.stop()
+    check(code == 0, f"SIGTERM: the GPU server exits 0 ({code})")
+    return 0
+
+
 def served_by_this_build():
     """False when ./translate was built without cpp-httplib (make HTTP=0, or httplib.h not found):
     then --serve must be refused, with exit 2 and the reason, before any model is loaded."""
@@ -489,7 +539,12 @@ def served_by_this_build():
 
 skipped = 0
 try:
-    if served_by_this_build():
+    if os.environ.get("SERVE_DEVICE") == "cuda":
+        if served_by_this_build():
+            skipped = main_cuda()
+        elif not os.path.isfile(BIN):
+            skipped = 1
+    elif served_by_this_build():
         main()
     elif not os.path.isfile(BIN):
         skipped = 1
