@@ -45,6 +45,18 @@ check $? "./train --resume on the GPU: 6 + 6 steps, exit 0"
 out=$($PYTHON test/same_tensors.py "$T/resumed/ckpt-00000012.safetensors" "$G" 2>&1)
 check $? "6 + 6 steps with --resume == 12 steps on the GPU, bitwise: $(echo "$out" | tail -n 1)"
 
+# The training options on both devices: gradient accumulation, norm clipping (active: the run
+# without it ends elsewhere), attention and ReLU dropout (the same masks), label smoothing 0.2,
+# 3 heads of d_k 12 and d_v 20, pre-LN, learned positions; 8 steps within 1e-4 of the CPU's.
+OPTS="$ARGS --max-steps 8 --accum 2 --attn-dropout 0.1 --relu-dropout 0.1 --label-smoothing 0.2 --heads 3 --d-k 12 --d-v 20 --pre-ln --learned-pos --seed 3"
+"$B"/train $OPTS --clip-norm 0.5 --device cuda --precision fp32 --out "$T/opts_gpu" > "$T/opts.log" 2>&1 &&
+    "$B"/train $OPTS --clip-norm 0.5 --device cpu --out "$T/opts_cpu" > /dev/null 2>&1 &&
+    "$B"/train $OPTS --device cpu --out "$T/opts_noclip" > /dev/null 2>&1
+check $? "./train with accumulation, clipping, attention and ReLU dropout, odd heads, pre-LN: 8 steps on each device, exit 0"
+out=$($PYTHON test/same_tensors.py "$T/opts_gpu/ckpt-00000008.safetensors" "$T/opts_cpu/ckpt-00000008.safetensors" --atol 1e-4 --skip k_proj.bias 2>&1)
+s=$?
+! $PYTHON test/same_tensors.py "$T/opts_noclip/ckpt-00000008.safetensors" "$T/opts_cpu/ckpt-00000008.safetensors" --atol 1e-4 --skip k_proj.bias > /dev/null 2>&1
+check $((s + $?)) "those 8 steps: the GPU's parameters and Adam state within 1e-4 of the CPU's ($(echo "$out" | tail -n 1)); without --clip-norm they differ"
 "$B"/train $ARGS --device cuda --precision bf16 --max-steps 12 --out "$T/bf16" > "$T/bf16.log" 2>&1
 check $? "./train --device cuda --precision bf16: 12 steps, exit 0"
 # The models trained in bf16 and fp32 score the test pairs alike (./translate --score on the CPU:
