@@ -159,11 +159,19 @@ $(BUILD)/%.o: %.cpp $(FLAGS_STAMP)
 	$(CXX) $(CXXFLAGS) -MMD -MP -c $< -o $@
 -include $(wildcard $(BUILD)/*.d $(BUILD)/*/*.d $(BUILD)/*/*/*.d)
 
+# The interface between the programs and the CUDA backend (the headers both compile): a
+# checksum of its text, built into each side, which the loader compares (model/backend.cpp), so
+# that a program and a library built from different sources refuse to run together instead of
+# calling through a changed Backend (a stale build/bench_decode crashed so on a new library).
+BACKEND_ABI := $(shell cat transformer.h numerics.h model/search.h 2> /dev/null | cksum | cut -d' ' -f1)
+$(BUILD)/model/backend.o: CXXFLAGS += -DBACKEND_ABI=$(BACKEND_ABI)u
+$(BUILD)/model/backend.o: transformer.h numerics.h model/search.h
+
 # The CUDA backend: a shared library the programs load only on a machine with a GPU
 # (model/backend.cpp), so that a CPU run never maps cuBLASLt.
 $(BUILD)/libtransformer_cuda.so: transformer.cu transformer.h numerics.h model/search.h $(FLAGS_STAMP)
 	@mkdir -p $(dir $@)
-	$(NVCC) $(NVCCFLAGS) -shared $< -o $@ -L$(CUDA_HOME)/lib64 -Xlinker -rpath=$(CUDA_HOME)/lib64 -lcublasLt
+	$(NVCC) $(NVCCFLAGS) -DBACKEND_ABI=$(BACKEND_ABI)u -shared $< -o $@ -L$(CUDA_HOME)/lib64 -Xlinker -rpath=$(CUDA_HOME)/lib64 -lcublasLt
 
 # The same transformer.cu built for the CUDA emulator (test/cuda_emulator): g++ compiles it as C++
 # against the emulator's stand-ins for the CUDA headers and its kernels run on the CPU, so that
@@ -189,7 +197,7 @@ $(EMU_BUILD)/%_emu.cpp: %.cu Makefile
 	@! grep -nE '^([^/]|/[^/])*(<<<|extern __shared__)' $@.tmp || { echo "$@: a launch or extern __shared__ the emulator build cannot rewrite"; rm -f $@.tmp; exit 1; }
 	mv $@.tmp $@
 $(EMU_LIB): $(EMU_BUILD)/transformer_emu.cpp test/cuda_emulator/emulator.cpp test/cuda_emulator/emulator.h transformer.h numerics.h model/search.h
-	$(CXX) $(EMU_FLAGS) -shared $(EMU_BUILD)/transformer_emu.cpp test/cuda_emulator/emulator.cpp -o $@ -ldl -pthread
+	$(CXX) $(EMU_FLAGS) -DBACKEND_ABI=$(BACKEND_ABI)u -shared $(EMU_BUILD)/transformer_emu.cpp test/cuda_emulator/emulator.cpp -o $@ -ldl -pthread
 # The emulator checked on its own (kernels with known results, limits, the faults it stops on).
 $(BUILD)/test_emulator: $(EMU_BUILD)/test/cuda_emulator/test_emulator_emu.cpp test/cuda_emulator/emulator.cpp test/cuda_emulator/emulator.h test/check.h
 	$(CXX) $(EMU_FLAGS) $< test/cuda_emulator/emulator.cpp -o $@ -ldl -pthread

@@ -2982,6 +2982,13 @@ private:
 
 }  // namespace
 
+// The checksum of the interface headers this library was built from (the Makefile's
+// BACKEND_ABI; 0 outside it), which model/backend.cpp compares with its own before it calls in.
+#ifndef BACKEND_ABI
+#define BACKEND_ABI 0u
+#endif
+extern "C" unsigned transformer_cuda_abi() { return BACKEND_ABI; }
+
 // The library's entry point, loaded by model/backend.cpp (dlopen): a CUDA backend for GPU 0 in
 // fp32 or bf16 (Precision as an int), or nullptr + *error.
 extern "C" Backend* transformer_cuda_backend(int precision_value, std::string* error) {

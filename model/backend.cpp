@@ -16,8 +16,13 @@
 #include "cpu/amx.h"
 #include "cpu/gemm_bf16.h"
 
-// The library's one entry point (transformer.cu).
+// The library's entry point (transformer.cu), and the checksum of the interface headers it was
+// built from (the Makefile's BACKEND_ABI, as this file's; 0: built outside the Makefile).
 typedef Backend* (*CudaFactory)(int precision, std::string* error);
+typedef unsigned (*CudaAbi)();
+#ifndef BACKEND_ABI
+#define BACKEND_ABI 0u
+#endif
 
 // Where a library of this build is: $env_var, else beside the executable (build/test_*), else
 // in build/ below it (./train at the repository root); "" when absent.
@@ -80,6 +85,13 @@ std::unique_ptr<Backend> make_cuda_backend(Precision precision, std::string* err
     auto factory = (CudaFactory)dlsym(handle, "transformer_cuda_backend");
     if (!factory) {
         *error = lib + " has no transformer_cuda_backend";
+        return nullptr;
+    }
+    auto abi = (CudaAbi)dlsym(handle, "transformer_cuda_abi");
+    const unsigned theirs = abi ? abi() : 1u;   // a library without the symbol predates the check
+    if (theirs != BACKEND_ABI && theirs != 0u && BACKEND_ABI != 0u) {
+        *error = lib + " was built from other sources than this program (interface checksum " + std::to_string(theirs) +
+                 ", this program's " + std::to_string(BACKEND_ABI) + "): rebuild both (make)";
         return nullptr;
     }
     return std::unique_ptr<Backend>(factory((int)precision, error));

@@ -167,6 +167,17 @@ check $? "./translate --precision bf16 on the GPU: exit $s, 20 lines"
 echo sun | "$B"/translate --model "$G" --device cuda --precision int8 > /dev/null 2> "$T/err.txt"
 [ $? -eq 2 ] && grep -q "precision" "$T/err.txt"
 check $? "--device cuda --precision int8 is refused (int8 is a CPU option): $(head -n 1 "$T/err.txt")"
+# A CUDA library built from other sources than the program (its interface checksum differs, or
+# it predates the checksum) is refused with the reason, not called (a stale program crashed so).
+if printf 'unsigned transformer_cuda_abi(void) { return 7u; }\nvoid* transformer_cuda_backend(int p, void* e) { return 0; }\n' |
+       ${CC:-cc} -shared -fPIC -x c - -o "$T/other.so" 2> "$T/cc.txt"; then
+    echo sun | TRANSFORMER_CUDA_EMULATOR="$T/other.so" "$B"/translate --model "$G" --device cuda > /dev/null 2> "$T/err.txt"
+    s=$?
+    [ $s -ne 0 ] && grep -q "other.so was built from other sources than this program (interface checksum 7, this program's [0-9]*): rebuild both (make)" "$T/err.txt"
+    check $? "a CUDA library built from other sources is refused (exit $s): $(head -n 1 "$T/err.txt" | sed 's|.*/||')"
+else
+    skip "the CUDA library's interface check: no C compiler to build a stand-in ($(head -n 1 "$T/cc.txt"))"
+fi
 # TRANSFORMER_ATTENTION picks the GPU's attention kernels; a value it does not know is refused.
 echo sun | TRANSFORMER_ATTENTION=flash "$B"/translate --model "$G" --device cuda > /dev/null 2> "$T/err.txt"
 s=$?
