@@ -263,6 +263,16 @@ fi
 # first): every kernel of a step (ncu), the products tuned, the classifier's chunks, big op by
 # op, the fused attention kernels at 8 warps a block, the attention kernels alone.
 if want diagnose; then
+    # decoding the test set op by op (bench_decode --profile, after the timed pass and a second
+    # one that says what the first spent once): where bf16's time went on 2026-11-27, when it
+    # decoded the test set at less than half fp32's speed (2,382 against 6,172 sentences/s)
+    if [ "$DRY" = 1 ] || { [ -f "$M" ] && [ -f data/corpus/default/test.en ]; }; then
+        for p in bf16 fp32; do
+            step decode-profile-$p bash -c "./bpe encode --vocab $(dirname "$M")/vocab.bpe < data/corpus/default/test.en \
+                > $WORK/test.ids && build/bench_decode --device cuda --precision $p --model $M --input $WORK/test.ids \
+                --batch-tokens 16000 --profile"
+        done
+    fi
     # the hardware counters of one launch of each of the slowest hand-written kernels, then
     # every kernel of one step by name and duration (ncu)
     step ncu-kernels sh bench/ncu_kernels.sh build
