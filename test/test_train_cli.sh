@@ -7,7 +7,8 @@
 #   rate that cannot move a parameter, at evaluation 1 + N); --max-epochs ends after that many
 #   epochs of batches; --vocab trains with the given vocabulary; --init-from keeps the
 #   checkpoint's tokenizer; ./average --last N == averaging those N files (bitwise); bad values
-#   exit 2 naming the option. (test_train checks --init-from's first loss and Adam's options
+#   exit 2 naming the option; Ctrl-C saves the step reached and exits 130, and the run resumed
+#   from there equals the uninterrupted one bitwise. (test_train checks --init-from's first loss and Adam's options
 #   numerically.) Run from the repository root after `make`; the optional argument is the
 #   folder holding the programs. Ends with "train_cli: N passed, M failed".
 set -u
@@ -183,5 +184,25 @@ refused --vocab-size $TA --vocab "$T/given.bpe" --vocab-size 300
 s=$?; [ $s -eq 1 ] && grep -q "need a dev set" "$T/err.txt"; check $? "--early-stopping without dev data: exit 1 ($s), $(tail -n 1 "$T/err.txt")"
 "$B"/train $TB --init-from "$T/missing.safetensors" --out "$T/missing_run" --max-steps 3 > /dev/null 2> "$T/err.txt"
 s=$?; [ $s -eq 1 ] && grep -q "missing.safetensors: cannot open" "$T/err.txt"; check $? "--init-from a missing file: exit 1 ($s)"
+
+# Ctrl-C (SIGINT) during training: a checkpoint of the step reached, exit status 130, and the run
+# resumed from it to 3 steps further equals the same steps uninterrupted, bitwise.
+"$B"/train $TA $V --no-eval --max-steps 100000 --save-every-steps 4 --out "$T/int" > "$T/int.log" 2>&1 &
+pid=$!
+i=0
+while [ $i -lt 600 ] && ! ls "$T/int"/ckpt-*.safetensors > /dev/null 2>&1; do sleep 0.1; i=$((i + 1)); done
+kill -INT $pid 2> /dev/null
+wait $pid
+s=$?
+last=$(ls "$T/int"/ckpt-*.safetensors 2> /dev/null | tail -n 1)
+K=$(basename "${last:-ckpt-0}" .safetensors | sed 's/^ckpt-0*//')
+[ $s -eq 130 ] && grep -q "^interrupted: checkpoint saved; continue with --resume" "$T/int.log" && [ "${K:-0}" -gt 0 ]
+check $? "SIGINT during ./train: exit $s, a checkpoint of step ${K:-none} saved"
+if [ "${K:-0}" -gt 0 ]; then
+    "$B"/train $TA $V --no-eval --max-steps $((K + 3)) --save-every-steps 4 --out "$T/int" --resume > /dev/null 2>&1 &&
+        "$B"/train $TA $V --no-eval --max-steps $((K + 3)) --save-every-steps 4 --out "$T/straight" > /dev/null 2>&1
+    out=$(${PYTHON:-python3} test/same_tensors.py "$(ckpt "$T/int" $((K + 3)))" "$(ckpt "$T/straight" $((K + 3)))" 2>&1)
+    check $? "resumed after SIGINT at step $K to step $((K + 3)) == $((K + 3)) steps uninterrupted, bitwise: $(echo "$out" | tail -n 1)"
+fi
 
 check_summary train_cli
