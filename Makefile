@@ -93,7 +93,8 @@ MPICXX := $(shell command -v mpicxx 2>/dev/null)
 MPI ?= $(if $(MPICXX),1,0)
 ifeq ($(MPI),1)
   MPI_CFLAGS := -DTRANSFORMER_MPI -DOMPI_SKIP_MPICXX $(shell $(MPICXX) --showme:compile 2>/dev/null)
-  LDLIBS += $(filter-out -lmpi_cxx,$(shell $(MPICXX) --showme:link 2>/dev/null))
+  MPI_LIBS := $(filter-out -lmpi_cxx,$(shell $(MPICXX) --showme:link 2>/dev/null))
+  LDLIBS += $(MPI_LIBS)
 endif
 ifeq ($(CUDA),1)
   NCCL_H := $(firstword $(wildcard $(CUDA_HOME)/include/nccl.h /usr/include/nccl.h /usr/local/include/nccl.h))
@@ -201,7 +202,13 @@ $(EMU_LIB): $(EMU_BUILD)/transformer_emu.cpp test/cuda_emulator/emulator.cpp tes
 # The emulator checked on its own (kernels with known results, limits, the faults it stops on).
 $(BUILD)/test_emulator: $(EMU_BUILD)/test/cuda_emulator/test_emulator_emu.cpp test/cuda_emulator/emulator.cpp test/cuda_emulator/emulator.h test/check.h
 	$(CXX) $(EMU_FLAGS) $< test/cuda_emulator/emulator.cpp -o $@ -ldl -pthread
-emulator: $(EMU_LIB) $(BUILD)/test_emulator
+# NCCL's all-reduce (toolkit/nccl_allreduce.cu) for the emulator, against the stand-in nccl.h
+# that sums over MPI, so that a GPU MPI run of ./train takes its NCCL path here (an MPI build).
+EMU_NCCL_LIB := $(if $(filter 1,$(MPI)),$(EMU_BUILD)/libtransformer_nccl.so)
+$(EMU_BUILD)/libtransformer_nccl.so: toolkit/nccl_allreduce.cu test/cuda_emulator/include/nccl.h test/cuda_emulator/emulator.cpp test/cuda_emulator/emulator.h
+	@mkdir -p $(dir $@)
+	$(CXX) $(EMU_FLAGS) $(MPI_CFLAGS) -shared -x c++ toolkit/nccl_allreduce.cu -x none test/cuda_emulator/emulator.cpp -o $@ $(MPI_LIBS) -ldl -pthread
+emulator: $(EMU_LIB) $(BUILD)/test_emulator $(EMU_NCCL_LIB)
 
 
 # Only distributed.cpp sees mpi.h.
@@ -275,7 +282,7 @@ $(BUILD)/test_gemm_bf16.%: test/test_gemm_bf16.cpp cpu/gemm_bf16.cpp cpu/gemm_bf
 
 # The tests run from the repository root; test/run_tests.sh adds up their closing lines.
 test: $(TESTS:%=$(BUILD)/%) $(ISA_TESTS) $(PROGRAMS:%=$(BIN)/%) $(BUILD)/bench_train $(BUILD)/bench_attention $(BUILD)/fp32_peak $(BUILD)/translate_nohttp \
-      $(FUZZ_TARGETS:%=$(BUILD)/fuzz_replay_%) $(EMU_LIB) $(BUILD)/test_emulator
+      $(FUZZ_TARGETS:%=$(BUILD)/fuzz_replay_%) $(EMU_LIB) $(BUILD)/test_emulator $(EMU_NCCL_LIB)
 	@SANITIZED=$(if $(filter 1,$(SANITIZE)),1,0) sh test/run_tests.sh $(BUILD) $(BIN)
 
 # Only the suites that run transformer.cu on the CPU emulator (part of make test).
@@ -283,8 +290,9 @@ EMULATED_SUITES := emulator ops_emulated_fp32 ops_emulated_bf16 cuda_emulated \
                    ops_emulated_batched_bf16 cuda_emulated_batched ops_emulated_tiled_bf16 cuda_emulated_tiled \
                    ops_emulated_fused_w4_bf16 ops_emulated_fused_w8_bf16 \
                    emulator_reversed ops_emulated_reversed_fp32 ops_emulated_reversed_bf16 \
-                   ops_emulated_reversed_batched_bf16 ops_emulated_reversed_tiled_bf16 cli_cuda_emulated
-test-emulated: $(BUILD)/test_ops $(BUILD)/test_cuda $(PROGRAMS:%=$(BIN)/%) $(EMU_LIB) $(BUILD)/test_emulator
+                   ops_emulated_reversed_batched_bf16 ops_emulated_reversed_tiled_bf16 cli_cuda_emulated \
+                   dist_cuda_emulated serve_cuda_emulated
+test-emulated: $(BUILD)/test_ops $(BUILD)/test_cuda $(PROGRAMS:%=$(BIN)/%) $(EMU_LIB) $(BUILD)/test_emulator $(EMU_NCCL_LIB)
 	@SUITES="$(EMULATED_SUITES)" sh test/run_tests.sh $(BUILD) $(BIN)
 
 # The kill -9 soak: SIGKILL ./train at 20 random moments, resume each time, every checkpoint

@@ -125,6 +125,9 @@ fi
 run ops_emulated_reversed_batched_bf16 $REV TRANSFORMER_ATTENTION=batched "$BUILD/test_ops" --device cuda --precision bf16 --section "$ATTN"
 run ops_emulated_reversed_tiled_bf16 $REV TRANSFORMER_ATTENTION=tiled "$BUILD/test_ops" --device cuda --precision bf16 --section "$ATTN"
 run cli_cuda_emulated env TRANSFORMER_CUDA_EMULATOR="$EMU" sh test/test_cli_cuda.sh "$BIN"
+# data parallel on (emulated) GPUs: 2 ranks summing by the NCCL path (an MPI stand-in of NCCL)
+run dist_cuda_emulated env TRANSFORMER_CUDA_EMULATOR="$EMU" TRANSFORMER_NCCL_LIB="$BUILD/emu/libtransformer_nccl.so" \
+    sh test/test_dist_cuda.sh "$BIN"
 run corpus sh test/test_corpus.sh
 run cli sh test/test_cli.sh "$BIN"
 run dist sh test/test_dist.sh "$BIN"

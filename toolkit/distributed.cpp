@@ -141,7 +141,12 @@ bool nccl_start(std::string* error) {
     }
     int have = n.lib && n.id_bytes && n.unique_id && n.init && n.all_reduce_sum && n.destroy;
     MPI_Allreduce(MPI_IN_PLACE, &have, 1, MPI_INT, MPI_LAND, MPI_COMM_WORLD);
-    if (!have) return true;   // the host path
+    if (!have) {   // the host path
+        if (g.rank == 0)
+            std::printf("data parallel: no NCCL library on every rank (%s): the GPU gradients are summed "
+                        "through the host\n", path.empty() ? "libtransformer_nccl.so not built" : path.c_str());
+        return true;
+    }
     std::vector<char> id(n.id_bytes());
     int ok = g.rank != 0 || n.unique_id(id.data(), error);
     MPI_Bcast(&ok, 1, MPI_INT, 0, MPI_COMM_WORLD);
@@ -150,6 +155,7 @@ bool nccl_start(std::string* error) {
     n.comm = n.init(id.data(), g.rank, g.size, error);
     if (!n.comm) return false;
     g.nccl = n;
+    if (g.rank == 0) std::printf("data parallel: NCCL's all-reduce over the %d GPUs' gradient buffers\n", g.size);
     return true;
 }
 
