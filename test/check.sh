@@ -5,6 +5,8 @@
 #   check_summary NAME          prints "NAME: N passed, M failed" (", K skipped" when K > 0);
 #                               status non-zero on a failure
 #   toy_corpus DIR              writes DIR/{train,test}.{en,es}: a toy parallel corpus
+#   interrupt_and_resume DIR WHAT TRAIN_ARGS...
+#                               Ctrl-C during ./train TRAIN_ARGS: two checks (below)
 passed=0
 failed=0
 skipped=0
@@ -33,4 +35,30 @@ toy_corpus() {
         for (j = 0; j < n; j++) { x = w[1 + int(rand() * 10)]; en = en (j ? " " : "") x; es = x "o" (j ? " " : "") es }
         print en > "'"$1"'/train.en"; print es > "'"$1"'/train.es";
         if (i < 20) { print en > "'"$1"'/test.en"; print es > "'"$1"'/test.es" } } }'
+}
+
+# Ctrl-C (SIGINT) during `$B/train ARGS --out DIR` (a checkpoint every 4 steps; the signal once
+# the first is there): exit status 130, the message, a checkpoint of the step K reached; then the
+# run resumed to step K + 3 equals K + 3 steps uninterrupted (DIR.straight), bitwise. WHAT names
+# the run in the checks' lines.
+interrupt_and_resume() {
+    local dir=$1 what=$2 pid i s last K end out
+    shift 2
+    "$B"/train "$@" --max-steps 100000 --save-every-steps 4 --out "$dir" > "$dir.log" 2>&1 &
+    pid=$!
+    i=0
+    while [ $i -lt 600 ] && ! ls "$dir"/ckpt-*.safetensors > /dev/null 2>&1; do sleep 0.1; i=$((i + 1)); done
+    kill -INT $pid 2> /dev/null
+    wait $pid
+    s=$?
+    last=$(ls "$dir"/ckpt-*.safetensors 2> /dev/null | tail -n 1)
+    K=$(basename "${last:-ckpt-0}" .safetensors | sed 's/^ckpt-0*//')
+    [ $s -eq 130 ] && grep -q "^interrupted: checkpoint saved; continue with --resume" "$dir.log" && [ "${K:-0}" -gt 0 ]
+    check $? "SIGINT during $what: exit $s, a checkpoint of step ${K:-none} saved"
+    [ "${K:-0}" -gt 0 ] || return
+    "$B"/train "$@" --max-steps $((K + 3)) --save-every-steps 4 --out "$dir" --resume > /dev/null 2>&1 &&
+        "$B"/train "$@" --max-steps $((K + 3)) --save-every-steps 4 --out "$dir.straight" > /dev/null 2>&1
+    end=$(printf 'ckpt-%08d.safetensors' $((K + 3)))
+    out=$(${PYTHON:-python3} test/same_tensors.py "$dir/$end" "$dir.straight/$end" 2>&1)
+    check $? "$what resumed after SIGINT at step $K to step $((K + 3)) == $((K + 3)) steps uninterrupted, bitwise: $(echo "$out" | tail -n 1)"
 }

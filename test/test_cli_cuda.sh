@@ -58,25 +58,8 @@ s=$?
 ! $PYTHON test/same_tensors.py "$T/opts_noclip/ckpt-00000008.safetensors" "$T/opts_cpu/ckpt-00000008.safetensors" --atol 1e-4 --skip k_proj.bias > /dev/null 2>&1
 check $((s + $?)) "those 8 steps: the GPU's parameters and Adam state within 1e-4 of the CPU's ($(echo "$out" | tail -n 1)); without --clip-norm they differ"
 # Ctrl-C during training on the GPU: a checkpoint of the step reached, exit status 130, and the
-# run resumed from it to 3 steps further equals the same steps uninterrupted, bitwise.
-"$B"/train $ARGS --device cuda --precision fp32 --max-steps 100000 --save-every-steps 4 --out "$T/int" > "$T/int.log" 2>&1 &
-pid=$!
-i=0
-while [ $i -lt 600 ] && ! ls "$T/int"/ckpt-*.safetensors > /dev/null 2>&1; do sleep 0.1; i=$((i + 1)); done
-kill -INT $pid 2> /dev/null
-wait $pid
-s=$?
-last=$(ls "$T/int"/ckpt-*.safetensors 2> /dev/null | tail -n 1)
-K=$(basename "${last:-ckpt-0}" .safetensors | sed 's/^ckpt-0*//')
-[ $s -eq 130 ] && grep -q "^interrupted: checkpoint saved; continue with --resume" "$T/int.log" && [ "${K:-0}" -gt 0 ]
-check $? "SIGINT during ./train --device cuda: exit $s, a checkpoint of step ${K:-none} saved"
-if [ "${K:-0}" -gt 0 ]; then
-    "$B"/train $ARGS --device cuda --precision fp32 --max-steps $((K + 3)) --save-every-steps 4 --out "$T/int" --resume > /dev/null 2>&1 &&
-        "$B"/train $ARGS --device cuda --precision fp32 --max-steps $((K + 3)) --save-every-steps 4 --out "$T/straight" > /dev/null 2>&1
-    out=$($PYTHON test/same_tensors.py "$T/int/ckpt-$(printf %08d $((K + 3))).safetensors" \
-          "$T/straight/ckpt-$(printf %08d $((K + 3))).safetensors" 2>&1)
-    check $? "resumed after SIGINT at step $K to step $((K + 3)) == $((K + 3)) steps uninterrupted on the GPU, bitwise: $(echo "$out" | tail -n 1)"
-fi
+# run resumed from it equals the same steps uninterrupted, bitwise.
+interrupt_and_resume "$T/int" "./train --device cuda" $ARGS --device cuda --precision fp32
 "$B"/train $ARGS --device cuda --precision bf16 --max-steps 12 --out "$T/bf16" > "$T/bf16.log" 2>&1
 check $? "./train --device cuda --precision bf16: 12 steps, exit 0"
 # The models trained in bf16 and fp32 score the test pairs alike (./translate --score on the CPU:
