@@ -11,6 +11,7 @@
 # Issue 10's targets on an H100: base-model MFU >= 50%, >= 1.5x eager, >= 1.1x torch.compile.
 #   BENCH_CONFIGS   the configs (default "base big")
 #   TOKENS          source tokens a step (default 25000)
+#   BENCH_TRAIN_ARGS more options for build/bench_train (test_gpu_bench.sh: --no-peak --steps 1)
 #   PYTHON          the interpreter with a CUDA PyTorch (default python3)
 # Without a GPU it prints SKIP and why, and exits 0.
 set -u
@@ -26,7 +27,7 @@ gpu_env bench_train_gpu
 summary=""
 row config side "ms/step" "tokens/s" "MFU (989)" "MFU (meas.)" "GPU MB" "PyTorch time / ours"
 for c in ${BENCH_CONFIGS:-base big}; do
-    "$BUILD/bench_train" --device cuda --precision bf16 --config "$c" --tokens "$TOKENS" > "$tmp/ours.txt" 2>&1
+    "$BUILD/bench_train" --device cuda --precision bf16 --config "$c" --tokens "$TOKENS" ${BENCH_TRAIN_ARGS:-} > "$tmp/ours.txt" 2>&1
     ours=$(grep -h "^ours train $c " "$tmp/ours.txt")
     [ -n "$ours" ] || { echo "# ours $c failed: $(tail -n 1 "$tmp/ours.txt")"; continue; }
     oms=$(value "$ours" ms_per_step)

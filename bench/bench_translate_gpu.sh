@@ -18,7 +18,8 @@
 # forwarding libcublas.so.12 is made here (no code of its own: it names nvcc's libcublas.so.13
 # as its dependency, so the names CTranslate2 looks up resolve there; all 9 exist in CUDA 13),
 # and its rows say so; where neither works they say why. PYTHON: the interpreter with a CUDA
-# PyTorch (default python3), CT2_PYTHON the one with ctranslate2 (default python3).
+# PyTorch (default python3), CT2_PYTHON the one with ctranslate2 (default python3). SYNTHETIC
+# replaces the synthetic batch's options (test_gpu_bench.sh: a tiny one on the CUDA emulator).
 # Without a GPU it prints SKIP and why, and exits 0.
 set -u
 MODEL=${1:-runs/default/average.safetensors}
@@ -35,7 +36,7 @@ row() { printf '%-7s | %-24s | %12s %10s | %9s | %s\n' "$@"; }
 gpu_env bench_translate_gpu
 
 # ---- 1. the synthetic base-model batch
-synthetic="--config base --sentences 128 --length 25"
+synthetic=${SYNTHETIC:-"--config base --sentences 128 --length 25"}
 for p in bf16 fp32; do
     "$BUILD/bench_decode" --device cuda --precision $p $synthetic --repeats 3 > "$tmp/ours-$p.syn" 2>&1 ||
         echo "# ours $p failed: $(tail -n 1 "$tmp/ours-$p.syn")"
@@ -47,7 +48,7 @@ if [ $torch_ok = 1 ]; then
     done
 fi
 echo
-echo "base model, random weights, 128 sentences x 25 tokens, 25 output tokens each (forced):"
+echo "synthetic batch ($synthetic), random weights, output lengths forced:"
 row search decoder sentences/s tokens/s "vs PyTorch" ""
 for k in greedy beam4; do
     base=$(value "$(grep -h "^torch decode $k " "$tmp/torch-fp32.syn" 2> /dev/null)" tokens_per_s)
@@ -62,7 +63,11 @@ for k in greedy beam4; do
 done
 ours_beam=$(value "$(grep -h "decode beam4 " "$tmp/ours-bf16.syn" 2> /dev/null)" tokens_per_s)
 torch_beam=$(value "$(grep -h "^torch decode beam4 " "$tmp/torch-fp32.syn" 2> /dev/null)" tokens_per_s)
-summary="ours decode base batch 128 beam 4 bf16: ${ours_beam:-not run} tokens/s (target 60000), $(ratio "$ours_beam" "$torch_beam") PyTorch fp32"
+if [ -z "${SYNTHETIC:-}" ]; then
+    summary="ours decode base batch 128 beam 4 bf16: ${ours_beam:-not run} tokens/s (target 60000), $(ratio "$ours_beam" "$torch_beam") PyTorch fp32"
+else
+    summary="ours decode synthetic batch ($synthetic) beam 4 bf16: ${ours_beam:-not run} tokens/s, $(ratio "$ours_beam" "$torch_beam") PyTorch fp32"
+fi
 trap 'rm -rf "$tmp"; echo; echo "$summary"' EXIT
 
 # ---- 2. the real test set
@@ -114,7 +119,7 @@ for k in greedy beam4; do
         if [ -z "$line" ]; then
             why="not run"
             [ "${side%%-*}" = ct2 ] && why="not run: ${ct2_why:-see its log}"
-            [ $side = torch ] && why="not run: $(tail -n 1 "$tmp/torch.txt" 2> /dev/null)"
+            [ $side = torch ] && why="not run: $( [ $torch_ok = 1 ] && tail -n 1 "$tmp/torch.txt" 2> /dev/null || echo "$PY has no CUDA PyTorch")"
             row $k "$name" - - - "$why"
             continue
         fi

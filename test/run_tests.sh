@@ -141,6 +141,8 @@ run serve_without_http python3 test/test_serve.py "$BUILD/translate_nohttp"
 # the service on the GPU (emulated): concurrent requests batched on the device, the CPU's answers
 run serve_cuda_emulated env SERVE_DEVICE=cuda TRANSFORMER_CUDA_EMULATOR="$EMU" python3 test/test_serve.py "$BIN"
 run bench_env sh test/test_bench_env.sh "$BUILD" "$BIN"
+# the GPU benchmarks' scripts end to end on the emulator (tiny configs), before a GPU session needs them
+run gpu_bench_emulated env TRANSFORMER_CUDA_EMULATOR="$EMU" sh test/test_gpu_bench.sh "$BUILD" "$BIN"
 # make gpu-check's plan (its dry run): the order, the budget, the state across calls and machines
 run gpu_check bash test/test_gpu_check.sh
 for t in tokenizer vocab safetensors checkpoint parallel translate; do   # fuzz seeds + regressions

@@ -1,0 +1,86 @@
+#!/bin/sh
+# test/test_gpu_bench.sh BUILD_DIR [PROGRAM_DIR] — the GPU benchmarks' scripts run end to end here,
+# on the CUDA emulator (TRANSFORMER_CUDA_EMULATOR) behind a stand-in nvidia-smi, with tiny
+# configs, so that a script that would stop or print no table fails here and not in a GPU
+# session's few minutes (a GPU benchmark once stopped there at a tensor left on the CPU):
+# bench_train_gpu.sh (make bench DEVICE=cuda), bench_attention.sh, bench_translate_gpu.sh with a
+# tiny model and test set, bench_train --profile, bench_decode --profile, ncu_kernels.sh. Their
+# numbers mean nothing here (an emulator is no GPU): what is checked is that each runs to its
+# end, prints its table's rows and result lines, and says why the rows it cannot fill are empty
+# (no CUDA PyTorch, no CTranslate2 on a GPU, no ncu). SKIP without the emulator's library.
+# Ends with "gpu_bench: N passed, M failed".
+set -u
+BUILD=${1:-build}
+B=${2:-.}
+. test/check.sh
+if [ -z "${TRANSFORMER_CUDA_EMULATOR:-}" ] || [ ! -f "$TRANSFORMER_CUDA_EMULATOR" ]; then
+    skip "the GPU benchmarks' scripts: no CUDA emulator library (TRANSFORMER_CUDA_EMULATOR)"
+    check_summary gpu_bench
+    exit $?
+fi
+T=$(mktemp -d)
+trap 'rm -rf "$T"' EXIT
+mkdir -p "$T/bin"
+cat > "$T/bin/nvidia-smi" << 'SMI'
+#!/bin/sh
+# a stand-in: the CUDA emulator is the device
+case "$*" in
+    *--query-gpu*) echo "CUDA emulator (not a GPU), 0.0, 0 MiB" ;;
+    -L) echo "GPU 0: CUDA emulator (not a GPU)" ;;
+    *) echo "CUDA emulator (not a GPU)" ;;
+esac
+SMI
+chmod +x "$T/bin/nvidia-smi"
+PATH="$T/bin:$PATH"
+export PATH
+
+BENCH_CONFIGS=tiny TOKENS=200 BENCH_TRAIN_ARGS="--no-peak --steps 1 --warmup 0" sh bench/bench_train_gpu.sh "$BUILD" > "$T/train.txt" 2>&1
+s=$?
+[ $s -eq 0 ] && grep -q '^tiny .*| ours bf16 ' "$T/train.txt" && grep -qE '^ours train tiny bf16: [0-9]+ tokens/s' "$T/train.txt" &&
+    grep -qE '^tiny .*PyTorch eager .*(not run|x)' "$T/train.txt"
+check $? "bench_train_gpu.sh: exit $s, the table's rows and the result line ($(grep -m1 '^ours train' "$T/train.txt" | cut -c1-90))"
+
+CONFIG=tiny TOKENS=200 LENGTHS=10,16 sh bench/bench_attention.sh "$BUILD" > "$T/attention.txt" 2>&1
+s=$?
+[ $s -eq 0 ] && [ "$(grep -c '^ours attention ' "$T/attention.txt")" -ge 6 ] && grep -q '^L=10 ' "$T/attention.txt" &&
+    grep -q '^L=16 ' "$T/attention.txt"
+check $? "bench_attention.sh: exit $s, $(grep -c '^ours attention ' "$T/attention.txt") timing lines, a row per length"
+
+# a tiny model and a test set of 12 lines, for the decoding benchmark's second part
+toy_corpus "$T/corpus"
+mkdir -p "$T/data"
+head -n 12 "$T/corpus/test.en" > "$T/data/test.en"
+head -n 12 "$T/corpus/test.es" > "$T/data/test.es"
+"$B"/train --config tiny --d-model 32 --d-ff 64 --vocab-size 300 --data "$T/corpus" --max-tokens 400 --warmup 20 \
+    --log-every 1000s --eval-every 0 --no-eval --max-steps 4 --device cpu --out "$T/run" > "$T/run.log" 2>&1
+check $? "a tiny model for the decoding benchmark (exit $?)"
+SYNTHETIC="--config tiny --sentences 4 --length 5" DATA="$T/data" BUILD="$BUILD" \
+    bash bench/bench_translate_gpu.sh "$T/run/average.safetensors" > "$T/decode.txt" 2>&1
+s=$?
+[ $s -eq 0 ] && [ "$(grep -cE '^(greedy|beam4) +\| ours (fp32|bf16) ' "$T/decode.txt")" -eq 8 ] &&
+    [ "$(grep -c 'a second pass' "$T/decode.txt")" -eq 4 ] && grep -q '^ours decode synthetic batch (--config tiny --sentences 4 --length 5) beam 4 bf16: ' "$T/decode.txt" &&
+    grep -qE '^(greedy|beam4) +\| PyTorch fp32 .*(not run: .+|[0-9])' "$T/decode.txt" &&
+    grep -qE '^(greedy|beam4) +\| CTranslate2 float16 .*(not run|[0-9])' "$T/decode.txt"
+check $? "bench_translate_gpu.sh: exit $s, ours' 8 rows (synthetic and test set), 4 second-pass lines, the result line"
+
+"$BUILD"/bench_train --device cuda --precision bf16 --config tiny --tokens 200 --steps 1 --warmup 0 --no-peak --profile > "$T/profile.txt" 2>&1
+s=$?
+[ $s -eq 0 ] && grep -q '^# profile linear_forward ' "$T/profile.txt" && grep -q '^# profile .*->' "$T/profile.txt"
+check $? "bench_train --profile on the GPU: exit $s, the op table and the linear layers by shape"
+"$B"/bpe encode --vocab "$T/run/vocab.bpe" < "$T/data/test.en" > "$T/test.ids" &&
+    "$BUILD"/bench_decode --device cuda --precision bf16 --model "$T/run/average.safetensors" --input "$T/test.ids" \
+        --batch-tokens 16000 --profile > "$T/decode_profile.txt" 2>&1
+s=$?
+[ $s -eq 0 ] && grep -q '^# profile greedy' "$T/decode_profile.txt" && grep -q '^# profile beam4' "$T/decode_profile.txt" &&
+    grep -q '^# profile linear_forward ' "$T/decode_profile.txt"
+check $? "bench_decode --profile on the GPU (gpu-check's decode-profile): exit $s, greedy's and beam 4's op tables"
+
+if command -v ncu > /dev/null 2>&1 || ls -d /opt/nvidia/nsight-compute/*/ncu > /dev/null 2>&1; then
+    skip "ncu_kernels.sh's SKIP without ncu: this machine has ncu"
+else
+    env -u NCU sh bench/ncu_kernels.sh "$BUILD" > "$T/ncu.txt" 2>&1
+    s=$?
+    [ $s -eq 0 ] && grep -q '^SKIP ncu_kernels: no ncu' "$T/ncu.txt"
+    check $? "ncu_kernels.sh without ncu: exit $s, $(head -n 1 "$T/ncu.txt" | cut -c1-80)"
+fi
+check_summary gpu_bench
