@@ -782,17 +782,16 @@ static bool final_evaluation(Run& r) {
     if (!std::isnan(dl)) std::printf("final dev loss (last checkpoint): %.4f\n", dl);
     if (!r.opt.final_eval) return redraw_curves(r);
     // Decoding from here, all of it on the run's model and backend: its training state (the
-    // gradients, Adam's, the activations) goes first, then the last checkpoint, the average and
-    // best.safetensors are loaded into it in turn, so that the evaluations take one model's
-    // memory (on a GPU filled by --max-tokens, a second model and backend beside the training
-    // state found none left).
+    // gradients, Adam's, the activations) goes first; the model holds the last checkpoint's
+    // parameters, then the average and best.safetensors are loaded into it in turn, so that the
+    // evaluations take one model's memory (on a GPU filled by --max-tokens, a second model and
+    // backend beside the training state found none left).
     model_release_training(&r.model);
+    model_pack_weights(&r.model);
     Scores last_beam;
-    if (r.have_test) {
-        if (!load_for_decoding(r, ckpts.back())) return false;
+    if (r.have_test)
         last_beam = score(&r.model, r.tok, r.data("test", r.opt.src_lang), r.data("test", r.opt.tgt_lang), r.opt.beam, r.opt);
-    }
-    if (!load_for_decoding(r, model_path)) return false;
+    if (model_path != ckpts.back() && !load_for_decoding(r, model_path)) return false;
     std::printf("BLEU and chrF, sacreBLEU's conventions (signatures %s; %s):\n", bleu_signature().c_str(),
                 chrf_signature(0).c_str());
     Scores dev_avg, test_avg;
