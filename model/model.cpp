@@ -1127,13 +1127,14 @@ static void decode_step_logits(Model* m, Model* search, int t) {
 }
 
 // An ensemble's step: every member's decoder over m's rows, then m's logits become the log of
-// the members' mean probability (the members' streams finished first: they are read there).
+// the members' mean probability. The members' backends queue on the one device as m's does (the
+// CPU runs each op as it is called; on a GPU every backend launches on the default stream, so
+// the mean's kernel starts after the members' last), so no member is waited for.
 static void ensemble_step(Model* m, int t) {
     DecodeState& ds = m->acts->ds;
     std::vector<const floatX*> logits{ds.last_logits};
     for (Model* e : m->ensemble) {
         decode_step_logits(e, m, t);
-        e->backend->synchronize();
         MODEL_CHECK(e->acts->ds.last_ld == ds.last_ld, "ensemble: a member's logits have row stride %d, not %d",
                     e->acts->ds.last_ld, ds.last_ld);
         logits.push_back(e->acts->ds.last_logits);

@@ -174,6 +174,9 @@ struct Worker {
     unsigned stacks_made = 0;
     uint64_t exchange[2 * 1024];
     unsigned exchange_number[2 * 1024];
+    int warp_begin = 0, warp_end = 0;   // the fibers of the warp running (run_warp)
+    bool reverse = false;               // reversed_order(), read once a launch
+    char* retired = nullptr;            // the stack of a fiber that has just ended (arrived)
     void* dynamic_shared = nullptr;
     size_t dynamic_shared_bytes = 0;
     void (*body)(void*) = nullptr;
@@ -255,34 +258,17 @@ void wmma_misuse(const char* op, const char* why) {
 }
 void* dynamic_shared() { return fiber_here()->worker->dynamic_shared; }
 
-// The running fiber stops at a barrier (or ends) and the scheduler goes on.
-static void to_scheduler(Fiber* f, State state) {
-    Worker* w = f->worker;
-    f->state = state;
-    __sanitizer_start_switch_fiber(state == State::DONE ? nullptr : &f->fake_stack, w->scheduler_bottom,
-                                   w->scheduler_size);
-    cuda_emulator_switch(&f->sp, w->scheduler_sp);
-    __sanitizer_finish_switch_fiber(f->fake_stack, nullptr, nullptr);
-}
-void syncthreads() { to_scheduler(fiber_here(), State::AT_BLOCK_BARRIER); }
-void syncwarp() { to_scheduler(fiber_here(), State::AT_WARP_BARRIER); }
-
-// A fiber's first instruction: the kernel, then back to the scheduler for good.
-static void fiber_main() {
-    Fiber* f = fiber_here();
-    Worker* w = f->worker;
-    __sanitizer_finish_switch_fiber(nullptr, &w->scheduler_bottom, &w->scheduler_size);
-    w->body(w->payload);
-    to_scheduler(f, State::DONE);
-    __builtin_unreachable();
-}
+// The bytes of a fiber's stack below its top, where its frames begin (stack + stack_size):
+// AddressSanitizer's bounds of the stack.
+static size_t stack_size(const char* stack) { return STACK_BYTES - ((const StackBase*)stack)->top_offset; }
 
 // A new fiber's stack as cuda_emulator_switch leaves one: its saved registers, then
 // fiber_main as the return address, the stack 16-byte aligned at fiber_main's entry.
+static void fiber_main();
 static void start_fiber(Worker& w, Fiber& f) {
     f.stack = w.take_stack();
     ((StackBase*)f.stack)->place = &f.place;
-    uint64_t* top = (uint64_t*)(f.stack + STACK_BYTES - ((StackBase*)f.stack)->top_offset);
+    uint64_t* top = (uint64_t*)(f.stack + stack_size(f.stack));
     top[-1] = 0;                          // fiber_main's (never used) return address
     top[-2] = (uint64_t)&fiber_main;
     for (int r = 3; r <= 8; r++) top[-r] = 0;   // rbp rbx r12 r13 r14 r15
@@ -291,26 +277,74 @@ static void start_fiber(Worker& w, Fiber& f) {
     f.started = true;
 }
 
-// Runs one fiber until it waits or ends.
-static void resume(Worker& w, Fiber& f) {
-    if (!f.started) start_fiber(w, f);
-    __sanitizer_start_switch_fiber(&w.scheduler_fake_stack, f.stack, STACK_BYTES - ((StackBase*)f.stack)->top_offset);
-    cuda_emulator_switch(&w.scheduler_sp, f.sp);
-    __sanitizer_finish_switch_fiber(w.scheduler_fake_stack, nullptr, nullptr);
-    if (f.state == State::DONE) w.free_stacks.push_back(f.stack);
+// The warp's next lane to run after lane `after` (-1: its first), in the launch's order, that is
+// ready; nullptr when none is.
+static Fiber* next_ready(Worker& w, int after) {
+    const bool reverse = w.reverse;
+    const int step = reverse ? -1 : 1;
+    int k = after < 0 ? (reverse ? w.warp_end - 1 : w.warp_begin) : after + step;
+    for (; k >= w.warp_begin && k < w.warp_end; k += step)
+        if (w.fibers[(size_t)k].state == State::READY) return &w.fibers[(size_t)k];
+    return nullptr;
+}
+
+// What runs first on a stack just switched to: the stack of a fiber that ended is free now that
+// nothing runs on it (it was not before the switch: the next fiber started may take it).
+static void arrived(Worker& w) {
+    if (w.retired) w.free_stacks.push_back(w.retired), w.retired = nullptr;
+}
+
+// The running fiber stops at a barrier (or ends) and hands over straight to the warp's next
+// ready lane, or, after the warp's last, to the scheduler: one switch a lane, not two.
+static void leave(Fiber* f, State state) {
+    Worker& w = *f->worker;
+    f->state = state;
+    if (state == State::DONE) w.retired = f->stack;
+    void** save = state == State::DONE ? nullptr : &f->fake_stack;
+    if (Fiber* next = next_ready(w, f->place.linear)) {
+        if (!next->started) start_fiber(w, *next);
+        __sanitizer_start_switch_fiber(save, next->stack, stack_size(next->stack));
+        cuda_emulator_switch(&f->sp, next->sp);
+    } else {
+        __sanitizer_start_switch_fiber(save, w.scheduler_bottom, w.scheduler_size);
+        cuda_emulator_switch(&f->sp, w.scheduler_sp);
+    }
+    __sanitizer_finish_switch_fiber(f->fake_stack, nullptr, nullptr);
+    arrived(w);
+}
+void syncthreads() { leave(fiber_here(), State::AT_BLOCK_BARRIER); }
+void syncwarp() { leave(fiber_here(), State::AT_WARP_BARRIER); }
+
+// A fiber's first instruction: the kernel, then on to the next lane for good. The first fiber a
+// CPU thread starts is started by its scheduler, whose stack AddressSanitizer then reports.
+static void fiber_main() {
+    Fiber* f = fiber_here();
+    Worker& w = *f->worker;
+    if (w.scheduler_size == 0) __sanitizer_finish_switch_fiber(nullptr, &w.scheduler_bottom, &w.scheduler_size);
+    else __sanitizer_finish_switch_fiber(nullptr, nullptr, nullptr);
+    arrived(w);
+    w.body(w.payload);
+    leave(f, State::DONE);
+    __builtin_unreachable();
 }
 
 // Runs the lanes of one warp until each has ended or waits at __syncthreads, opening their
-// __syncwarp/shuffle barriers as all lanes still running reach them.
+// __syncwarp/shuffle barriers as all lanes still running reach them. The scheduler starts the
+// first ready lane of a round; each lane hands over to the next (leave).
 static void run_warp(Worker& w, int begin, int end) {
-    const bool reverse = reversed_order();
+    w.warp_begin = begin, w.warp_end = end;
     for (;;) {
+        if (Fiber* f = next_ready(w, -1)) {
+            if (!f->started) start_fiber(w, *f);
+            __sanitizer_start_switch_fiber(&w.scheduler_fake_stack, f->stack, stack_size(f->stack));
+            cuda_emulator_switch(&w.scheduler_sp, f->sp);
+            __sanitizer_finish_switch_fiber(w.scheduler_fake_stack, nullptr, nullptr);
+            arrived(w);
+        }
         int at_warp = 0, at_block = 0;
         for (int k = begin; k < end; k++) {
-            Fiber& f = w.fibers[(size_t)(reverse ? begin + end - 1 - k : k)];
-            if (f.state == State::READY) resume(w, f);
-            at_warp += f.state == State::AT_WARP_BARRIER;
-            at_block += f.state == State::AT_BLOCK_BARRIER;
+            at_warp += w.fibers[(size_t)k].state == State::AT_WARP_BARRIER;
+            at_block += w.fibers[(size_t)k].state == State::AT_BLOCK_BARRIER;
         }
         if (at_warp == 0) return;
         if (at_block > 0)
@@ -389,6 +423,7 @@ void launch_erased(const void* kernel, void (*body)(void*), void* payload, dim3 
         // 128-byte aligned, as transformer.cu's __align__(128) asks (the WMMA loads check for 32)
         if (posix_memalign(&w.dynamic_shared, 128, std::max<size_t>(1, dynamic_shared_bytes))) fail("out of memory");
         w.block_dim = block, w.grid_dim = grid;
+        w.reverse = reversed_order();
         for (uint64_t k; (k = next++) < blocks;) {
             const uint64_t b = reversed_order() ? blocks - 1 - k : k;
             run_block(w, uint3{(unsigned)(b % grid.x), (unsigned)(b / grid.x % grid.y), (unsigned)(b / ((uint64_t)grid.x * grid.y))});
@@ -778,14 +813,18 @@ cublasStatus_t cublasLtMatmul(cublasLtHandle_t, cublasLtMatmulDesc_t desc, const
         const void* Bz = (const char*)B + z * b->stride * bytes_ab;
         const void* Cz = (const char*)C + z * c->stride * bytes_cd;
         void* Dz = (char*)D + z * d->stride * bytes_cd;
+        std::vector<float> rows(m * k);   // op(A) as floats, row by row: each row's k values in a run
+        for (size_t l = 0; l < k; l++)
+            for (size_t i = 0; i < m; i++) rows[i * k + l] = load(Az, a->type, ta ? l + i * lda : i + l * lda);
         std::atomic<size_t> next{0};
         pool().run([&](int) {
             std::vector<float> col(k);
             for (size_t j; (j = next++) < n;) {
                 for (size_t l = 0; l < k; l++) col[l] = load(Bz, b->type, tb ? j + l * ldb : l + j * ldb);
                 for (size_t i = 0; i < m; i++) {
+                    const float* row = &rows[i * k];
                     float acc = 0.0f;
-                    for (size_t l = 0; l < k; l++) acc += load(Az, a->type, ta ? l + i * lda : i + l * lda) * col[l];
+                    for (size_t l = 0; l < k; l++) acc += row[l] * col[l];
                     float v = alpha * acc;
                     if (beta != 0.0f) v += beta * load(Cz, c->type, i + j * ldc);   // beta 0: C is not read
                     if (with_bias) v += load(desc->bias, bias_type, i);
