@@ -24,6 +24,8 @@ fi
 
 toy_corpus "$T/corpus"
 ARGS="--config tiny --d-model 32 --d-ff 64 --vocab-size 300 --data $T/corpus --max-tokens 400 --warmup 20 --log-every 1000s --eval-every 0"
+# (The final evaluation, a few seconds on the emulator, runs after the first run here and in the
+# memory checks below; the runs that only compare parameters or read the device line skip it.)
 
 # fp32 on the GPU and on the CPU: same data, same dropout masks (the shared generator), so the
 # parameters after 12 Adam steps agree to float rounding.
@@ -39,8 +41,8 @@ out=$($PYTHON test/same_tensors.py "$G" "$C" --atol 1e-4 --skip k_proj.bias 2>&1
 check $? "after 12 steps the GPU's parameters and Adam state are within 1e-4 of the CPU's: $(echo "$out" | tail -n 1)"
 
 # --resume on the GPU: 6 steps, then 6 more, equal 12 uninterrupted steps bitwise (Adam included).
-"$B"/train $ARGS --device cuda --precision fp32 --max-steps 6 --out "$T/resumed" > /dev/null 2>&1 &&
-    "$B"/train $ARGS --device cuda --precision fp32 --max-steps 12 --out "$T/resumed" --resume > "$T/resume.log" 2>&1
+"$B"/train $ARGS --no-eval --device cuda --precision fp32 --max-steps 6 --out "$T/resumed" > /dev/null 2>&1 &&
+    "$B"/train $ARGS --no-eval --device cuda --precision fp32 --max-steps 12 --out "$T/resumed" --resume > "$T/resume.log" 2>&1
 check $? "./train --resume on the GPU: 6 + 6 steps, exit 0"
 out=$($PYTHON test/same_tensors.py "$T/resumed/ckpt-00000012.safetensors" "$G" 2>&1)
 check $? "6 + 6 steps with --resume == 12 steps on the GPU, bitwise: $(echo "$out" | tail -n 1)"
@@ -48,7 +50,7 @@ check $? "6 + 6 steps with --resume == 12 steps on the GPU, bitwise: $(echo "$ou
 # The training options on both devices: gradient accumulation, norm clipping (active: the run
 # without it ends elsewhere), attention and ReLU dropout (the same masks), label smoothing 0.2,
 # 3 heads of d_k 12 and d_v 20, pre-LN, learned positions; 8 steps within 1e-4 of the CPU's.
-OPTS="$ARGS --max-steps 8 --accum 2 --attn-dropout 0.1 --relu-dropout 0.1 --label-smoothing 0.2 --heads 3 --d-k 12 --d-v 20 --pre-ln --learned-pos --seed 3"
+OPTS="$ARGS --no-eval --max-steps 8 --accum 2 --attn-dropout 0.1 --relu-dropout 0.1 --label-smoothing 0.2 --heads 3 --d-k 12 --d-v 20 --pre-ln --learned-pos --seed 3"
 "$B"/train $OPTS --clip-norm 0.5 --device cuda --precision fp32 --out "$T/opts_gpu" > "$T/opts.log" 2>&1 &&
     "$B"/train $OPTS --clip-norm 0.5 --device cpu --out "$T/opts_cpu" > /dev/null 2>&1 &&
     "$B"/train $OPTS --device cpu --out "$T/opts_noclip" > /dev/null 2>&1
@@ -60,7 +62,7 @@ check $((s + $?)) "those 8 steps: the GPU's parameters and Adam state within 1e-
 # Ctrl-C during training on the GPU: a checkpoint of the step reached, exit status 130, and the
 # run resumed from it equals the same steps uninterrupted, bitwise.
 interrupt_and_resume "$T/int" "./train --device cuda" $ARGS --device cuda --precision fp32
-"$B"/train $ARGS --device cuda --precision bf16 --max-steps 12 --out "$T/bf16" > "$T/bf16.log" 2>&1
+"$B"/train $ARGS --no-eval --device cuda --precision bf16 --max-steps 12 --out "$T/bf16" > "$T/bf16.log" 2>&1
 check $? "./train --device cuda --precision bf16: 12 steps, exit 0"
 # The models trained in bf16 and fp32 score the test pairs alike (./translate --score on the CPU:
 # the mean log-probability of a test target, within 2% of each other).
@@ -80,7 +82,7 @@ check $? "the attention kernels by default: bf16 fused, fp32 tiled ($(grep -m1 '
     "$B"/train --data "$T/corpus" --device cuda --max-steps 1 --max-tokens 400 --no-eval --time 5m --out "$T/budget5" > "$T/budget5.log" 2>&1 &&
     ! grep -q "^budget on the GPU" "$T/budget5.log"
 check $? "the default model's budget on the GPU: $(grep -m1 '^budget' "$T/budget.log" || tail -n 1 "$T/budget.log"); with --time 5m none"
-TRANSFORMER_ATTENTION=batched "$B"/train $ARGS --device cuda --precision fp32 --max-steps 1 --out "$T/batched" > "$T/batched.log" 2>&1
+TRANSFORMER_ATTENTION=batched "$B"/train $ARGS --no-eval --device cuda --precision fp32 --max-steps 1 --out "$T/batched" > "$T/batched.log" 2>&1
 grep -q "^device: .*fp32, tiled attention kernels (batched ones are bf16's)" "$T/batched.log"
 check $? "TRANSFORMER_ATTENTION=batched in fp32 takes the tiled kernels ($(grep -m1 '^device:' "$T/batched.log" | sed 's/.*, fp32/fp32/'))"
 
