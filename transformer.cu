@@ -21,6 +21,7 @@
 #include <mma.h>
 
 #include <algorithm>
+#include <chrono>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
@@ -2034,6 +2035,7 @@ public:
         release(workspace_);
         for (auto& [key, p] : products_) destroy_product(p);
         cublasLtDestroy(lt_);
+        print_plan_stats();
     }
 
     Device device() const override { return Device::CUDA; }
@@ -2587,6 +2589,18 @@ private:
     AttentionKernels requested_;            // TRANSFORMER_ATTENTION
     int fused_warps_;                       // TRANSFORMER_FUSED_WARPS: 4, 8, or 0 (fused_threads decides)
     int gemm_tune_;                         // TRANSFORMER_GEMM_TUNE: algorithms timed per shape (0: none, choose_algorithm)
+    // What planning the products cost the host (matmul, plan_product, heuristic): printed at the
+    // end with TRANSFORMER_GEMM_STATS=1, to tell a run's time spent choosing algorithms for new
+    // shapes (decoding's row counts fall step by step) from the products' own.
+    struct PlanStats { size_t heuristics = 0, checks = 0; double host_ms = 0; } plans_;
+    void print_plan_stats() const {
+        const char* env = std::getenv("TRANSFORMER_GEMM_STATS");
+        if (!env || !*env || std::strcmp(env, "0") == 0) return;
+        std::fflush(stdout);   // after what the program printed
+        std::fprintf(stderr, "cuBLASLt plans: %zu product shapes in %zu buckets, %zu heuristic queries, %zu algorithm "
+                     "checks, %.1f ms of host time\n", products_.size(), algorithms_.size(), plans_.heuristics,
+                     plans_.checks, plans_.host_ms);
+    }
     AttentionKernels attention_;            // what this precision runs of it (fp32: tiled or rowwise)
     std::vector<void*> scratch_;            // the backend's own temporaries, by slot, grown
     std::vector<size_t> scratch_bytes_;
@@ -2777,7 +2791,11 @@ private:
                                                align_a, align_b, align_c, align_bias, (uint32_t)(beta != 0),
                                                batch.count, batch.a, batch.b, batch.c);
         auto it = products_.find(key);
-        if (it == products_.end()) it = products_.emplace(key, plan_product(key)).first;
+        if (it == products_.end()) {
+            const auto start = std::chrono::steady_clock::now();
+            it = products_.emplace(key, plan_product(key)).first;
+            plans_.host_ms += std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
+        }
         const Product& pr = it->second;
         // The bias pointer is the one attribute that changes from call to call; cuBLASLt reads
         // the descriptor when the call is made, so the next call may change it again.
@@ -2815,6 +2833,7 @@ private:
             }
         }
         cublasLtMatmulHeuristicResult_t check{};
+        plans_.checks += it->second.has_value();
         if (it->second && cublasLtMatmulAlgoCheck(lt_, p.op, p.la, p.lb, p.lc, p.lc, &*it->second, &check) ==
                               CUBLAS_STATUS_SUCCESS && check.workspaceSize <= workspace_bytes_) {
             p.algo = check;
@@ -2973,6 +2992,7 @@ private:
         CUBLAS_CHECK(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, &align_c, sizeof align_c));
         CUBLAS_CHECK(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES, &align_c, sizeof align_c));
         *found = 0;
+        plans_.heuristics++;
         const cublasStatus_t status = cublasLtMatmulAlgoGetHeuristic(lt_, p.op, p.la, p.lb, p.lc, p.lc, pref, requested,
                                                                      results, found);
         cublasLtMatmulPreferenceDestroy(pref);

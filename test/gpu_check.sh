@@ -264,13 +264,14 @@ fi
 # op, the fused attention kernels at 8 warps a block, the attention kernels alone.
 if want diagnose; then
     # decoding the test set op by op (bench_decode --profile, after the timed pass and a second
-    # one that says what the first spent once): where bf16's time went on 2026-11-27, when it
-    # decoded the test set at less than half fp32's speed (2,382 against 6,172 sentences/s)
+    # one that says what the first spent once, and what choosing the products' algorithms cost the
+    # host: TRANSFORMER_GEMM_STATS): where bf16's time went on 2026-11-27, when it decoded the
+    # test set at less than half fp32's speed (2,382 against 6,172 sentences/s)
     if [ "$DRY" = 1 ] || { [ -f "$M" ] && [ -f data/corpus/default/test.en ]; }; then
         for p in bf16 fp32; do
             step decode-profile-$p bash -c "./bpe encode --vocab $(dirname "$M")/vocab.bpe < data/corpus/default/test.en \
-                > $WORK/test.ids && build/bench_decode --device cuda --precision $p --model $M --input $WORK/test.ids \
-                --batch-tokens 16000 --profile"
+                > $WORK/test.ids && TRANSFORMER_GEMM_STATS=1 build/bench_decode --device cuda --precision $p --model $M \
+                --input $WORK/test.ids --batch-tokens 16000 --profile"
         done
     fi
     # the hardware counters of one launch of each of the slowest hand-written kernels, then

@@ -68,12 +68,13 @@ s=$?
 [ $s -eq 0 ] && grep -q '^# profile linear_forward ' "$T/profile.txt" && grep -q '^# profile .*->' "$T/profile.txt"
 check $? "bench_train --profile on the GPU: exit $s, the op table and the linear layers by shape"
 "$B"/bpe encode --vocab "$T/run/vocab.bpe" < "$T/data/test.en" > "$T/test.ids" &&
-    "$BUILD"/bench_decode --device cuda --precision bf16 --model "$T/run/average.safetensors" --input "$T/test.ids" \
-        --batch-tokens 16000 --profile > "$T/decode_profile.txt" 2>&1
+    TRANSFORMER_GEMM_STATS=1 "$BUILD"/bench_decode --device cuda --precision bf16 --model "$T/run/average.safetensors" \
+        --input "$T/test.ids" --batch-tokens 16000 --profile > "$T/decode_profile.txt" 2>&1
 s=$?
 [ $s -eq 0 ] && grep -q '^# profile greedy' "$T/decode_profile.txt" && grep -q '^# profile beam4' "$T/decode_profile.txt" &&
-    grep -q '^# profile linear_forward ' "$T/decode_profile.txt"
-check $? "bench_decode --profile on the GPU (gpu-check's decode-profile): exit $s, greedy's and beam 4's op tables"
+    grep -q '^# profile linear_forward ' "$T/decode_profile.txt" &&
+    grep -qE '^cuBLASLt plans: [1-9][0-9]* product shapes in [1-9][0-9]* buckets, [1-9][0-9]* heuristic queries' "$T/decode_profile.txt"
+check $? "bench_decode --profile on the GPU (gpu-check's decode-profile): exit $s, greedy's and beam 4's op tables, $(grep -m1 '^cuBLASLt plans' "$T/decode_profile.txt")"
 
 if command -v ncu > /dev/null 2>&1 || ls -d /opt/nvidia/nsight-compute/*/ncu > /dev/null 2>&1; then
     skip "ncu_kernels.sh's SKIP without ncu: this machine has ncu"
