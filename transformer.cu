@@ -2017,8 +2017,9 @@ void set_batch(cublasLtMatrixLayout_t layout, int count, long long stride) {
 class CudaBackend final : public Backend {
 public:
     CudaBackend(Precision precision, const cudaDeviceProp& prop, AttentionKernels attention, int fused_warps,
-                int gemm_tune)
+                int gemm_tune, int bucket_steps)
         : precision_(precision), prop_(prop), requested_(attention), fused_warps_(fused_warps), gemm_tune_(gemm_tune),
+          bucket_steps_(bucket_steps),
           attention_(attention == AttentionKernels::Rowwise || bf() ? attention : AttentionKernels::Tiled) {
         CUBLAS_CHECK(cublasLtCreate(&lt_));
         workspace_bytes_ = 32u << 20;
@@ -2589,6 +2590,7 @@ private:
     AttentionKernels requested_;            // TRANSFORMER_ATTENTION
     int fused_warps_;                       // TRANSFORMER_FUSED_WARPS: 4, 8, or 0 (fused_threads decides)
     int gemm_tune_;                         // TRANSFORMER_GEMM_TUNE: algorithms timed per shape (0: none, choose_algorithm)
+    int bucket_steps_;                      // TRANSFORMER_GEMM_BUCKET_STEPS: planned sizes an octave (planned_shape)
     // What planning the products cost the host (matmul, plan_product, heuristic): printed at the
     // end with TRANSFORMER_GEMM_STATS=1, to tell a run's time spent choosing algorithms for new
     // shapes (decoding's row counts fall step by step) from the products' own.
@@ -2854,25 +2856,26 @@ private:
     }
 
     // The shape a product's algorithm is chosen for: m, n and k each rounded up to 8 steps an
-    // octave (17 -> 18, 100 -> 104, 1000 -> 1024; powers of two and at most 16 stay), where the
-    // leading dimensions leave room (a dimension that is an operand's rows stays when its ld is
-    // less than the rounded size); batched products (attention's) keep their own.
-    static ProductKey planned_shape(const ProductKey& key) {
+    // octave (17 -> 18, 100 -> 104, 1000 -> 1024; powers of two and at most 16 stay;
+    // TRANSFORMER_GEMM_BUCKET_STEPS=1, 2, 4 or 16 sets the steps, fewer making fewer buckets and
+    // fewer heuristic queries for decoding's falling row counts), where the leading dimensions
+    // leave room (a dimension that is an operand's rows stays when its ld is less than the rounded
+    // size); batched products (attention's) keep their own.
+    ProductKey planned_shape(const ProductKey& key) const {
         ProductKey planned = key;
         auto& [ta, tb, m, n, k, lda, ldb, ldc, c_type, ab, epi, align_a, align_b, align_c, align_bias, with_beta,
                count, stride_a, stride_b, stride_c] = planned;
         if (count > 1) return key;
-        const int pm = rounded_size(m), pn = rounded_size(n), pk = rounded_size(k);
+        const int pm = rounded_size(m, bucket_steps_), pn = rounded_size(n, bucket_steps_), pk = rounded_size(k, bucket_steps_);
         if (ldc >= pm && (ta || lda >= pm)) m = pm;   // C (m, n); A (m, k), or (k, m) transposed
         if (!tb || ldb >= pn) n = pn;                 // B (k, n), or (n, k) transposed
         if ((!ta || lda >= pk) && (tb || ldb >= pk)) k = pk;
         return planned;
     }
-    static int rounded_size(int x) {
-        if (x <= 16) return x;
-        int octave = 16;
+    static int rounded_size(int x, int steps) {   // (8 steps: sizes up to 16 stay, their steps being 1)
+        int octave = 1;
         while (octave * 2 <= x) octave *= 2;
-        const int step = octave / 8;
+        const int step = std::max(1, octave / steps);
         return (x + step - 1) / step * step;
     }
 
@@ -3041,6 +3044,14 @@ extern "C" Backend* transformer_cuda_backend(int precision_value, std::string* e
         *error = std::string("TRANSFORMER_GEMM_TUNE is a count of algorithms to time, 0 to 64, not '") + tune + "'";
         return nullptr;
     }
+    const char* steps = std::getenv("TRANSFORMER_GEMM_BUCKET_STEPS");
+    const int bucket_steps = steps ? std::atoi(steps) : 8;
+    if (steps && (std::string(steps) != std::to_string(bucket_steps) || bucket_steps < 1 || bucket_steps > 16 ||
+                  (bucket_steps & (bucket_steps - 1)))) {
+        *error = std::string("TRANSFORMER_GEMM_BUCKET_STEPS is the planned sizes an octave, 1, 2, 4, 8 or 16, not '") +
+                 steps + "'";
+        return nullptr;
+    }
     cudaDeviceProp prop;
     CUDA_CHECK(cudaSetDevice(0));
     CUDA_CHECK(cudaGetDeviceProperties(&prop, 0));
@@ -3049,5 +3060,5 @@ extern "C" Backend* transformer_cuda_backend(int precision_value, std::string* e
                  std::to_string(prop.minor) + "; this backend needs 8.0 or newer (bf16)";
         return nullptr;
     }
-    return new CudaBackend(precision, prop, attention, warps ? std::atoi(warps) : 0, gemm_tune);
+    return new CudaBackend(precision, prop, attention, warps ? std::atoi(warps) : 0, gemm_tune, bucket_steps);
 }

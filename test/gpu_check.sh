@@ -273,6 +273,10 @@ if want diagnose; then
                 > $WORK/test.ids && TRANSFORMER_GEMM_STATS=1 build/bench_decode --device cuda --precision $p --model $M \
                 --input $WORK/test.ids --batch-tokens 16000 --profile"
         done
+        # and bf16 with 2 planned sizes an octave instead of 8: fewer buckets, fewer heuristic
+        # queries (if those are what bf16's first pass spends, this pass is the faster one)
+        step decode-buckets2-bf16 bash -c "TRANSFORMER_GEMM_STATS=1 TRANSFORMER_GEMM_BUCKET_STEPS=2 build/bench_decode \
+            --device cuda --precision bf16 --model $M --input $WORK/test.ids --batch-tokens 16000"
     fi
     # the hardware counters of one launch of each of the slowest hand-written kernels, then
     # every kernel of one step by name and duration (ncu)

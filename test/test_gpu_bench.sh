@@ -75,6 +75,19 @@ s=$?
     grep -q '^# profile linear_forward ' "$T/decode_profile.txt" &&
     grep -qE '^cuBLASLt plans: [1-9][0-9]* product shapes in [1-9][0-9]* buckets, [1-9][0-9]* heuristic queries' "$T/decode_profile.txt"
 check $? "bench_decode --profile on the GPU (gpu-check's decode-profile): exit $s, greedy's and beam 4's op tables, $(grep -m1 '^cuBLASLt plans' "$T/decode_profile.txt")"
+# gpu-check's decode-buckets2-bf16: 2 planned sizes an octave plan fewer buckets than the default 8;
+# a count that is not 1, 2, 4, 8 or 16 is refused
+buckets() { sed -nE 's/^cuBLASLt plans: [0-9]+ product shapes in ([0-9]+) buckets.*/\1/p' "$1"; }
+TRANSFORMER_GEMM_STATS=1 TRANSFORMER_GEMM_BUCKET_STEPS=2 "$BUILD"/bench_decode --device cuda --precision bf16 \
+    --model "$T/run/average.safetensors" --input "$T/test.ids" --batch-tokens 16000 > "$T/buckets2.txt" 2>&1
+s=$?
+TRANSFORMER_GEMM_BUCKET_STEPS=3 "$BUILD"/bench_decode --device cuda --precision bf16 --model "$T/run/average.safetensors" \
+    --input "$T/test.ids" > "$T/buckets3.txt" 2>&1
+s3=$?
+b8=$(buckets "$T/decode_profile.txt") b2=$(buckets "$T/buckets2.txt")
+[ $s -eq 0 ] && [ -n "$b8" ] && [ -n "$b2" ] && [ "$b2" -lt "$b8" ] && [ $s3 -eq 1 ] &&
+    grep -q "TRANSFORMER_GEMM_BUCKET_STEPS is the planned sizes an octave, 1, 2, 4, 8 or 16, not '3'" "$T/buckets3.txt"
+check $? "TRANSFORMER_GEMM_BUCKET_STEPS=2: ${b2:-?} buckets against ${b8:-?} (exit $s); 3 refused (exit $s3)"
 
 if command -v ncu > /dev/null 2>&1 || ls -d /opt/nvidia/nsight-compute/*/ncu > /dev/null 2>&1; then
     skip "ncu_kernels.sh's SKIP without ncu: this machine has ncu"
