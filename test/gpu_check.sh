@@ -187,13 +187,16 @@ if want sanitize && [ -n "$SANITIZER" ]; then
     step memcheck-model $SAN --tool memcheck build/test_cuda --quick
     step memcheck-batched env TRANSFORMER_ATTENTION=batched $SAN --tool memcheck build/test_ops --device cuda --precision bf16 --section "Scaled Dot-Product Attention"
     step memcheck-tiled env TRANSFORMER_ATTENTION=tiled $SAN --tool memcheck build/test_ops --device cuda --precision bf16 --section "Scaled Dot-Product Attention"
-    step racecheck-fused "${RACE[@]}" build/test_ops --device cuda --precision bf16 --section "Scaled Dot-Product Attention"
-    step racecheck-layernorm "${RACE[@]}" build/test_ops --device cuda --precision bf16 --section "Residual Dropout"
+    # every op in both precisions: bf16 has kernels of its own (the fused attention, the
+    # decoding step's attention, the loss and top-k over bf16 logits)
     step racecheck-ops "${RACE[@]}" build/test_ops --device cuda --precision fp32
-    # a part at a time (the bf16 loss curve, --part curve, runs the training part's kernels for
-    # more steps, so it is left out)
-    for part in training decoding; do
-        step racecheck-model-$part "${RACE[@]}" build/test_cuda --quick --part $part
+    step racecheck-ops-bf16 "${RACE[@]}" build/test_ops --device cuda --precision bf16
+    # test_cuda a part at a time, each launching its kernels fewer times (--sanitize: racecheck
+    # took about 50 ms a launch on an H100, and the training part whole ran past 313 s); the
+    # bf16 loss curve (--part curve) runs the training part's kernels for more steps, so it is
+    # left out
+    for part in step resume step-profile reference alone ensemble decode-profile; do
+        step racecheck-model-$part "${RACE[@]}" build/test_cuda --quick --sanitize --part $part
     done
 elif want sanitize; then
     skip sanitizer "compute-sanitizer not on PATH nor beside nvcc"

@@ -80,9 +80,11 @@ inline void profiled_step_checks(const std::string& label, const std::function<s
 
 // A profiled decoding (greedy and beam 4, with the cache) gives bitwise the plain one's
 // hypotheses, and the report counts the decoding ops as the decoder calls them: per step one
-// logsoftmax_topk, and one self- and one cross-attention step per decoder layer.
+// logsoftmax_topk, and one self- and one cross-attention step per decoder layer. The model is
+// untrained: it decodes to the length limit, source length + max_len_b.
 inline void profiled_decode_checks(const std::string& label, const std::function<std::unique_ptr<Backend>()>& make,
-                                   const Config& c, const std::vector<std::vector<int>>& sources) {
+                                   const Config& c, const std::vector<std::vector<int>>& sources,
+                                   int max_len_b = 50) {
     Model plain, prof;
     plain.backend = make();
     prof.backend = make();
@@ -93,6 +95,7 @@ inline void profiled_decode_checks(const std::string& label, const std::function
     for (int beam : {1, 4}) {
         DecodeOptions opt;
         opt.beam = beam;
+        opt.max_len_b = max_len_b;
         const auto want = decode_batch(&plain, sources, opt);
         p->reset();
         const auto got = decode_batch(&prof, sources, opt);

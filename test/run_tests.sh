@@ -144,7 +144,7 @@ run bench_env sh test/test_bench_env.sh "$BUILD" "$BIN"
 # the GPU benchmarks' scripts end to end on the emulator (tiny configs), before a GPU session needs them
 run gpu_bench_emulated env TRANSFORMER_CUDA_EMULATOR="$EMU" sh test/test_gpu_bench.sh "$BUILD" "$BIN"
 # make gpu-check's plan (its dry run): the order, the budget, the state across calls and machines
-run gpu_check bash test/test_gpu_check.sh
+run gpu_check bash test/test_gpu_check.sh "$BUILD"
 for t in tokenizer vocab safetensors checkpoint parallel translate; do   # fuzz seeds + regressions
     run "fuzz_$t" "$BUILD/fuzz_replay_$t" "test/fuzz/$t"
 done

@@ -5,16 +5,23 @@
 // sentence alone against the batch; an ensemble against the CPU's), and the op profiler (model/profile.h) on the GPU. The ops one
 // by one are test_ops' work (build/test_ops --device cuda).
 //
-//   build/test_cuda [--quick] [--part training|curve|decoding] [REF_DIR]
-//     (make test runs it; make gpu-check also runs it with --quick, 40 steps of the loss curve,
-//     and under compute-sanitizer a --part at a time: racecheck over the whole took more than 5
-//     minutes on an H100, longer than what a device call has left for it. training: the step
-//     against the CPU, resume, the profiler; curve: bf16 against fp32 (the same kernels for
-//     more steps, so racecheck leaves it out); decoding: the rest)
+//   build/test_cuda [--quick] [--sanitize] [--part PART] [REF_DIR]
+//     (make test runs it whole; make gpu-check also runs it with --quick, 40 steps of the loss
+//     curve, and under compute-sanitizer with --sanitize a part at a time. PART: training (step:
+//     the step against the CPU; resume; step-profile: the profiler), curve (bf16 against fp32:
+//     the same kernels for more steps, so racecheck leaves it out), decoding (reference, alone,
+//     ensemble, decode-profile) or one of the names in parentheses. --sanitize launches the
+//     same kernels on the same paths fewer times: 2 Adam steps instead of 10, resume after 1
+//     step instead of 6, 2 sentences decoded alone instead of all, the profiled decoding to
+//     source length + 4 tokens instead of + 50. On an H100 racecheck took about 50 ms a kernel
+//     launch (test_ops fp32: 598 launches in 40 s; the training part: about 6,000 launches in
+//     313 s, cut there on 2026-11-28); CUDA_EMULATOR_LAUNCHES=1 counts a part's launches.)
 // Without a GPU (or a CUDA build) it prints SKIP with the reason and its closing line counts
 // nothing: a skip is never a pass.
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -27,6 +34,10 @@
 
 static std::string g_ref_dir = "test/ref";
 static int g_curve_steps = 200;
+static int g_adam_steps = 10;      // --sanitize: 2
+static int g_resume_half = 6;      // --sanitize: 1
+static size_t g_alone_max = 1000;  // --sanitize: 2 sentences decoded alone
+static int g_decode_len_b = 50;    // --sanitize: 4 (the profiled decoding's length limit, source + b)
 
 static std::unique_ptr<Backend> gpu(const char* precision) {
     std::string err;
@@ -36,8 +47,9 @@ static std::unique_ptr<Backend> gpu(const char* precision) {
 }
 
 // fp32 on the GPU against the CPU: the first step's loss and every gradient, then the losses of
-// 10 Adam steps and the parameters after them. The pre-LN case cuts the classifier's logits into
-// 13-row chunks on both devices (model_forward_backward), the post-LN one keeps them whole.
+// 10 Adam steps (g_adam_steps) and the parameters after them. The pre-LN case cuts the
+// classifier's logits into 13-row chunks on both devices (model_forward_backward), the post-LN
+// one keeps them whole.
 static void training_step_matches_cpu(bool pre_ln) {
     const char* label = pre_ln ? "pre-LN, learned positions, logits in 13-row chunks" : "post-LN";
     const Config c = small_config(pre_ln);
@@ -62,19 +74,20 @@ static void training_step_matches_cpu(bool pre_ln) {
                     gc.data() + t.offset, t.numel, 1e-4);
     }
     std::vector<float> losses_c, losses_g;
-    for (int s = 0; s < 10; s++) {
+    for (int s = 0; s < g_adam_steps; s++) {
         float a, g;
         train_step(&cpu, b, &a);
         train_step(&dev, b, &g);
         losses_c.push_back(a);
         losses_g.push_back(g);
     }
-    check_close((std::string(label) + ": losses of 10 Adam steps, GPU vs CPU").c_str(), losses_g.data(),
+    const std::string steps = std::to_string(g_adam_steps) + " Adam steps";
+    check_close((std::string(label) + ": losses of " + steps + ", GPU vs CPU").c_str(), losses_g.data(),
                 losses_c.data(), losses_c.size(), 1e-4);
     const std::vector<float> pc = host_params(cpu), pg = host_params(dev);
     for (const TensorInfo& t : cpu.layout.tensors) {
         if (t.name.find("k_proj.bias") != std::string::npos) continue;   // Adam on noise (test_core)
-        check_close((std::string(label) + ": after 10 Adam steps " + t.name).c_str(), pg.data() + t.offset,
+        check_close((std::string(label) + ": after " + steps + " " + t.name).c_str(), pg.data() + t.offset,
                     pc.data() + t.offset, t.numel, 1e-3);
     }
 }
@@ -112,7 +125,8 @@ static void reference_decoding() {
 
 // A sentence decoded alone equals the same sentence inside the batch on the GPU (fp32): the
 // same tokens, the log-probability within 1e-5 (another batch size may take another cuBLAS
-// algorithm), greedy and beam 4 with n-best 4.
+// algorithm), greedy and beam 4 with n-best 4; every sentence of the batch (the first
+// g_alone_max).
 static void alone_equals_batched() {
     Model m;
     m.backend = gpu("fp32");
@@ -125,7 +139,7 @@ static void alone_equals_batched() {
         const auto batched = decode_batch(&m, dc.sources, opt);
         size_t same_tokens = 0, hyps = 0;
         std::vector<float> lp_alone, lp_batched;
-        for (size_t i = 0; i < dc.sources.size(); i++) {
+        for (size_t i = 0; i < dc.sources.size() && i < g_alone_max; i++) {
             const auto alone = decode_batch(&m, {dc.sources[i]}, opt)[0];
             for (size_t j = 0; j < alone.size() && j < batched[i].size(); j++) {
                 same_tokens += alone[j].tokens == batched[i][j].tokens;
@@ -134,8 +148,9 @@ static void alone_equals_batched() {
             }
             hyps += std::max(alone.size(), batched[i].size());
         }
-        check(same_tokens == hyps, "GPU fp32 beam %d, n-best %d: each sentence alone gives the batch's hypotheses (%zu/%zu)",
-              beam, beam, same_tokens, hyps);
+        check(same_tokens == hyps && hyps > 0,
+              "GPU fp32 beam %d, n-best %d: each of %zu sentences alone gives the batch's hypotheses (%zu/%zu)",
+              beam, beam, std::min(dc.sources.size(), g_alone_max), same_tokens, hyps);
         check_close(("GPU fp32 beam " + std::to_string(beam) + ": log-probabilities alone vs batched").c_str(),
                     lp_alone.data(), lp_batched.data(), lp_alone.size(), 1e-5);
     }
@@ -184,31 +199,44 @@ static void ensemble_decoding() {
     }
 }
 
+// The parts --part names: a group, or one of its members.
+static const std::map<std::string, std::string> kPartGroup = {
+    {"step", "training"},   {"resume", "training"}, {"step-profile", "training"}, {"curve", "curve"},
+    {"reference", "decoding"}, {"alone", "decoding"}, {"ensemble", "decoding"}, {"decode-profile", "decoding"}};
+
 int main(int argc, char** argv) {
     std::string part = "all";
     for (int i = 1; i < argc; i++) {
         const std::string a = argv[i];
         if (a == "--quick") g_curve_steps = 40;
+        else if (a == "--sanitize") g_adam_steps = 2, g_resume_half = 1, g_alone_max = 2, g_decode_len_b = 4;
         else if (a == "--part" && i + 1 < argc) part = argv[++i];
         else g_ref_dir = a;
     }
-    if (part != "all" && part != "training" && part != "curve" && part != "decoding") {
-        std::fprintf(stderr, "test_cuda: --part is training, curve or decoding, not '%s'\n", part.c_str());
+    const bool group = part == "all" || part == "training" || part == "decoding";
+    if (!group && !kPartGroup.count(part)) {
+        std::fprintf(stderr, "test_cuda: --part is training (step, resume, step-profile), curve or decoding "
+                             "(reference, alone, ensemble, decode-profile), not '%s'\n", part.c_str());
         return 2;
     }
-    auto in_part = [&](const char* p) { return part == "all" || part == p; };
+    // in_part(NAME): NAME is the part asked for, or in its group.
+    auto in_part = [&](const char* p) { return part == "all" || part == p || part == kPartGroup.at(p); };
     std::string why;
     if (!make_backend("cuda", "fp32", &why)) {
         check_skip("test_cuda: %s", why.c_str());
         return check_summary("cuda");
     }
-    if (in_part("training")) {
+    if (in_part("step")) {
         std::printf("-- training step, GPU fp32 vs CPU\n");
         training_step_matches_cpu(false);
         training_step_matches_cpu(true);
+    }
+    if (in_part("resume")) {
         std::printf("-- resume\n");
-        resume_is_bitwise(gpu, "GPU", "fp32");
-        resume_is_bitwise(gpu, "GPU", "bf16");
+        resume_is_bitwise(gpu, "GPU", "fp32", g_resume_half);
+        resume_is_bitwise(gpu, "GPU", "bf16", g_resume_half);
+    }
+    if (in_part("step-profile")) {
         std::printf("-- the op profiler (model/profile.h) on the GPU, a training step\n");
         for (const char* precision : {"fp32", "bf16"})
             profiled_step_checks(std::string("GPU ") + precision, [&] { return gpu(precision); }, small_config(false),
@@ -218,14 +246,23 @@ int main(int argc, char** argv) {
         std::printf("-- bf16 vs fp32 loss curve\n");
         bf16_loss_curve(gpu, "GPU", g_curve_steps);
     }
-    if (in_part("decoding")) {
-        std::printf("-- decoding\n");
+    if (in_part("reference")) {
+        std::printf("-- decoding: the reference cases\n");
         reference_decoding();
+    }
+    if (in_part("alone")) {
+        std::printf("-- decoding: alone vs batched\n");
         alone_equals_batched();
+    }
+    if (in_part("ensemble")) {
+        std::printf("-- decoding: an ensemble\n");
         ensemble_decoding();
+    }
+    if (in_part("decode-profile")) {
         std::printf("-- the op profiler on the GPU, decoding\n");
         profiled_decode_checks("GPU fp32", [&] { return gpu("fp32"); }, small_config(false),
-                               {{5, 9, 14, 3, EOS_ID}, {7, 7, EOS_ID}, {11, 4, 8, 20, 6, 12, 4, EOS_ID}});
+                               {{5, 9, 14, 3, EOS_ID}, {7, 7, EOS_ID}, {11, 4, 8, 20, 6, 12, 4, EOS_ID}},
+                               g_decode_len_b);
     }
     return check_summary("cuda");
 }

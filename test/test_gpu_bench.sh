@@ -4,7 +4,8 @@
 # configs, so that a script that would stop or print no table fails here and not in a GPU
 # session's few minutes (a GPU benchmark once stopped there at a tensor left on the CPU):
 # bench_train_gpu.sh (make bench DEVICE=cuda), bench_attention.sh, bench_translate_gpu.sh with a
-# tiny model and test set, bench_train --profile, bench_decode --profile, ncu_kernels.sh. Their
+# tiny model and test set, bench_train --profile, bench_decode --profile, ncu_kernels.sh, and
+# the launches test_cuda --sanitize saves racecheck (CUDA_EMULATOR_LAUNCHES). Their
 # numbers mean nothing here (an emulator is no GPU): what is checked is that each runs to its
 # end, prints its table's rows and result lines, and says why the rows it cannot fill are empty
 # (no CUDA PyTorch, no CTranslate2 on a GPU, no ncu). SKIP without the emulator's library.
@@ -88,6 +89,14 @@ b8=$(buckets "$T/decode_profile.txt") b2=$(buckets "$T/buckets2.txt")
 [ $s -eq 0 ] && [ -n "$b8" ] && [ -n "$b2" ] && [ "$b2" -lt "$b8" ] && [ $s3 -eq 1 ] &&
     grep -q "TRANSFORMER_GEMM_BUCKET_STEPS is the planned sizes an octave, 1, 2, 4, 8 or 16, not '3'" "$T/buckets3.txt"
 check $? "TRANSFORMER_GEMM_BUCKET_STEPS=2: ${b2:-?} buckets against ${b8:-?} (exit $s); 3 refused (exit $s3)"
+
+# racecheck's steps in gpu-check: test_cuda --sanitize launches the training step's kernels fewer
+# times than test_cuda does (racecheck's time grows with the launches), counted by the emulator
+launches() { CUDA_EMULATOR_LAUNCHES=1 "$BUILD"/test_cuda --quick "$@" --part step 2>&1 |
+    sed -nE 's/^cuda emulator: ([0-9]+) kernel launches, [0-9]+ cuBLASLt products$/\1/p'; }
+full=$(launches) short=$(launches --sanitize)
+[ -n "$full" ] && [ -n "$short" ] && [ "$short" -gt 0 ] && [ "$short" -lt "$full" ]
+check $? "test_cuda --part step: ${short:-?} kernel launches with --sanitize, ${full:-?} without"
 
 if command -v ncu > /dev/null 2>&1 || ls -d /opt/nvidia/nsight-compute/*/ncu > /dev/null 2>&1; then
     skip "ncu_kernels.sh's SKIP without ncu: this machine has ncu"

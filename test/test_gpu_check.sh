@@ -3,12 +3,14 @@
 # (GPU_CHECK_DRY=1: every step listed in order, none run, each "taking" GPU_CHECK_DRY_STEP
 # seconds of a counted clock): the order the issues need (the tests, then the sanitizers, then
 # the benchmarks, the training run and the translations, the diagnostics last), racecheck
-# leaving the library kernels out, a time budget that cuts and leaves steps (exit status 3), a
+# leaving the library kernels out and running test_cuda's parts that it knows, a time budget that cuts and leaves steps (exit status 3), a
 # second call that skips what the first finished, and the state carried to a fresh machine,
 # which builds again and trains again because their outputs are not there. Runs in a temporary
 # folder. Ends with "gpu_check: N passed, M failed".
+#   bash test/test_gpu_check.sh [BUILD_DIR]   (default build)
 set -u
 . test/check.sh
+BUILD=${1:-build}             # where test_cuda is (make test-asan: build/asan)
 SCRIPT=$PWD/test/gpu_check.sh
 T=$(mktemp -d)
 trap 'rm -rf "$T"' EXIT
@@ -28,7 +30,7 @@ dry "$T/a" "$T/a.txt"
 [ "$(cat "$T/rc")" = 0 ] && grep -q '^gpu-check: 0 step(s) failed' "$T/a.txt"
 check $? "a dry run of every stage ends with status 0, nothing failed ($(tail -n 1 "$T/a.txt"))"
 order_ok=1
-for pair in "model memcheck-ops" "cli-cuda memcheck-ops" "racecheck-model-decoding bench-base-bf16" \
+for pair in "model memcheck-ops" "cli-cuda memcheck-ops" "racecheck-model-decode-profile bench-base-bf16" \
             "bench-vs-torch train" "train gpu-fp32-beam1" "bleu-beam4 bench-decode" "bench-decode ncu-kernels" \
             "bench-decode bench-attention"; do
     set -- $pair
@@ -41,8 +43,16 @@ n=$(started "$T/a.txt" | wc -l)
 [ "$n" -ge 40 ]
 check $? "every step is listed ($n)"
 grep -E '^=== racecheck-' "$T/a.txt" | grep -v -- '--kernel-name-exclude regex=.*gemm' > /dev/null
-[ $? -ne 0 ] && [ "$(grep -c '^=== racecheck-' "$T/a.txt")" -eq 5 ]
-check $? "the 5 racecheck steps leave cuBLASLt's and CUB's kernels out (--kernel-name-exclude)"
+[ $? -ne 0 ] && [ "$(grep -c '^=== racecheck-' "$T/a.txt")" -eq 9 ]
+check $? "the 9 racecheck steps leave cuBLASLt's and CUB's kernels out (--kernel-name-exclude)"
+# test_cuda's parts under racecheck: each one test_cuda knows (here without a GPU it says SKIP
+# and exits 0; a part it does not know exits 2), and together every part but the loss curve
+parts=$(grep -E '^=== racecheck-model-' "$T/a.txt" | sed -E 's/.*--part ([a-z-]+).*/\1/' | sort | tr '\n' ' ')
+known=1
+for p in $parts; do "$BUILD/test_cuda" --sanitize --part "$p" > /dev/null 2>&1 || { known=0; echo "  test_cuda refuses --part $p"; }; done
+"$BUILD/test_cuda" --part no-such-part > /dev/null 2>&1
+[ $? = 2 ] && [ $known = 1 ] && [ "$parts" = "alone decode-profile ensemble reference resume step step-profile " ]
+check $? "racecheck runs test_cuda --sanitize over its 7 parts but the curve, each known to it ($parts)"
 ! grep -E '^=== memcheck-' "$T/a.txt" | grep -q -- --kernel-name-exclude
 check $? "memcheck checks every kernel (the library's too: our arguments reach them)"
 [ -f "$T/a/.gpu-check/out/state" ] && [ -f "$T/a/.gpu-check/out/summary.txt" ] && [ -f "$T/a/.gpu-check/out/logs.tar.gz" ]
@@ -50,12 +60,12 @@ check $? "LOG_DIR receives summary.txt, logs.tar.gz and the state"
 ! grep -qE ' ok +[0-9]+s' "$T/a/.gpu-check/out/summary.txt" && grep -qE ' dry +[0-9]+s' "$T/a/.gpu-check/out/summary.txt"
 check $? "a dry run's summary says dry, never ok"
 
-# 2. A budget: 20 steps of 20 s fit 400 s; the rest is left, exit status 3.
-dry "$T/b" "$T/b1.txt" GPU_CHECK_DRY_STEP=20 GPU_CHECK_SECONDS=400
+# 2. A budget: 24 steps of 20 s fit 480 s; the rest is left, exit status 3.
+dry "$T/b" "$T/b1.txt" GPU_CHECK_DRY_STEP=20 GPU_CHECK_SECONDS=480
 rc=$(cat "$T/rc")
 [ "$rc" = 3 ] && grep -q 'left for the next call (GPU_CHECK_CONTINUE=1): bench-base-bf16 ' "$T/b1.txt" &&
     grep -q '^=== translate, bench-decode: wait for train' "$T/b1.txt"
-check $? "a 400 s budget: exit status 3, the benchmarks left, the translations wait for train (status $rc)"
+check $? "a 480 s budget: exit status 3, the benchmarks left, the translations wait for train (status $rc)"
 cp "$T/b/.gpu-check/out/state" "$T/state1"   # what the first call brought back
 # 3. The next call on the same (warm) machine: the build is there, so only what was left runs.
 mkdir -p "$T/b/build" && touch "$T/b/build/libtransformer_cuda.so"
@@ -63,8 +73,8 @@ dry "$T/b" "$T/b2.txt" GPU_CHECK_CONTINUE=1 GPU_CHECK_DRY_STEP=20
 [ "$(cat "$T/rc")" = 0 ] && grep -q '^=== build: finished in an earlier call$' "$T/b2.txt" &&
     [ "$(started "$T/b2.txt" | head -n 1)" = bench-base-bf16 ] && [ "$(line_of "$T/b2.txt" train)" != "" ]
 check $? "GPU_CHECK_CONTINUE=1 on a warm machine: finished steps skipped, the first run is bench-base-bf16 ($(started "$T/b2.txt" | head -n 1))"
-[ "$(grep -c ' finished in an earlier call$' "$T/b2.txt")" -eq 19 ]
-check $? "the 19 steps of the first call are carried over ($(grep -c ' finished in an earlier call$' "$T/b2.txt"))"
+[ "$(grep -c ' finished in an earlier call$' "$T/b2.txt")" -eq 23 ]
+check $? "the 23 steps of the first call are carried over ($(grep -c ' finished in an earlier call$' "$T/b2.txt"))"
 
 # 4. A call's state carried to a fresh machine: no build, no model there.
 mkdir -p "$T/c/.gpu-check" && cp "$T/state1" "$T/c/.gpu-check/state"

@@ -93,8 +93,9 @@ inline void bf16_loss_curve(const BackendFor& backend, const char* device, int s
           last_b, last_f);
 }
 
-// A run saved after 6 steps and resumed for 6 more equals 12 uninterrupted steps, bit for bit.
-inline void resume_is_bitwise(const BackendFor& backend, const char* device, const char* precision) {
+// A run saved after `half` steps (6 by default) and resumed for as many more equals the
+// uninterrupted run, bit for bit.
+inline void resume_is_bitwise(const BackendFor& backend, const char* device, const char* precision, int half = 6) {
     const Config c = small_config(false);
     Model a, b, r;
     a.backend = backend(precision);
@@ -104,23 +105,23 @@ inline void resume_is_bitwise(const BackendFor& backend, const char* device, con
     model_init(&a, c, 3);
     model_init(&b, c, 3);
     float loss;
-    for (int s = 0; s < 12; s++) train_step(&a, random_batch(c, 9, 50 + s), &loss);
-    for (int s = 0; s < 6; s++) train_step(&b, random_batch(c, 9, 50 + s), &loss);
+    for (int s = 0; s < 2 * half; s++) train_step(&a, random_batch(c, 9, 50 + s), &loss);
+    for (int s = 0; s < half; s++) train_step(&b, random_batch(c, 9, 50 + s), &loss);
     char tmpl[] = "/tmp/train_case.XXXXXX";
     const std::string dir = mkdtemp(tmpl), path = dir + "/ckpt.safetensors";
     std::string err;
     check(checkpoint_save(b, path, {}, true, &err), "%s: save on the %s (%s)", precision, device, err.c_str());
     check(checkpoint_load(&r, path, nullptr, &err), "%s: load on the %s (%s)", precision, device, err.c_str());
-    for (int s = 6; s < 12; s++) train_step(&r, random_batch(c, 9, 50 + s), &loss);
+    for (int s = half; s < 2 * half; s++) train_step(&r, random_batch(c, 9, 50 + s), &loss);
     check(same_bits(host_params(a), host_params(r)) && same_bits(host_adam(a), host_adam(r)),
-          "%s: 6 steps + save + load + 6 steps == 12 steps on the %s (parameters and Adam state bitwise)",
-          precision, device);
+          "%s: %d steps + save + load + %d steps == %d steps on the %s (parameters and Adam state bitwise)",
+          precision, half, half, 2 * half, device);
     Model again;
     again.backend = backend(precision);
     model_init(&again, c, 3);
-    for (int s = 0; s < 12; s++) train_step(&again, random_batch(c, 9, 50 + s), &loss);
-    check(same_bits(host_params(a), host_params(again)), "%s: two runs of 12 steps on the %s are bitwise equal",
-          precision, device);
+    for (int s = 0; s < 2 * half; s++) train_step(&again, random_batch(c, 9, 50 + s), &loss);
+    check(same_bits(host_params(a), host_params(again)), "%s: two runs of %d steps on the %s are bitwise equal",
+          precision, 2 * half, device);
     std::remove(path.c_str());
     std::remove(dir.c_str());
 }

@@ -410,9 +410,23 @@ static bool launch_fits(const void* kernel, dim3 grid, dim3 block, size_t smem) 
     return true;
 }
 
+// CUDA_EMULATOR_LAUNCHES=1: at the program's end, how many kernels it launched and how many
+// cuBLASLt products it asked for (compute-sanitizer's racecheck costs a time per launch of ours:
+// this counts them without a GPU).
+static std::atomic<uint64_t> kernel_launches{0}, library_products{0};
+static struct LaunchReport {
+    ~LaunchReport() {
+        const char* env = std::getenv("CUDA_EMULATOR_LAUNCHES");
+        if (env && env[0] == '1')
+            std::fprintf(stderr, "cuda emulator: %llu kernel launches, %llu cuBLASLt products\n",
+                         (unsigned long long)kernel_launches.load(), (unsigned long long)library_products.load());
+    }
+} launch_report;
+
 void launch_erased(const void* kernel, void (*body)(void*), void* payload, dim3 grid, dim3 block,
                    size_t dynamic_shared_bytes) {
     if (!launch_fits(kernel, grid, block, dynamic_shared_bytes)) return;
+    kernel_launches++;
     const uint64_t blocks = (uint64_t)grid.x * grid.y * grid.z;
     std::atomic<uint64_t> next{0};
     pool().run([&](int) {
@@ -797,6 +811,7 @@ cublasStatus_t cublasLtMatmul(cublasLtHandle_t, cublasLtMatmulDesc_t desc, const
                               cublasLtMatrixLayout_t a, const void* B, cublasLtMatrixLayout_t b, const void* beta_p,
                               const void* C, cublasLtMatrixLayout_t c, void* D, cublasLtMatrixLayout_t d,
                               const cublasLtMatmulAlgo_t* algo, void*, size_t, cudaStream_t) {
+    library_products++;
     cublasStatus_t s = check_product(desc, a, b, c, d);
     if (s == CUBLAS_STATUS_SUCCESS) s = check_algorithm(algo, desc, a, d);
     if (s != CUBLAS_STATUS_SUCCESS) return s;

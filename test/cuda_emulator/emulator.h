@@ -17,7 +17,9 @@
 // The launch limits are checked (block size, grid y and z, 48 KB of dynamic shared memory);
 // __shared__ arrays are per-CPU-thread statics, dynamic shared memory a heap buffer of the
 // launch's size, so that AddressSanitizer (make test-emulated builds the emulated library with
-// it) sees a kernel that reads past either or past a cudaMalloc.
+// it) sees a kernel that reads past either or past a cudaMalloc. CUDA_EMULATOR_LAUNCHES=1
+// prints at the program's end how many kernels it launched and how many cuBLASLt products it
+// asked for (what compute-sanitizer's racecheck costs on a GPU grows with the launches).
 //
 // transformer.cu is compiled through build/emu/transformer_emu.cpp, a copy in which each
 // `kernel<<<grid, block, smem>>>(args...)` and `extern __shared__ T name[]` is rewritten to the
