@@ -372,7 +372,7 @@ static void run_block(Worker& w, uint3 block) {
     for (;;) {
         const int warps = (n + 31) / 32;
         for (int k = 0; k < warps; k++) {
-            const int base = 32 * (reversed_order() ? warps - 1 - k : k);
+            const int base = 32 * (w.reverse ? warps - 1 - k : k);
             run_warp(w, base, std::min(n, base + 32));
         }
         bool waiting = false;   // every thread still running waits at __syncthreads: open it
@@ -439,7 +439,7 @@ void launch_erased(const void* kernel, void (*body)(void*), void* payload, dim3 
         w.block_dim = block, w.grid_dim = grid;
         w.reverse = reversed_order();
         for (uint64_t k; (k = next++) < blocks;) {
-            const uint64_t b = reversed_order() ? blocks - 1 - k : k;
+            const uint64_t b = w.reverse ? blocks - 1 - k : k;
             run_block(w, uint3{(unsigned)(b % grid.x), (unsigned)(b / grid.x % grid.y), (unsigned)(b / ((uint64_t)grid.x * grid.y))});
         }
         std::free(w.dynamic_shared);
