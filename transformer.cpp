@@ -129,20 +129,20 @@ void positional_table(float* pe, int L, int d) {
 }
 
 // y (n) = x * keep / (1 - p) (§5.4); in place allowed.
-void dropout_forward(float* y, const float* x, size_t n, float p, uint64_t site_seed) {
+void dropout_forward(float* y, const float* x, size_t n, float p, uint64_t seed) {
     if (p <= 0.0f) {
         if (y != x) std::memcpy(y, x, n * sizeof(float));
         return;
     }
     const float scale = 1.0f / (1.0f - p);
 #pragma omp parallel for schedule(static)
-    for (size_t i = 0; i < n; i++) y[i] = dropout_keep(site_seed, i, p) ? x[i] * scale : 0.0f;
+    for (size_t i = 0; i < n; i++) y[i] = dropout_keep(seed, i, p) ? x[i] * scale : 0.0f;
 }
 
 // §3.4 Embeddings and Softmax (the embedding half), §3.5 Positional Encoding:
 // x (B, L, d) = dropout(E[tokens] * sqrt(d) + pe[pos0 + l]); tokens (B, L), E (V, d).
 void embedding_forward(float* x, const int* tokens, const float* E, const float* pe, int pos0,
-                       int B, int L, int d, float p, uint64_t site_seed) {
+                       int B, int L, int d, float p, uint64_t seed) {
     const float emb_scale = std::sqrt((float)d);
 #pragma omp parallel for schedule(static)
     for (int r = 0; r < B * L; r++) {
@@ -151,13 +151,13 @@ void embedding_forward(float* x, const int* tokens, const float* E, const float*
         float* out = x + (size_t)r * d;
         for (int c = 0; c < d; c++) out[c] = e[c] * emb_scale + pr[c];
     }
-    dropout_forward(x, x, (size_t)B * L * d, p, site_seed);
+    dropout_forward(x, x, (size_t)B * L * d, p, seed);
 }
 
 // dE[tokens] += sqrt(d) * dropout'(dx); dpe[position] += dropout'(dx) (learned PE only).
 // Serial over rows: rows that share a token add into the same row of dE.
 void embedding_backward(float* dE, float* dpe, const float* dx, const int* tokens, int B, int L,
-                        int d, float p, uint64_t site_seed) {
+                        int d, float p, uint64_t seed) {
     const float emb_scale = std::sqrt((float)d);
     const float keep_scale = p > 0 ? 1.0f / (1.0f - p) : 1.0f;
     for (int r = 0; r < B * L; r++) {
@@ -166,7 +166,7 @@ void embedding_backward(float* dE, float* dpe, const float* dx, const int* token
         const float* g = dx + (size_t)r * d;
         for (int c = 0; c < d; c++) {
             size_t i = (size_t)r * d + c;
-            float gi = (p <= 0 || dropout_keep(site_seed, i, p)) ? g[c] * keep_scale : 0.0f;
+            float gi = (p <= 0 || dropout_keep(seed, i, p)) ? g[c] * keep_scale : 0.0f;
             de[c] = std::fma(gi, emb_scale, de[c]);   // one rounding, as the GPU's __fmaf_rn
             if (dp) dp[c] += gi;
         }
@@ -270,14 +270,14 @@ void relu_backward_bias(float* dx, float* db, const float* dy, const float* y, i
 // §5.4 Residual Dropout and §3.1's residual connection, LayerNorm over the last dimension.
 // ============================================================================================
 // dx (n) = dy * keep / (1 - p), the forward's mask recomputed.
-void dropout_backward(float* dx, const float* dy, size_t n, float p, uint64_t site_seed) {
-    dropout_forward(dx, dy, n, p, site_seed);
+void dropout_backward(float* dx, const float* dy, size_t n, float p, uint64_t seed) {
+    dropout_forward(dx, dy, n, p, seed);
 }
 
 // §5.4 Residual Dropout: y (n) = x + dropout(f), a sub-layer's output joining the residual
 // stream (§3.1); y may be f.
 void residual_forward(float* y, const float* f, const float* x, size_t n, float p,
-                      uint64_t site_seed) {
+                      uint64_t seed) {
     if (p <= 0.0f) {
 #pragma omp parallel for simd schedule(static)
         for (size_t i = 0; i < n; i++) y[i] = f[i] + x[i];
@@ -286,7 +286,7 @@ void residual_forward(float* y, const float* f, const float* x, size_t n, float 
     const float scale = 1.0f / (1.0f - p);
 #pragma omp parallel for schedule(static)
     for (size_t i = 0; i < n; i++)
-        y[i] = (dropout_keep(site_seed, i, p) ? f[i] * scale : 0.0f) + x[i];
+        y[i] = (dropout_keep(seed, i, p) ? f[i] * scale : 0.0f) + x[i];
 }
 
 static const float LN_EPS = 1e-5f;
@@ -323,9 +323,9 @@ constexpr int LN_GRAD_ROWS = 32;
 // With xhat = (x - mean) * rstd and dxhat = dy * g:
 //   dx = rstd * (dxhat - mean(dxhat) - xhat * mean(dxhat * xhat)),  dg += sum dy * xhat,
 //   db += sum dy.   dx is overwritten (dx_beta 0) or dx_beta * dx is added. With df (the
-//   fused residual's backward, below): df = dropout'(dx) of site_seed, p in the same pass.
+//   fused residual's backward, below): df = dropout'(dx) of seed, p in the same pass.
 // One pass over the rows: each row's dx, df and its terms of dg and db while it is in cache.
-static void layernorm_backward_rows(float* dx, float dx_beta, float* df, float p, uint64_t site_seed,
+static void layernorm_backward_rows(float* dx, float dx_beta, float* df, float p, uint64_t seed,
                                     float* dg, float* db, const float* dy, const float* x,
                                     const float* mean, const float* rstd, const float* g, int rows,
                                     int d) {
@@ -364,7 +364,7 @@ static void layernorm_backward_rows(float* dx, float dx_beta, float* df, float p
                 continue;
             }
             for (int c = 0; c < d; c++)
-                dfr[c] = dropout_keep(site_seed, (size_t)r * d + c, p) ? dxr[c] * keep_scale : 0.0f;
+                dfr[c] = dropout_keep(seed, (size_t)r * d + c, p) ? dxr[c] * keep_scale : 0.0f;
         }
     }
 #pragma omp parallel
@@ -392,13 +392,13 @@ void layernorm_backward(float* dx, float dx_beta, float* dg, float* db, const fl
 // r may be f. Element (row, c) keeps residual_forward's mask of element row * d + c.
 void residual_layernorm_forward(float* y, float* r, float* mean, float* rstd, const float* f,
                                 const float* x, const float* g, const float* b, int rows, int d,
-                                float p, uint64_t site_seed) {
+                                float p, uint64_t seed) {
     const float scale = p > 0.0f ? 1.0f / (1.0f - p) : 1.0f;
 #pragma omp parallel for schedule(static)
     for (int row = 0; row < rows; row++) {
         const size_t i0 = (size_t)row * d;
         for (size_t i = i0; i < i0 + d; i++)
-            r[i] = (p <= 0.0f ? f[i] : dropout_keep(site_seed, i, p) ? f[i] * scale : 0.0f) + x[i];
+            r[i] = (p <= 0.0f ? f[i] : dropout_keep(seed, i, p) ? f[i] * scale : 0.0f) + x[i];
         layernorm_row(y + i0, &mean[row], &rstd[row], r + i0, g, b, d);
     }
 }
@@ -407,8 +407,8 @@ void residual_layernorm_forward(float* y, float* r, float* mean, float* rstd, co
 // df (rows, d) = dropout'(dx), the sub-layer's; dg, db (d) accumulate.
 void residual_layernorm_backward(float* dx, float* df, float* dg, float* db, const float* dy,
                                  const float* r, const float* mean, const float* rstd,
-                                 const float* g, int rows, int d, float p, uint64_t site_seed) {
-    layernorm_backward_rows(dx, 0.0f, df, p, site_seed, dg, db, dy, r, mean, rstd, g, rows, d);
+                                 const float* g, int rows, int d, float p, uint64_t seed) {
+    layernorm_backward_rows(dx, 0.0f, df, p, seed, dg, db, dy, r, mean, rstd, g, rows, d);
 }
 
 // ============================================================================================
@@ -536,7 +536,7 @@ static void masked_softmax_rows(float* scores, const int* key_tokens, int Lq, in
 // ctx (B, Lq, H*dv) = dropout(softmax(mask(Q K^T / sqrt(dk)))) V; probs (B, H, Lq, Lk) saved.
 void attention_forward(float* ctx, float* probs, const float* q, const float* kv,
                        const int* key_tokens, const AttentionShape& s, float p_attn,
-                       uint64_t site_seed, float* scratch) {
+                       uint64_t seed, float* scratch) {
     const float scale = 1.0f / std::sqrt((float)s.dk);
     const size_t LL = (size_t)s.Lq * s.Lk;
 #pragma omp parallel for collapse(2) schedule(static)
@@ -553,7 +553,7 @@ void attention_forward(float* ctx, float* probs, const float* q, const float* kv
             if (p_attn > 0.0f) {
                 float* buf = scratch + (size_t)thread_id() * 2 * LL;
                 for (size_t i = 0; i < LL; i++)
-                    buf[i] = dropout_keep(site_seed, o.probs + i, p_attn)
+                    buf[i] = dropout_keep(seed, o.probs + i, p_attn)
                                  ? P[i] / (1.0f - p_attn) : 0.0f;
                 Pd = buf;
             }
@@ -566,7 +566,7 @@ void attention_forward(float* ctx, float* probs, const float* q, const float* kv
 // dS = P * (dP - rowsum(P * dP)) / sqrt(dk), dQ = dS K, dK = dS^T Q.
 void attention_backward(float* dq, float* dkv, const float* dctx, const float* probs,
                         const float* q, const float* kv, const AttentionShape& s, float p_attn,
-                        uint64_t site_seed, float* scratch) {
+                        uint64_t seed, float* scratch) {
     const float scale = 1.0f / std::sqrt((float)s.dk);
     const size_t LL = (size_t)s.Lq * s.Lk;
 #pragma omp parallel for collapse(2) schedule(static)
@@ -581,7 +581,7 @@ void attention_backward(float* dq, float* dkv, const float* dctx, const float* p
             const float* Pd = P;
             if (p_attn > 0.0f) {
                 for (size_t i = 0; i < LL; i++)
-                    Pd_buf[i] = dropout_keep(site_seed, o.probs + i, p_attn)
+                    Pd_buf[i] = dropout_keep(seed, o.probs + i, p_attn)
                                     ? P[i] / (1.0f - p_attn) : 0.0f;
                 Pd = Pd_buf;
             }
@@ -594,7 +594,7 @@ void attention_backward(float* dq, float* dkv, const float* dctx, const float* p
                 const float* pr = P + (size_t)i * s.Lk;
                 if (p_attn > 0.0f)
                     for (int j = 0; j < s.Lk; j++)
-                        dpr[j] = dropout_keep(site_seed, o.probs + (size_t)i * s.Lk + j,
+                        dpr[j] = dropout_keep(seed, o.probs + (size_t)i * s.Lk + j,
                                               p_attn) ? dpr[j] / (1.0f - p_attn) : 0.0f;
                 float dot = 0.0f;
 #pragma omp simd reduction(+ : dot)
@@ -741,8 +741,8 @@ void attention_step_cross(float* ctx, const float* q, const float* kt, const flo
 }
 
 // ============================================================================================
-// §5.4 Label Smoothing: cross-entropy against q(y) = 1 - eps + eps/V, q(k) = eps/V, as
-// PyTorch's CrossEntropyLoss(label_smoothing=eps, ignore_index=PAD): per row,
+// §3.4's logits and §5.4 Label Smoothing: cross-entropy against q(y) = 1 - eps + eps/V,
+// q(k) = eps/V, as PyTorch's CrossEntropyLoss(label_smoothing=eps, ignore_index=PAD): per row,
 // loss = lse - (1 - eps) z_y - (eps / V) sum_k z_k.  Decoding's log-softmax + top-k.
 // ============================================================================================
 // The loss's passes over the logits: (rows, V) floats, 131 MB for the small config's batch, far
@@ -1153,8 +1153,8 @@ public:
         return std::chrono::duration<double, std::milli>(marks_.at(to) - marks_.at(from)).count();
     }
     void clear_marks() override { marks_.clear(); }
-    void upload(void* dst, const void* src, size_t bytes) override { copy(dst, src, bytes); }
-    void download(void* dst, const void* src, size_t bytes) override { copy(dst, src, bytes); }
+    void upload(void* dst, const void* host_src, size_t bytes) override { copy(dst, host_src, bytes); }
+    void download(void* host_dst, const void* src, size_t bytes) override { copy(host_dst, src, bytes); }
     void copy(void* dst, const void* src, size_t bytes) override {
         if (bytes && dst != src) std::memcpy(dst, src, bytes);
     }
@@ -1310,7 +1310,7 @@ public:
         if (w && F(w) != p) copy(w, p, n * sizeof(float));
     }
 
-    bool quantize_weights(const float* W, int N, int K, std::string*) override {
+    bool quantize_weights(const float* W, int N, int K, std::string* /*error*/) override {
         int8_weights_init(&int8_[W], W, N, K);
         return true;
     }

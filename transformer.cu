@@ -2098,10 +2098,10 @@ public:
     // stream order, while the host goes on queueing work. The ring starts over only once the
     // copy recorded last by staged_ (and so every earlier one) has ended. Larger copies (the
     // parameters at load) go as they did.
-    void upload(void* dst, const void* src, size_t bytes) override {
+    void upload(void* dst, const void* host_src, size_t bytes) override {
         if (!bytes) return;
         if (bytes > STAGING_BYTES) {
-            CUDA_CHECK(cudaMemcpy(dst, src, bytes, cudaMemcpyHostToDevice));
+            CUDA_CHECK(cudaMemcpy(dst, host_src, bytes, cudaMemcpyHostToDevice));
             return;
         }
         if (!staging_) {
@@ -2113,13 +2113,13 @@ public:
             staging_used_ = 0;
         }
         char* stage = staging_ + staging_used_;
-        std::memcpy(stage, src, bytes);
+        std::memcpy(stage, host_src, bytes);
         CUDA_CHECK(cudaMemcpyAsync(dst, stage, bytes, cudaMemcpyHostToDevice));
         CUDA_CHECK(cudaEventRecord(staged_));
         staging_used_ += (bytes + 255) / 256 * 256;
     }
-    void download(void* dst, const void* src, size_t bytes) override {
-        if (bytes) CUDA_CHECK(cudaMemcpy(dst, src, bytes, cudaMemcpyDeviceToHost));
+    void download(void* host_dst, const void* src, size_t bytes) override {
+        if (bytes) CUDA_CHECK(cudaMemcpy(host_dst, src, bytes, cudaMemcpyDeviceToHost));
     }
     void copy(void* dst, const void* src, size_t bytes) override {
         if (bytes && dst != src) CUDA_CHECK(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToDevice));

@@ -200,9 +200,9 @@ public:
     // ---- The device and its memory ----------------------------------------------------------
     virtual Device device() const = 0;
     virtual Precision precision() const = 0;
-    virtual std::string describe() const = 0;   // e.g. "CPU, 2 OpenMP threads, fp32"
     // Bytes of a floatX: 2 for the GPU's bf16, else 4 (the CPU's bf16 keeps float activations).
     virtual size_t floatx_size() const { return precision() == Precision::BF16 ? 2 : 4; }
+    virtual std::string describe() const = 0;   // e.g. "CPU, 2 OpenMP threads, fp32"
     // Device memory, uninitialised, 64-byte aligned; nullptr for 0 bytes. Out of memory ends
     // the program with a message naming the size.
     virtual void* alloc(size_t bytes) = 0;
@@ -237,11 +237,11 @@ public:
     // x (B, L, d) = dropout(E[tokens] * sqrt(d) + pe[pos0 + l]); tokens (B, L), E (V, d).
     virtual void embedding_forward(floatX* x, const int* tokens, const floatX* E,
                                    const floatX* pe, int pos0, int B, int L, int d, float p,
-                                   uint64_t site_seed) = 0;
+                                   uint64_t seed) = 0;
     // dE[tokens] += sqrt(d) * dropout'(dx); dpe[l] += dropout'(dx) when dpe (learned PE;
     // training passes start at position 0).
     virtual void embedding_backward(float* dE, float* dpe, const floatX* dx, const int* tokens,
-                                    int B, int L, int d, float p, uint64_t site_seed) = 0;
+                                    int B, int L, int d, float p, uint64_t seed) = 0;
 
     // ---- Linear layers: every projection of §3.2.2 and §3.3, and the logits of §3.4 -------
     // Y (rows, out) = X (rows, in) W^T + b; W (out, in) as nn.Linear; b may be nullptr.
@@ -266,14 +266,18 @@ public:
                                int cols) = 0;
 
     // ---- §5.4 Residual Dropout, and the residual connections + LayerNorm of §3.1 ------------
+    // Every op with dropout takes p and `seed`, the dropout site's seed (numerics.h's
+    // dropout_site_seed of the model's seed, the forward pass and the site): element i is kept
+    // iff dropout_keep(seed, i, p), so both devices, and a forward and its backward, make the
+    // same mask.
     // y (n) = dropout(x): x * keep / (1 - p); in place allowed. backward: the same mask.
     virtual void dropout_forward(floatX* y, const floatX* x, size_t n, float p,
-                                 uint64_t site_seed) = 0;
+                                 uint64_t seed) = 0;
     virtual void dropout_backward(floatX* dx, const floatX* dy, size_t n, float p,
-                                  uint64_t site_seed) = 0;
+                                  uint64_t seed) = 0;
     // y (n) = x + dropout(f): a sub-layer's output joins its residual stream; y may be f.
     virtual void residual_forward(floatX* y, const floatX* f, const floatX* x, size_t n,
-                                  float p, uint64_t site_seed) = 0;
+                                  float p, uint64_t seed) = 0;
     // y (rows, d) = (x - mean) * rstd * g + b, rstd = 1 / sqrt(var + 1e-5) (biased variance);
     // mean, rstd (rows) saved for backward.
     virtual void layernorm_forward(floatX* y, float* mean, float* rstd, const floatX* x,
@@ -288,14 +292,14 @@ public:
     virtual void residual_layernorm_forward(floatX* y, floatX* r, float* mean, float* rstd,
                                             const floatX* f, const floatX* x, const floatX* g,
                                             const floatX* b, int rows, int d, float p,
-                                            uint64_t site_seed) = 0;
+                                            uint64_t seed) = 0;
     // Its backward: dx (rows, d) = LN'(dy) (the gradient of r, which flows to x unchanged),
     // df (rows, d) = dropout'(dx) (what flows into the sub-layer); dg, db (d) accumulate.
     // Equal to layernorm_backward, a copy and dropout_backward.
     virtual void residual_layernorm_backward(floatX* dx, floatX* df, float* dg, float* db,
                                              const floatX* dy, const floatX* r, const float* mean,
                                              const float* rstd, const floatX* g, int rows, int d,
-                                             float p, uint64_t site_seed) = 0;
+                                             float p, uint64_t seed) = 0;
 
     // ---- §3.2.1 Scaled Dot-Product Attention, §3.2.2 Multi-Head Attention --------------------
     // ctx (B, Lq, H*dv) = dropout(softmax(mask(Q K^T / sqrt(dk)))) V per sentence and head;
@@ -303,13 +307,13 @@ public:
     // dropout_keep(seed, its index in probs, p_attn).
     virtual void attention_forward(floatX* ctx, float* probs, const floatX* q, const floatX* kv,
                                    const int* key_tokens, const AttentionShape& s, float p_attn,
-                                   uint64_t site_seed) = 0;
+                                   uint64_t seed) = 0;
     // dq, dkv written (not accumulated) at the columns q, kv were read from; dq and dkv may
     // be the same buffer (self-attention reads q, k, v from one projection).
     virtual void attention_backward(floatX* dq, floatX* dkv, const floatX* dctx,
                                     const float* probs, const floatX* q, const floatX* kv,
                                     const AttentionShape& s, float p_attn,
-                                    uint64_t site_seed) = 0;
+                                    uint64_t seed) = 0;
 
     // ---- §3.2.3 The decoder one position at a time: attention over cached keys/values -------
     // The self-attention cache of a layer is a slab per step j, one row (H*dk + H*dv: keys,
@@ -335,7 +339,7 @@ public:
                                       const floatX* kv, int ld, const int* len,
                                       const int* sentence, int S, const StepShape& s) = 0;
 
-    // ---- §3.4 The pre-softmax projection's loss: §5.4 Label Smoothing ------------------------
+    // ---- §3.4's logits and §5.4 Label Smoothing: the loss, decoding's log-softmax ------------
     // Cross-entropy with label smoothing eps, PyTorch's convention: q(y) = 1 - eps + eps/V,
     // q(k) = eps/V; PAD labels ignored. logits (rows, V); lse (rows) saved (0 on PAD rows).
     // Adds the SUM of the rows' losses to *loss, one double in the backend's memory: a batch's

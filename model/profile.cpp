@@ -114,13 +114,13 @@ void ProfiledBackend::positional_table(floatX* pe, int L, int d) {
     done("positional_table", 0, (double)L * d * fx());
 }
 void ProfiledBackend::embedding_forward(floatX* x, const int* tokens, const floatX* E, const floatX* pe,
-                                        int pos0, int B, int L, int d, float p, uint64_t site_seed) {
-    inner_->embedding_forward(x, tokens, E, pe, pos0, B, L, d, p, site_seed);
+                                        int pos0, int B, int L, int d, float p, uint64_t seed) {
+    inner_->embedding_forward(x, tokens, E, pe, pos0, B, L, d, p, seed);
     done("embedding_forward", 0, (double)B * L * (4 + 3.0 * d * fx()));   // E row, pe row, x row
 }
 void ProfiledBackend::embedding_backward(float* dE, float* dpe, const floatX* dx, const int* tokens, int B,
-                                         int L, int d, float p, uint64_t site_seed) {
-    inner_->embedding_backward(dE, dpe, dx, tokens, B, L, d, p, site_seed);
+                                         int L, int d, float p, uint64_t seed) {
+    inner_->embedding_backward(dE, dpe, dx, tokens, B, L, d, p, seed);
     done("embedding_backward", 0, (double)B * L * (4 + d * (fx() + 8.0)));   // dx row, dE row read + written
 }
 
@@ -156,17 +156,17 @@ void ProfiledBackend::relu_backward(floatX* dx, float* db, const floatX* dy, con
 }
 
 // ---- §5.4 Residual Dropout, residual connections, LayerNorm ------------------------------------
-void ProfiledBackend::dropout_forward(floatX* y, const floatX* x, size_t n, float p, uint64_t site_seed) {
-    inner_->dropout_forward(y, x, n, p, site_seed);
+void ProfiledBackend::dropout_forward(floatX* y, const floatX* x, size_t n, float p, uint64_t seed) {
+    inner_->dropout_forward(y, x, n, p, seed);
     done("dropout_forward", 0, 2.0 * n * fx());
 }
-void ProfiledBackend::dropout_backward(floatX* dx, const floatX* dy, size_t n, float p, uint64_t site_seed) {
-    inner_->dropout_backward(dx, dy, n, p, site_seed);
+void ProfiledBackend::dropout_backward(floatX* dx, const floatX* dy, size_t n, float p, uint64_t seed) {
+    inner_->dropout_backward(dx, dy, n, p, seed);
     done("dropout_backward", 0, 2.0 * n * fx());
 }
 void ProfiledBackend::residual_forward(floatX* y, const floatX* f, const floatX* x, size_t n, float p,
-                                       uint64_t site_seed) {
-    inner_->residual_forward(y, f, x, n, p, site_seed);
+                                       uint64_t seed) {
+    inner_->residual_forward(y, f, x, n, p, seed);
     done("residual_forward", 0, 3.0 * n * fx());
 }
 void ProfiledBackend::layernorm_forward(floatX* y, float* mean, float* rstd, const floatX* x, const floatX* g,
@@ -182,15 +182,15 @@ void ProfiledBackend::layernorm_backward(floatX* dx, float dx_beta, float* dg, f
 }
 void ProfiledBackend::residual_layernorm_forward(floatX* y, floatX* r, float* mean, float* rstd, const floatX* f,
                                                  const floatX* x, const floatX* g, const floatX* b, int rows,
-                                                 int d, float p, uint64_t site_seed) {
-    inner_->residual_layernorm_forward(y, r, mean, rstd, f, x, g, b, rows, d, p, site_seed);
+                                                 int d, float p, uint64_t seed) {
+    inner_->residual_layernorm_forward(y, r, mean, rstd, f, x, g, b, rows, d, p, seed);
     done("residual_layernorm_forward", 0, 4.0 * rows * d * fx() + 8.0 * rows);   // f, x; r, y
 }
 void ProfiledBackend::residual_layernorm_backward(floatX* dx, floatX* df, float* dg, float* db,
                                                   const floatX* dy, const floatX* r, const float* mean,
                                                   const float* rstd, const floatX* g, int rows, int d, float p,
-                                                  uint64_t site_seed) {
-    inner_->residual_layernorm_backward(dx, df, dg, db, dy, r, mean, rstd, g, rows, d, p, site_seed);
+                                                  uint64_t seed) {
+    inner_->residual_layernorm_backward(dx, df, dg, db, dy, r, mean, rstd, g, rows, d, p, seed);
     done("residual_layernorm_backward", 0, 4.0 * rows * d * fx() + 8.0 * rows);   // dy, r; dx, df
 }
 
@@ -199,16 +199,16 @@ void ProfiledBackend::residual_layernorm_backward(floatX* dx, floatX* df, float*
 // the context written once and the fp32 probabilities written (forward) or read (backward).
 void ProfiledBackend::attention_forward(floatX* ctx, float* probs, const floatX* q, const floatX* kv,
                                         const int* key_tokens, const AttentionShape& s, float p_attn,
-                                        uint64_t site_seed) {
-    inner_->attention_forward(ctx, probs, q, kv, key_tokens, s, p_attn, site_seed);
+                                        uint64_t seed) {
+    inner_->attention_forward(ctx, probs, q, kv, key_tokens, s, p_attn, seed);
     const double pairs = (double)s.B * s.H * s.Lq * s.Lk;
     const double io = (double)s.B * s.H * ((double)s.Lq * (s.dk + s.dv) + (double)s.Lk * (s.dk + s.dv)) * fx();
     done("attention_forward", 2.0 * pairs * (s.dk + s.dv), io + 4.0 * pairs);
 }
 void ProfiledBackend::attention_backward(floatX* dq, floatX* dkv, const floatX* dctx, const float* probs,
                                          const floatX* q, const floatX* kv, const AttentionShape& s, float p_attn,
-                                         uint64_t site_seed) {
-    inner_->attention_backward(dq, dkv, dctx, probs, q, kv, s, p_attn, site_seed);
+                                         uint64_t seed) {
+    inner_->attention_backward(dq, dkv, dctx, probs, q, kv, s, p_attn, seed);
     const double pairs = (double)s.B * s.H * s.Lq * s.Lk;
     // dP = dctx V^T, dQ = dS K, dK = dS^T Q, dV = P^T dctx; q, dctx, k, v read, dq, dk, dv written
     const double io = 2.0 * s.B * s.H * ((double)s.Lq * (s.dk + s.dv) + (double)s.Lk * (s.dk + s.dv)) * fx();

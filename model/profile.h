@@ -60,9 +60,9 @@ public:
     // ---- The ops, timed, in transformer.h's order ---------------------------------------------
     void positional_table(floatX* pe, int L, int d) override;
     void embedding_forward(floatX* x, const int* tokens, const floatX* E, const floatX* pe, int pos0,
-                           int B, int L, int d, float p, uint64_t site_seed) override;
+                           int B, int L, int d, float p, uint64_t seed) override;
     void embedding_backward(float* dE, float* dpe, const floatX* dx, const int* tokens, int B, int L,
-                            int d, float p, uint64_t site_seed) override;
+                            int d, float p, uint64_t seed) override;
     void linear_forward(floatX* Y, const floatX* X, const floatX* W, const floatX* b, int rows, int in,
                         int out) override;
     void linear_backward(floatX* dX, float dX_beta, float* dW, float* db, const floatX* dY,
@@ -70,10 +70,10 @@ public:
     void linear_relu_forward(floatX* Y, const floatX* X, const floatX* W, const floatX* b, int rows,
                              int in, int out) override;
     void relu_backward(floatX* dx, float* db, const floatX* dy, const floatX* y, int rows, int cols) override;
-    void dropout_forward(floatX* y, const floatX* x, size_t n, float p, uint64_t site_seed) override;
-    void dropout_backward(floatX* dx, const floatX* dy, size_t n, float p, uint64_t site_seed) override;
+    void dropout_forward(floatX* y, const floatX* x, size_t n, float p, uint64_t seed) override;
+    void dropout_backward(floatX* dx, const floatX* dy, size_t n, float p, uint64_t seed) override;
     void residual_forward(floatX* y, const floatX* f, const floatX* x, size_t n, float p,
-                          uint64_t site_seed) override;
+                          uint64_t seed) override;
     void layernorm_forward(floatX* y, float* mean, float* rstd, const floatX* x, const floatX* g,
                            const floatX* b, int rows, int d) override;
     void layernorm_backward(floatX* dx, float dx_beta, float* dg, float* db, const floatX* dy,
@@ -81,17 +81,17 @@ public:
                             int rows, int d) override;
     void residual_layernorm_forward(floatX* y, floatX* r, float* mean, float* rstd, const floatX* f,
                                     const floatX* x, const floatX* g, const floatX* b, int rows, int d,
-                                    float p, uint64_t site_seed) override;
+                                    float p, uint64_t seed) override;
     void residual_layernorm_backward(floatX* dx, floatX* df, float* dg, float* db, const floatX* dy,
                                      const floatX* r, const float* mean, const float* rstd,
                                      const floatX* g, int rows, int d, float p,
-                                     uint64_t site_seed) override;
+                                     uint64_t seed) override;
     void attention_forward(floatX* ctx, float* probs, const floatX* q, const floatX* kv,
                            const int* key_tokens, const AttentionShape& s, float p_attn,
-                           uint64_t site_seed) override;
+                           uint64_t seed) override;
     void attention_backward(floatX* dq, floatX* dkv, const floatX* dctx, const float* probs,
                             const floatX* q, const floatX* kv, const AttentionShape& s, float p_attn,
-                            uint64_t site_seed) override;
+                            uint64_t seed) override;
     void attention_step_self(floatX* ctx, const floatX* q, const floatX* cache, const int* step_row,
                              const int* slots, int ld_slots, int t, const StepShape& s) override;
     void cache_reorder(int* slots_dst, const int* slots_src, const int* parent, int n, int t,

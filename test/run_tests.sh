@@ -48,6 +48,8 @@ run() {  # run NAME COMMAND...: runs one suite, tees its output, adds its counts
     echo "=== $name: $p passed, $f failed, $k skipped ($(( $(date +%s) - start )) s)"
 }
 
+# the interface, the CPU's and the GPU's backends: the same ops in the same order, the same names
+run layout python3 test/test_layout.py .
 run core "$BUILD/test_core"
 run ops "$BUILD/test_ops"
 run decode "$BUILD/test_decode"
