@@ -45,12 +45,13 @@ check $? "every step is listed ($n)"
 grep -E '^=== racecheck-' "$T/a.txt" | grep -v -- '--kernel-name-exclude regex=.*gemm' > /dev/null
 [ $? -ne 0 ] && [ "$(grep -c '^=== racecheck-' "$T/a.txt")" -eq 9 ]
 check $? "the 9 racecheck steps leave cuBLASLt's and CUB's kernels out (--kernel-name-exclude)"
-# test_cuda's parts under racecheck: each one test_cuda knows (here without a GPU it says SKIP
-# and exits 0; a part it does not know exits 2), and together every part but the loss curve
+# test_cuda's parts under racecheck: each one test_cuda knows (with no device visible it says
+# SKIP and exits 0; a part it does not know exits 2), and together every part but the loss curve
 parts=$(grep -E '^=== racecheck-model-' "$T/a.txt" | sed -E 's/.*--part ([a-z-]+).*/\1/' | sort | tr '\n' ' ')
+no_device() { env -u TRANSFORMER_CUDA_EMULATOR CUDA_VISIBLE_DEVICES= "$BUILD/test_cuda" "$@" > /dev/null 2>&1; }
 known=1
-for p in $parts; do "$BUILD/test_cuda" --sanitize --part "$p" > /dev/null 2>&1 || { known=0; echo "  test_cuda refuses --part $p"; }; done
-"$BUILD/test_cuda" --part no-such-part > /dev/null 2>&1
+for p in $parts; do no_device --sanitize --part "$p" || { known=0; echo "  test_cuda refuses --part $p"; }; done
+no_device --part no-such-part
 [ $? = 2 ] && [ $known = 1 ] && [ "$parts" = "alone decode-profile ensemble reference resume step step-profile " ]
 check $? "racecheck runs test_cuda --sanitize over its 7 parts but the curve, each known to it ($parts)"
 ! grep -E '^=== memcheck-' "$T/a.txt" | grep -q -- --kernel-name-exclude
