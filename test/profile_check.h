@@ -84,7 +84,7 @@ inline void profiled_step_checks(const std::string& label, const std::function<s
 // untrained: it decodes to the length limit, source length + max_len_b.
 inline void profiled_decode_checks(const std::string& label, const std::function<std::unique_ptr<Backend>()>& make,
                                    const Config& c, const std::vector<std::vector<int>>& sources,
-                                   int max_len_b = 50) {
+                                   int max_len_b = DecodeOptions().max_len_b) {
     Model plain, prof;
     plain.backend = make();
     prof.backend = make();

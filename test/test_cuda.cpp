@@ -20,6 +20,7 @@
 // nothing: a skip is never a pass.
 #include <algorithm>
 #include <cmath>
+#include <cstdint>
 #include <cstdio>
 #include <map>
 #include <string>
@@ -34,10 +35,15 @@
 
 static std::string g_ref_dir = "test/ref";
 static int g_curve_steps = 200;
-static int g_adam_steps = 10;      // --sanitize: 2
-static int g_resume_half = 6;      // --sanitize: 1
-static size_t g_alone_max = 1000;  // --sanitize: 2 sentences decoded alone
-static int g_decode_len_b = 50;    // --sanitize: 4 (the profiled decoding's length limit, source + b)
+// How often the parts repeat their kernels: the whole test, or --sanitize's fewer times.
+struct Repeats {
+    int adam_steps = 10;                           // training_step_matches_cpu's Adam steps
+    int resume_half = 6;                           // steps before the save, and after the load
+    size_t alone_max = SIZE_MAX;                   // sentences decoded alone
+    int decode_len_b = DecodeOptions().max_len_b;  // the profiled decoding's limit: source + b
+};
+static Repeats g_repeats;
+static const Repeats kSanitizeRepeats = {2, 1, 2, 4};
 
 static std::unique_ptr<Backend> gpu(const char* precision) {
     std::string err;
@@ -47,7 +53,7 @@ static std::unique_ptr<Backend> gpu(const char* precision) {
 }
 
 // fp32 on the GPU against the CPU: the first step's loss and every gradient, then the losses of
-// 10 Adam steps (g_adam_steps) and the parameters after them. The pre-LN case cuts the
+// 10 Adam steps (g_repeats) and the parameters after them. The pre-LN case cuts the
 // classifier's logits into 13-row chunks on both devices (model_forward_backward), the post-LN
 // one keeps them whole.
 static void training_step_matches_cpu(bool pre_ln) {
@@ -74,14 +80,14 @@ static void training_step_matches_cpu(bool pre_ln) {
                     gc.data() + t.offset, t.numel, 1e-4);
     }
     std::vector<float> losses_c, losses_g;
-    for (int s = 0; s < g_adam_steps; s++) {
+    for (int s = 0; s < g_repeats.adam_steps; s++) {
         float a, g;
         train_step(&cpu, b, &a);
         train_step(&dev, b, &g);
         losses_c.push_back(a);
         losses_g.push_back(g);
     }
-    const std::string steps = std::to_string(g_adam_steps) + " Adam steps";
+    const std::string steps = std::to_string(g_repeats.adam_steps) + " Adam steps";
     check_close((std::string(label) + ": losses of " + steps + ", GPU vs CPU").c_str(), losses_g.data(),
                 losses_c.data(), losses_c.size(), 1e-4);
     const std::vector<float> pc = host_params(cpu), pg = host_params(dev);
@@ -126,7 +132,7 @@ static void reference_decoding() {
 // A sentence decoded alone equals the same sentence inside the batch on the GPU (fp32): the
 // same tokens, the log-probability within 1e-5 (another batch size may take another cuBLAS
 // algorithm), greedy and beam 4 with n-best 4; every sentence of the batch (the first
-// g_alone_max).
+// g_repeats.alone_max).
 static void alone_equals_batched() {
     Model m;
     m.backend = gpu("fp32");
@@ -139,7 +145,7 @@ static void alone_equals_batched() {
         const auto batched = decode_batch(&m, dc.sources, opt);
         size_t same_tokens = 0, hyps = 0;
         std::vector<float> lp_alone, lp_batched;
-        for (size_t i = 0; i < dc.sources.size() && i < g_alone_max; i++) {
+        for (size_t i = 0; i < dc.sources.size() && i < g_repeats.alone_max; i++) {
             const auto alone = decode_batch(&m, {dc.sources[i]}, opt)[0];
             for (size_t j = 0; j < alone.size() && j < batched[i].size(); j++) {
                 same_tokens += alone[j].tokens == batched[i][j].tokens;
@@ -150,7 +156,7 @@ static void alone_equals_batched() {
         }
         check(same_tokens == hyps && hyps > 0,
               "GPU fp32 beam %d, n-best %d: each of %zu sentences alone gives the batch's hypotheses (%zu/%zu)",
-              beam, beam, std::min(dc.sources.size(), g_alone_max), same_tokens, hyps);
+              beam, beam, std::min(dc.sources.size(), g_repeats.alone_max), same_tokens, hyps);
         check_close(("GPU fp32 beam " + std::to_string(beam) + ": log-probabilities alone vs batched").c_str(),
                     lp_alone.data(), lp_batched.data(), lp_alone.size(), 1e-5);
     }
@@ -209,7 +215,7 @@ int main(int argc, char** argv) {
     for (int i = 1; i < argc; i++) {
         const std::string a = argv[i];
         if (a == "--quick") g_curve_steps = 40;
-        else if (a == "--sanitize") g_adam_steps = 2, g_resume_half = 1, g_alone_max = 2, g_decode_len_b = 4;
+        else if (a == "--sanitize") g_repeats = kSanitizeRepeats;
         else if (a == "--part" && i + 1 < argc) part = argv[++i];
         else g_ref_dir = a;
     }
@@ -233,8 +239,8 @@ int main(int argc, char** argv) {
     }
     if (in_part("resume")) {
         std::printf("-- resume\n");
-        resume_is_bitwise(gpu, "GPU", "fp32", g_resume_half);
-        resume_is_bitwise(gpu, "GPU", "bf16", g_resume_half);
+        resume_is_bitwise(gpu, "GPU", "fp32", g_repeats.resume_half);
+        resume_is_bitwise(gpu, "GPU", "bf16", g_repeats.resume_half);
     }
     if (in_part("step-profile")) {
         std::printf("-- the op profiler (model/profile.h) on the GPU, a training step\n");
@@ -262,7 +268,7 @@ int main(int argc, char** argv) {
         std::printf("-- the op profiler on the GPU, decoding\n");
         profiled_decode_checks("GPU fp32", [&] { return gpu("fp32"); }, small_config(false),
                                {{5, 9, 14, 3, EOS_ID}, {7, 7, EOS_ID}, {11, 4, 8, 20, 6, 12, 4, EOS_ID}},
-                               g_decode_len_b);
+                               g_repeats.decode_len_b);
     }
     return check_summary("cuda");
 }
