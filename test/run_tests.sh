@@ -50,6 +50,8 @@ run() {  # run NAME COMMAND...: runs one suite, tees its output, adds its counts
 
 # the interface, the CPU's and the GPU's backends: the same ops in the same order, the same names
 run layout python3 test/test_layout.py .
+# make mutants' list of wrong edits: each still applies to the code as it is (the run itself is make mutants)
+run mutants_list python3 test/mutants.py --check
 run core "$BUILD/test_core"
 run ops "$BUILD/test_ops"
 run decode "$BUILD/test_decode"

@@ -308,6 +308,43 @@ static void train_steps(Model* m, const Batch& b, int steps) {
     }
 }
 
+// §5.3 with --clip-norm (off in the paper, and in the PyTorch cases above): the gradient's norm
+// against a sum in double here, and adam_update's clipping against Adam on a gradient scaled
+// here: over the bound every gradient is scaled by bound / norm first; under it, none is.
+static void gradient_clipping() {
+    const Config cfg = small_config(false, false);
+    const Batch b = small_batch(cfg.vocab, 5);
+    Model clipped, scaled, loose, plain;
+    for (Model* m : {&clipped, &scaled, &loose, &plain}) {
+        model_init(m, cfg, 11);
+        model_zero_grad(m);
+        model_forward_backward(m, b);
+    }
+    const std::vector<float> g = host_grads(plain);
+    double sq = 0.0;
+    for (float x : g) sq += (double)x * x;
+    const double norm = std::sqrt(sq), got = grad_norm(&plain), lr = 1e-3;
+    check(std::fabs(got - norm) <= 1e-9 * norm, "grad_norm %.9f = sqrt(sum g^2) %.9f (in double here)", got, norm);
+    const double bound = norm / 4;
+    adam_update(&clipped, lr, bound);
+    for (size_t i = 0; i < g.size(); i++) scaled.grads[i] = (float)(g[i] * (bound / norm));
+    adam_update(&scaled, lr);
+    adam_update(&loose, lr, 2 * norm);
+    adam_update(&plain, lr);
+    // Adam's step is nearly blind to a gradient's scale; its moments are not: m = (1 - b1) g.
+    const std::vector<float> ac = host_adam(clipped), as = host_adam(scaled), ap = host_adam(plain);
+    double worst = 0.0, largest = 0.0;
+    for (size_t i = 0; i < ac.size(); i++) {
+        worst = std::max(worst, (double)std::fabs(ac[i] - as[i]));
+        largest = std::max(largest, (double)std::fabs(as[i]));
+    }
+    check(worst <= 1e-6 * largest && ac != ap && same_bits(host_params(clipped), host_params(scaled)),
+          "--clip-norm norm/4: Adam's m, v and step as on the gradient scaled by 1/4 here (max |diff| %.2e of %.2e)",
+          worst, largest);
+    check(same_bits(host_params(loose), host_params(plain)) && same_bits(host_adam(loose), ap),
+          "--clip-norm 2 norm: the gradient left alone (parameters, m and v bitwise)");
+}
+
 static void checkpoint_round_trip() {
     Config cfg = small_config(false, false);
     cfg.p_drop = 0.1f;
@@ -331,6 +368,34 @@ static void checkpoint_round_trip() {
     train_steps(&a, b, 1);
     train_steps(&c, b, 1);
     check(same_bits(host_params(a), host_params(c)), "round trip: the next step (with dropout) is bitwise identical");
+}
+
+// Checkpoint averaging (./average, ./train's end): each parameter the mean of the checkpoints',
+// summed here in double in the same order, so bitwise.
+static void checkpoint_averaging() {
+    const Config cfg = small_config(false, false);
+    std::vector<std::string> paths;
+    std::vector<double> sum;
+    std::string err;
+    bool saved = true;
+    for (int k = 0; k < 3; k++) {
+        Model m;
+        model_init(&m, cfg, 20 + k);
+        paths.push_back(g_tmp_dir + "/avg" + std::to_string(k) + ".safetensors");
+        saved = saved && checkpoint_save(m, paths.back(), {{"tokenizer", "t"}}, false, &err);
+        const std::vector<float> p = host_params(m);
+        sum.resize(p.size(), 0.0);
+        for (size_t j = 0; j < p.size(); j++) sum[j] += p[j];
+    }
+    Model avg;
+    Metadata meta;
+    const std::string out = g_tmp_dir + "/avg.safetensors";
+    const bool ok = saved && average_checkpoints(paths, out, &err) && checkpoint_load(&avg, out, &meta, &err);
+    check(ok, "average 3 checkpoints and load the result (%s)", err.c_str());
+    if (!ok) return;
+    std::vector<float> want(sum.size());
+    for (size_t j = 0; j < sum.size(); j++) want[j] = (float)(sum[j] / 3);
+    check(same_bits(host_params(avg), want), "average of 3 checkpoints: every parameter (sum of the three) / 3, bitwise");
 }
 
 static void write_bytes(const std::string& path, const std::string& bytes) {
@@ -434,8 +499,11 @@ int main(int argc, char** argv) {
     profiled_step_checks("CPU", [] { return make_cpu_backend(); }, profiled, small_batch(profiled.vocab, 5), 7);
     profiled_decode_checks("CPU", [] { return make_cpu_backend(); }, small_config(false, false),
                            {{5, 9, 14, 3, EOS_ID}, {7, 7, EOS_ID}, {11, 4, 8, 20, 6, 12, 4, EOS_ID}});
+    std::printf("-- gradient clipping\n");
+    gradient_clipping();
     std::printf("-- checkpoints\n");
     checkpoint_round_trip();
+    checkpoint_averaging();
     checkpoint_refusals();
     std::string cmd = "rm -rf " + g_tmp_dir;
     if (std::system(cmd.c_str()) != 0) std::printf("warning: could not remove %s\n", g_tmp_dir.c_str());

@@ -103,6 +103,17 @@ void test_hand_merges() {
     check(tok.encode("").empty(), "encode '' -> no ids");
 }
 
+// Overlapping merges: "ab" x3, "bc" x2 learn a+b (260) before b+c (261), so "abc" encodes as
+// ab c, the earlier merge taking the b; applying the later one first would give a bc.
+void test_merge_order() {
+    Tokenizer tok = Tokenizer::learn({"ab", "ab", "ab", "bc", "bc"}, 300);
+    check(merge_lines(tok) == std::vector<std::string>{"a b", "b c"}, "overlap corpus: merges a+b, then b+c");
+    check(tok.encode("abc") == std::vector<int>{260, byte_id('c')},
+          "encode 'abc' -> ab c: the earlier merge wins the overlap (got %s)", join_pieces(tok, tok.encode("abc")).c_str());
+    check(tok.encode("bcab") == std::vector<int>{261, 260}, "encode 'bcab' -> bc ab (got %s)",
+          join_pieces(tok, tok.encode("bcab")).c_str());
+}
+
 // Hand derivation with spaces and UTF-8, one line "é é ñ":
 //   words: "é" x1, " é" x1, " ñ" x1. é occurs twice -> a char piece (260); ñ once (< 2) stays
 //   as its bytes C3 B1. Pairs, all count 1: (▁,é) (▁,\xC3) (\xC3,\xB1). Ties by bytes: left
@@ -466,6 +477,7 @@ int main() {
     test_utf8();
     test_split_words();
     test_hand_merges();
+    test_merge_order();
     test_hand_merges_utf8();
     test_against_naive();
     test_round_trips();
