@@ -33,7 +33,9 @@ REQUIRED = ("file", "find", "replace", "suites", "what")
 # What the suites below need built in the copy (make targets; the programs land in its root).
 # (A suite whose pieces are missing fails the baseline run, below, before any mutant.)
 TARGETS = ["all", "build/test_core", "build/test_ops", "build/test_decode", "build/test_train", "build/test_cuda",
-           "build/test_bleu", "build/test_tokenizer", "build/emu/libtransformer_cuda.so"]
+           "build/test_bleu", "build/test_tokenizer", "build/test_data", "build/test_sentences", "build/test_gemm_int8",
+           "build/test_gemm", "build/test_gemm_bf16", "build/test_attention", "build/emu/libtransformer_cuda.so",
+           "build/emu/libtransformer_nccl.so"]
 SUITE_TIMEOUT = 900   # seconds; a mutant that hangs a suite this long is killed by it
 
 

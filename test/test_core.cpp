@@ -404,6 +404,25 @@ static void write_bytes(const std::string& path, const std::string& bytes) {
     std::fclose(f);
 }
 
+// list_checkpoints: a run's ckpt-<step>.safetensors in step order, whatever the digits (names
+// are padded to 8, so past step 99,999,999 the text order would put ckpt-100000000 first), and
+// nothing else of the folder (best, average, other suffixes, no step).
+static void checkpoint_listing() {
+    const std::string dir = g_tmp_dir + "/listing";
+    mkdir(dir.c_str(), 0755);
+    const char* names[] = {"ckpt-100000000.safetensors", "ckpt-00000005.safetensors", "ckpt-99999999.safetensors",
+                           "ckpt-00000900.safetensors", "best.safetensors", "average.safetensors",
+                           "ckpt-00000007.safetensors.tmp", "ckpt-.safetensors", "xckpt-00000001.safetensors"};
+    for (const char* n : names) write_bytes(dir + "/" + n, "x");
+    const std::vector<std::string> got = list_checkpoints(dir);
+    const std::vector<std::string> want = {dir + "/ckpt-00000005.safetensors", dir + "/ckpt-00000900.safetensors",
+                                           dir + "/ckpt-99999999.safetensors", dir + "/ckpt-100000000.safetensors"};
+    std::string listed;
+    for (const std::string& g : got) listed += " " + g.substr(dir.size() + 1);
+    check(got == want, "list_checkpoints: steps 5, 900, 99999999, 100000000 in step order, the 5 other files "
+          "left out (got%s)", listed.c_str());
+}
+
 static std::string read_bytes(const std::string& path) {
     std::string s;
     FILE* f = std::fopen(path.c_str(), "rb");
@@ -504,6 +523,7 @@ int main(int argc, char** argv) {
     std::printf("-- checkpoints\n");
     checkpoint_round_trip();
     checkpoint_averaging();
+    checkpoint_listing();
     checkpoint_refusals();
     std::string cmd = "rm -rf " + g_tmp_dir;
     if (std::system(cmd.c_str()) != 0) std::printf("warning: could not remove %s\n", g_tmp_dir.c_str());

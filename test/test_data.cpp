@@ -139,10 +139,10 @@ static void test_read_errors(const Tokenizer& tok) {
 // ------------------------------------------------------------------ the cache
 
 // Flips one byte of a file at `offset` (from the end when negative).
-static void corrupt_byte(const std::string& path, long offset) {
+static void corrupt_byte(const std::string& path, long offset, unsigned char mask = 0x5A) {
     std::string bytes = read_bytes(path);
     size_t at = offset >= 0 ? (size_t)offset : bytes.size() + offset;
-    bytes[at] = (char)(bytes[at] ^ 0x5A);
+    bytes[at] = (char)(bytes[at] ^ mask);
     write_text(path, bytes);
 }
 
@@ -162,13 +162,16 @@ static void test_cache(const Tokenizer& tok) {
     check(ok && note == "cache hit" && again == first, "second encode reads the cache (%s)",
           note.c_str());
 
-    struct Damage { const char* what; long offset; } damages[] = {
-        {"a flipped id byte", -9}, {"a flipped offset byte", 64 + 8 * 10 + 1},
-        {"a flipped header byte (fingerprint)", 17}, {"a flipped magic byte", 0}};
+    // (The ids end the file, little-endian int32: byte -12 is the low byte of the third id from
+    // the end, whose lowest bit flipped leaves a valid id that only the checksum can tell.)
+    struct Damage { const char* what; long offset; unsigned char mask; const char* why; } damages[] = {
+        {"a flipped id byte", -9, 0x5A, "cache rebuilt"}, {"a flipped offset byte", 64 + 8 * 10 + 1, 0x5A, "cache rebuilt"},
+        {"a flipped header byte (fingerprint)", 17, 0x5A, "cache rebuilt"}, {"a flipped magic byte", 0, 0x5A, "cache rebuilt"},
+        {"an id one off (still a valid id)", -12, 0x01, "checksum"}};
     for (const Damage& dm : damages) {
-        corrupt_byte(cpath, dm.offset);
+        corrupt_byte(cpath, dm.offset, dm.mask);
         ok = encode_file_cached(src, tok, true, &again, &note, &err);
-        check(ok && contains(note, "cache rebuilt") && again == first,
+        check(ok && contains(note, "cache rebuilt") && contains(note, dm.why) && again == first,
               "cache with %s is detected and rebuilt (%s)", dm.what, note.c_str());
     }
     std::string bytes = read_bytes(cpath);

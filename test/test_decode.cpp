@@ -26,6 +26,7 @@ static void omp_set_num_threads(int) {}
 #include "cpu/gemm_int8.h"
 #include "model/checkpoint.h"
 #include "test/check.h"
+#include "toolkit/batch_queue.h"
 #include "toolkit/decode.h"
 #include "toolkit/thread_governor.h"
 #include "test/ref_case.h"
@@ -921,6 +922,78 @@ static void ensembles() {
     }
 }
 
+// The service's batches (toolkit/batch_queue.h): jobs queued one after another by request
+// threads, the queue closed, then the batches it yields: the oldest job first, then in arrival
+// order the jobs of the same search while the batch holds fewer than batch_tokens source tokens;
+// a job of another search waits for a batch of its own. A search differs in any option.
+static std::vector<std::vector<int>> queue_batches(const std::vector<int>& lines, const std::vector<int>& beams,
+                                                   bool batching) {
+    BatchQueue q({10, std::chrono::milliseconds(3600 * 1000), batching});
+    std::vector<std::shared_ptr<DecodeJob>> jobs;
+    std::vector<std::thread> requests;
+    for (size_t j = 0; j < lines.size(); j++) {
+        auto job = std::make_shared<DecodeJob>();
+        job->opt.beam = beams[j];
+        job->add(std::vector<int>(lines[j] - 1, 5), 0);   // lines[j] tokens with </s>
+        jobs.push_back(job);
+        requests.emplace_back([&q, job] { q.run(job, DecodeJob::Clock::now() + std::chrono::hours(1)); });
+        while (q.queued_sources() < j + 1) std::this_thread::yield();   // arrival order = j
+    }
+    q.close();
+    std::vector<std::vector<int>> got;
+    std::vector<std::shared_ptr<DecodeJob>> batch;
+    while (q.next_batch(&batch)) {
+        got.emplace_back();
+        for (const auto& b : batch) got.back().push_back((int)(std::find(jobs.begin(), jobs.end(), b) - jobs.begin()));
+        q.complete(batch);
+    }
+    for (std::thread& t : requests) t.join();
+    return got;
+}
+
+static std::string batches_text(const std::vector<std::vector<int>>& batches) {
+    std::string s;
+    for (const auto& b : batches) {
+        s += " [";
+        for (size_t i = 0; i < b.size(); i++) s += (i ? " " : "") + std::to_string(b[i]);
+        s += "]";
+    }
+    return s;
+}
+
+static void batch_queue_rules() {
+    // job (tokens, beam): 0 (4, 1), 1 (4, 1), 2 (4, 4), 3 (3, 1), 4 (9, 1), 5 (2, 1); batch_tokens 10
+    const std::vector<int> lines = {4, 4, 4, 3, 9, 2}, beams = {1, 1, 4, 1, 1, 1};
+    const std::vector<std::vector<int>> want = {{0, 1, 3}, {2}, {4, 5}}, alone = {{0}, {1}, {2}, {3}, {4}, {5}};
+    const auto got = queue_batches(lines, beams, true);
+    check(got == want, "batch queue: jobs of 4, 4, 4 (beam 4), 3, 9, 2 tokens, --batch-tokens 10: batches%s (want "
+          "[0 1 3] [2] [4 5]: 11 tokens stop a batch, the beam-4 job waits for its own)", batches_text(got).c_str());
+    const auto off = queue_batches(lines, beams, false);
+    check(off == alone, "batch queue, batching off: batches%s (want one job each, in arrival order)",
+          batches_text(off).c_str());
+    DecodeOptions base;
+    base.sampling = true;
+    std::vector<std::pair<const char*, DecodeOptions>> other;
+    auto differ = [&](const char* what, auto change) { DecodeOptions o = base; change(o); other.push_back({what, o}); };
+    differ("beam", [](DecodeOptions& o) { o.beam = 2; });
+    differ("nbest", [](DecodeOptions& o) { o.nbest = 2; });
+    differ("alpha", [](DecodeOptions& o) { o.alpha = 1.0f; });
+    differ("max_len_a", [](DecodeOptions& o) { o.max_len_a = 2.0f; });
+    differ("max_len_b", [](DecodeOptions& o) { o.max_len_b = 9; });
+    differ("recompute", [](DecodeOptions& o) { o.recompute = true; });
+    differ("force_length", [](DecodeOptions& o) { o.force_length = 3; });
+    differ("sampling", [](DecodeOptions& o) { o.sampling = false; });
+    differ("sample_topk", [](DecodeOptions& o) { o.sample_topk = 5; });
+    differ("sample_topp", [](DecodeOptions& o) { o.sample_topp = 0.5f; });
+    differ("temperature", [](DecodeOptions& o) { o.temperature = 2.0f; });
+    differ("seed", [](DecodeOptions& o) { o.seed = 2; });
+    std::string shared;
+    for (const auto& o : other)
+        if (same_search(base, o.second) || same_search(o.second, base)) shared += std::string(" ") + o.first;
+    check(same_search(base, base) && shared.empty(), "batch queue: jobs share a batch only with every option equal "
+          "(%zu options tried one at a time; shared despite:%s)", other.size(), shared.empty() ? " none" : shared.c_str());
+}
+
 int main(int argc, char** argv) {
     if (argc > 1) g_ref_dir = argv[1];
     reference_decoding();
@@ -937,6 +1010,8 @@ int main(int argc, char** argv) {
     scoring_prefix_sampling();
     std::printf("-- ensembles\n");
     ensembles();
+    std::printf("-- the service's batches\n");
+    batch_queue_rules();
     std::printf("-- weights packed once for decoding\n");   // (last: its sources would shift the copy task's)
     for (const char* precision : {"fp32", "bf16"}) packed_weights_same_bits(precision);
     for (const char* precision : {"fp32", "bf16", "int8"}) new_weights_drop_copies(precision);

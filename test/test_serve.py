@@ -194,6 +194,15 @@ def main():
     check(err == "", f"50 lines in one request equal ./translate's {err}")
     errs = [answer_errors(*s.translate(items([line]))[:2], [line], expected) for line in pool[50:70]]
     check(all(e == "" for e in errs), f"20 one-line requests equal ./translate's {[e for e in errs if e][:1]}")
+    # A character past U+FFFF arrives as a JSON surrogate pair (json.dumps escapes it so).
+    line = "sun \U0001F600 moon"
+    body = json.dumps(items([line]))
+    status, out, _ = s.translate(items([line]))
+    got = (out[0][0]["src"], out[0][0]["tgt"]) if status == 200 else (f"status {status}", out)
+    want = (line, translate_stdin(model, [line])[0])
+    check("\\ud83d\\ude00" in body and got == want,
+          f"U+1F600 sent as the surrogate pair \\ud83d\\ude00: src read back {got[0]!r} (want {line!r}), "
+          f"tgt equal ./translate's ({got[1]!r}, {want[1]!r})")
 
     # n-best with scores, per-request beam/nbest/alpha, against ./translate --beam 3 --nbest 2 --alpha 1.
     lines = [x for x in pool if x][:10]
@@ -256,18 +265,22 @@ def main():
 
     # Sampling per request: item i draws from line i's stream, so a request's samples equal
     # ./translate --sampling over its lines, whatever the requests it shares a batch with (8
-    # sampling requests of random lines at once, and greedy ones beside them); another seed,
-    # another sample.
+    # sampling requests of random lines at once, seeds 7 and 8 by turns, which must not share a
+    # batch, and greedy ones beside them); another seed, another sample.
     plain = [x for x in pool if x]
     opts = dict(sampling="topk:5", seed=7, temperature=1.5)
-    cli_opts = ("--sampling", "topk:5", "--seed", "7", "--temperature", "1.5")
+
+    def cli_opts(seed):
+        return ("--sampling", "topk:5", "--seed", str(seed), "--temperature", "1.5")
+
     r = random.Random(5)
     requests = [[r.choice(plain) for _ in range(r.randint(5, 25))] for _ in range(8)]
-    wanted = [translate_stdin(model, lines, *cli_opts) for lines in requests]
+    seeds = [7 + i % 2 for i in range(len(requests))]
+    wanted = [translate_stdin(model, lines, *cli_opts(seed)) for lines, seed in zip(requests, seeds)]
     answers = [None] * len(requests)
 
     def sampler(i):
-        status, out, _ = s.translate(items(requests[i], **opts))
+        status, out, _ = s.translate(items(requests[i], **dict(opts, seed=seeds[i])))
         answers[i] = [o["tgt"] for o in out[0]] if status == 200 else f"status {status}: {out}"
 
     threads = [threading.Thread(target=sampler, args=(i,)) for i in range(len(requests))]
@@ -276,12 +289,12 @@ def main():
     bad = run_all(threads)
     same = sum(a == w for a, w in zip(answers, wanted))
     check(same == len(requests) and len(results) == 6 and not bad,
-          f"8 concurrent sampling requests (topk:5, seed 7, T 1.5) equal ./translate --sampling over their "
-          f"lines: {same}/8; 6 greedy requests beside them correct {bad[:2]}")
+          f"8 concurrent sampling requests (topk:5, seeds 7 and 8 by turns, T 1.5) equal ./translate --sampling "
+          f"--seed over their lines: {same}/8; 6 greedy requests beside them correct {bad[:2]}")
     lines = requests[0]
     status, out, _ = s.translate(items(lines, **dict(opts, seed=8)))
     other = [o["tgt"] for o in out[0]] if status == 200 else []
-    want8 = translate_stdin(model, lines, *cli_opts[:2], "--seed", "8", *cli_opts[4:])
+    want8 = translate_stdin(model, lines, *cli_opts(8))
     check(other == want8 and other != wanted[0],
           f"seed 8: ./translate --seed 8's samples, not seed 7's ({sum(a != b for a, b in zip(other, wanted[0]))} "
           f"of {len(lines)} lines differ)")
