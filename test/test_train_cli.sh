@@ -6,7 +6,8 @@
 #   stopping ends at the evaluation the logged metric sequence predicts (and, with a learning
 #   rate that cannot move a parameter, at evaluation 1 + N); --max-epochs ends after that many
 #   epochs of batches; --vocab trains with the given vocabulary; --init-from keeps the
-#   checkpoint's tokenizer; ./average --last N == averaging those N files (bitwise); bad values
+#   checkpoint's tokenizer; --keep K leaves the last K checkpoints; ./average --last N ==
+#   averaging those N files (bitwise); bad values
 #   exit 2 naming the option; Ctrl-C saves the step reached and exits 130, and the run resumed
 #   from there equals the uninterrupted one bitwise. (test_train checks --init-from's first loss and Adam's options
 #   numerically.) Run from the repository root after `make`; the optional argument is the
@@ -140,6 +141,13 @@ check $? "./train --init-from ckpt-50 on other data (exit $?)"
 cmp -s "$T/run/vocab.bpe" "$T/tuned/vocab.bpe" && grep -q "^Fine-tuning from .*(step 50 of its run)" "$T/train6.log" &&
     [ -f "$T/tuned/ckpt-00000002.safetensors" ]
 check $? "--init-from: the checkpoint's vocabulary, a fresh schedule (ckpt-00000002 after 2 steps)"
+
+# ---- --keep K: the last K checkpoints stay --------------------------------------------------
+"$B"/train $TA $V --out "$T/keep" --max-steps 12 --save-every-steps 2 --keep 3 --no-eval --average 0 > "$T/keep.log" 2>&1
+check $? "./train --save-every-steps 2 --keep 3, 12 steps (exit $?)"
+kept=$(cd "$T/keep" && echo ckpt-*.safetensors)
+[ "$kept" = "ckpt-00000008.safetensors ckpt-00000010.safetensors ckpt-00000012.safetensors" ]
+check $? "--keep 3 leaves the last 3 of the 6 checkpoints: $kept"
 
 # ---- ./average --last N DIR -----------------------------------------------------------------
 "$B"/average --last 3 --out "$T/last.safetensors" "$T/run2" > /dev/null

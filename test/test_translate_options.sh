@@ -37,6 +37,13 @@ awk 'BEGIN { for (i = 0; i < 30; i++) printf "sun moon "; print "" }' > "$T/long
 tr --split-long --max-input-tokens 16 --nbest 2 < "$T/long.txt" > "$T/long_nbest.txt"
 s=$?; [ $s -eq 0 ] && [ "$(wc -l < "$T/long_nbest.txt")" -eq 2 ] && [ "$(field 1 "$T/long_nbest.txt" | sort -u)" = 0 ]
 check $? "--split-long --nbest 2: a line cut in pieces keeps 2 numbered n-best entries (exit $s, $(wc -l < "$T/long_nbest.txt") lines)"
+# its score: the pieces' summed log-probability over GNMT's length penalty ((5 + n) / 6)^0.6 of
+# all n tokens, for some n at least the words of the text (n is not printed: a search over n;
+# neighbouring n differ by over 0.3%, the printed 6 decimals by 1e-6)
+awk -F ' [|][|][|] ' '{ s = $3 + 0; l = $4 + 0; w = split($2, x, " "); ok = 0
+    for (n = (w > 2 ? w : 2); n <= 4 * w + 64; n++) { d = l / ((5 + n) / 6) ^ 0.6 - s; if (d < 0) d = -d; if (d <= 2e-6) ok = n }
+    printf "%s%d", (NR > 1 ? " " : ""), ok; if (!ok) bad = 1 } END { exit bad }' "$T/long_nbest.txt" > "$T/long_n.txt"
+check $? "--split-long --nbest 2: each entry's score is its log-probability over the length penalty of all its tokens (n = $(cat "$T/long_n.txt"))"
 
 # ---- --split-sentences: a line is its sentences' own translations joined by a space
 printf 'sun moon.\nMoon sun!\n' | tr --beam 2 > "$T/alone.txt"
