@@ -205,27 +205,23 @@ Status parse_request(const std::string& body, const ServeModel& m, const ServeOp
     return Status{};
 }
 
-// The OpenNMT-py response: nbest lists, the k-th holding each item's k-th best translation.
-// A line translated in pieces (--split-long) gets its pieces' k-th bests joined by a space,
-// scored by the sum of their scores.
+// The OpenNMT-py response: nbest lists, the k-th holding each item's k-th best translation
+// (its last when it has fewer). A line translated in pieces (--split-long) answers as
+// ./translate does: its pieces' k-th bests joined (toolkit/decode.h: join_pieces).
 std::string format_response(const ServeModel& m, const TranslateRequest& req, const DecodeJob& job) {
     const int nbest = req.opt.nbest;
+    std::vector<std::vector<JoinedHypothesis>> joined;   // per item
+    size_t h = 0;   // index of the item's first piece in job.hyps
+    for (size_t i = 0; i < req.src.size(); h += req.pieces[i].size(), i++)
+        joined.push_back(join_pieces(*m.tok, job.hyps, h, req.pieces[i].size(), req.opt.alpha));
     std::string out = "[";
     for (int k = 0; k < nbest; k++) {
         out += k ? ", [" : "[";
-        size_t h = 0;   // index of the item's first piece in job.hyps
         for (size_t i = 0; i < req.src.size(); i++) {
-            std::string tgt;
-            double score = 0;
-            for (size_t p = 0; p < req.pieces[i].size(); p++, h++) {
-                const std::vector<Hypothesis>& list = job.hyps[h];
-                const Hypothesis& hyp = list[std::min(list.size() - 1, (size_t)k)];
-                m.tok->append_text(&tgt, hyp.tokens);
-                score += hyp.score;
-            }
+            const JoinedHypothesis& best = joined[i][std::min(joined[i].size() - 1, (size_t)k)];
             out += (i ? ", " : "") + std::string("{\"src\": ") + json_quote(req.src[i]) + ", \"tgt\": " +
-                   json_quote(tgt) + ", \"n_best\": " + std::to_string(nbest) + ", \"pred_score\": " +
-                   json_number(score) + "}";
+                   json_quote(best.text) + ", \"n_best\": " + std::to_string(nbest) + ", \"pred_score\": " +
+                   json_number(best.score) + "}";
         }
         out += "]";
     }

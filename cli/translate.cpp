@@ -276,7 +276,7 @@ struct Translator {
         std::vector<std::vector<Hypothesis>> hyps = decode_sorted(&model, sources, opt.decode, opt.batch_tokens, &in);
         size_t k = 0;
         for (size_t i = 0; i < lines.size(); i++) {
-            std::vector<Joined> joined = join_pieces(hyps, k, lines[i].size());
+            std::vector<JoinedHypothesis> joined = join_pieces(tok, hyps, k, lines[i].size(), opt.decode.alpha);
             const size_t first = k;
             const bool whole = lines[i].size() == 1;   // --attention/--alignment: lines not cut
             k += lines[i].size();
@@ -294,30 +294,6 @@ struct Translator {
             }
         }
         flush_stdout();   // ends the program on a write error (a full disk, a closed pipe)
-    }
-
-    // One output hypothesis of a line: its text, scores and token count (with </s>).
-    struct Joined { std::string text; float score = 0, logprob = 0; long tokens = 0; };
-
-    // The hypotheses of a line cut into n pieces (hyps[k .. k + n), one piece when not cut):
-    // entry j joins each piece's j-th best (or its last when it has fewer), texts joined by a
-    // space, log-probabilities added, the length penalty over all tokens (n-best of a
-    // --split-long line: not a search over all combinations).
-    std::vector<Joined> join_pieces(const std::vector<std::vector<Hypothesis>>& hyps, size_t k, size_t n) const {
-        size_t entries = 1;
-        for (size_t p = 0; p < n; p++) entries = std::max(entries, hyps[k + p].size());
-        std::vector<Joined> out(entries);
-        for (size_t j = 0; j < entries; j++) {
-            for (size_t p = 0; p < n; p++) {
-                const Hypothesis& h = hyps[k + p][std::min(j, hyps[k + p].size() - 1)];
-                tok.append_text(&out[j].text, h.tokens);
-                out[j].logprob += h.logprob;
-                out[j].tokens += (long)h.tokens.size();
-            }
-            out[j].score = n == 1 ? hyps[k][j].score
-                                  : out[j].logprob / length_penalty((int)out[j].tokens, opt.decode.alpha);
-        }
-        return out;
     }
 };
 

@@ -147,7 +147,9 @@ def sync(tree):
                 if f.read() == data:
                     continue
         os.makedirs(os.path.dirname(dst), exist_ok=True)
-        shutil.copy2(src, dst)
+        # written now, not with the source's time (copy2): a mutant restored in the copy after the
+        # source changed left objects newer than that time, and make would keep them
+        shutil.copy(src, dst)
         copied += 1
     return copied
 

@@ -8,6 +8,7 @@
 #include <cmath>
 #include <cstdio>
 #include <cstring>
+#include <functional>
 #include <string>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -444,6 +445,119 @@ static void expect_refusal(const char* what, const std::string& path, const char
     check(!ok && err.find(expect) != std::string::npos, "refuses %-22s -> \"%s\"", what, err.c_str());
 }
 
+// The presets "base" and "big" are Table 3's rows: N, d_model, d_ff, h, d_k = d_v, P_drop,
+// epsilon_ls, the paper's post-LN and sinusoids, and its parameter counts (65M and 213M, from a
+// shared vocabulary of about 37,000 tokens: ours, 37,000 with tied embeddings, within 5%).
+static void presets_are_table3() {
+    struct Row { const char* name; int n, d, dff, h, dk; float p_drop; double params; } rows[] = {
+        {"base", 6, 512, 2048, 8, 64, 0.1f, 65e6}, {"big", 6, 1024, 4096, 16, 64, 0.3f, 213e6}};
+    for (const Row& r : rows) {
+        Config c;
+        const bool found = config_preset(r.name, &c);
+        const double params = found ? (double)make_layout(c).total : 0;
+        check(found && c.n_enc == r.n && c.n_dec == r.n && c.d_model == r.d && c.d_ff == r.dff && c.n_heads == r.h &&
+                  c.d_k == r.dk && c.d_v == r.dk && c.p_drop == r.p_drop && c.label_smoothing == 0.1f && c.vocab == 37000 &&
+                  !c.pre_ln && !c.learned_pos && std::fabs(params / r.params - 1) <= 0.05,
+              "preset %s = Table 3: N %d, d_model %d, d_ff %d, h %d, d_k %d, P_drop %g, eps_ls %g; %.1fM parameters "
+              "(the paper's %.0fM)", r.name, c.n_enc, c.d_model, c.d_ff, c.n_heads, c.d_k, c.p_drop, c.label_smoothing,
+              params / 1e6, r.params / 1e6);
+    }
+}
+
+// config_error, which guards ./train's options and every loaded checkpoint's config: each
+// bound's last valid value passes, one step past it is refused, naming the field.
+static void config_bounds() {
+    struct Case { const char* what; std::function<void(Config*)> set; const char* refused; } cases[] = {
+        {"64 layers", [](Config* c) { c->n_enc = c->n_dec = 64; }, nullptr},
+        {"65 encoder layers", [](Config* c) { c->n_enc = 65; }, "layers"},
+        {"0 decoder layers", [](Config* c) { c->n_dec = 0; }, "layers"},
+        {"d_ff 0", [](Config* c) { c->d_ff = 0; }, "positive"},
+        {"5 ids", [](Config* c) { c->vocab = 5; }, nullptr},
+        {"4 ids", [](Config* c) { c->vocab = 4; }, "vocabulary"},
+        {"max_len 2", [](Config* c) { c->max_len = 2; }, nullptr},
+        {"max_len 1", [](Config* c) { c->max_len = 1; }, "max_len"},
+        {"P_drop 0.999", [](Config* c) { c->p_drop = 0.999f; }, nullptr},
+        {"P_drop 1", [](Config* c) { c->p_drop = 1.0f; }, "dropout"},
+        {"attention dropout 1", [](Config* c) { c->p_attn_drop = 1.0f; }, "dropout"},
+        {"ReLU dropout -0.1", [](Config* c) { c->p_relu_drop = -0.1f; }, "dropout"},
+        {"P_drop NaN", [](Config* c) { c->p_drop = std::nanf(""); }, "dropout"},
+        {"label smoothing 0", [](Config* c) { c->label_smoothing = 0.0f; }, nullptr},
+        {"label smoothing 1", [](Config* c) { c->label_smoothing = 1.0f; }, "label smoothing"},
+    };
+    int right = 0;
+    std::string wrong;
+    for (const Case& k : cases) {
+        Config c;
+        k.set(&c);
+        const std::string err = config_error(c);
+        if (k.refused ? err.find(k.refused) != std::string::npos : err.empty()) right++;
+        else wrong += std::string(" [") + k.what + ": \"" + err + "\"]";
+    }
+    check(right == (int)(sizeof cases / sizeof cases[0]), "config bounds: %d/%zu edge values accepted or refused "
+          "as they should be%s", right, sizeof cases / sizeof cases[0], wrong.c_str());
+}
+
+// The config in a checkpoint: every field survives config_to_json -> config_from_json (each set
+// away from its default, compared member by member), and config_difference names a change of
+// any one field (the loader's and ./average's refusal of another model).
+static void config_round_trip() {
+    Config c;
+    c.n_enc = 3, c.n_dec = 2, c.d_model = 40, c.d_ff = 72, c.n_heads = 5, c.d_k = 6, c.d_v = 7, c.vocab = 333;
+    c.max_len = 99, c.p_drop = 0.25f, c.p_attn_drop = 0.125f, c.p_relu_drop = 0.375f, c.label_smoothing = 0.2f;
+    c.pre_ln = true, c.learned_pos = true;
+    Config back;
+    std::string err;
+    const bool read = config_from_json(config_to_json(c), &back, &err);
+    check(read && back.n_enc == 3 && back.n_dec == 2 && back.d_model == 40 && back.d_ff == 72 && back.n_heads == 5 &&
+              back.d_k == 6 && back.d_v == 7 && back.vocab == 333 && back.max_len == 99 && back.p_drop == 0.25f &&
+              back.p_attn_drop == 0.125f && back.p_relu_drop == 0.375f && back.label_smoothing == 0.2f &&
+              back.pre_ln && back.learned_pos,
+          "config JSON round trip: all 15 fields back as written (%s)", read ? config_to_json(back).c_str() : err.c_str());
+    std::vector<std::function<void(Config*)>> edits = {
+        [](Config* x) { x->n_enc++; }, [](Config* x) { x->n_dec++; }, [](Config* x) { x->d_model++; },
+        [](Config* x) { x->d_ff++; }, [](Config* x) { x->n_heads++; }, [](Config* x) { x->d_k++; },
+        [](Config* x) { x->d_v++; }, [](Config* x) { x->vocab++; }, [](Config* x) { x->max_len++; },
+        [](Config* x) { x->p_drop = 0.5f; }, [](Config* x) { x->p_attn_drop = 0.5f; },
+        [](Config* x) { x->p_relu_drop = 0.5f; }, [](Config* x) { x->label_smoothing = 0.5f; },
+        [](Config* x) { x->pre_ln = false; }, [](Config* x) { x->learned_pos = false; }};
+    std::string seen;
+    int named = 0;
+    for (const auto& edit : edits) {
+        Config other = c;
+        edit(&other);
+        const std::string diff = config_difference(c, other);
+        named += !diff.empty();
+        seen += (seen.empty() ? "" : ", ") + diff.substr(0, diff.find(':'));
+    }
+    check(named == (int)edits.size(), "config_difference names a change of each field: %d/%zu (%s)", named,
+          edits.size(), seen.c_str());
+}
+
+// The file as DESIGN.md describes it: an 8-byte little-endian header length, a JSON header padded
+// with spaces so that the data section starts 8-byte aligned (safetensors' convention: a reader
+// may map the floats in place), then the parameters in buffer order, then Adam's m and v.
+static void checkpoint_file_layout() {
+    Model a;
+    model_init(&a, small_config(false, false), 5);
+    const std::string path = g_tmp_dir + "/layout.safetensors";
+    std::string err;
+    checkpoint_save(a, path, {}, true, &err);
+    const std::string bytes = read_bytes(path);
+    uint64_t n = 0;
+    for (int i = 7; i >= 0 && bytes.size() >= 8; i--) n = (n << 8) | (unsigned char)bytes[i];
+    const size_t total = a.layout.total * sizeof(float), data = 8 + (size_t)n;
+    const bool sized = bytes.size() == data + 3 * total;   // parameters, m, v
+    const std::string header = sized ? bytes.substr(8, n) : "";
+    const size_t json_end = header.find_last_not_of(' ');
+    check(sized && data % 8 == 0 && header[0] == '{' && json_end != std::string::npos && header[json_end] == '}',
+          "checkpoint file: %zu bytes = 8 + a %llu-byte header (%zu bytes of JSON, then spaces) + 3 x %zu; data "
+          "at byte %zu (8-byte aligned)", bytes.size(), (unsigned long long)n, json_end + 1, total, data);
+    const std::vector<float> params = host_params(a);
+    check(sized && std::memcmp(bytes.data() + data, params.data(), total) == 0,
+          "checkpoint file: the data section starts with the parameter buffer as it is in memory (%zu floats)",
+          a.layout.total);
+}
+
 static void checkpoint_refusals() {
     Config cfg = small_config(true, true);
     Model a;
@@ -524,6 +638,10 @@ int main(int argc, char** argv) {
     checkpoint_round_trip();
     checkpoint_averaging();
     checkpoint_listing();
+    presets_are_table3();
+    config_bounds();
+    config_round_trip();
+    checkpoint_file_layout();
     checkpoint_refusals();
     std::string cmd = "rm -rf " + g_tmp_dir;
     if (std::system(cmd.c_str()) != 0) std::printf("warning: could not remove %s\n", g_tmp_dir.c_str());

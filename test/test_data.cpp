@@ -165,9 +165,9 @@ static void test_cache(const Tokenizer& tok) {
     // (The ids end the file, little-endian int32: byte -12 is the low byte of the third id from
     // the end, whose lowest bit flipped leaves a valid id that only the checksum can tell.)
     struct Damage { const char* what; long offset; unsigned char mask; const char* why; } damages[] = {
-        {"a flipped id byte", -9, 0x5A, "cache rebuilt"}, {"a flipped offset byte", 64 + 8 * 10 + 1, 0x5A, "cache rebuilt"},
-        {"a flipped header byte (fingerprint)", 17, 0x5A, "cache rebuilt"}, {"a flipped magic byte", 0, 0x5A, "cache rebuilt"},
-        {"an id one off (still a valid id)", -12, 0x01, "checksum"}};
+        {"a flipped id byte", -9, 0x5A, "corrupt"}, {"a flipped offset byte", 64 + 8 * 10 + 1, 0x5A, "corrupt"},
+        {"a flipped header byte (fingerprint)", 17, 0x5A, "stale: other tokenizer"},
+        {"a flipped magic byte", 0, 0x5A, "bad magic"}, {"an id one off (still a valid id)", -12, 0x01, "checksum"}};
     for (const Damage& dm : damages) {
         corrupt_byte(cpath, dm.offset, dm.mask);
         ok = encode_file_cached(src, tok, true, &again, &note, &err);

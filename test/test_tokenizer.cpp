@@ -127,6 +127,13 @@ void test_hand_merges_utf8() {
     check(tok.vocab_size() == 264 && tok.piece(263) == "▁ñ", "hand corpus 2: 264 ids, 263 = ▁ñ");
     check(tok.encode("\xC3\xB1") == std::vector<int>{byte_id(0xC3), byte_id(0xB1)},
           "encode 'ñ' without a space -> its two byte pieces");
+    // Room for one char piece (vocabulary 261): the most frequent character takes it, ñ (x3)
+    // before é (x2); on equal counts the smaller code point, é (U+E9) before ñ (U+F1).
+    Tokenizer one = Tokenizer::learn({"\xC3\xA9 \xC3\xB1 \xC3\xB1 \xC3\xA9 \xC3\xB1"}, 261);
+    Tokenizer tie = Tokenizer::learn({"\xC3\xB1 \xC3\xA9 \xC3\xB1 \xC3\xA9"}, 261);
+    check(one.num_chars() == 1 && one.piece(260) == "ñ" && tie.num_chars() == 1 && tie.piece(260) == "é",
+          "one char piece to give: the most frequent character (%s), on a tie the smaller code point (%s)",
+          one.piece(260).c_str(), tie.piece(260).c_str());
 }
 
 // The obvious BPE learner, for cross-checking the incremental one: every step recounts all

@@ -182,6 +182,7 @@ static void averaging() {
     std::string err;
     for (int i = 0; i < 3; i++) {
         model_init(&ms[i], c, 100 + i);
+        ms[i].step = 1000 * (i + 1);
         paths.push_back(g_tmp + "/avg" + std::to_string(i) + ".safetensors");
         checkpoint_save(ms[i], paths.back(), {{"tokenizer", "same"}}, true, &err);
     }
@@ -194,6 +195,7 @@ static void averaging() {
         for (size_t j = 0; j < want.size(); j++)
             want[j] = (float)(((double)p0[j] + p1[j] + p2[j]) / 3.0);
         check(same_bits(host_params(avg), want), "average equals the element-wise mean (bitwise, %zu floats)", want.size());
+        check(avg.step == 3000, "the average carries the last input's step, 3000 (%lld)", (long long)avg.step);
     }
     Model other;
     Config c2 = c;

@@ -24,6 +24,10 @@ tr() { "$B"/translate --model "$M" --quiet "$@"; }
 maxdiff() { paste "$1" "$2" | awk '{ d = $1 - $2; if (d < 0) d = -d; if (d > m) m = d } END { printf "%.2e", m + 0 }'; }
 # field N (1-based) of " ||| "-separated lines
 field() { awk -F ' [|][|][|] ' -v n="$1" '{ print $n }' "$2"; }
+# the tokens of a line of text as ./translate counts them (its refusal at --max-input-tokens 1 names
+# the count): "tokens_of TEXT [MODEL]"
+tokens_of() { printf '%s\n' "$1" | "$B"/translate --model "${2:-$M}" --max-input-tokens 1 2>&1 >/dev/null |
+    sed -n 's/^translate: line 1: \([0-9]*\) tokens.*/\1/p'; }
 # the source line of each n-best line ("i ||| hyp ||| ..."), paired: "SOURCE ||| hyp"
 pairs() { awk -F ' [|][|][|] ' 'NR == FNR { src[NR - 1] = $0; next } { print src[$1] " ||| " $2 }' "$1" "$2"; }
 
@@ -56,6 +60,15 @@ check $? "--split-sentences, a sentence over --max-input-tokens: refused, exit 1
 printf 'sun moon. Moon sun moon sun moon sun moon sun moon sun moon sun moon sun.\n' | tr --split-sentences --split-long --max-input-tokens 8 > "$T/cut.txt"
 s=$?; [ $s -eq 0 ] && [ "$(wc -l < "$T/cut.txt")" -eq 1 ]
 check $? "--split-sentences --split-long: that sentence cut, one output line (exit $s)"
+# a line that fits exactly (K tokens, --max-input-tokens K) stays whole under --split-long, though
+# it has two sentences (cut into them, it translates otherwise: checked first)
+printf 'sun moon sky. Moon sun sea!\n' > "$T/two_sentences.txt"
+k=$(tokens_of "$(cat "$T/two_sentences.txt")")
+tr --beam 2 --max-input-tokens "${k:-1}" < "$T/two_sentences.txt" > "$T/whole.txt"
+tr --beam 2 --split-sentences < "$T/two_sentences.txt" > "$T/halves.txt"
+tr --beam 2 --split-long --max-input-tokens "${k:-1}" < "$T/two_sentences.txt" > "$T/fits.txt"
+s=$?; [ $s -eq 0 ] && [ -n "$k" ] && ! cmp -s "$T/whole.txt" "$T/halves.txt" && cmp -s "$T/whole.txt" "$T/fits.txt"
+check $? "--split-long --max-input-tokens $k: a line of exactly $k tokens (two sentences) is translated whole: $(cat "$T/fits.txt") (cut: $(cat "$T/halves.txt"))"
 for other in --score --alignment; do
     echo 'sun ||| moon' | tr --split-sentences $other > /dev/null 2> "$T/err.txt"
     s=$?; [ $s -eq 2 ] && grep -q -- "--split-sentences" "$T/err.txt"
@@ -86,6 +99,27 @@ awk -F ' [|][|][|] ' '{ n = split($3, v, " "); s = 0; for (i = 1; i <= n; i++) s
 check $? "--score-tokens: the per-token log-probabilities add up to the line's"
 awk -F ' [|][|][|] ' '{ print $1 " ||| " $2 }' "$T/tokens.txt" | cmp -s - "$T/scored4.txt"
 check $? "--score-tokens: the first two fields unchanged"
+# a target's tokens and its </s> must fit --max-input-tokens: N tokens need N + 1
+nt=$(tokens_of "sunno moono staro")
+echo "sun moon star ||| sunno moono staro" | tr --score --max-input-tokens "${nt:-1}" > /dev/null 2> "$T/err.txt"; s=$?
+echo "sun moon star ||| sunno moono staro" | tr --score --max-input-tokens $((${nt:-1} + 1)) > /dev/null; s1=$?
+[ -n "$nt" ] && [ $s -eq 1 ] && [ $s1 -eq 0 ] && grep -q "target: $nt tokens, more than --max-input-tokens $nt - 1" "$T/err.txt"
+check $? "--score: a target of $nt tokens refused at --max-input-tokens $nt (exit $s: $(head -c 90 "$T/err.txt")), taken at $((${nt:-1} + 1)) (exit $s1)"
+
+# ---- a model with learned positions (max_len 12) takes lines of 11 tokens: with </s>, 12 positions
+"$B"/train --config tiny --d-model 32 --d-ff 64 --vocab-size 300 --data "$T/corpus" --out "$T/learned" --learned-pos \
+    --max-len 12 --max-steps 2 --max-tokens 400 --warmup 2 --log-every 1000s --no-eval > "$T/learned.log" 2>&1
+check $? "a tiny model with learned positions, max_len 12, trains 2 steps"
+LP="$T/learned/average.safetensors"
+eleven=""; twelve=""; words=""
+for i in $(seq 1 14); do
+    words="$words sun"
+    case $(tokens_of "$words" "$LP") in 11) eleven=$words ;; 12) twelve=$words ;; esac
+done
+echo "$eleven" | "$B"/translate --model "$LP" --quiet > /dev/null 2>&1; s=$?
+echo "$twelve" | "$B"/translate --model "$LP" --quiet > /dev/null 2> "$T/err.txt"; s1=$?
+[ -n "$eleven" ] && [ -n "$twelve" ] && [ $s -eq 0 ] && [ $s1 -eq 1 ] && grep -q "line 1: 12 tokens, more than --max-input-tokens 11" "$T/err.txt"
+check $? "learned positions, max_len 12: a line of 11 tokens translated (exit $s), one of 12 refused (exit $s1: $(head -c 90 "$T/err.txt"))"
 
 # ---- --ensemble: a model with itself translates as the model alone; an ensemble's own n-best
 # output, scored by the same ensemble, gives back its log-probabilities (test_decode checks the
@@ -156,14 +190,16 @@ tr --sampling topp:0.9 --temperature 1.5 --seed 3 --batch-tokens 7 < "$IN" > "$T
 cmp -s "$T/p3a.txt" "$T/p3b.txt"; check $? "--sampling topp:0.9: the same seed, other batches: the same text"
 tr --sampling topk:1 < "$IN" > "$T/k1.txt"
 tr --beam 1 < "$IN" | cmp -s - "$T/k1.txt"; check $? "--sampling topk:1 == greedy (--beam 1)"
-# every line its own random numbers: 4,104 copies of one line, lines 1-8 against 4,097-4,104 (the
-# version before drew the same numbers every 4,096 lines)
+# every line its own random numbers: 4,104 copies of one line, lines 1-8 against 2,001-2,008 (the
+# first lines of the second chunk of 2,000 read together) and 4,097-4,104 (the version before drew
+# the same numbers every 4,096 lines)
 yes "sun moon star sea" | head -n 4104 > "$T/copies.txt"
 tr --sampling topk:5 --temperature 1.5 < "$T/copies.txt" > "$T/copies_out.txt"
-sed -n 1,8p "$T/copies_out.txt" > "$T/a.txt"; sed -n 4097,4104p "$T/copies_out.txt" > "$T/b.txt"
+sed -n 1,8p "$T/copies_out.txt" > "$T/a.txt"; sed -n 2001,2008p "$T/copies_out.txt" > "$T/c.txt"
+sed -n 4097,4104p "$T/copies_out.txt" > "$T/b.txt"
 distinct=$(sort -u "$T/copies_out.txt" | wc -l)
-[ "$(wc -l < "$T/copies_out.txt")" -eq 4104 ] && ! cmp -s "$T/a.txt" "$T/b.txt"
-check $? "--sampling: lines 1-8 and 4,097-4,104 of 4,104 copies of one line draw other samples ($distinct distinct texts)"
+[ "$(wc -l < "$T/copies_out.txt")" -eq 4104 ] && ! cmp -s "$T/a.txt" "$T/b.txt" && ! cmp -s "$T/a.txt" "$T/c.txt"
+check $? "--sampling: lines 1-8, 2,001-2,008 and 4,097-4,104 of 4,104 copies of one line draw other samples ($distinct distinct texts)"
 
 # ---- -i / -o, --threads, --quiet, --version, the speed summary
 tr < "$IN" > "$T/stdout.txt"
@@ -211,6 +247,7 @@ refused 2 "--sampling" --sampling topx:3
 refused 2 "--temperature" --sampling topk:5 --temperature 0
 refused 2 "--temperature" --sampling topk:5 --temperature -1
 refused 2 "needs --beam 1" --sampling topk:5 --beam 4
+refused 2 "--nbest must be 1" --sampling topk:5 --nbest 2
 refused 2 "--score-tokens needs --score" --score-tokens
 refused 2 "add --score" --ref "$T/ref4.txt"
 refused 2 "exclude each other" --prefix "$T/prefix.txt" --prefix-inline

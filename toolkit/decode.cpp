@@ -199,6 +199,24 @@ std::vector<std::string> translate_lines(Model* m, const Tokenizer& tok,
     return out;
 }
 
+std::vector<JoinedHypothesis> join_pieces(const Tokenizer& tok, const std::vector<std::vector<Hypothesis>>& hyps,
+                                          size_t first, size_t n, float alpha) {
+    size_t entries = 1;
+    for (size_t p = 0; p < n; p++) entries = std::max(entries, hyps[first + p].size());
+    std::vector<JoinedHypothesis> out(entries);
+    for (size_t j = 0; j < entries; j++) {
+        for (size_t p = 0; p < n; p++) {
+            const std::vector<Hypothesis>& piece = hyps[first + p];
+            const Hypothesis& h = piece[std::min(j, piece.size() - 1)];
+            tok.append_text(&out[j].text, h.tokens);
+            out[j].logprob += h.logprob;
+            out[j].tokens += (long)h.tokens.size();
+        }
+        out[j].score = n == 1 ? hyps[first][j].score : out[j].logprob / length_penalty((int)out[j].tokens, alpha);
+    }
+    return out;
+}
+
 // ---------------------------------------------------------------------------------------------
 // Scoring: teacher forcing over whole targets (model_score), batched like decoding.
 static Batch score_batch(const std::vector<std::vector<int>>& sources,

@@ -109,3 +109,18 @@ struct Tokenizer;
 std::vector<std::string> translate_lines(Model* m, const Tokenizer& tok,
                                          const std::vector<std::string>& lines,
                                          const DecodeOptions& opt, int batch_tokens);
+
+// One output of a line translated in pieces (--split-long, --split-sentences), or of a whole
+// line (one piece): its text, log-probability, score and token count (with </s>).
+struct JoinedHypothesis {
+    std::string text;
+    float score = 0, logprob = 0;
+    long tokens = 0;
+};
+// The outputs of a line cut into n pieces, hyps[first .. first + n): entry j joins each
+// piece's j-th best (or its last when it has fewer), texts joined by a space, log-probabilities
+// added, scored by the length penalty over all its tokens (an n-best list of a cut line is
+// not a search over all combinations). One piece keeps the search's own score. ./translate
+// and the service (--serve) both answer with these.
+std::vector<JoinedHypothesis> join_pieces(const Tokenizer& tok, const std::vector<std::vector<Hypothesis>>& hyps,
+                                          size_t first, size_t n, float alpha);
