@@ -366,7 +366,7 @@ bench-translate: $(BUILD)/bench_decode $(BUILD)/fp32_peak $(BIN)/bpe $(BIN)/bleu
 
 # Mutation testing: each wrong edit of test/mutants.txt (a scale left out, a mask off by one, ...)
 # made in a copy of the tree (build/mutants) must fail the suites it names; MUTANTS=a,b runs
-# those alone. About 43 minutes on 2 cores (test/mutants.py).
+# those alone. About 35-45 minutes on 2 cores (test/mutants.py).
 mutants:
 	@python3 test/mutants.py $(if $(MUTANTS),--only $(MUTANTS))
 

@@ -213,8 +213,9 @@ struct Translator {
         if (!check_line(tok, text, {INT32_MAX, opt.replace_invalid, false}, where, &pieces, err)) return false;
         *ids = pieces[0];
         if ((int)ids->size() < opt.max_input_tokens) return true;
-        *err = where + ": " + std::to_string(ids->size()) + " tokens, more than --max-input-tokens " +
-               std::to_string(opt.max_input_tokens) + " - 1";
+        *err = where + ": " + std::to_string(ids->size()) + " tokens, more than " +
+               std::to_string(opt.max_input_tokens - 1) + " (--max-input-tokens " + std::to_string(opt.max_input_tokens) +
+               " less one: its " + (opt.score ? "</s>" : "continuation") + " must fit)";
         return false;
     }
 

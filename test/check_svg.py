@@ -9,7 +9,10 @@
   check_svg.py words SVG                 a --attention-words picture: encoder and cross-attention
                                          columns are the source's words + </s>
   check_svg.py curves SVG LOG.csv        one point per log row with a value, per series; the
-                                         wall-time series has one point per row
+                                         wall-time series has one point per row; each point read
+                                         off the axes' tick labels is its row's step and value
+  check_svg.py lines SVG LAYER          the line view shows LAYER (0: the last) of each kind,
+                                         and its lines are that layer's cells >= 0.01
   check_svg.py alignment IN OUT          ./translate --alignment: "text ||| i-j ...", i within the
                                          input line's words, j within the translation's, every
                                          target word at most once; an empty line gives " ||| "
@@ -158,6 +161,137 @@ def curves(path, log_path):
     p = series.get("elapsed_s")
     got = len(p.get("points").split()) if p is not None else 0
     check(got == len(rows), f"{name}: as many wall-time points as log.csv has rows ({got}, {len(rows)})")
+    curve_geometry(name, root, series, rows)
+
+
+# Where each series is read: (panel from the top, axis), as the README describes the picture.
+CURVE_AXES = {"train_loss": (0, "left"), "dev_loss": (0, "left"), "bleu_dev": (0, "right"),
+              "bleu_test": (0, "right"), "lr": (1, "left"), "elapsed_s": (1, "right")}
+
+
+def curve_geometry(name, root, series, rows):
+    """Reads the picture as a person does: each point's value off its axis's tick labels (a
+    straight line through the first and last tick), its step off the x axis's; they must be the
+    log's, every point inside its panel, and wall time in the unit its axis title names."""
+    frames = sorted((float(r.get("y")), float(r.get("x")), float(r.get("width")), float(r.get("height")))
+                    for r in root.iter(NS + "rect") if r.get("fill") == "none" and r.get("stroke") == "#444444")
+    if not check(len(frames) == 2, f"{name}: two panels framed ({len(frames)})"):
+        return
+    texts = [(float(t.get("x")), float(t.get("y")), t.get("text-anchor"), t.get("font-size"), t.text or "")
+             for t in root.iter(NS + "text")]
+
+    def number(s):
+        try:
+            return float(s)
+        except ValueError:
+            return None
+
+    def ticks(panel, axis):   # [(value, pixel)] of an axis's tick labels
+        top, left, width, height = frames[panel]
+        if axis == "x":
+            return [(number(s), x) for x, y, a, f, s in texts
+                    if a == "middle" and f == "10" and abs(y - (top + height + 15)) < 0.02 and number(s) is not None]
+        want_x, anchor = (left - 7, "end") if axis == "left" else (left + width + 7, "start")
+        return [(number(s), y - 3.5) for x, y, a, f, s in texts   # both panels' axes share an x
+                if a == anchor and f == "10" and abs(x - want_x) < 0.02 and number(s) is not None
+                and top - 0.02 <= y - 3.5 <= top + height + 0.02]
+
+    def reader(tk):   # pixel -> value through the first and last tick; None when under 2 ticks
+        tk = sorted(tk)
+        if len(tk) < 2 or tk[0][1] == tk[-1][1]:
+            return None
+        (v0, p0), (v1, p1) = tk[0], tk[-1]
+        return lambda px: v0 + (px - p0) * (v1 - v0) / (p1 - p0), abs((v1 - v0) / (p1 - p0))
+
+    titles = [t[4] for t in texts]
+    hours = "wall time (h)" in titles
+    unit = 3600.0 if hours else 60.0
+    x_read = reader(ticks(1, "x"))
+    worst, points, inside, axes_ok = 0.0, 0, True, x_read is not None
+    upright = x_read is None or x_read[0](1) > x_read[0](0)   # steps grow rightwards
+    for panel, axis in set(CURVE_AXES.values()):
+        tk = sorted(ticks(panel, axis))   # values grow upwards: the pixel row falls
+        upright &= all(b[1] < a[1] for a, b in zip(tk, tk[1:]))
+    for col, (panel, axis) in CURVE_AXES.items():
+        p = series.get(col)
+        want = [(float(r["step"]), float(r[col]) / (unit if col == "elapsed_s" else 1)) for r in rows
+                if r.get(col) not in (None, "") and math.isfinite(float(r[col]))]
+        if p is None or not want:
+            continue
+        y_read = reader(ticks(panel, axis))
+        if y_read is None or x_read is None:
+            axes_ok = False
+            continue
+        top, left, width, height = frames[panel]
+        drawn = [tuple(float(v) for v in xy.split(",")) for xy in p.get("points").split()]
+        for (x, y), (step, value) in zip(drawn, want):
+            inside &= left - 0.02 <= x <= left + width + 0.02 and top - 0.02 <= y <= top + height + 0.02
+            # svg_num keeps 0.01 px: a point and a tick are each within 0.005 px of their place
+            worst = max(worst, abs(y_read[0](y) - value) / (0.02 * y_read[1]),
+                        abs(x_read[0](x) - step) / (0.02 * x_read[1]))
+            points += 1
+    check(axes_ok, f"{name}: every drawn series has an axis of at least two numbered ticks, and the x axis too")
+    check(upright, f"{name}: the tick labels grow upwards on every y axis and rightwards on the x axis")
+    check(inside, f"{name}: all {points} points inside their panel")
+    check(worst <= 1, f"{name}: each point's step and value read off the axes' ticks are log.csv's, wall time "
+                      f"in {'hours' if hours else 'minutes'} as its axis says ({points} points, worst error "
+                      f"{0.02 * worst:.4f} px, within 0.02)")
+
+
+HEAD_COLOURS = ["#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd",
+                "#8c564b", "#e377c2", "#7f7f7f", "#bcbd22", "#17becf"]   # heads 1, 2, ...
+
+
+def lines(path, layer):
+    """The line view: per kind, one group of the wanted layer (0: the last), whose lines are
+    exactly the heat maps' cells of that layer of weight >= 0.01, each in its head's colour, from
+    its query's row to its key's row, with the cell's weight as opacity."""
+    name = os.path.basename(path)
+    root = ET.parse(path).getroot()
+    cells = {}   # (kind, layer, head) -> rows of weights
+    for g in root.iter(NS + "g"):
+        if g.get("class") == "heatmap":
+            cols = int(g.get("data-cols"))
+            v = [float(r.get("fill-opacity")) for r in g.iter(NS + "rect")]
+            cells[(g.get("data-kind"), int(g.get("data-layer")), int(g.get("data-head")))] = \
+                [v[i:i + cols] for i in range(0, len(v), cols)]
+    groups = [g for g in root.iter(NS + "g") if g.get("class") == "lines"]
+    kinds = sorted(g.get("data-kind") for g in groups)
+    if not check(kinds == ["cross", "dec", "enc"], f"{name}: one line view per kind of attention ({kinds})"):
+        return
+    last = {k: max(l for (kk, l, h) in cells if kk == k) for k in ("enc", "dec", "cross")}
+    layers_ok, drawn, missing, extra, worst = True, 0, 0, 0, 0.0
+    for g in groups:
+        kind, shown = g.get("data-kind"), int(g.get("data-layer"))
+        layers_ok &= shown == (int(layer) if int(layer) > 0 else last[kind])
+        segs = [(float(e.get("y1")), float(e.get("y2")), e.get("stroke"), float(e.get("stroke-opacity")))
+                for e in g.iter(NS + "line")]
+        if not segs:
+            missing += 1
+            continue
+        top = min(s[0] for s in segs) - 8   # query row 0 always has a weight >= 0.01 (it sums to 1)
+        got = {}
+        for y1, y2, colour, opacity in segs:
+            key = (HEAD_COLOURS.index(colour) + 1, round((y1 - top) / 16 - 0.5), round((y2 - top) / 16 - 0.5))
+            got[key] = opacity
+        heads = [h for (k, l, h) in cells if k == kind and l == shown]
+        for h in heads:
+            for i, row in enumerate(cells[(kind, shown, h)]):
+                for j, p in enumerate(row):
+                    if abs(p - 0.01) < 1e-5:
+                        got.pop((h, i, j), None)   # on the threshold: either way
+                        continue
+                    if p >= 0.01:
+                        if (h, i, j) in got:
+                            worst = max(worst, abs(got.pop((h, i, j)) - min(p, 1.0)))
+                            drawn += 1
+                        else:
+                            missing += 1
+        extra += len(got)
+    check(layers_ok, f"{name}: the line views show {'the last layer' if int(layer) <= 0 else 'layer ' + layer} of each kind")
+    check(missing == 0 and extra == 0 and worst <= 0.0051,
+          f"{name}: the lines are the heat maps' cells >= 0.01 of that layer ({drawn} drawn, {missing} missing, "
+          f"{extra} not a cell; opacity = weight within {worst:.4f})")
 
 
 def alignment(in_path, out_path):
@@ -191,6 +325,8 @@ if __name__ == "__main__":
         words(*args)
     elif cmd == "curves":
         curves(*args)
+    elif cmd == "lines":
+        lines(*args)
     elif cmd == "alignment":
         alignment(*args)
     else:

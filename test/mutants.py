@@ -9,7 +9,7 @@ tree, rebuilds it, and runs the suites the entry names (test/run_tests.sh, in or
 fails). The mutant is KILLED when a suite fails (or its build or run times out), SURVIVED when
 every suite passes: then the tests cannot see that mistake, and the run exits 1.
 
-  python3 test/mutants.py                  every mutant (make mutants; about 43 minutes on 2 cores)
+  python3 test/mutants.py                  every mutant (make mutants; 35-45 minutes on 2 cores)
   python3 test/mutants.py --only a,b       the named ones
   python3 test/mutants.py --list           names and what each breaks
   python3 test/mutants.py --check          each edit still applies to the code as it is (make test)

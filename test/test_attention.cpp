@@ -241,6 +241,15 @@ static void write_files(Model* m, const Tokenizer& tok, const std::string& dir) 
         "final,40,0.4,,,6.1,4.0,4.5,70.0\n";
     ok = ok && write_file_atomic(dir + "/log.csv", log, &err);
     ok = ok && draw_training_curves(dir + "/log.csv", dir + "/curves.svg", &err);
+    // A long run: wall time past 3 hours is drawn in hours, steps in the hundred thousands.
+    const std::string long_log =
+        "event,step,epoch,train_loss,lr,dev_loss,bleu_dev,bleu_test,elapsed_s\n"
+        "train,1000,0.5,6.25,0.0007,,,,600\n"
+        "eval,50000,12,,0.00028,2.1,24.5,,9000\n"
+        "train,100000,25,1.75,0.0002,,,,14400\n"
+        "final,100000,25,,,2.0,26.75,27.5,15300\n";
+    ok = ok && write_file_atomic(dir + "/log_hours.csv", long_log, &err);
+    ok = ok && draw_training_curves(dir + "/log_hours.csv", dir + "/curves_hours.svg", &err);
     check(ok, "pictures written to %s %s", dir.c_str(), err.c_str());
 }
 

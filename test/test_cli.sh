@@ -215,6 +215,32 @@ mkdir -p "$T/w3" && ln -s /dev/full "$T/w3/log.csv"
 "$B"/train $TA --out "$T/w3" --log-every 0 > /dev/null 2> "$T/err.txt"
 write_fails "./train, log.csv on a full disk" "log.csv: No space left" $?
 
+# ./bpe as a user runs it: learn from two files = learn from the two concatenated; encode then
+# decode gives the text back (accents and a word the corpus lacks too); --pieces are the ids'
+# pieces (▁ a space), and --ids after --pieces means ids; an id past the vocabulary is refused.
+V="$T/bpe"; mkdir -p "$V"
+cat "$T/corpus/train.en" "$T/corpus/train.es" > "$V/both.txt"
+"$B"/bpe learn --vocab-size 300 --out "$V/two.bpe" "$T/corpus/train.en" "$T/corpus/train.es" 2> /dev/null &&
+    "$B"/bpe learn --vocab-size 300 --out "$V/one.bpe" "$V/both.txt" 2> /dev/null &&
+    "$B"/bpe learn --vocab-size 300 --out "$V/en.bpe" "$T/corpus/train.en" 2> /dev/null
+s=$?; [ $s -eq 0 ] && cmp -s "$V/two.bpe" "$V/one.bpe" && ! cmp -s "$V/two.bpe" "$V/en.bpe"
+check $? "./bpe learn A B = ./bpe learn cat(A, B), and differs from ./bpe learn A (exit $s)"
+{ cat "$T/corpus/test.es"; printf 'café über naïve  dos  espacios\nzebra\n'; } > "$V/text.txt"
+"$B"/bpe encode --vocab "$V/two.bpe" < "$V/text.txt" > "$V/ids.txt" &&
+    "$B"/bpe decode --vocab "$V/two.bpe" < "$V/ids.txt" > "$V/back.txt"
+s=$?; [ $s -eq 0 ] && cmp -s "$V/text.txt" "$V/back.txt"
+check $? "./bpe encode | ./bpe decode gives the $(wc -l < "$V/text.txt") lines back, accents and double spaces too (exit $s)"
+"$B"/bpe encode --vocab "$V/two.bpe" --pieces < "$V/text.txt" > "$V/pieces.txt"
+n_ids=$(wc -w < "$V/ids.txt"); n_pieces=$(wc -w < "$V/pieces.txt")
+"$B"/bpe encode --vocab "$V/two.bpe" --pieces < "$T/corpus/test.es" | sed 's/ //g; s/▁/ /g' | cmp -s - "$T/corpus/test.es" &&
+    [ "$n_ids" -eq "$n_pieces" ] && grep -q '^c a f \\xC3 \\xA9 ▁' "$V/pieces.txt"
+check $? "--pieces: one piece per id ($n_pieces, $n_ids); joined (▁ a space) they are test.es; bytes not learned as \\xC3"
+"$B"/bpe encode --vocab "$V/two.bpe" --pieces --ids < "$V/text.txt" | cmp -s - "$V/ids.txt"
+check $? "--pieces --ids: the last one counts (ids)"
+echo "5 300" | "$B"/bpe decode --vocab "$V/two.bpe" > /dev/null 2> "$T/err.txt"
+s=$?; [ $s -eq 1 ] && grep -q "line 1: expected ids in \[0, 300), got '300'" "$T/err.txt"
+check $? "./bpe decode of id 300 with a 300-id vocabulary: refused, exit 1 ($s): $(head -c 80 "$T/err.txt")"
+
 # A broken pipe ends quietly with the conventional status (SIGPIPE: 141 in sh), not an error.
 awk 'BEGIN { for (i = 0; i < 20000; i++) print "sun moon star" }' > "$T/many.txt"
 s=$( { "$B"/bpe encode --vocab "$T/run/vocab.bpe" < "$T/many.txt" 2> "$T/err.txt"; echo $? > "$T/status"; } | head -n 1 > /dev/null; cat "$T/status")

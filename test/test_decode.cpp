@@ -306,6 +306,9 @@ static void thread_count_invariance() {
         {1, 2, {0.0, 0.95}, 2, "it ended (a core idles): 2 threads again"},
         {16, 16, {3.2, 0.0}, 13, "16 threads waited 3.2 thread-times: 13"},
         {4, 16, {0.0, 5.1}, 9, "5.1 cores idle: 5 more"},
+        {8, 8, {2.6, 0.0}, 5, "2.6 thread-times waited: 3 fewer (rounded)"},
+        {1, 8, {0.0, 1.55}, 2, "1.55 cores idle: 1 more (a fraction counts from 0.6)"},
+        {1, 8, {0.0, 1.6}, 3, "1.6 cores idle: 2 more"},
         {2, 2, {5.0, 0.0}, 1, "never fewer than 1"},
         {3, 2, {0.0, 0.0}, 2, "never more than the most"},
     };

@@ -44,6 +44,8 @@ absorb $SVG heatmaps "$T/unit/pieces.svg" "$T/unit/maps.json"
 absorb $SVG heatmaps "$T/unit/words.svg"
 absorb $SVG words "$T/unit/words.svg"
 absorb $SVG curves "$T/unit/curves.svg" "$T/unit/log.csv"
+absorb $SVG render "$T/unit/curves_hours.svg"
+absorb $SVG curves "$T/unit/curves_hours.svg" "$T/unit/log_hours.csv"
 
 # A toy corpus (as test_cli.sh's): Spanish-like suffixes on reversed words.
 mkdir -p "$T/corpus"
@@ -83,6 +85,7 @@ for beam in 1 4; do
     check $? "--beam $beam: one SVG per input line, 000001.svg .. 000004.svg ($n files)"
     absorb $SVG render "$T/att/000001.svg" "$T/att/000002.svg" "$T/att/000003.svg"
     absorb $SVG heatmaps "$T/att/000003.svg"
+    absorb $SVG lines "$T/att/000003.svg" 0
     absorb $SVG alignment "$T/in.txt" "$T/out.txt"
     "$B"/translate --model "$M" --beam $beam < "$T/in.txt" > "$T/plain.txt"
     sed 's/ ||| [0-9 -]*$//' "$T/out.txt" | cmp -s - "$T/plain.txt"
@@ -98,6 +101,7 @@ check $? "--attention-words --attention-layer 1 exits 0"
 absorb $SVG render "$T/words/000003.svg"
 absorb $SVG heatmaps "$T/words/000003.svg"
 absorb $SVG words "$T/words/000003.svg"
+absorb $SVG lines "$T/words/000003.svg" 1
 "$B"/translate --model "$M" --nbest 2 --alignment < "$T/in.txt" > "$T/nbest.txt"
 awk -F ' \\|\\|\\| ' 'NF != 5 { bad = 1 } END { exit bad }' "$T/nbest.txt"
 check $? "--nbest 2 --alignment: every line 'LINE ||| text ||| score ||| logprob ||| pairs'"

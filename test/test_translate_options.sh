@@ -103,7 +103,7 @@ check $? "--score-tokens: the first two fields unchanged"
 nt=$(tokens_of "sunno moono staro")
 echo "sun moon star ||| sunno moono staro" | tr --score --max-input-tokens "${nt:-1}" > /dev/null 2> "$T/err.txt"; s=$?
 echo "sun moon star ||| sunno moono staro" | tr --score --max-input-tokens $((${nt:-1} + 1)) > /dev/null; s1=$?
-[ -n "$nt" ] && [ $s -eq 1 ] && [ $s1 -eq 0 ] && grep -q "target: $nt tokens, more than --max-input-tokens $nt - 1" "$T/err.txt"
+[ -n "$nt" ] && [ $s -eq 1 ] && [ $s1 -eq 0 ] && grep -q "target: $nt tokens, more than $((${nt:-1} - 1)) (--max-input-tokens $nt less one: its </s> must fit)" "$T/err.txt"
 check $? "--score: a target of $nt tokens refused at --max-input-tokens $nt (exit $s: $(head -c 90 "$T/err.txt")), taken at $((${nt:-1} + 1)) (exit $s1)"
 
 # ---- a model with learned positions (max_len 12) takes lines of 11 tokens: with </s>, 12 positions
