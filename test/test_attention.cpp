@@ -250,6 +250,15 @@ static void write_files(Model* m, const Tokenizer& tok, const std::string& dir) 
         "final,100000,25,,,2.0,26.75,27.5,15300\n";
     ok = ok && write_file_atomic(dir + "/log_hours.csv", long_log, &err);
     ok = ok && draw_training_curves(dir + "/log_hours.csv", dir + "/curves_hours.svg", &err);
+    // A flat stretch late in a run: losses within 0.003 of 2.12, whose ticks need five
+    // significant digits (2.1235) to name their places, and steps past 10,000.
+    const std::string flat_log =
+        "event,step,epoch,train_loss,lr,dev_loss,bleu_dev,bleu_test,elapsed_s\n"
+        "train,12340,3,2.1234,0.0001,,,,3000\n"
+        "train,12343,3,2.1256,0.0001,,,,3001\n"
+        "dev,12346,3,,0.0001,2.1241,,,3002\n";
+    ok = ok && write_file_atomic(dir + "/log_flat.csv", flat_log, &err);
+    ok = ok && draw_training_curves(dir + "/log_flat.csv", dir + "/curves_flat.svg", &err);
     check(ok, "pictures written to %s %s", dir.c_str(), err.c_str());
 }
 

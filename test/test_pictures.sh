@@ -46,6 +46,7 @@ absorb $SVG words "$T/unit/words.svg"
 absorb $SVG curves "$T/unit/curves.svg" "$T/unit/log.csv"
 absorb $SVG render "$T/unit/curves_hours.svg"
 absorb $SVG curves "$T/unit/curves_hours.svg" "$T/unit/log_hours.csv"
+absorb $SVG curves "$T/unit/curves_flat.svg" "$T/unit/log_flat.csv"
 
 # A toy corpus (as test_cli.sh's): Spanish-like suffixes on reversed words.
 mkdir -p "$T/corpus"

@@ -99,9 +99,16 @@ Axis nice_axis(double lo, double hi, bool from_zero) {
     return Axis{std::floor(lo / step + 1e-9) * step, std::ceil(hi / step - 1e-9) * step, step};
 }
 
-std::string tick_label(double v) {
-    char buf[32];
-    std::snprintf(buf, sizeof buf, "%.4g", std::fabs(v) < 1e-15 ? 0.0 : v);
+// A tick's number with the significant digits its axis's step needs (2.1235 on a 0.0005 step,
+// 12345.5 on a 0.5 step), without an exponent below a million (10000, not 1e+04).
+std::string tick_label(double v, const Axis& a) {
+    const double most = std::max(std::fabs(a.lo), std::fabs(a.hi));
+    const int top = most > 0 ? (int)std::floor(std::log10(most)) : 0;
+    const int last = (int)std::floor(std::log10(a.step) + 1e-9);
+    int digits = top - last + 1;
+    if (top >= 0 && most < 1e6) digits = std::max(digits, top + 1);
+    char buf[40];
+    std::snprintf(buf, sizeof buf, "%.*g", std::clamp(digits, 1, 15), std::fabs(v) < a.step * 1e-6 ? 0.0 : v);
     return buf;
 }
 
@@ -117,7 +124,7 @@ void draw_y_axis(Svg& svg, const Panel& p, const Axis& a, bool right, const std:
         const double y = p.y(a, v);
         if (!right) svg.line(p.left, y, p.left + p.width, y, attr("stroke", "#e6e6e6"));
         svg.line(x, y, x + (right ? 4 : -4), y, attr("stroke", "#444444"));
-        svg.text(x + (right ? 7 : -7), y + 3.5, tick_label(v), anchor);
+        svg.text(x + (right ? 7 : -7), y + 3.5, tick_label(v, a), anchor);
     }
     const double tx = right ? x + 58 : x - 56, ty = p.top + p.height / 2;
     svg.text(tx, ty, title, attr("font-size", 11) + attr("text-anchor", "middle") +
@@ -130,7 +137,7 @@ void draw_x_axis(Svg& svg, const Panel& p, const Axis& a) {
         const double x = p.left + (v - a.lo) / (a.hi - a.lo) * p.width;
         svg.line(x, p.top, x, y, attr("stroke", "#f0f0f0"));
         svg.line(x, y, x, y + 4, attr("stroke", "#444444"));
-        svg.text(x, y + 15, tick_label(v), attr("font-size", 10) + attr("text-anchor", "middle"));
+        svg.text(x, y + 15, tick_label(v, a), attr("font-size", 10) + attr("text-anchor", "middle"));
     }
     svg.rect(p.left, p.top, p.width, p.height, attr("fill", "none") + attr("stroke", "#444444"));
 }
