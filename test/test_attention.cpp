@@ -227,38 +227,40 @@ static void write_files(Model* m, const Tokenizer& tok, const std::string& dir) 
                   a.H, a.n_enc, a.n_dec);
     ok = ok && write_file_atomic(dir + "/maps.json", std::string(head) + "\"enc\": " + json_array(a.enc) +
                                  ", \"dec\": " + json_array(a.dec) + ", \"cross\": " + json_array(a.cross) + "}\n", &err);
-    // A log as resumed runs, other helpers' events and missing values leave it: unknown
-    // event names, a non-finite loss, a step that goes back after a resume, BLEU at the end.
-    const std::string log =
-        "event,step,epoch,train_loss,lr,dev_loss,bleu_dev,bleu_test,elapsed_s,extra\n"
-        "train,10,0.1,9.5,0.0001,,,,12.0,x\n"
-        "train,20,0.2,8.1,0.0002,,,,24.5,\n"
-        "dev,20,0.2,,0.0002,7.9,,,30.0\n"
-        "nonfinite,25,0.25,inf,0.00025,,,,33.0\n"
-        "train,30,0.3,7.0,0.0003,,,,40.0\n"
-        "train,28,0.28,7.2,0.00028,,,,41.0\n"
-        "eval,40,0.4,,0.0004,6.0,3.5,,55.0\n"
-        "final,40,0.4,,,6.1,4.0,4.5,70.0\n";
-    ok = ok && write_file_atomic(dir + "/log.csv", log, &err);
-    ok = ok && draw_training_curves(dir + "/log.csv", dir + "/curves.svg", &err);
-    // A long run: wall time past 3 hours is drawn in hours, steps in the hundred thousands.
-    const std::string long_log =
-        "event,step,epoch,train_loss,lr,dev_loss,bleu_dev,bleu_test,elapsed_s\n"
-        "train,1000,0.5,6.25,0.0007,,,,600\n"
-        "eval,50000,12,,0.00028,2.1,24.5,,9000\n"
-        "train,100000,25,1.75,0.0002,,,,14400\n"
-        "final,100000,25,,,2.0,26.75,27.5,15300\n";
-    ok = ok && write_file_atomic(dir + "/log_hours.csv", long_log, &err);
-    ok = ok && draw_training_curves(dir + "/log_hours.csv", dir + "/curves_hours.svg", &err);
-    // A flat stretch late in a run: losses within 0.003 of 2.12, whose ticks need five
+    // Three logs, each written as log{name}.csv and drawn as curves{name}.svg:
+    // "": as resumed runs, other helpers' events and missing values leave it (unknown event
+    // names, a non-finite loss, a step that goes back after a resume, BLEU at the end);
+    // "_hours": a long run, wall time past 3 hours drawn in hours, steps in the hundred thousands;
+    // "_flat": a flat stretch late in a run, losses within 0.003 of 2.12, whose ticks need five
     // significant digits (2.1235) to name their places, and steps past 10,000.
-    const std::string flat_log =
-        "event,step,epoch,train_loss,lr,dev_loss,bleu_dev,bleu_test,elapsed_s\n"
-        "train,12340,3,2.1234,0.0001,,,,3000\n"
-        "train,12343,3,2.1256,0.0001,,,,3001\n"
-        "dev,12346,3,,0.0001,2.1241,,,3002\n";
-    ok = ok && write_file_atomic(dir + "/log_flat.csv", flat_log, &err);
-    ok = ok && draw_training_curves(dir + "/log_flat.csv", dir + "/curves_flat.svg", &err);
+    const struct { const char* name; const char* csv; } logs[] = {
+        {"",
+         "event,step,epoch,train_loss,lr,dev_loss,bleu_dev,bleu_test,elapsed_s,extra\n"
+         "train,10,0.1,9.5,0.0001,,,,12.0,x\n"
+         "train,20,0.2,8.1,0.0002,,,,24.5,\n"
+         "dev,20,0.2,,0.0002,7.9,,,30.0\n"
+         "nonfinite,25,0.25,inf,0.00025,,,,33.0\n"
+         "train,30,0.3,7.0,0.0003,,,,40.0\n"
+         "train,28,0.28,7.2,0.00028,,,,41.0\n"
+         "eval,40,0.4,,0.0004,6.0,3.5,,55.0\n"
+         "final,40,0.4,,,6.1,4.0,4.5,70.0\n"},
+        {"_hours",
+         "event,step,epoch,train_loss,lr,dev_loss,bleu_dev,bleu_test,elapsed_s\n"
+         "train,1000,0.5,6.25,0.0007,,,,600\n"
+         "eval,50000,12,,0.00028,2.1,24.5,,9000\n"
+         "train,100000,25,1.75,0.0002,,,,14400\n"
+         "final,100000,25,,,2.0,26.75,27.5,15300\n"},
+        {"_flat",
+         "event,step,epoch,train_loss,lr,dev_loss,bleu_dev,bleu_test,elapsed_s\n"
+         "train,12340,3,2.1234,0.0001,,,,3000\n"
+         "train,12343,3,2.1256,0.0001,,,,3001\n"
+         "dev,12346,3,,0.0001,2.1241,,,3002\n"},
+    };
+    for (const auto& l : logs) {
+        const std::string csv = dir + "/log" + l.name + ".csv";
+        ok = ok && write_file_atomic(csv, l.csv, &err);
+        ok = ok && draw_training_curves(csv, dir + "/curves" + l.name + ".svg", &err);
+    }
     check(ok, "pictures written to %s %s", dir.c_str(), err.c_str());
 }
 
