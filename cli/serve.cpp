@@ -293,22 +293,13 @@ void set_json(httplib::Response& res, int status, const std::string& body) {
     res.set_content(body, "application/json");
 }
 
-}  // namespace
-
-int serve(const ServeModel& m, const ServeOptions& o) {
-    if (m.defaults.beam > o.max_request_beam) {
-        std::fprintf(stderr, "translate: --beam %d is more than --max-request-beam %d\n", m.defaults.beam,
-                     o.max_request_beam);
-        return 2;
-    }
-    BatchQueue::Settings qs;
-    qs.batch_tokens = m.batch_tokens;
-    qs.wait = std::chrono::milliseconds(o.batch_wait_ms);
-    qs.batching = !o.no_batching;
-    BatchQueue queue(qs);
+// What /health reports and the final line counts, updated by the handlers' threads.
+struct ServeCounts {
     std::atomic<long> requests{0}, lines{0};
+};
 
-    httplib::Server svr;
+// The connection pool (--serve-threads), the body limit (--max-request-bytes) and the socket.
+void configure_server(httplib::Server& svr, const ServeOptions& o) {
     const int threads = o.threads;
     svr.new_task_queue = [threads] { return new httplib::ThreadPool((size_t)threads); };
     svr.set_payload_max_length((size_t)o.max_request_bytes);
@@ -320,15 +311,13 @@ int serve(const ServeModel& m, const ServeOptions& o) {
         setsockopt(sock, SOL_SOCKET, SO_REUSEADDR, &yes, sizeof yes);
     });
     svr.set_keep_alive_max_count(1000);
+}
 
-    svr.Get("/health", [&](const httplib::Request&, httplib::Response& res) {
-        set_json(res, 200, "{\"status\": \"ok\", \"queued_lines\": " + std::to_string(queue.queued_sources()) +
-                               ", \"requests\": " + std::to_string(requests.load()) + "}");
-    });
-    const std::string info = info_json(m, o);
-    svr.Get("/info", [&](const httplib::Request&, httplib::Response& res) { set_json(res, 200, info); });
-    // The body read here, whatever its Content-Type says (httplib itself caps one it would parse
-    // as a form, curl -d's default, at 8 KiB): up to --max-request-bytes, else httplib's 413.
+// POST /translate: check and encode the request, queue its lines as one job, wait for them.
+// The body read here, whatever its Content-Type says (httplib itself caps one it would parse
+// as a form, curl -d's default, at 8 KiB): up to --max-request-bytes, else httplib's 413.
+void add_translate_route(httplib::Server& svr, const ServeModel& m, const ServeOptions& o, BatchQueue& queue,
+                         ServeCounts& counts) {
     svr.Post("/translate", [&](const httplib::Request& http, httplib::Response& res,
                                const httplib::ContentReader& content) {
         if (http.is_multipart_form_data())
@@ -347,11 +336,24 @@ int serve(const ServeModel& m, const ServeOptions& o) {
         if (!queue.run(job, deadline))
             return set_json(res, 503, json_error("not translated within --request-timeout " +
                                                  json_number(o.request_timeout_s) + " s"));
-        requests++;
-        lines += (long)req.src.size();
+        counts.requests++;
+        counts.lines += (long)req.src.size();
         set_json(res, 200, format_response(m, req, *job));
     });
-    // Answers httplib's own errors (404, 413, 400 on a bad request line) in JSON too.
+}
+
+// GET /health, GET /info, POST /translate, and JSON answers to httplib's own errors (404, 413,
+// 400 on a bad request line) and to an exception in a handler (500).
+void add_routes(httplib::Server& svr, const ServeModel& m, const ServeOptions& o, BatchQueue& queue,
+                ServeCounts& counts) {
+    svr.Get("/health", [&](const httplib::Request&, httplib::Response& res) {
+        set_json(res, 200, "{\"status\": \"ok\", \"queued_lines\": " + std::to_string(queue.queued_sources()) +
+                               ", \"requests\": " + std::to_string(counts.requests.load()) + "}");
+    });
+    svr.Get("/info", [info = info_json(m, o)](const httplib::Request&, httplib::Response& res) {
+        set_json(res, 200, info);
+    });
+    add_translate_route(svr, m, o, queue, counts);
     svr.set_error_handler([&](const httplib::Request& http, httplib::Response& res) {
         if (!res.body.empty()) return;
         std::string msg = res.status == 404 ? "no such path: " + http.method + " " + http.path +
@@ -371,18 +373,22 @@ int serve(const ServeModel& m, const ServeOptions& o) {
         }
         set_json(res, 500, json_error(what));
     });
+}
 
+// Binds --serve's address (port 0: any free one) and installs the stop handlers; the port
+// bound, or -1 after saying why not.
+int bind_server(httplib::Server& svr, const ServeModel& m, const ServeOptions& o) {
     int port = o.port;
     bool bound = port == 0 ? (port = svr.bind_to_any_port(o.host)) > 0 : svr.bind_to_port(o.host, port);
     if (!bound) {
         std::fprintf(stderr, "translate: cannot listen on %s:%d (%s)\n", o.host.c_str(), o.port,
                      errno ? std::strerror(errno) : "address not available");
-        return 1;
+        return -1;
     }
     std::string err;
     if (!install_stop_handlers(&err)) {
         std::fprintf(stderr, "translate: %s\n", err.c_str());
-        return 1;
+        return -1;
     }
     std::string shown_host = o.host.find(':') != std::string::npos ? "[" + o.host + "]" : o.host;
     std::string models = m.model_path;
@@ -390,6 +396,27 @@ int serve(const ServeModel& m, const ServeOptions& o) {
     std::fprintf(stderr, "translate: serving %s on http://%s:%d (POST /translate, GET /health, GET /info)\n",
                  models.c_str(), shown_host.c_str(), port);
     std::fflush(stderr);
+    return port;
+}
+
+}  // namespace
+
+int serve(const ServeModel& m, const ServeOptions& o) {
+    if (m.defaults.beam > o.max_request_beam) {
+        std::fprintf(stderr, "translate: --beam %d is more than --max-request-beam %d\n", m.defaults.beam,
+                     o.max_request_beam);
+        return 2;
+    }
+    BatchQueue::Settings qs;
+    qs.batch_tokens = m.batch_tokens;
+    qs.wait = std::chrono::milliseconds(o.batch_wait_ms);
+    qs.batching = !o.no_batching;
+    BatchQueue queue(qs);
+    ServeCounts counts;
+    httplib::Server svr;
+    configure_server(svr, o);
+    add_routes(svr, m, o, queue, counts);
+    if (bind_server(svr, m, o) < 0) return 1;
 
     std::thread listener([&] {
         svr.listen_after_bind();   // returns after stop(), once every handler has answered
@@ -408,7 +435,7 @@ int serve(const ServeModel& m, const ServeOptions& o) {
     watcher.join();
     std::fprintf(stderr, "translate: stopped%s: %ld requests, %ld lines, %ld batches\n",
                  sig == SIGTERM ? " (SIGTERM)" : sig == SIGINT ? " (SIGINT)" : " (the listening socket failed)",
-                 requests.load(), lines.load(), batches);
+                 counts.requests.load(), counts.lines.load(), batches);
     return sig ? 0 : 1;
 }
 #endif   // TRANSFORMER_HTTP

@@ -55,66 +55,36 @@ static void add_duration(Options& o, const char* name, double* v, const char* he
                  [v](const std::string& s) { return parse_duration(s, v); });
 }
 
-// Options that contradict each other or do not survive conversion to float; "" when fine.
-static std::string check_run_options(const Options& o, const TrainOptions& t, double beta1, double beta2,
-                                     double eps, bool no_eval_bleu) {
-    if ((float)beta1 >= 1 || (float)beta2 >= 1)
-        return "--adam-beta1 and --adam-beta2 must stay below 1 in single precision (above 1 - 3e-8 they round to 1)";
-    if ((float)eps <= 0) return "--adam-eps rounds to 0 in single precision (below about 1e-45): give a larger value";
-    if (!t.init_from.empty()) {
-        if (t.resume) return "--init-from starts a new run from a checkpoint, --resume continues one: pass only one";
-        if (!t.vocab_file.empty()) return "--init-from keeps the checkpoint's tokenizer: drop --vocab";
-        for (const std::string& name : o.given_in_section(kModelSection))
-            if (name != "--dropout" && name != "--attn-dropout" && name != "--relu-dropout" &&
-                name != "--label-smoothing")
-                return "--init-from takes the model's config from the checkpoint: drop " + name +
-                       " (only --dropout, --attn-dropout, --relu-dropout and --label-smoothing may change)";
-    }
-    if (!t.vocab_file.empty() && o.given("--vocab-size"))
-        return "--vocab gives the vocabulary: drop --vocab-size";
-    if (no_eval_bleu && t.best_metric == "bleu") return "--best-metric bleu needs dev BLEU: drop --no-eval-bleu";
-    if (t.early_stopping > 0 && t.eval_every_steps == 0)
-        return "--early-stopping counts evaluations: give --eval-every > 0";
-    return "";
-}
-
-int main(int argc, char** argv) {
-    guard_stdout("train");
+// What the command line sets: the run's options and the values that become them after parsing.
+struct CommandLine {
     TrainOptions t;
-    config_preset("small", &t.cfg);   // the CPU default
-    t.warmup = 1000;
-    t.time_limit_s = 55 * 60;
-    int layers = 0, d_k = 0, d_v = 0;
+    int layers = 0, d_k = 0, d_v = 0;   // 0: the preset's, d_model / h
     std::string preset;
-    bool no_eval = false, redraw_curves = false;
+    double beta1, beta2, eps;           // doubles until checked in single precision
+    bool no_eval = false, no_eval_bleu = false, redraw_curves = false;
     double dist_timeout_s = 30 * 60;
-    Options o("train", std::string("Trains the Transformer of \"Attention Is All You Need\" on parallel text.\n\n") +
-              (dist_mpi_built() ? "Data parallel (this build has MPI)" : "Data parallel (not in this build: no mpicxx when it was built)") +
-              ", N processes each taking one batch of every\n"
-              "step (--accum per process), gradients summed over the processes before each Adam step:\n"
-              "  mpirun -np 2 ./train ...                        one machine (GPUs: one per process)\n"
-              "  mpirun -H host1,host2 -np 2 ./train ...         several machines\n"
-              "Every process needs ./train and the data at the same path; rank 0 alone writes --out\n"
-              "(checkpoints, log.csv, BLEU); --resume reads the checkpoint on every rank, so on several\n"
-              "machines --out must be shared (or its last checkpoint copied to the same path).");
+};
+
+static void add_model_options(Options& o, CommandLine& c) {
+    TrainOptions& t = c.t;
     o.section(kModelSection);
     o.add_custom("--config", "NAME", "preset: tiny, small, base, big (other options override it)",
-                 [&] { return preset.empty() ? std::string("small") : preset; },
-                 [&](const std::string& s) {
-                     preset = s;
-                     int vocab = t.vocab_size;
-                     if (!config_preset(s, &t.cfg)) return false;
-                     t.vocab_size = s == "base" || s == "big" ? 37000 : vocab;
+                 [&c] { return c.preset.empty() ? std::string("small") : c.preset; },
+                 [&c](const std::string& s) {
+                     c.preset = s;
+                     int vocab = c.t.vocab_size;
+                     if (!config_preset(s, &c.t.cfg)) return false;
+                     c.t.vocab_size = s == "base" || s == "big" ? 37000 : vocab;
                      return true;
                  });
-    o.add("--layers", &layers, "N, encoder and decoder layers (0: the preset's)", in_range(0, kMaxLayers));
+    o.add("--layers", &c.layers, "N, encoder and decoder layers (0: the preset's)", in_range(0, kMaxLayers));
     o.add("--enc-layers", &t.cfg.n_enc, "encoder layers", in_range(1, kMaxLayers));
     o.add("--dec-layers", &t.cfg.n_dec, "decoder layers", in_range(1, kMaxLayers));
     o.add("--d-model", &t.cfg.d_model, "model width", in_range(1, kMaxWidth));
     o.add("--d-ff", &t.cfg.d_ff, "feed-forward inner width", in_range(1, kMaxWidth));
     o.add("--heads", &t.cfg.n_heads, "attention heads h", in_range(1, kMaxWidth));
-    o.add("--d-k", &d_k, "query/key size per head (0: d_model / h)", in_range(0, kMaxWidth));
-    o.add("--d-v", &d_v, "value size per head (0: d_model / h)", in_range(0, kMaxWidth));
+    o.add("--d-k", &c.d_k, "query/key size per head (0: d_model / h)", in_range(0, kMaxWidth));
+    o.add("--d-v", &c.d_v, "value size per head (0: d_model / h)", in_range(0, kMaxWidth));
     o.add("--dropout", &t.cfg.p_drop, "P_drop on sub-layer outputs and embeddings", in_range_open(0, 1));
     o.add("--attn-dropout", &t.cfg.p_attn_drop, "dropout on attention probabilities", in_range_open(0, 1));
     o.add("--relu-dropout", &t.cfg.p_relu_drop, "dropout on the FFN's ReLU output", in_range_open(0, 1));
@@ -125,6 +95,10 @@ int main(int argc, char** argv) {
           in_range(2, kMaxWidth));
     o.add("--vocab-size", &t.vocab_size, "joint BPE vocabulary size",
           in_range(Tokenizer::kFirstChar, Tokenizer::kMaxVocab));
+}
+
+static void add_data_options(Options& o, CommandLine& c) {
+    TrainOptions& t = c.t;
     o.section("Data and output");
     o.add("--data", &t.data_dir, "folder with train.SRC/train.TGT (+ dev, test)", "DIR");
     o.add("--src", &t.src_lang, "source file suffix", "EXT");
@@ -134,7 +108,11 @@ int main(int argc, char** argv) {
     o.add("--init-from", &t.init_from, "fine-tune: start from this checkpoint's parameters, config and tokenizer "
           "with a fresh optimizer and schedule", "CKPT");
     o.add("--vocab", &t.vocab_file, "train with this vocabulary (vocab.bpe format) instead of learning one", "FILE");
-    o.add_flag("--redraw-curves", &redraw_curves, "only redraw --out's curves.svg from its log.csv, then exit");
+    o.add_flag("--redraw-curves", &c.redraw_curves, "only redraw --out's curves.svg from its log.csv, then exit");
+}
+
+static void add_optimisation_options(Options& o, CommandLine& c) {
+    TrainOptions& t = c.t;
     o.section("Optimisation");
     o.add("--max-tokens", &t.max_tokens, "padded source (and target) tokens per batch", at_least(1));
     o.add("--accum", &t.accum, "batches per Adam step (gradient accumulation)", at_least(1));
@@ -143,13 +121,16 @@ int main(int argc, char** argv) {
     o.add("--warmup", &t.warmup, "warmup steps", at_least(1));
     o.add("--clip-norm", &t.clip_norm, "global gradient-norm clipping (0: off)", at_least(0));
     o.add("--seed", &t.seed, "initialisation, dropout and batch order");
-    double beta1 = t.adam.beta1, beta2 = t.adam.beta2, eps = t.adam.eps;
-    o.add("--adam-beta1", &beta1, "Adam's beta1", in_range_open(0, 1));
-    o.add("--adam-beta2", &beta2, "Adam's beta2", in_range_open(0, 1));
-    o.add("--adam-eps", &eps, "Adam's epsilon", greater_than(0));
+    o.add("--adam-beta1", &c.beta1, "Adam's beta1", in_range_open(0, 1));
+    o.add("--adam-beta2", &c.beta2, "Adam's beta2", in_range_open(0, 1));
+    o.add("--adam-eps", &c.eps, "Adam's epsilon", greater_than(0));
     o.add("--max-nonfinite", &t.max_nonfinite,
           "non-finite steps (loss or gradient) in a row that stop the run, exit 3 (each is skipped)",
           at_least(1));
+}
+
+static void add_budget_options(Options& o, CommandLine& c) {
+    TrainOptions& t = c.t;
     o.section("Budget and bookkeeping");
     o.add("--max-steps", &t.max_steps, "stop after this many steps (0: no limit)", at_least(0));
     o.add("--max-epochs", &t.max_epochs, "stop after this many epochs (0: no limit)", at_least(0));
@@ -162,43 +143,66 @@ int main(int argc, char** argv) {
     o.add("--eval-every", &t.eval_every_steps, "dev loss and BLEU interval in steps (0: only at the end)", at_least(0));
     o.add("--eval-lines", &t.eval_lines, "dev BLEU on the first N dev lines (0: all)", at_least(0));
     o.add("--eval-beam", &t.eval_beam, "beam size for dev BLEU (1: greedy)", in_range(1, 64));
-    bool no_eval_bleu = false;
-    o.add_flag("--no-eval-bleu", &no_eval_bleu, "dev loss only at --eval-every (no dev BLEU)");
+    o.add_flag("--no-eval-bleu", &c.no_eval_bleu, "dev loss only at --eval-every (no dev BLEU)");
     o.add_choice("--best-metric", &t.best_metric, {"bleu", "loss"},
                  "best.safetensors by dev BLEU or dev loss (none: bleu when dev BLEU is computed, else loss)");
     o.add("--early-stopping", &t.early_stopping, "stop after N evaluations without improvement of the best (0: off)",
           at_least(0));
+}
+
+static void add_evaluation_and_device_options(Options& o, CommandLine& c) {
+    TrainOptions& t = c.t;
     o.section("Final evaluation");
     o.add("--beam", &t.beam, "beam size for the final BLEU (as ./translate's)", in_range(1, 64));
     o.add("--alpha", &t.alpha, "length penalty exponent", in_range(0, 10));
-    o.add_flag("--no-eval", &no_eval, "skip translating dev/test at the end");
+    o.add_flag("--no-eval", &c.no_eval, "skip translating dev/test at the end");
     o.section("Device");
     o.add_choice("--device", &t.device, {"auto", "cpu", "cuda"}, "auto: the GPU when one is present");
     o.add_choice("--precision", &t.precision, {"fp32", "bf16"},
                  "fp32 (the CPU default; on the GPU TF32 off), or bf16 (the GPU default: bf16 weights and "
                  "activations; on the CPU: the linear layers' products on bf16 operands, fast with Intel AMX or AVX512-BF16)");
     o.section("Data parallelism (mpirun)");
-    add_duration(o, "--dist-timeout", &dist_timeout_s,
+    add_duration(o, "--dist-timeout", &c.dist_timeout_s,
                  "end the job when a step's all-reduce waits this long for the other ranks (0: never)");
-    if (!o.parse(argc, argv)) return o.exit_code();
+}
+
+// Options that contradict each other or do not survive conversion to float; "" when fine.
+static std::string check_run_options(const Options& o, const CommandLine& c) {
+    const TrainOptions& t = c.t;
+    if ((float)c.beta1 >= 1 || (float)c.beta2 >= 1)
+        return "--adam-beta1 and --adam-beta2 must stay below 1 in single precision (above 1 - 3e-8 they round to 1)";
+    if ((float)c.eps <= 0) return "--adam-eps rounds to 0 in single precision (below about 1e-45): give a larger value";
+    if (!t.init_from.empty()) {
+        if (t.resume) return "--init-from starts a new run from a checkpoint, --resume continues one: pass only one";
+        if (!t.vocab_file.empty()) return "--init-from keeps the checkpoint's tokenizer: drop --vocab";
+        for (const std::string& name : o.given_in_section(kModelSection))
+            if (name != "--dropout" && name != "--attn-dropout" && name != "--relu-dropout" &&
+                name != "--label-smoothing")
+                return "--init-from takes the model's config from the checkpoint: drop " + name +
+                       " (only --dropout, --attn-dropout, --relu-dropout and --label-smoothing may change)";
+    }
+    if (!t.vocab_file.empty() && o.given("--vocab-size"))
+        return "--vocab gives the vocabulary: drop --vocab-size";
+    if (c.no_eval_bleu && t.best_metric == "bleu") return "--best-metric bleu needs dev BLEU: drop --no-eval-bleu";
+    if (t.early_stopping > 0 && t.eval_every_steps == 0)
+        return "--early-stopping counts evaluations: give --eval-every > 0";
+    return "";
+}
+
+// The parsed command line into the run's options: layer counts, head sizes, Adam's constants,
+// what was given, and the GPU's own budget for the default model.
+static void finish_run_options(const Options& o, CommandLine& c) {
+    TrainOptions& t = c.t;
     t.given = o.given();
     t.given_model = o.given_in_section(kModelSection);
-    std::string bad = check_run_options(o, t, beta1, beta2, eps, no_eval_bleu);
-    if (!bad.empty()) return o.usage_error(bad);
-    if (redraw_curves) {
-        std::string err, out = t.out_dir + "/";
-        if (draw_training_curves(out + "log.csv", out + "curves.svg", &err)) return 0;
-        std::fprintf(stderr, "train: %s\n", err.c_str());
-        return 1;
-    }
-    if (layers > 0) t.cfg.n_enc = t.cfg.n_dec = layers;
+    if (c.layers > 0) t.cfg.n_enc = t.cfg.n_dec = c.layers;
     if (t.cfg.n_heads > 0) {
-        t.cfg.d_k = d_k > 0 ? d_k : t.cfg.d_model / t.cfg.n_heads;
-        t.cfg.d_v = d_v > 0 ? d_v : t.cfg.d_model / t.cfg.n_heads;
+        t.cfg.d_k = c.d_k > 0 ? c.d_k : t.cfg.d_model / t.cfg.n_heads;
+        t.cfg.d_v = c.d_v > 0 ? c.d_v : t.cfg.d_model / t.cfg.n_heads;
     }
-    t.final_eval = !no_eval;
-    t.eval_bleu = !no_eval_bleu;
-    t.adam = {(float)beta1, (float)beta2, (float)eps};
+    t.final_eval = !c.no_eval;
+    t.eval_bleu = !c.no_eval_bleu;
+    t.adam = {(float)c.beta1, (float)c.beta2, (float)c.eps};
     t.init_override = {o.given("--dropout"), o.given("--attn-dropout"), o.given("--relu-dropout"),
                        o.given("--label-smoothing")};
     t.build_default_corpus = t.data_dir == "data/corpus/default";
@@ -209,10 +213,47 @@ int main(int argc, char** argv) {
         t.gpu_time_limit_s = 2 * 60;
         if (!o.given("--save-every")) t.gpu_save_every_s = 60;
     }
+}
+
+static const std::string kDescription =
+    "Trains the Transformer of \"Attention Is All You Need\" on parallel text.\n\n" +
+    std::string(dist_mpi_built() ? "Data parallel (this build has MPI)"
+                                 : "Data parallel (not in this build: no mpicxx when it was built)") +
+    ", N processes each taking one batch of every\n"
+    "step (--accum per process), gradients summed over the processes before each Adam step:\n"
+    "  mpirun -np 2 ./train ...                        one machine (GPUs: one per process)\n"
+    "  mpirun -H host1,host2 -np 2 ./train ...         several machines\n"
+    "Every process needs ./train and the data at the same path; rank 0 alone writes --out\n"
+    "(checkpoints, log.csv, BLEU); --resume reads the checkpoint on every rank, so on several\n"
+    "machines --out must be shared (or its last checkpoint copied to the same path).";
+
+int main(int argc, char** argv) {
+    guard_stdout("train");
+    CommandLine c;
+    config_preset("small", &c.t.cfg);   // the CPU default
+    c.t.warmup = 1000;
+    c.t.time_limit_s = 55 * 60;
+    c.beta1 = c.t.adam.beta1, c.beta2 = c.t.adam.beta2, c.eps = c.t.adam.eps;
+    Options o("train", kDescription);
+    add_model_options(o, c);
+    add_data_options(o, c);
+    add_optimisation_options(o, c);
+    add_budget_options(o, c);
+    add_evaluation_and_device_options(o, c);
+    if (!o.parse(argc, argv)) return o.exit_code();
+    std::string bad = check_run_options(o, c);
+    if (!bad.empty()) return o.usage_error(bad);
+    if (c.redraw_curves) {
+        std::string err, out = c.t.out_dir + "/";
+        if (draw_training_curves(out + "log.csv", out + "curves.svg", &err)) return 0;
+        std::fprintf(stderr, "train: %s\n", err.c_str());
+        return 1;
+    }
+    finish_run_options(o, c);
     std::string error;
-    if (!dist_init(&argc, &argv, dist_timeout_s, &error)) {
+    if (!dist_init(&argc, &argv, c.dist_timeout_s, &error)) {
         std::fprintf(stderr, "train: error: %s\n", error.c_str());
         return 1;
     }
-    return dist_finalize(run_training(t));
+    return dist_finalize(run_training(c.t));
 }
