@@ -1,8 +1,8 @@
-// cli/bleu.cpp — the `bleu` program: sacreBLEU-default corpus BLEU (and chrF, chrF++) of a
+// cli/bleu.cpp — the `bleu` program: sacreBLEU-default corpus BLEU (and chrF, chrF++, TER) of a
 // hypothesis file.
 //
 //   ./bleu REF_FILE < hyp.txt        ./bleu REF_FILE --hyp hyp.txt        --score-only
-//   ./bleu REF_FILE --metric bleu,chrf,chrf++ --width 4                   ./bleu --help
+//   ./bleu REF_FILE --metric bleu,chrf,chrf++,ter --width 4               ./bleu --help
 //   ./bleu REF_1 REF_2 ... < hyp.txt  (several references per line: sacrebleu R1 R2 -i hyp.txt)
 //
 // Prints sacreBLEU's text line and the signature. Lines are split on '\n' only (as
@@ -21,6 +21,7 @@
 #include "cli/options.h"
 #include "cli/text_io.h"
 #include "toolkit/bleu_score.h"
+#include "toolkit/ter_score.h"
 
 namespace {
 
@@ -50,8 +51,8 @@ std::vector<std::string> metric_list(Options& o, const std::string& list) {
         comma = list.find(',', from);
         if (comma == std::string::npos) comma = list.size();
         const std::string m = list.substr(from, comma - from);
-        if (m != "bleu" && m != "chrf" && m != "chrf++")
-            std::exit(o.usage_error("--metric " + list + ": each of bleu, chrf, chrf++ (comma-separated)"));
+        if (m != "bleu" && m != "chrf" && m != "chrf++" && m != "ter")
+            std::exit(o.usage_error("--metric " + list + ": each of bleu, chrf, chrf++, ter (comma-separated)"));
         out.push_back(m);
     }
     return out;
@@ -62,11 +63,12 @@ Args parse_args(int argc, char** argv, std::vector<std::string>* metrics) {
     Args a;
     Options o("bleu", "Corpus BLEU of the hypotheses (stdin, or --hyp) against REF_FILE, one sentence per\n"
                       "line, identical to sacreBLEU 2.6.0's default: " + bleu_signature() + ";\n"
-                      "chrF and chrF++ as its CHRF: " + chrf_signature(0) + " (nw:2 for chrF++).\n"
+                      "chrF and chrF++ as its CHRF: " + chrf_signature(0) + " (nw:2 for chrF++);\n"
+                      "TER as its TER: " + ter_signature() + ".\n"
                       "Several REF_FILEs: several references per line (nrefs:N), as sacreBLEU's.");
     o.usage_suffix(" REF_FILE [REF_FILE ...]");
     o.add("--hyp", &a.hyp, "hypotheses file (- is stdin)", "FILE");
-    o.add("--metric", &a.metrics, "bleu, chrf, chrf++, or several comma-separated (each printed in that order)", "LIST");
+    o.add("--metric", &a.metrics, "bleu, chrf, chrf++, ter (lower is better), or several comma-separated (each printed in that order)", "LIST");
     o.add("--width", &a.width, "decimals of the printed scores (sacreBLEU's --width)", in_range(0, 17));
     o.add_flag("--score-only", &a.score_only, "print only the scores, one a line");
     std::vector<std::string> files;
@@ -111,6 +113,9 @@ int main(int argc, char** argv) {
             if (m == "bleu") {
                 const BleuStats s = corpus_bleu_multi(hyps, refs);
                 score = s.bleu, line = format_bleu(s, a.width), signature = bleu_signature(nrefs);
+            } else if (m == "ter") {
+                const TerStats s = corpus_ter_multi(hyps, refs);
+                score = s.score, line = format_ter(s, a.width), signature = ter_signature(nrefs);
             } else {
                 const int word_order = m == "chrf++" ? 2 : 0;
                 const ChrfStats s = corpus_chrf_multi(hyps, refs, word_order);

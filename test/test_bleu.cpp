@@ -3,6 +3,7 @@
 // and lengths exactly; score and BP within 1e-9) and every line of tok13a.tsv.
 // When the shared folder is missing those cases are reported as skipped, not counted.
 #include "toolkit/bleu_score.h"
+#include "toolkit/ter_score.h"
 #include "cli/text_io.h"
 #include "test/check.h"
 
@@ -11,6 +12,8 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <iostream>
+#include <iterator>
 #include <map>
 #include <stdexcept>
 #include <string>
@@ -296,6 +299,47 @@ void test_errors_and_bytes() {
           "py_rstrip strips Unicode white space, not a lone byte 0x85");
 }
 
+// ---- TER (toolkit/ter_score.h), by hand; test/test_sacrebleu.py compares it with sacreBLEU ----
+
+void check_ter(const char* what, const std::vector<std::string>& hyps,
+               const std::vector<std::vector<std::string>>& refs, double edits, double ref_len) {
+    const TerStats s = corpus_ter_multi(hyps, refs);
+    const double want = 100.0 * (ref_len > 0 ? edits / ref_len : edits > 0 ? 1.0 : 0.0);
+    check(s.edits == edits && s.ref_len == ref_len && std::fabs(s.score - want) < 1e-12,
+          "TER %s: %g edits / %g reference words = %s (want %g / %g)", what, s.edits, s.ref_len,
+          format_ter(s, 4).c_str(), edits, ref_len);
+}
+
+void test_hand_ter() {
+    // A block moved is one edit (a shift), not four (two deletions, two insertions).
+    check_ter("one shift of two words", {"a b c d"}, {{"c d a b"}}, 1, 4);
+    check_ter("one substitution", {"a x c"}, {{"a b c"}}, 1, 3);
+    check_ter("insertions into an empty hypothesis", {""}, {{"a b"}}, 2, 2);
+    check_ter("an empty reference: one edit a word, score 100", {"a b"}, {{""}}, 2, 0);
+    check_ter("both empty", {""}, {{""}}, 0, 0);
+    check_ter("lowercased before comparing", {"The CAT"}, {{"the cat"}}, 0, 2);
+    check_ter("Greek: word-final capital sigma lowers to final sigma", {"\u039f\u0394\u039f\u03a3"},
+              {{"\u03bf\u03b4\u03bf\u03c2"}}, 0, 1);
+    check_ter("Greek: so it no longer equals a medial sigma", {"\u039f\u0394\u039f\u03a3"},
+              {{"\u03bf\u03b4\u03bf\u03c3"}}, 1, 1);
+    // Two references: line 1 costs 1 against either ('a b x': a substitution; 'a c': b deleted),
+    // line 2 costs 0 against its second; lengths are the means, (3 + 2) / 2 and (1 + 1) / 2.
+    check_ter("the fewest edits over two references, their mean length", {"a b c", "a"},
+              {{"a b x", "b"}, {"a c", "a"}}, 1, 3.5);
+    check(py_lower("\u0130stanbul") == "i\u0307stanbul", "py_lower: U+0130 lowers to i + U+0307 (%s)",
+          py_lower("\u0130stanbul").c_str());
+    check(py_lower("\u03a3 A\u03a3 A\u03a3A A\u03a3\u0301 \xff\u03a3") ==
+              "\u03c3 a\u03c2 a\u03c3a a\u03c2\u0301 \xff\u03c3",
+          "py_lower: Final_Sigma after a cased letter, not before one, a combining mark skipped, an "
+          "invalid byte neither (%s)", py_lower("\u03a3 A\u03a3 A\u03a3A A\u03a3\u0301 \xff\u03a3").c_str());
+    check(format_ter(corpus_ter_multi({"a b c d"}, {{"c d a b"}})) == "TER = 25.00" &&
+              ter_signature(2) == "nrefs:2|case:lc|tok:tercom|norm:no|punct:yes|asian:no",
+          "format_ter and ter_signature");
+    bool threw = false;
+    try { corpus_ter_multi({"a", "b"}, {{"a"}}); } catch (const std::invalid_argument&) { threw = true; }
+    check(threw, "TER: mismatched sizes throw std::invalid_argument");
+}
+
 // ---- shared sacreBLEU cases -----------------------------------------------------------------
 
 std::string cases_dir() {
@@ -360,8 +404,15 @@ void test_expected_json(const std::string& dir) {
     for (const Json& c : root["cases"].items) check_expected_case(dir, c);
 }
 
-int main() {
+int main(int argc, char** argv) {
+    // test/test_sacrebleu.py: stdin lowercased by py_lower, to compare with Python's str.lower()
+    if (argc == 2 && std::strcmp(argv[1], "--lowercase") == 0) {
+        std::string text{std::istreambuf_iterator<char>(std::cin), std::istreambuf_iterator<char>()};
+        std::cout << py_lower(text);
+        return std::cout.good() ? 0 : 1;
+    }
     test_tokenizer_rules();
+    test_hand_ter();
     test_hand_bleu();
     test_format_and_signature();
     test_errors_and_bytes();

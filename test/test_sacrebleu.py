@@ -1,5 +1,5 @@
 """test/test_sacrebleu.py — ./bleu against sacreBLEU 2.6.0 itself: chrF and chrF++ (CHRF), and
-several references per line (BLEU, chrF, chrF++).
+several references per line (BLEU, chrF, chrF++), and TER.
 
 Both score the same files and print the score with 15 decimals (./bleu --width 15; Python's
 '%.15f'), which tells two different doubles apart at these magnitudes (0..100), so equal
@@ -13,10 +13,18 @@ words, Python's white space such as U+00A0 and U+3000, empty hypotheses, a refer
 punctuation and white space (empty references among them: sacreBLEU 2.6.0 scores an empty
 reference as one of no tokens). Several references: chosen cases (the closest reference length
 and its tie, clipping by the largest count, lines empty in some or all reference files) and
-200 random corpora of 2 to 4 reference files with empty lines here and there. Also the signature
-lines and a bad --metric refused.
+200 random corpora of 2 to 4 reference files with empty lines here and there. TER (edits found by
+sacreBLEU's shift search, so exact equality checks the search step for step): the first 300 lines
+of each shared case (30 of shuffled_words), hand-picked lines (a block moved, Greek capital sigma at a word's end and
+before a combining mark, U+0130, case), 60 random corpora built by moving blocks of a reference's
+words around (up to 80 words a line; one in ten a few words against up to 80, which widens the beam), 60
+of 2 to 4 reference files; and Python's str.lower() itself, which TER applies first: every code
+point, and each between 'A' or '1' and a capital sigma (its Final_Sigma rule), lowered by
+build/test_bleu --lowercase against Python (SKIP when this Python's Unicode version is not the
+one toolkit/unicode_lower.h was generated from). Also the signature lines and a bad --metric
+refused.
 
-Usage: python3 test/test_sacrebleu.py [PROGRAM_DIR]    Ends with "sacrebleu: N passed, M failed".
+Usage: python3 test/test_sacrebleu.py [PROGRAM_DIR [BUILD_DIR]]    Ends with "sacrebleu: N passed, M failed".
 Without the sacrebleu package it says SKIP and why; REQUIRE_SACREBLEU=1 (CI) makes that a failure.
 """
 import os
@@ -28,10 +36,11 @@ import tempfile
 from checks import check, summary
 
 program_dir = sys.argv[1] if len(sys.argv) > 1 else "."
+build_dir = sys.argv[2] if len(sys.argv) > 2 else "build"
 
 
 try:
-    from sacrebleu.metrics import BLEU, CHRF
+    from sacrebleu.metrics import BLEU, CHRF, TER
 except ImportError:
     if os.environ.get("REQUIRE_SACREBLEU") == "1":
         check(False, "sacrebleu is importable (REQUIRE_SACREBLEU=1; pip install sacrebleu)")
@@ -71,6 +80,23 @@ def compare(what, hyps, refs):
     return a == b
 
 
+def ours_ter(hyps, ref_streams):
+    files = [write(f"ref{k}.txt", refs) for k, refs in enumerate(ref_streams)]
+    out = subprocess.run([os.path.join(program_dir, "bleu"), *files, "--hyp", write("hyp.txt", hyps),
+                          "--metric", "ter", "--score-only", "--width", "15"], capture_output=True, text=True)
+    return out.stdout.strip() if out.returncode == 0 else f"exit {out.returncode}: {out.stderr.strip()}"
+
+
+def theirs_ter(hyps, ref_streams):
+    return "%.15f" % TER().corpus_score([h.rstrip() for h in hyps],
+                                        [[r.rstrip() for r in refs] for refs in ref_streams]).score
+
+
+def compare_ter(what, hyps, ref_streams):
+    a, b = ours_ter(hyps, ref_streams), theirs_ter(hyps, ref_streams)
+    check(a == b, f"TER {what}: {a} == sacreBLEU's {b}")
+
+
 # ---- the shared BLEU cases: real system outputs of one reference
 cases = os.environ.get("BLEU_CASES_DIR", os.path.join("..", "shared", "bleu"))
 expected = os.path.join(cases, "expected.json")
@@ -85,8 +111,11 @@ if os.path.isfile(expected):
     import json
     with open(expected, encoding="utf-8") as f:
         for case in json.load(f)["cases"]:   # each case's system output and reference file
-            compare(case["case"], read_lines(os.path.join(cases, case["case"] + ".hyp")),
-                    read_lines(os.path.join(cases, case["ref"])))
+            hyps, refs = read_lines(os.path.join(cases, case["case"] + ".hyp")), read_lines(os.path.join(cases, case["ref"]))
+            compare(case["case"], hyps, refs)
+            # shuffled words: sacreBLEU's shift search runs to its cap on every line, 0.1 s a line
+            lines = 30 if case["case"] == "shuffled_words" else 300
+            compare_ter(f"{case['case']}, its first {lines} lines", hyps[:lines], [refs[:lines]])
 else:
     print(f"SKIP the shared BLEU cases: no {expected} (BLEU_CASES_DIR)")
 
@@ -195,13 +224,86 @@ run = subprocess.run([os.path.join(program_dir, "bleu"), write("r1.txt", ["a", "
 check(run.returncode == 1 and "line counts differ" in run.stderr,
       f"a reference file of another length refused, exit 1 ({run.returncode}): {run.stderr.strip()}")
 
+# ---- TER
+compare_ter("a block of two words moved: one shift", ["c d a b e"], [["a b c d e"]])
+compare_ter("Greek capital sigma: final after a letter, medial before one, a combining mark skipped",
+            ["\u039f\u0394\u039f\u03a3 \u03a3\u0391\u03a3 \u0391\u03a3\u0301 \u03a3"],
+            [["\u03bf\u03b4\u03bf\u03c2 \u03c3\u03b1\u03c2 \u03b1\u03c3\u0301 \u03c3"]])
+compare_ter("U+0130 (lowers to two code points), German sharp s, Cyrillic, title case",
+            ["\u0130STANBUL Stra\u00dfe \u041c\u041e\u0421\u041a\u0412\u0410 \u01c5"],
+            [["i\u0307stanbul stra\u00dfe \u043c\u043e\u0441\u043a\u0432\u0430 \u01c6"]])
+compare_ter("an empty hypothesis, an empty reference, both", ["", "a b", ""], [["a b c", "", ""]])
+ter_words = ("the a cat dog sat on mat Mat THE Cat . , and or \u03a3\u0391\u03a3 \u03c3\u03b1\u03c2 "
+             "\u039f\u0394\u039f\u03a3 \u0130stanbul stra\u00dfe \u00c9T\u00c9 \u00e9t\u00e9").split()
+
+
+def moved_blocks():
+    """1..8 lines: a reference of 0..80 words, its hypothesis the same words with up to 4 blocks
+    of 1..5 moved and a word changed, or (one in ten) 0..3 unrelated words (a reference over 50
+    times as long widens the beam)."""
+    hyps, refs = [], []
+    for _ in range(rng.randint(1, 8)):
+        ref = [rng.choice(ter_words) for _ in range(rng.randint(0, 80))]
+        hyp = list(ref)
+        for _ in range(rng.randint(0, 4)):
+            if len(hyp) > 2:
+                i = rng.randrange(len(hyp))
+                k = rng.randint(1, min(5, len(hyp) - i))
+                block = hyp[i:i + k]
+                del hyp[i:i + k]
+                j = rng.randint(0, len(hyp))
+                hyp[j:j] = block
+        if hyp and rng.random() < 0.5:
+            hyp[rng.randrange(len(hyp))] = rng.choice(ter_words)
+        if rng.random() < 0.1:
+            hyp = [rng.choice(ter_words) for _ in range(rng.randint(0, 3))]
+        hyps.append(" ".join(hyp))
+        refs.append(" ".join(ref))
+    return hyps, [refs]
+
+
+random_corpora("60 random corpora of blocks moved: TER equals sacreBLEU's to 15 decimals", 60, moved_blocks,
+               ours_ter, theirs_ter)
+random_corpora("60 random corpora of 2..4 reference files: TER equals sacreBLEU's to 15 decimals", 60,
+               random_streams, ours_ter, theirs_ter)
+
+# Python's str.lower(), every code point, through build/test_bleu --lowercase (toolkit/ter_score.cpp's py_lower)
+import unicodedata
+with open(os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "toolkit", "unicode_lower.h"), encoding="utf-8") as f:
+    table_version = f.read().split('kUnicodeLowerVersion = "')[1].split('"')[0]
+lowercase = os.path.join(build_dir, "test_bleu")
+if unicodedata.unidata_version != table_version:
+    print(f"SKIP str.lower() on every code point: this Python has Unicode {unicodedata.unidata_version}, "
+          f"toolkit/unicode_lower.h was generated from {table_version}")
+elif not os.path.isfile(lowercase):
+    check(False, f"str.lower() on every code point: {lowercase} exists (make test builds it)")
+else:
+    points = [chr(c) for c in range(0x110000) if not 0xD800 <= c < 0xE000]
+    text = "\n".join(points + ["A" + c + "\u03a3" for c in points] + ["1" + c + "\u03a3" for c in points] +
+                      ["A\u03a3" + c for c in points])
+    run = subprocess.run([lowercase, "--lowercase"], input=text.encode("utf-8"), capture_output=True)
+    ours_low, theirs_low = run.stdout.decode("utf-8", "replace").split("\n"), text.lower().split("\n")
+    differ = [i for i in range(len(theirs_low)) if i >= len(ours_low) or ours_low[i] != theirs_low[i]]
+    check(run.returncode == 0 and len(ours_low) == len(theirs_low) and not differ,
+          f"str.lower() of {len(points)} code points, alone and around a capital sigma: py_lower == Python's "
+          f"(Unicode {table_version}; {len(differ)} lines differ"
+          + (f", first {ascii(text.split(chr(10))[differ[0]])}: {ascii(ours_low[differ[0]] if differ[0] < len(ours_low) else None)} "
+             f"!= {ascii(theirs_low[differ[0]])}" if differ else "") + ")")
+    check(all(c.lower().lower() == c.lower() for c in points),
+          "Python's lower() is idempotent on every code point (sacreBLEU lowers references twice; ./bleu once)")
+
 # ---- the printed lines
 out = subprocess.run([os.path.join(program_dir, "bleu"), write("r.txt", ["The cat sat."]), "--hyp",
                       write("h.txt", ["The cat sat."]), "--metric", "chrf++"], capture_output=True, text=True).stdout
 check(out == "chrF2++ = 100.00\nsignature: nrefs:1|case:mixed|eff:yes|nc:6|nw:2|space:no\n",
       f"--metric chrf++ prints sacreBLEU's score line and signature: {out!r}")
+out = subprocess.run([os.path.join(program_dir, "bleu"), write("r.txt", ["a b c d"]), "--hyp",
+                      write("h.txt", ["c d a b"]), "--metric", "ter"], capture_output=True, text=True).stdout
+check(out == "TER = 25.00\nsignature: nrefs:1|case:lc|tok:tercom|norm:no|punct:yes|asian:no\n",
+      f"--metric ter prints sacreBLEU's score line and signature: {out!r}")
 run = subprocess.run([os.path.join(program_dir, "bleu"), write("r.txt", ["a"]), "--hyp", write("h.txt", ["a"]),
-                      "--metric", "ter"], capture_output=True, text=True)
-check(run.returncode == 2 and "--metric ter" in run.stderr, f"--metric ter refused, exit 2 ({run.returncode}): {run.stderr.strip()}")
+                      "--metric", "meteor"], capture_output=True, text=True)
+check(run.returncode == 2 and "--metric meteor" in run.stderr,
+      f"--metric meteor refused, exit 2 ({run.returncode}): {run.stderr.strip()}")
 
 sys.exit(summary("sacrebleu"))

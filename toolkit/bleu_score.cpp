@@ -59,7 +59,8 @@ std::string_view rstrip_view(std::string_view s) {
     return s.substr(0, end);
 }
 
-// Python's str.split() with no argument: runs of white space separate, none are kept.
+}  // namespace
+
 std::vector<std::string_view> py_split(std::string_view s) {
     std::vector<std::string_view> words;
     size_t i = 0, start = std::string_view::npos;
@@ -73,6 +74,8 @@ std::vector<std::string_view> py_split(std::string_view s) {
     if (start != std::string_view::npos) words.push_back(s.substr(start));
     return words;
 }
+
+namespace {
 
 // ---- 13a rules ---------------------------------------------------------------------------
 

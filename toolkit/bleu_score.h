@@ -13,6 +13,7 @@
 #include <array>
 #include <cstdint>
 #include <string>
+#include <string_view>
 #include <vector>
 
 // Corpus statistics and score, as sacreBLEU's BLEUScore reports them.
@@ -41,6 +42,8 @@ std::string tokenize_13a(const std::string& line);
 
 // Python's str.rstrip(): drops trailing white space as Python defines it (see bleu.cpp).
 std::string py_rstrip(const std::string& s);
+// Python's str.split() with no argument: runs of Python's white space separate, none are kept.
+std::vector<std::string_view> py_split(std::string_view s);
 
 // Fills s.bleu and s.bp from s.counts, s.totals, s.sys_len and s.ref_len.
 void bleu_compute_score(BleuStats& s);
@@ -59,7 +62,7 @@ std::string format_bleu(const BleuStats& s, int width = 2);
 // Character n-grams 1..6 over code points with white space removed, word n-grams 1..word_order
 // (chrF++: 2), beta 2, no lowercasing, no eps smoothing; one or more references per line. Statistics
 // agree with sacreBLEU exactly and the score to the last bit on the tested cases (the
-// arithmetic is done in its order; test/test_chrf.py, multi-reference included). Invalid UTF-8: each bad byte is one
+// arithmetic is done in its order; test/test_sacrebleu.py, multi-reference included). Invalid UTF-8: each bad byte is one
 // character (sacreBLEU would refuse to decode the line).
 constexpr int kChrfCharOrder = 6;
 constexpr int kChrfBeta = 2;
