@@ -63,6 +63,24 @@ int utf8_char(const unsigned char* s, size_t n, uint32_t* cp) {
     return len;
 }
 
+void append_utf8(std::string* out, uint32_t cp) {
+    if (cp < 0x80) {
+        *out += (char)cp;
+        return;
+    }
+    if (cp < 0x800) {
+        *out += (char)(0xC0 | (cp >> 6));
+    } else if (cp < 0x10000) {
+        *out += (char)(0xE0 | (cp >> 12));
+        *out += (char)(0x80 | ((cp >> 6) & 0x3F));
+    } else {
+        *out += (char)(0xF0 | (cp >> 18));
+        *out += (char)(0x80 | ((cp >> 12) & 0x3F));
+        *out += (char)(0x80 | ((cp >> 6) & 0x3F));
+    }
+    *out += (char)(0x80 | (cp & 0x3F));
+}
+
 long invalid_utf8_at(std::string_view text) {
     const unsigned char* s = (const unsigned char*)text.data();
     uint32_t cp;

@@ -40,6 +40,8 @@
 // form, surrogate, > U+10FFFF, truncated); *cp receives the code point (or the byte when
 // 0/1). n must be >= 1.
 int utf8_char(const unsigned char* s, size_t n, uint32_t* cp);
+// Appends code point cp (<= U+10FFFF) to *out as UTF-8 (a surrogate as its 3-byte form).
+void append_utf8(std::string* out, uint32_t cp);
 // Byte offset (0-based) of the first invalid UTF-8 sequence in text, or -1 if it is valid.
 long invalid_utf8_at(std::string_view text);
 // text with each byte that does not start a valid UTF-8 character (utf8_char) replaced by

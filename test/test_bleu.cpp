@@ -2,6 +2,7 @@
 // cases in ../shared/bleu (or $BLEU_CASES_DIR): every case of expected.json (counts, totals
 // and lengths exactly; score and BP within 1e-9) and every line of tok13a.tsv.
 // When the shared folder is missing those cases are reported as skipped, not counted.
+#include "tokenizer.h"   // append_utf8
 #include "toolkit/bleu_score.h"
 #include "toolkit/ter_score.h"
 #include "cli/text_io.h"
@@ -33,24 +34,6 @@ struct Json {
         return it->second;
     }
 };
-
-void append_utf8(std::string& out, uint32_t cp) {
-    if (cp < 0x80) {
-        out += (char)cp;
-    } else if (cp < 0x800) {
-        out += (char)(0xC0 | cp >> 6);
-        out += (char)(0x80 | (cp & 0x3F));
-    } else if (cp < 0x10000) {  // a lone surrogate is written as its 3-byte form
-        out += (char)(0xE0 | cp >> 12);
-        out += (char)(0x80 | (cp >> 6 & 0x3F));
-        out += (char)(0x80 | (cp & 0x3F));
-    } else {
-        out += (char)(0xF0 | cp >> 18);
-        out += (char)(0x80 | (cp >> 12 & 0x3F));
-        out += (char)(0x80 | (cp >> 6 & 0x3F));
-        out += (char)(0x80 | (cp & 0x3F));
-    }
-}
 
 struct JsonReader {
     const std::string& s;
@@ -106,7 +89,7 @@ struct JsonReader {
                 case 'n': out += '\n'; break;
                 case 'r': out += '\r'; break;
                 case 't': out += '\t'; break;
-                case 'u': append_utf8(out, unicode_escape()); break;
+                case 'u': append_utf8(&out, unicode_escape()); break;
                 default: fail("bad escape");
             }
         }

@@ -61,10 +61,7 @@ def write(name, lines):
 
 def ours(hyps, refs):
     """./bleu's chrF and chrF++ scores (strings, 15 decimals) of the hypotheses."""
-    out = subprocess.run([os.path.join(program_dir, "bleu"), write("ref.txt", refs), "--hyp", write("hyp.txt", hyps),
-                          "--metric", "chrf,chrf++", "--score-only", "--width", "15"],
-                         capture_output=True, text=True)
-    return out.stdout.split() if out.returncode == 0 else [f"exit {out.returncode}: {out.stderr.strip()}"]
+    return ours_multi(hyps, [refs], "chrf,chrf++")
 
 
 def theirs(hyps, refs):
@@ -80,16 +77,22 @@ def compare(what, hyps, refs):
     return a == b
 
 
-def ours_ter(hyps, ref_streams):
+def ours_multi(hyps, ref_streams, metrics="bleu,chrf,chrf++"):
+    """./bleu's scores (strings, 15 decimals; by default BLEU, chrF and chrF++) against several reference files."""
     files = [write(f"ref{k}.txt", refs) for k, refs in enumerate(ref_streams)]
     out = subprocess.run([os.path.join(program_dir, "bleu"), *files, "--hyp", write("hyp.txt", hyps),
-                          "--metric", "ter", "--score-only", "--width", "15"], capture_output=True, text=True)
-    return out.stdout.strip() if out.returncode == 0 else f"exit {out.returncode}: {out.stderr.strip()}"
+                          "--metric", metrics, "--score-only", "--width", "15"],
+                         capture_output=True, text=True)
+    return out.stdout.split() if out.returncode == 0 else [f"exit {out.returncode}: {out.stderr.strip()}"]
+
+
+def ours_ter(hyps, ref_streams):
+    return ours_multi(hyps, ref_streams, "ter")
 
 
 def theirs_ter(hyps, ref_streams):
-    return "%.15f" % TER().corpus_score([h.rstrip() for h in hyps],
-                                        [[r.rstrip() for r in refs] for refs in ref_streams]).score
+    return ["%.15f" % TER().corpus_score([h.rstrip() for h in hyps],
+                                         [[r.rstrip() for r in refs] for refs in ref_streams]).score]
 
 
 def compare_ter(what, hyps, ref_streams):
@@ -163,15 +166,6 @@ random_corpora("300 random corpora of 1..30 lines: chrF and chrF++ equal sacreBL
                random_lines, ours, theirs)
 
 # ---- several references per line
-def ours_multi(hyps, ref_streams):
-    """./bleu's BLEU, chrF and chrF++ (floats) against several reference files."""
-    files = [write(f"ref{k}.txt", refs) for k, refs in enumerate(ref_streams)]
-    out = subprocess.run([os.path.join(program_dir, "bleu"), *files, "--hyp", write("hyp.txt", hyps),
-                          "--metric", "bleu,chrf,chrf++", "--score-only", "--width", "15"],
-                         capture_output=True, text=True)
-    return out.stdout.split() if out.returncode == 0 else [f"exit {out.returncode}: {out.stderr.strip()}"]
-
-
 def theirs_multi(hyps, ref_streams):
     hyps = [h.rstrip() for h in hyps]
     streams = [[r.rstrip() for r in refs] for refs in ref_streams]

@@ -12,6 +12,8 @@
 #include <string>
 #include <vector>
 
+#include "tokenizer.h"   // append_utf8
+
 struct Json {
     enum Type { NUL, BOOL, NUMBER, STRING, ARRAY, OBJECT } type = NUL;
     bool boolean = false;
@@ -118,13 +120,6 @@ private:
         pos_ = i;
         return true;
     }
-    static void put_utf8(std::string* out, uint32_t cp) {
-        if (cp < 0x80) { *out += (char)cp; return; }
-        if (cp < 0x800) { *out += (char)(0xC0 | (cp >> 6)); }
-        else if (cp < 0x10000) { *out += (char)(0xE0 | (cp >> 12)); *out += (char)(0x80 | ((cp >> 6) & 0x3F)); }
-        else { *out += (char)(0xF0 | (cp >> 18)); *out += (char)(0x80 | ((cp >> 12) & 0x3F)); *out += (char)(0x80 | ((cp >> 6) & 0x3F)); }
-        *out += (char)(0x80 | (cp & 0x3F));
-    }
     bool hex4(uint32_t* cp) {
         if (pos_ + 4 > s_.size()) return fail("short \\u escape");
         *cp = 0;
@@ -158,7 +153,7 @@ private:
                     if (lo < 0xDC00 || lo >= 0xE000) return fail("bad surrogate pair");
                     cp = 0x10000 + ((cp - 0xD800) << 10) + (lo - 0xDC00);
                 }
-                put_utf8(out, cp);
+                append_utf8(out, cp);
                 return true;
             }
             default: return fail("bad escape");

@@ -3,7 +3,7 @@
 //   per line   rstrip (./bleu), Python's lower(), split()             py_lower, py_split
 //              shifts: while the best shift lowers the edit distance,  ter_edits, best_shift
 //              take it (at most 1,000 candidates a line in all)
-//              edit distance: Levenshtein over words in a beam of 25   BeamEditDistance
+//              edit distance: Levenshtein over words in a beam of 25   beam_edit_distance
 //              around the length-scaled diagonal, with its trace
 //   corpus     sum of the lines' fewest edits / sum of mean reference lengths
 //
@@ -21,7 +21,7 @@
 #include <cstdio>
 #include <stdexcept>
 
-#include "tokenizer.h"   // utf8_char
+#include "tokenizer.h"   // utf8_char, append_utf8
 #include "toolkit/bleu_score.h"   // py_split
 #include "toolkit/unicode_lower.h"
 
@@ -44,19 +44,6 @@ int sigma_class(uint32_t c) {
     const SigmaClassRange* r =
         std::upper_bound(kSigmaClasses, end, c, [](uint32_t v, const SigmaClassRange& x) { return v < x.first; });
     return r != kSigmaClasses && c <= (r - 1)->last ? (r - 1)->kind : 0;
-}
-
-void append_utf8(std::string& out, uint32_t c) {
-    if (c < 0x80) {
-        out += (char)c;
-    } else if (c < 0x800) {
-        out += (char)(0xC0 | (c >> 6)), out += (char)(0x80 | (c & 0x3F));
-    } else if (c < 0x10000) {
-        out += (char)(0xE0 | (c >> 12)), out += (char)(0x80 | ((c >> 6) & 0x3F)), out += (char)(0x80 | (c & 0x3F));
-    } else {
-        out += (char)(0xF0 | (c >> 18)), out += (char)(0x80 | ((c >> 12) & 0x3F));
-        out += (char)(0x80 | ((c >> 6) & 0x3F)), out += (char)(0x80 | (c & 0x3F));
-    }
 }
 
 // Python's Final_Sigma: capital sigma at i lowers to final sigma when a cased code point comes
@@ -119,10 +106,10 @@ class BeamRows {
     std::vector<Cell> cells_;
 };
 
-// Edit distance from hyp to ref and its trace of operations (hyp -> ref: kDel takes a hypothesis
-// word, kIns a reference word), Tercom's preference on ties: match or substitution, then
-// deletion, then insertion. Only cells within the beam around the length-scaled diagonal are
-// filled (BeamRows).
+// Edit distance from hyp to ref and, when trace is given, its operations (hyp -> ref: kDel takes a
+// hypothesis word, kIns a reference word), Tercom's preference on ties: match or substitution,
+// then deletion, then insertion. Only cells within the beam around the length-scaled diagonal
+// are filled (BeamRows).
 int64_t beam_edit_distance(const Ids& hyp, const Ids& ref, std::string* trace) {
     const size_t nh = hyp.size(), nr = ref.size();
     BeamRows rows(nh, nr);
@@ -143,6 +130,7 @@ int64_t beam_edit_distance(const Ids& hyp, const Ids& ref, std::string* trace) {
                 if (c.cost > o.cost) c = o;
         }
     }
+    if (!trace) return dist(nh, nr).cost;   // a shift candidate: its cost alone
     trace->clear();
     for (size_t i = nh, j = nr; i > 0 || j > 0;) {
         const char op = dist(i, j).op;
@@ -229,10 +217,11 @@ bool any_error(const std::vector<char>& err, int from, int length) {
 }
 
 // The best shift of hyp towards ref (sacreBLEU's _shift); false when none was tried.
-// *candidates counts the shifts evaluated, over all calls for the line.
-bool best_shift(const Ids& hyp, const Ids& ref, int* candidates, Shift* best) {
+// *distance: hyp's own edit distance; *candidates counts the shifts evaluated, over all calls
+// for the line.
+bool best_shift(const Ids& hyp, const Ids& ref, int64_t* distance, int* candidates, Shift* best) {
     std::string trace;
-    const int64_t before = beam_edit_distance(hyp, ref, &trace);
+    const int64_t before = *distance = beam_edit_distance(hyp, ref, &trace);
     const Alignment al = trace_alignment(trace);
     const int nh = (int)hyp.size(), nr = (int)ref.size();
     bool found = false;
@@ -251,8 +240,7 @@ bool best_shift(const Ids& hyp, const Ids& ref, int* candidates, Shift* best) {
                     if (target == prev) continue;
                     prev = target;
                     Ids shifted = perform_shift(hyp, sh, length, target);
-                    std::string unused;
-                    Shift s{before - beam_edit_distance(shifted, ref, &unused), length, sh, target, std::move(shifted)};
+                    Shift s{before - beam_edit_distance(shifted, ref, nullptr), length, sh, target, std::move(shifted)};
                     ++*candidates;
                     if (!found || s > *best) *best = std::move(s), found = true;
                 }
@@ -292,9 +280,9 @@ std::string py_lower(std::string_view s) {
     for (size_t i = 0; i < cps.size(); i++) {
         const int64_t c = cps[i];
         if (c < 0) out += (char)(-1 - c);   // an invalid byte, unchanged
-        else if (c == 0x130) append_utf8(out, 0x69), append_utf8(out, 0x307);
-        else if (c == 0x3A3) append_utf8(out, final_sigma(cps, i) ? 0x3C2 : 0x3C3);
-        else append_utf8(out, lower_code_point((uint32_t)c));
+        else if (c == 0x130) append_utf8(&out, 0x69), append_utf8(&out, 0x307);
+        else if (c == 0x3A3) append_utf8(&out, final_sigma(cps, i) ? 0x3C2 : 0x3C3);
+        else append_utf8(&out, lower_code_point((uint32_t)c));
     }
     return out;
 }
@@ -304,15 +292,14 @@ int ter_edits(const Words& hyp_words, const Words& ref_words) {
     Ids words, ref;
     word_ids(hyp_words, ref_words, &words, &ref);
     int shifts = 0, candidates = 0;
-    for (;;) {
+    for (;;) {   // shift while a shift lowers the distance; the words left are those last searched
         Shift best;
-        const bool found = best_shift(words, ref, &candidates, &best);
-        if (candidates >= kMaxShiftCandidates || !found || best.saved <= 0) break;
+        int64_t distance;
+        const bool found = best_shift(words, ref, &distance, &candidates, &best);
+        if (candidates >= kMaxShiftCandidates || !found || best.saved <= 0) return shifts + (int)distance;
         shifts++;
         words = std::move(best.words);
     }
-    std::string trace;
-    return shifts + (int)beam_edit_distance(words, ref, &trace);
 }
 
 TerStats corpus_ter_multi(const std::vector<std::string>& hyps, const std::vector<std::vector<std::string>>& ref_streams) {
