@@ -119,7 +119,7 @@ endif
 # The model library: every layer, the sequence, checkpoints, decoding, data, tokenizer, BLEU.
 MODEL_SRC := transformer.cpp model/backend.cpp model/config.cpp model/model.cpp model/checkpoint.cpp \
              model/profile.cpp cpu/gemm.cpp cpu/gemm_int8.cpp cpu/gemm_bf16.cpp
-TEXT_SRC := tokenizer.cpp toolkit/decode.cpp toolkit/parallel_data.cpp toolkit/bleu_score.cpp toolkit/ter_score.cpp \
+TEXT_SRC := tokenizer.cpp toolkit/decode.cpp toolkit/parallel_data.cpp toolkit/bleu_score.cpp toolkit/ter_score.cpp toolkit/significance.cpp \
             toolkit/svg.cpp toolkit/attention_view.cpp toolkit/curves.cpp \
             toolkit/trainer.cpp toolkit/distributed.cpp toolkit/batch_queue.cpp toolkit/thread_governor.cpp
 LIB_SRC := $(MODEL_SRC) $(TEXT_SRC)

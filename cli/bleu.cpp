@@ -4,14 +4,19 @@
 //   ./bleu REF_FILE < hyp.txt        ./bleu REF_FILE --hyp hyp.txt        --score-only
 //   ./bleu REF_FILE --metric bleu,chrf,chrf++,ter --width 4               ./bleu --help
 //   ./bleu REF_1 REF_2 ... < hyp.txt  (several references per line: sacrebleu R1 R2 -i hyp.txt)
+//   ./bleu REF --hyp hyp.txt --confidence                 (sacrebleu ... --confidence)
+//   ./bleu REF --hyp base.txt --hyp new.txt --paired-bs    (sacrebleu REF -i base.txt new.txt --paired-bs)
 //
-// Prints sacreBLEU's text line and the signature. Lines are split on '\n' only (as
+// Prints sacreBLEU's text line and the signature; a paired test prints a block per metric, a line
+// per system (toolkit/significance.h: sacreBLEU's tests, its numbers). Lines are split on '\n' only (as
 // sacreBLEU's smart_open does for files); a final '\n' does not start another line. Like
 // sacreBLEU's CLI, lines are rstripped, and an empty reference line is a reference of no
 // tokens (sacreBLEU 2.6.0 scores it so; this program refused it before). Unlike it, stdin
 // is read like a file: a tab stays in the line (sacreBLEU would read several systems) and
 // a lone '\r' does not end one (sacreBLEU reads stdin with universal newlines). Options:
 // cli/options.h; reading and checked writing: cli/text_io.h.
+#include <algorithm>
+#include <cstdint>
 #include <cstdio>
 #include <cstdlib>
 #include <stdexcept>
@@ -21,6 +26,7 @@
 #include "cli/options.h"
 #include "cli/text_io.h"
 #include "toolkit/bleu_score.h"
+#include "toolkit/significance.h"
 #include "toolkit/ter_score.h"
 
 namespace {
@@ -37,10 +43,15 @@ std::string read_text(const std::string& path) {
 
 struct Args {
     std::vector<std::string> refs;   // reference files, one stream each
-    std::string hyp = "-";
+    std::vector<std::string> hyps;   // hypothesis files, one system each (the first: a paired test's baseline)
     bool score_only = false;
     std::string metrics = "bleu";
     int width = 2;
+    bool confidence = false;         // sacreBLEU's --confidence
+    int confidence_n = 1000;
+    bool paired_bs = false, paired_ar = false;
+    int paired_bs_n = 1000, paired_ar_n = 10000;
+    int64_t seed = 12345;            // sacreBLEU's SACREBLEU_SEED
 };
 
 // The metrics of --metric's comma-separated list, in order; exits on an unknown one.
@@ -67,15 +78,33 @@ Args parse_args(int argc, char** argv, std::vector<std::string>* metrics) {
                       "TER as its TER: " + ter_signature() + ".\n"
                       "Several REF_FILEs: several references per line (nrefs:N), as sacreBLEU's.");
     o.usage_suffix(" REF_FILE [REF_FILE ...]");
-    o.add("--hyp", &a.hyp, "hypotheses file (- is stdin)", "FILE");
+    o.add_custom("--hyp", "FILE", "hypotheses file (- is stdin); repeat for a paired test's systems, the first the baseline",
+                 [&a] { return a.hyps.empty() ? std::string("-") : a.hyps.back(); },
+                 [&a](const std::string& f) { a.hyps.push_back(f); return !f.empty(); });
     o.add("--metric", &a.metrics, "bleu, chrf, chrf++, ter (lower is better), or several comma-separated (each printed in that order)", "LIST");
     o.add("--width", &a.width, "decimals of the printed scores (sacreBLEU's --width)", in_range(0, 17));
-    o.add_flag("--score-only", &a.score_only, "print only the scores, one a line");
+    o.add_flag("--score-only", &a.score_only, "print only the scores, one a line (a paired test: a system a line, its score, mean, interval and p-value)");
+    o.section("significance (sacreBLEU's tests: the same resamples, the same numbers)");
+    o.add_flag("--confidence", &a.confidence, "the mean and 95% confidence interval of each score by bootstrap resampling");
+    o.add("--confidence-n", &a.confidence_n, "bootstrap resamples for --confidence (and --paired-ar's intervals)", in_range(2, 1000000));
+    o.add_flag("--paired-bs", &a.paired_bs, "paired bootstrap resampling: each --hyp after the first against the first");
+    o.add("--paired-bs-n", &a.paired_bs_n, "resamples of --paired-bs", in_range(2, 1000000));
+    o.add_flag("--paired-ar", &a.paired_ar, "paired approximate randomization: each --hyp after the first against the first");
+    o.add("--paired-ar-n", &a.paired_ar_n, "trials of --paired-ar", in_range(1, 1000000));
+    o.add("--seed", &a.seed, "the resamples' seed, as sacreBLEU's SACREBLEU_SEED (NumPy's default_rng)", in_range(1, 4294967295.0));
     std::vector<std::string> files;
     if (!o.parse(argc, argv, &files)) std::exit(o.exit_code());
     *metrics = metric_list(o, a.metrics);
     if (files.empty()) std::exit(o.usage_error("no reference file given (see --help)"));
     a.refs = files;
+    if (a.hyps.empty()) a.hyps.push_back("-");
+    if (std::count(a.hyps.begin(), a.hyps.end(), "-") > 1) std::exit(o.usage_error("--hyp: stdin (-) can be one system only"));
+    if (a.paired_bs && a.paired_ar) std::exit(o.usage_error("--paired-bs and --paired-ar: one test at a time"));
+    const bool paired = a.paired_bs || a.paired_ar;
+    if (paired && a.hyps.size() < 2)
+        std::exit(o.usage_error(std::string(a.paired_bs ? "--paired-bs" : "--paired-ar") + " compares systems: give two --hyp or more, the baseline first"));
+    if (!paired && a.hyps.size() > 1)
+        std::exit(o.usage_error("several --hyp are systems to compare: add --paired-bs or --paired-ar"));
     return a;
 }
 
@@ -84,49 +113,137 @@ void rstrip_lines(std::vector<std::string>& lines) {
     for (std::string& l : lines) l = py_rstrip(l);
 }
 
+// The metric's name as sacreBLEU prints it.
+std::string metric_name(const std::string& m) {
+    return m == "bleu" ? "BLEU" : m == "ter" ? "TER" : m == "chrf++" ? "chrF2++" : "chrF2";
+}
+
+std::string metric_signature(const std::string& m, int nrefs) {
+    if (m == "bleu") return bleu_signature(nrefs);
+    if (m == "ter") return ter_signature(nrefs);
+    return chrf_signature(m == "chrf++" ? 2 : 0, nrefs);
+}
+
+// A signature with a test's fields after nrefs, as sacreBLEU orders them ("nrefs:1|bs:1000|seed:12345|...").
+std::string with_test(const std::string& signature, const std::string& fields) {
+    const size_t bar = signature.find('|');
+    return signature.substr(0, bar) + "|" + fields + signature.substr(bar);
+}
+
+std::string fixed(double v, int width) {
+    char buf[64];
+    std::snprintf(buf, sizeof buf, "%.*f", width, v);
+    return buf;
+}
+
+// " (μ = 38.52 ± 1.02)": sacreBLEU prints it when the mean is positive.
+std::string estimate_text(const Estimate& e, int width) {
+    return e.mean > 0 ? " (μ = " + fixed(e.mean, width) + " ± " + fixed(e.ci, width) + ")" : "";
+}
+
+// One system, one metric: sacreBLEU's line (and with --confidence its bootstrap estimate).
+void print_score(const Args& a, const std::string& m, const std::vector<std::string>& hyps,
+                 const std::vector<std::vector<std::string>>& refs) {
+    double score;
+    std::string line;
+    if (m == "bleu") {
+        const BleuStats s = corpus_bleu_multi(hyps, refs);
+        score = s.bleu, line = format_bleu(s, a.width);
+    } else if (m == "ter") {
+        const TerStats s = corpus_ter_multi(hyps, refs);
+        score = s.score, line = format_ter(s, a.width);
+    } else {
+        const ChrfStats s = corpus_chrf_multi(hyps, refs, m == "chrf++" ? 2 : 0);
+        score = s.score, line = format_chrf(s, a.width);
+    }
+    std::string signature = metric_signature(m, (int)refs.size()), estimate;
+    if (a.confidence) {
+        estimate = estimate_text(bootstrap_estimate(segment_table(m, hyps, refs), a.confidence_n, (uint32_t)a.seed), a.width);
+        const size_t score_end = line.find(' ', line.find(" = ") + 3);   // after "NAME = 12.34"
+        line.insert(score_end == std::string::npos ? line.size() : score_end, estimate);
+        signature = with_test(signature, "bs:" + std::to_string(a.confidence_n) + "|seed:" + std::to_string(a.seed));
+    }
+    if (a.score_only) std::printf("%s%s\n", fixed(score, a.width).c_str(), estimate.c_str());
+    else std::printf("%s\nsignature: %s\n", line.c_str(), signature.c_str());
+}
+
+// Every system against the first, one metric: a line per system, p-values against the baseline.
+void print_paired(const Args& a, const std::string& m, const std::vector<std::vector<std::string>>& systems,
+                  const std::vector<std::string>& names, const std::vector<std::vector<std::string>>& refs) {
+    const uint32_t seed = (uint32_t)a.seed;
+    const int confidence = a.paired_bs ? a.paired_bs_n : a.confidence ? a.confidence_n : 0;
+    const SegmentTable baseline = segment_table(m, systems[0], refs);
+    std::vector<PairedResult> results(1);
+    results[0].score = table_score(baseline);
+    results[0].has_estimate = confidence > 0;
+    if (confidence > 0) results[0].estimate = baseline_estimate(baseline, confidence, seed);
+    for (size_t k = 1; k < systems.size(); k++) {
+        const SegmentTable system = segment_table(m, systems[k], refs);
+        results.push_back(a.paired_bs ? paired_bootstrap(baseline, system, a.paired_bs_n, seed)
+                                      : paired_randomization(baseline, system, a.paired_ar_n, confidence, seed));
+    }
+    const int p_width = std::max(4, a.width);
+    if (a.score_only) {   // score [mean ci] [p], a line per system
+        for (size_t k = 0; k < results.size(); k++) {
+            const PairedResult& r = results[k];
+            std::string line = fixed(r.score, a.width);
+            if (r.has_estimate) line += " " + fixed(r.estimate.mean, a.width) + " " + fixed(r.estimate.ci, a.width);
+            if (k > 0) line += " " + fixed(r.p_value, p_width);
+            std::printf("%s\n", line.c_str());
+        }
+        return;
+    }
+    std::string fields = a.paired_bs ? "bs:" + std::to_string(a.paired_bs_n) : "ar:" + std::to_string(a.paired_ar_n);
+    if (a.paired_ar && confidence > 0) fields = "bs:" + std::to_string(confidence) + "|" + fields;
+    std::printf("%s: %s, each system against the baseline %s\n", metric_name(m).c_str(),
+                a.paired_bs ? ("paired bootstrap resampling (" + std::to_string(a.paired_bs_n) + " resamples)").c_str()
+                            : ("paired approximate randomization (" + std::to_string(a.paired_ar_n) + " trials)").c_str(),
+                names[0].c_str());
+    size_t name_width = 0;
+    for (const std::string& n : names) name_width = std::max(name_width, n.size());
+    for (size_t k = 0; k < results.size(); k++) {
+        const PairedResult& r = results[k];
+        std::string line = fixed(r.score, a.width);
+        if (r.has_estimate) line += estimate_text(r.estimate, a.width);
+        if (k > 0) line += " (p = " + fixed(r.p_value, p_width) + ")" + (r.p_value < 0.05 ? "*" : "");
+        std::printf("  %-*s  %s\n", (int)name_width, names[k].c_str(), line.c_str());
+    }
+    std::printf("signature: %s\n", with_test(metric_signature(m, (int)refs.size()), fields + "|seed:" + std::to_string(a.seed)).c_str());
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
     guard_stdout("bleu");
     std::vector<std::string> metrics;
     Args a = parse_args(argc, argv, &metrics);
-    std::vector<std::string> hyps = split_lines(read_text(a.hyp));
-    const char* hyp_name = a.hyp != "-" ? a.hyp.c_str() : "stdin";
-    std::vector<std::vector<std::string>> refs;
+    std::vector<std::vector<std::string>> refs, systems;
+    std::vector<std::string> names;
     for (const std::string& path : a.refs) {
         refs.push_back(split_lines(read_text(path)));
-        if (hyps.size() != refs.back().size()) {
-            std::fprintf(stderr,
-                         "bleu: line counts differ: %zu hypothesis lines (%s) but %zu reference "
-                         "lines (%s)\n",
-                         hyps.size(), hyp_name, refs.back().size(), path.c_str());
-            return 1;
-        }
         rstrip_lines(refs.back());
     }
-    rstrip_lines(hyps);
-    const int nrefs = (int)refs.size();
-    for (const std::string& m : metrics) {
-        double score;
-        std::string line, signature;
-        try {
-            if (m == "bleu") {
-                const BleuStats s = corpus_bleu_multi(hyps, refs);
-                score = s.bleu, line = format_bleu(s, a.width), signature = bleu_signature(nrefs);
-            } else if (m == "ter") {
-                const TerStats s = corpus_ter_multi(hyps, refs);
-                score = s.score, line = format_ter(s, a.width), signature = ter_signature(nrefs);
-            } else {
-                const int word_order = m == "chrf++" ? 2 : 0;
-                const ChrfStats s = corpus_chrf_multi(hyps, refs, word_order);
-                score = s.score, line = format_chrf(s, a.width), signature = chrf_signature(word_order, nrefs);
+    for (const std::string& path : a.hyps) {
+        systems.push_back(split_lines(read_text(path)));
+        rstrip_lines(systems.back());
+        names.push_back(path != "-" ? path : "stdin");
+        for (size_t r = 0; r < refs.size(); r++)
+            if (systems.back().size() != refs[r].size()) {
+                std::fprintf(stderr,
+                             "bleu: line counts differ: %zu hypothesis lines (%s) but %zu reference "
+                             "lines (%s)\n",
+                             systems.back().size(), names.back().c_str(), refs[r].size(), a.refs[r].c_str());
+                return 1;
             }
-        } catch (const std::exception& e) {
-            std::fprintf(stderr, "bleu: %s\n", e.what());
-            return 1;
+    }
+    try {
+        for (const std::string& m : metrics) {
+            if (a.paired_bs || a.paired_ar) print_paired(a, m, systems, names, refs);
+            else print_score(a, m, systems[0], refs);
         }
-        if (a.score_only) std::printf("%.*f\n", a.width, score);
-        else std::printf("%s\nsignature: %s\n", line.c_str(), signature.c_str());
+    } catch (const std::exception& e) {
+        std::fprintf(stderr, "bleu: %s\n", e.what());
+        return 1;
     }
     return 0;
 }

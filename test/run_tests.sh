@@ -94,6 +94,7 @@ run sentences "$BUILD/test_sentences"
 run data "$BUILD/test_data"
 run bleu "$BUILD/test_bleu"
 run sacrebleu python3 test/test_sacrebleu.py "$BIN" "$BUILD"
+run significance python3 test/test_significance.py "$BIN" "$BUILD"
 run cuda "$BUILD/test_cuda"
 # The GPU tests again with transformer.cu built for the CPU emulator (test/cuda_emulator): the
 # kernels' logic and the host code around them, on any machine; a GPU's numbers come from the

@@ -4,6 +4,8 @@
 // When the shared folder is missing those cases are reported as skipped, not counted.
 #include "tokenizer.h"   // append_utf8
 #include "toolkit/bleu_score.h"
+#include "toolkit/numpy_random.h"
+#include "toolkit/significance.h"
 #include "toolkit/ter_score.h"
 #include "cli/text_io.h"
 #include "test/check.h"
@@ -392,6 +394,32 @@ int main(int argc, char** argv) {
     if (argc == 2 && std::strcmp(argv[1], "--lowercase") == 0) {
         std::string text{std::istreambuf_iterator<char>(std::cin), std::istreambuf_iterator<char>()};
         std::cout << py_lower(text);
+        return std::cout.good() ? 0 : 1;
+    }
+    // test/test_significance.py: python_mean of each stdin line's numbers (hex floats), as %a
+    if (argc == 2 && std::strcmp(argv[1], "--python-mean") == 0) {
+        std::string line;
+        while (std::getline(std::cin, line)) {
+            std::vector<double> values;
+            char* at = &line[0];
+            for (char* end; ; at = end) {
+                const double v = std::strtod(at, &end);
+                if (end == at) break;
+                values.push_back(v);
+            }
+            std::printf("%a\n", python_mean(values));
+        }
+        return std::fflush(stdout) == 0 ? 0 : 1;
+    }
+    // test/test_significance.py: NumpyGenerator(SEED)'s bits(BITS) (a line of 0s and 1s), then the
+    // same generator's choice(N, COUNT) (a line of indices), to compare with NumPy's default_rng.
+    if (argc == 6 && std::strcmp(argv[1], "--numpy-draws") == 0) {
+        NumpyGenerator rng((uint32_t)std::strtoul(argv[2], nullptr, 10));
+        for (uint8_t b : rng.bits(std::strtoul(argv[4], nullptr, 10))) std::cout << (int)b;
+        std::cout << "\n";
+        for (uint32_t i : rng.choice((uint32_t)std::strtoul(argv[3], nullptr, 10), std::strtoul(argv[5], nullptr, 10)))
+            std::cout << i << " ";
+        std::cout << "\n";
         return std::cout.good() ? 0 : 1;
     }
     test_tokenizer_rules();

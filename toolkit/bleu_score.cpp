@@ -236,39 +236,63 @@ std::string tokenize_13a(const std::string& line) {
     return out;
 }
 
-void bleu_precisions(const BleuStats& s, double out[4]) {
-    for (int n = 0; n < kMaxOrder; n++) out[n] = 0.0;
+// sacreBLEU's compute_bleu on summed statistics held as Real: double for its Python ints, float
+// for the float32 arrays of its bootstrap resamples (toolkit/significance.h), where the
+// precisions are float32 arithmetic (NumPy keeps float32 against Python's floats) and the rest
+// Python floats. Precisions: percent, exp-smoothed where a count is 0, 0 past a zero total.
+template <typename Real>
+static void precisions_of(const Real counts[kMaxOrder], const Real totals[kMaxOrder], Real out[kMaxOrder]) {
+    for (int n = 0; n < kMaxOrder; n++) out[n] = 0;
     bool any_match = false;
-    for (int n = 0; n < kMaxOrder; n++) any_match |= s.counts[n] != 0;
+    for (int n = 0; n < kMaxOrder; n++) any_match |= counts[n] != 0;
     if (!any_match) return;  // sacreBLEU stops early (#141): all precisions stay 0
-    double smooth = 1.0;
+    Real smooth = 1;
     for (int n = 0; n < kMaxOrder; n++) {
-        if (s.totals[n] == 0) break;  // higher orders stay 0 and floor the score
-        if (s.counts[n] == 0) {
+        if (totals[n] == 0) break;  // higher orders stay 0 and floor the score
+        if (counts[n] == 0) {
             smooth *= 2;  // exp smoothing: 1/2, 1/4, 1/8 ... of a match for each zero order
-            out[n] = 100.0 / (smooth * (double)s.totals[n]);
+            out[n] = Real(100) / (smooth * totals[n]);
         } else {
-            out[n] = 100.0 * (double)s.counts[n] / (double)s.totals[n];
+            out[n] = Real(100) * counts[n] / totals[n];
         }
     }
 }
 
-void bleu_compute_score(BleuStats& s) {
+template <typename Real>
+static double score_of(const Real counts[kMaxOrder], const Real totals[kMaxOrder], int64_t sys_len, int64_t ref_len,
+                       double* bp) {
     // Brevity penalty: exp(1 - r/c) when the hypothesis is shorter, 0 when it is empty.
-    if (s.sys_len < s.ref_len)
-        s.bp = s.sys_len > 0 ? std::exp(1.0 - (double)s.ref_len / (double)s.sys_len) : 0.0;
+    if (sys_len < ref_len)
+        *bp = sys_len > 0 ? std::exp(1.0 - (double)ref_len / (double)sys_len) : 0.0;
     else
-        s.bp = 1.0;
+        *bp = 1.0;
     bool any_match = false;
-    for (int n = 0; n < kMaxOrder; n++) any_match |= s.counts[n] != 0;
-    if (!any_match) { s.bleu = 0.0; return; }
-    double p[kMaxOrder];
-    bleu_precisions(s, p);
+    for (int n = 0; n < kMaxOrder; n++) any_match |= counts[n] != 0;
+    if (!any_match) return 0.0;
+    Real p[kMaxOrder];
+    precisions_of(counts, totals, p);
     // Plain left-to-right sum, as Python < 3.12's sum() does; this reproduces
     // ../shared/bleu bit for bit (3.12's compensated sum() moves 2 of its 9 scores by an ulp).
     double sum = 0.0;
-    for (int n = 0; n < kMaxOrder; n++) sum += my_log(p[n]);
-    s.bleu = s.bp * std::exp(sum / kMaxOrder);
+    for (int n = 0; n < kMaxOrder; n++) sum += my_log((double)p[n]);
+    return *bp * std::exp(sum / kMaxOrder);
+}
+
+void bleu_precisions(const BleuStats& s, double out[4]) {
+    double counts[kMaxOrder], totals[kMaxOrder];
+    for (int n = 0; n < kMaxOrder; n++) counts[n] = (double)s.counts[n], totals[n] = (double)s.totals[n];
+    precisions_of(counts, totals, out);
+}
+
+void bleu_compute_score(BleuStats& s) {
+    double counts[kMaxOrder], totals[kMaxOrder];
+    for (int n = 0; n < kMaxOrder; n++) counts[n] = (double)s.counts[n], totals[n] = (double)s.totals[n];
+    s.bleu = score_of(counts, totals, s.sys_len, s.ref_len, &s.bp);
+}
+
+double bleu_score_float32(const float counts[4], const float totals[4], int64_t sys_len, int64_t ref_len) {
+    double bp;
+    return score_of(counts, totals, sys_len, ref_len, &bp);
 }
 
 // Line i's references: every stream's line. (An empty line is an empty reference, zero
@@ -288,13 +312,24 @@ static void check_streams(size_t hyps, const std::vector<std::vector<std::string
                                         std::to_string(stream.size()) + " references");
 }
 
-BleuStats corpus_bleu_multi(const std::vector<std::string>& hyps, const std::vector<std::vector<std::string>>& ref_streams) {
+std::vector<BleuStats> bleu_segment_stats(const std::vector<std::string>& hyps,
+                                          const std::vector<std::vector<std::string>>& ref_streams) {
     check_streams(hyps.size(), ref_streams, "corpus_bleu");
-    BleuStats s{};
+    std::vector<BleuStats> lines(hyps.size(), BleuStats{});
     for (size_t i = 0; i < hyps.size(); i++) {
         std::vector<std::string> refs = line_references(ref_streams, i);
         for (std::string& r : refs) r = tokenize_13a(py_rstrip(r));
-        add_line_stats(tokenize_13a(py_rstrip(hyps[i])), refs, s);   // sacreBLEU: tokenizer(sent.rstrip())
+        add_line_stats(tokenize_13a(py_rstrip(hyps[i])), refs, lines[i]);   // sacreBLEU: tokenizer(sent.rstrip())
+    }
+    return lines;
+}
+
+BleuStats corpus_bleu_multi(const std::vector<std::string>& hyps, const std::vector<std::vector<std::string>>& ref_streams) {
+    BleuStats s{};
+    for (const BleuStats& line : bleu_segment_stats(hyps, ref_streams)) {
+        for (int n = 0; n < kMaxOrder; n++) s.counts[n] += line.counts[n], s.totals[n] += line.totals[n];
+        s.sys_len += line.sys_len;
+        s.ref_len += line.ref_len;
     }
     bleu_compute_score(s);
     return s;
@@ -389,14 +424,17 @@ std::vector<ChrfCounts> chrf_ngrams(std::string_view line, int word_order) {
 
 }  // namespace
 
-double chrf_compute_score(const ChrfStats& s) {
-    const double eps = 1e-16, factor = (double)kChrfBeta * kChrfBeta;
-    double avg_prec = 0.0, avg_rec = 0.0;
+// sacreBLEU's _compute_f_score on stats[3 * order ...] = (hyp, ref, match), in Real's arithmetic
+// (double: its Python ints; float: the float32 sums of its bootstrap resamples).
+template <typename Real>
+static Real chrf_score_of(const Real* stats, size_t orders) {
+    const Real eps = Real(1e-16), factor = Real(kChrfBeta * kChrfBeta);
+    Real avg_prec = 0, avg_rec = 0;
     int effective_order = 0;
-    for (size_t i = 0; i < s.stats.size(); i++) {
-        const int64_t n_hyp = s.stats[i][0], n_ref = s.stats[i][1], n_match = s.stats[i][2];
-        const double prec = n_hyp > 0 ? (double)n_match / (double)n_hyp : eps;
-        const double rec = n_ref > 0 ? (double)n_match / (double)n_ref : eps;
+    for (size_t i = 0; i < orders; i++) {
+        const Real n_hyp = stats[3 * i], n_ref = stats[3 * i + 1], n_match = stats[3 * i + 2];
+        const Real prec = n_hyp > 0 ? n_match / n_hyp : eps;
+        const Real rec = n_ref > 0 ? n_match / n_ref : eps;
         if (n_hyp > 0 && n_ref > 0) {
             avg_prec += prec;
             avg_rec += rec;
@@ -404,16 +442,25 @@ double chrf_compute_score(const ChrfStats& s) {
         }
     }
     if (effective_order == 0) {
-        avg_prec = avg_rec = 0.0;
+        avg_prec = avg_rec = 0;
     } else {
-        avg_prec /= effective_order;
-        avg_rec /= effective_order;
+        avg_prec /= (Real)effective_order;
+        avg_rec /= (Real)effective_order;
     }
-    if (avg_prec + avg_rec == 0.0) return 0.0;
-    double score = (1 + factor) * avg_prec * avg_rec;   // Python's order: ((1 + f) * p) * r
+    if (avg_prec + avg_rec == 0) return 0;
+    Real score = (1 + factor) * avg_prec * avg_rec;   // Python's order: ((1 + f) * p) * r
     score /= factor * avg_prec + avg_rec;
     return 100 * score;
 }
+
+double chrf_compute_score(const ChrfStats& s) {
+    std::vector<double> flat;
+    for (const auto& order : s.stats)
+        for (int64_t v : order) flat.push_back((double)v);
+    return chrf_score_of(flat.data(), s.stats.size());
+}
+
+float chrf_score_float32(const float* stats, size_t orders) { return chrf_score_of(stats, orders); }
 
 // One line's statistics against one reference's n-grams (sacreBLEU's _get_match_statistics per
 // order): [hypothesis n-grams (0 when the reference has none of the order), reference n-grams,
@@ -434,28 +481,35 @@ static std::vector<std::array<int64_t, 3>> chrf_line_stats(const std::vector<Chr
     return stats;
 }
 
-ChrfStats corpus_chrf_multi(const std::vector<std::string>& hyps, const std::vector<std::vector<std::string>>& ref_streams,
-                            int word_order) {
+std::vector<ChrfStats> chrf_segment_stats(const std::vector<std::string>& hyps,
+                                          const std::vector<std::vector<std::string>>& ref_streams, int word_order) {
     check_streams(hyps.size(), ref_streams, "corpus_chrf");
     if (word_order < 0 || word_order > 2) throw std::invalid_argument("corpus_chrf: word order 0, 1 or 2");
-    ChrfStats s;
-    s.word_order = word_order;
-    s.stats.assign(kChrfCharOrder + word_order, {0, 0, 0});
+    std::vector<ChrfStats> lines(hyps.size());
     for (size_t i = 0; i < hyps.size(); i++) {
         // Several references: the one whose statistics give the line the best score (the
         // first on a tie), as sacreBLEU's _compute_segment_statistics.
         const std::vector<ChrfCounts> h = chrf_ngrams(hyps[i], word_order);
-        ChrfStats best, line;
+        ChrfStats line;
         line.word_order = word_order;
         double best_score = -1.0;
         for (const std::string& ref : line_references(ref_streams, i)) {
             line.stats = chrf_line_stats(h, chrf_ngrams(ref, word_order));
             const double score = chrf_compute_score(line);
-            if (score > best_score) best_score = score, best = line;
+            if (score > best_score) best_score = score, lines[i] = line;
         }
-        for (size_t n = 0; n < s.stats.size(); n++)
-            for (int k = 0; k < 3; k++) s.stats[n][k] += best.stats[n][k];
     }
+    return lines;
+}
+
+ChrfStats corpus_chrf_multi(const std::vector<std::string>& hyps, const std::vector<std::vector<std::string>>& ref_streams,
+                            int word_order) {
+    ChrfStats s;
+    s.word_order = word_order;
+    s.stats.assign(kChrfCharOrder + word_order, {0, 0, 0});
+    for (const ChrfStats& line : chrf_segment_stats(hyps, ref_streams, word_order))
+        for (size_t n = 0; n < s.stats.size(); n++)
+            for (int k = 0; k < 3; k++) s.stats[n][k] += line.stats[n][k];
     s.score = chrf_compute_score(s);
     return s;
 }

@@ -36,6 +36,10 @@ BleuStats corpus_bleu(const std::vector<std::string>& hyps,
 // on a tie; an empty reference counts, with length 0).
 BleuStats corpus_bleu_multi(const std::vector<std::string>& hyps,
                             const std::vector<std::vector<std::string>>& ref_streams);
+// Each line's statistics alone (bleu and bp left 0): sacreBLEU's segment statistics, which its
+// significance tests resample (toolkit/significance.h). corpus_bleu_multi sums them.
+std::vector<BleuStats> bleu_segment_stats(const std::vector<std::string>& hyps,
+                                          const std::vector<std::vector<std::string>>& ref_streams);
 
 // sacreBLEU's Tokenizer13a on one line (no rstrip; corpus_bleu rstrips before calling it).
 std::string tokenize_13a(const std::string& line);
@@ -47,6 +51,10 @@ std::vector<std::string_view> py_split(std::string_view s);
 
 // Fills s.bleu and s.bp from s.counts, s.totals, s.sys_len and s.ref_len.
 void bleu_compute_score(BleuStats& s);
+
+// BLEU of summed statistics held in float32, as sacreBLEU scores its bootstrap resamples (numpy
+// float32 arrays): the precisions in float32 arithmetic, the rest in double.
+double bleu_score_float32(const float counts[4], const float totals[4], int64_t sys_len, int64_t ref_len);
 
 // The four n-gram precisions sacreBLEU prints (percent; exp-smoothed where a count is 0).
 void bleu_precisions(const BleuStats& s, double out[4]);
@@ -79,9 +87,16 @@ ChrfStats corpus_chrf(const std::vector<std::string>& hyps, const std::vector<st
 // (the first on a tie), as sacreBLEU's CHRF; an empty reference is one with no n-grams.
 ChrfStats corpus_chrf_multi(const std::vector<std::string>& hyps,
                             const std::vector<std::vector<std::string>>& ref_streams, int word_order = 0);
+// Each line's statistics alone (score left 0), summed by corpus_chrf_multi.
+std::vector<ChrfStats> chrf_segment_stats(const std::vector<std::string>& hyps,
+                                          const std::vector<std::vector<std::string>>& ref_streams, int word_order = 0);
 
 // The score of summed statistics (sacreBLEU's _compute_f_score).
 double chrf_compute_score(const ChrfStats& s);
+
+// chrF of summed statistics in float32 (stats[3 * order ...] = hyp, ref, match), as sacreBLEU
+// scores its bootstrap resamples: every step in float32 arithmetic.
+float chrf_score_float32(const float* stats, size_t orders);
 
 // "nrefs:1|case:mixed|eff:yes|nc:6|nw:0|space:no"
 std::string chrf_signature(int word_order, int nrefs = 1);

@@ -302,13 +302,14 @@ int ter_edits(const Words& hyp_words, const Words& ref_words) {
     }
 }
 
-TerStats corpus_ter_multi(const std::vector<std::string>& hyps, const std::vector<std::vector<std::string>>& ref_streams) {
+std::vector<TerStats> ter_segment_stats(const std::vector<std::string>& hyps,
+                                        const std::vector<std::vector<std::string>>& ref_streams) {
     if (ref_streams.empty()) throw std::invalid_argument("TER: no reference stream");
     for (const auto& refs : ref_streams)
         if (refs.size() != hyps.size())
             throw std::invalid_argument("TER: " + std::to_string(hyps.size()) + " hypotheses but " +
                                         std::to_string(refs.size()) + " references");
-    TerStats s;
+    std::vector<TerStats> lines(hyps.size());
     for (size_t i = 0; i < hyps.size(); i++) {
         const std::string hyp_low = py_lower(py_rstrip(hyps[i]));
         const Words hyp = py_split(hyp_low);
@@ -319,10 +320,23 @@ TerStats corpus_ter_multi(const std::vector<std::string>& hyps, const std::vecto
             best = std::min<int64_t>(best, ter_edits(hyp, ref));
             ref_words += (int64_t)ref.size();
         }
-        s.edits += (double)best;
-        s.ref_len += (double)ref_words / (double)ref_streams.size();
+        lines[i].edits = (double)best;
+        lines[i].ref_len = (double)ref_words / (double)ref_streams.size();
     }
-    s.score = 100.0 * (s.ref_len > 0 ? s.edits / s.ref_len : s.edits > 0 ? 1.0 : 0.0);
+    return lines;
+}
+
+double ter_compute_score(double edits, double ref_len) {
+    return 100.0 * (ref_len > 0 ? edits / ref_len : edits > 0 ? 1.0 : 0.0);
+}
+
+TerStats corpus_ter_multi(const std::vector<std::string>& hyps, const std::vector<std::vector<std::string>>& ref_streams) {
+    TerStats s;
+    for (const TerStats& line : ter_segment_stats(hyps, ref_streams)) {
+        s.edits += line.edits;
+        s.ref_len += line.ref_len;
+    }
+    s.score = ter_compute_score(s.edits, s.ref_len);
     return s;
 }
 

@@ -22,6 +22,11 @@ struct TerStats {
 // the sizes differ. An empty reference has length 0: a hypothesis against it costs one edit a word.
 TerStats corpus_ter_multi(const std::vector<std::string>& hyps,
                           const std::vector<std::vector<std::string>>& ref_streams);
+// Each line's edits and mean reference length alone (score left 0), summed by corpus_ter_multi.
+std::vector<TerStats> ter_segment_stats(const std::vector<std::string>& hyps,
+                                        const std::vector<std::vector<std::string>>& ref_streams);
+// 100 * edits / ref_len (100 when ref_len is 0 and there are edits, else 0), as sacreBLEU.
+double ter_compute_score(double edits, double ref_len);
 
 // One line's edits against one reference, both given as words (already lowercased).
 int ter_edits(const std::vector<std::string_view>& hyp, const std::vector<std::string_view>& ref);
