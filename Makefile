@@ -134,7 +134,7 @@ PROGRAMS := train translate average bleu bpe
 TESTS := test_core test_ops test_decode test_train test_gemm test_gemm_int8 test_gemm_bf16 test_tokenizer test_sentences test_data test_attention test_openmp_wait \
          test_bleu test_cuda
 # libFuzzer targets (test/fuzz/fuzz_*.cpp); make test replays their seeds and regression inputs.
-FUZZ_TARGETS := tokenizer vocab safetensors checkpoint parallel translate
+FUZZ_TARGETS := tokenizer vocab safetensors checkpoint parallel translate metrics
 
 .PHONY: FORCE all test test-asan test-emulated emulator fuzz soak mutants gpu-check gpu-pack bench bench-attention bench-deps bench-decode bench-translate bench-split-long bench-sentences bench-ensemble bench-serve \
         bench-bpe bench-gemm bench-gemm-int8 bench-gemm-bf16 bench-dist data reference reference-check info clean
@@ -210,6 +210,9 @@ $(EMU_BUILD)/libtransformer_nccl.so: toolkit/nccl_allreduce.cu test/cuda_emulato
 	$(CXX) $(EMU_FLAGS) $(MPI_CFLAGS) -shared -x c++ toolkit/nccl_allreduce.cu -x none test/cuda_emulator/emulator.cpp -o $@ $(MPI_LIBS) -ldl -pthread
 emulator: $(EMU_LIB) $(BUILD)/test_emulator $(EMU_NCCL_LIB)
 
+
+# The metrics reproduce sacreBLEU's Python arithmetic to the last bit: no fused multiply-adds.
+$(BUILD)/toolkit/bleu_score.o $(BUILD)/toolkit/ter_score.o $(BUILD)/toolkit/significance.o: CXXFLAGS += -ffp-contract=off
 
 # Only distributed.cpp sees mpi.h.
 $(BUILD)/toolkit/distributed.o: CXXFLAGS += $(MPI_CFLAGS)

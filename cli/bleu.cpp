@@ -6,9 +6,11 @@
 //   ./bleu REF_1 REF_2 ... < hyp.txt  (several references per line: sacrebleu R1 R2 -i hyp.txt)
 //   ./bleu REF --hyp hyp.txt --confidence                 (sacrebleu ... --confidence)
 //   ./bleu REF --hyp base.txt --hyp new.txt --paired-bs    (sacrebleu REF -i base.txt new.txt --paired-bs)
+//   ./bleu REF --tokenize intl --lowercase --smooth-method floor, --chrf-*, --ter-*  (sacreBLEU's options)
+//   ./bleu REF --hyp hyp.txt --sentence-level              (sacrebleu REF -i hyp.txt -sl)
 //
-// Prints sacreBLEU's text line and the signature; a paired test prints a block per metric, a line
-// per system (toolkit/significance.h: sacreBLEU's tests, its numbers). Lines are split on '\n' only (as
+// Prints sacreBLEU's text line and the signature (--sentence-level: a line per sentence, then the
+// signature); a paired test prints a block per metric, a line per system (toolkit/significance.h: sacreBLEU's tests, its numbers). Lines are split on '\n' only (as
 // sacreBLEU's smart_open does for files); a final '\n' does not start another line. Like
 // sacreBLEU's CLI, lines are rstripped, and an empty reference line is a reference of no
 // tokens (sacreBLEU 2.6.0 scores it so; this program refused it before). Unlike it, stdin
@@ -16,6 +18,7 @@
 // a lone '\r' does not end one (sacreBLEU reads stdin with universal newlines). Options:
 // cli/options.h; reading and checked writing: cli/text_io.h.
 #include <algorithm>
+#include <cmath>
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
@@ -47,11 +50,13 @@ struct Args {
     bool score_only = false;
     std::string metrics = "bleu";
     int width = 2;
+    bool sentence_level = false;     // sacreBLEU's --sentence-level
     bool confidence = false;         // sacreBLEU's --confidence
     int confidence_n = 1000;
     bool paired_bs = false, paired_ar = false;
     int paired_bs_n = 1000, paired_ar_n = 10000;
     int64_t seed = 12345;            // sacreBLEU's SACREBLEU_SEED
+    MetricOptions opt;               // sacreBLEU's metric options (--tokenize, --chrf-*, --ter-*)
 };
 
 // The metrics of --metric's comma-separated list, in order; exits on an unknown one.
@@ -69,14 +74,24 @@ std::vector<std::string> metric_list(Options& o, const std::string& list) {
     return out;
 }
 
+// --smooth-value: a finite number >= 0.
+bool parse_smooth_value(const std::string& text, double* value) {
+    char* end = nullptr;
+    const double v = std::strtod(text.c_str(), &end);
+    if (text.empty() || *end != '\0' || !std::isfinite(v) || v < 0) return false;
+    *value = v;
+    return true;
+}
+
 // Parses the command line; exits (status 0 after --help, 2 on a usage error).
 Args parse_args(int argc, char** argv, std::vector<std::string>* metrics) {
     Args a;
     Options o("bleu", "Corpus BLEU of the hypotheses (stdin, or --hyp) against REF_FILE, one sentence per\n"
                       "line, identical to sacreBLEU 2.6.0's default: " + bleu_signature() + ";\n"
-                      "chrF and chrF++ as its CHRF: " + chrf_signature(0) + " (nw:2 for chrF++);\n"
+                      "chrF and chrF++ as its CHRF: " + chrf_signature() + " (nw:2 for chrF++);\n"
                       "TER as its TER: " + ter_signature() + ".\n"
-                      "Several REF_FILEs: several references per line (nrefs:N), as sacreBLEU's.");
+                      "Several REF_FILEs: several references per line (nrefs:N), as sacreBLEU's. The\n"
+                      "options below give sacreBLEU's other settings, with its numbers and signatures.");
     o.usage_suffix(" REF_FILE [REF_FILE ...]");
     o.add_custom("--hyp", "FILE", "hypotheses file (- is stdin); repeat for a paired test's systems, the first the baseline",
                  [&a] { return a.hyps.empty() ? std::string("-") : a.hyps.back(); },
@@ -84,6 +99,27 @@ Args parse_args(int argc, char** argv, std::vector<std::string>* metrics) {
     o.add("--metric", &a.metrics, "bleu, chrf, chrf++, ter (lower is better), or several comma-separated (each printed in that order)", "LIST");
     o.add("--width", &a.width, "decimals of the printed scores (sacreBLEU's --width)", in_range(0, 17));
     o.add_flag("--score-only", &a.score_only, "print only the scores, one a line (a paired test: a system a line, its score, mean, interval and p-value)");
+    o.add_flag("--sentence-level", &a.sentence_level, "a score for each line (one metric; BLEU with effective order, eff:yes), then the signature");
+    o.section("BLEU (sacreBLEU's options; signature fields tok, case, smooth)");
+    o.add_choice("--tokenize", &a.opt.bleu.tokenize, {"13a", "intl", "zh", "char", "none"},
+                 "13a (mteval-v13a), intl (mteval-v14: Unicode punctuation and symbols), zh (Chinese characters, then 13a's rules), char (code points), none");
+    o.add_flag("--lowercase", &a.opt.bleu.lowercase, "case-insensitive BLEU (Python's str.lower())");
+    o.add_choice("--smooth-method", &a.opt.bleu.smooth_method, {"exp", "floor", "add-k", "none"},
+                 "zero n-gram counts: exp (NIST), floor (count VALUE), add-k (VALUE added to orders 2-4), none");
+    o.add_custom("--smooth-value", "VALUE", "floor's and add-k's value", [] { return std::string("0.1 for floor, 1 for add-k"); },
+                 [&a](const std::string& v) { return parse_smooth_value(v, &a.opt.bleu.smooth_value); });
+    o.section("chrF (sacreBLEU's options; signature fields nc, nw, case, eff, space)");
+    o.add("--chrf-char-order", &a.opt.chrf.char_order, "character n-gram order", in_range(1, 20));
+    o.add("--chrf-word-order", &a.opt.chrf.word_order, "word n-gram order of --metric chrf (2: chrF++)", in_range(0, 10));
+    o.add("--chrf-beta", &a.opt.chrf.beta, "recall's weight against precision", in_range(0, 1000));
+    o.add_flag("--chrf-whitespace", &a.opt.chrf.whitespace, "keep white space in the character n-grams");
+    o.add_flag("--chrf-lowercase", &a.opt.chrf.lowercase, "case-insensitive chrF (Python's str.lower())");
+    o.add_flag("--chrf-eps-smoothing", &a.opt.chrf.eps_smoothing, "the mean of the orders' F-scores, as chrF++.py, Moses and NLTK (not effective order)");
+    o.section("TER (sacreBLEU's options; signature fields case, norm, punct, asian)");
+    o.add_flag("--ter-case-sensitive", &a.opt.ter.case_sensitive, "keep case (TER lowercases by default)");
+    o.add_flag("--ter-normalized", &a.opt.ter.normalized, "Tercom's normalization: XML entities, punctuation split off");
+    o.add_flag("--ter-no-punct", &a.opt.ter.no_punct, "remove punctuation . , ? : ; ! \" ( )");
+    o.add_flag("--ter-asian-support", &a.opt.ter.asian_support, "with --ter-normalized: CJK split to characters; with --ter-no-punct: CJK punctuation removed");
     o.section("significance (sacreBLEU's tests: the same resamples, the same numbers)");
     o.add_flag("--confidence", &a.confidence, "the mean and 95% confidence interval of each score by bootstrap resampling");
     o.add("--confidence-n", &a.confidence_n, "bootstrap resamples for --confidence (and --paired-ar's intervals)", in_range(2, 1000000));
@@ -95,6 +131,13 @@ Args parse_args(int argc, char** argv, std::vector<std::string>* metrics) {
     std::vector<std::string> files;
     if (!o.parse(argc, argv, &files)) std::exit(o.exit_code());
     *metrics = metric_list(o, a.metrics);
+    try {
+        a.opt.bleu = checked_bleu_options(a.opt.bleu);
+    } catch (const std::invalid_argument& e) {
+        std::exit(o.usage_error(std::string("--smooth-value: ") + e.what()));
+    }
+    if (a.opt.chrf.word_order != 0 && std::count(metrics->begin(), metrics->end(), "chrf++"))
+        std::exit(o.usage_error("--chrf-word-order with --metric chrf++, which is word order 2: use --metric chrf"));
     if (files.empty()) std::exit(o.usage_error("no reference file given (see --help)"));
     a.refs = files;
     if (a.hyps.empty()) a.hyps.push_back("-");
@@ -105,6 +148,9 @@ Args parse_args(int argc, char** argv, std::vector<std::string>* metrics) {
         std::exit(o.usage_error(std::string(a.paired_bs ? "--paired-bs" : "--paired-ar") + " compares systems: give two --hyp or more, the baseline first"));
     if (!paired && a.hyps.size() > 1)
         std::exit(o.usage_error("several --hyp are systems to compare: add --paired-bs or --paired-ar"));
+    if (a.sentence_level && (metrics->size() > 1 || paired || a.confidence))
+        std::exit(o.usage_error("--sentence-level scores one metric of one system, without significance tests"));
+    a.opt.bleu.effective_order = a.sentence_level;   // as sacreBLEU's CLI sets it
     return a;
 }
 
@@ -113,15 +159,22 @@ void rstrip_lines(std::vector<std::string>& lines) {
     for (std::string& l : lines) l = py_rstrip(l);
 }
 
-// The metric's name as sacreBLEU prints it.
-std::string metric_name(const std::string& m) {
-    return m == "bleu" ? "BLEU" : m == "ter" ? "TER" : m == "chrf++" ? "chrF2++" : "chrF2";
+// chrF's options for metric m ("chrf", or "chrf++": word order 2).
+ChrfOptions chrf_options(const MetricOptions& opt, const std::string& m) {
+    ChrfOptions c = opt.chrf;
+    if (m == "chrf++") c.word_order = 2;
+    return c;
 }
 
-std::string metric_signature(const std::string& m, int nrefs) {
-    if (m == "bleu") return bleu_signature(nrefs);
-    if (m == "ter") return ter_signature(nrefs);
-    return chrf_signature(m == "chrf++" ? 2 : 0, nrefs);
+// The metric's name as sacreBLEU prints it.
+std::string metric_name(const MetricOptions& opt, const std::string& m) {
+    return m == "bleu" ? "BLEU" : m == "ter" ? "TER" : chrf_name(chrf_options(opt, m));
+}
+
+std::string metric_signature(const MetricOptions& opt, const std::string& m, int nrefs) {
+    if (m == "bleu") return bleu_signature(nrefs, opt.bleu);
+    if (m == "ter") return ter_signature(nrefs, opt.ter);
+    return chrf_signature(chrf_options(opt, m), nrefs);
 }
 
 // A signature with a test's fields after nrefs, as sacreBLEU orders them ("nrefs:1|bs:1000|seed:12345|...").
@@ -141,24 +194,16 @@ std::string estimate_text(const Estimate& e, int width) {
     return e.mean > 0 ? " (μ = " + fixed(e.mean, width) + " ± " + fixed(e.ci, width) + ")" : "";
 }
 
-// One system, one metric: sacreBLEU's line (and with --confidence its bootstrap estimate).
+// One system, one metric: sacreBLEU's line (and with --confidence its bootstrap estimate), from
+// the lines' statistics computed once.
 void print_score(const Args& a, const std::string& m, const std::vector<std::string>& hyps,
                  const std::vector<std::vector<std::string>>& refs) {
-    double score;
-    std::string line;
-    if (m == "bleu") {
-        const BleuStats s = corpus_bleu_multi(hyps, refs);
-        score = s.bleu, line = format_bleu(s, a.width);
-    } else if (m == "ter") {
-        const TerStats s = corpus_ter_multi(hyps, refs);
-        score = s.score, line = format_ter(s, a.width);
-    } else {
-        const ChrfStats s = corpus_chrf_multi(hyps, refs, m == "chrf++" ? 2 : 0);
-        score = s.score, line = format_chrf(s, a.width);
-    }
-    std::string signature = metric_signature(m, (int)refs.size()), estimate;
+    const SegmentTable table = segment_table(m, hyps, refs, a.opt);
+    const double score = table_score(table);
+    std::string line = table_text(table, a.width);
+    std::string signature = metric_signature(a.opt, m, (int)refs.size()), estimate;
     if (a.confidence) {
-        estimate = estimate_text(bootstrap_estimate(segment_table(m, hyps, refs), a.confidence_n, (uint32_t)a.seed), a.width);
+        estimate = estimate_text(bootstrap_estimate(table, a.confidence_n, (uint32_t)a.seed), a.width);
         const size_t score_end = line.find(' ', line.find(" = ") + 3);   // after "NAME = 12.34"
         line.insert(score_end == std::string::npos ? line.size() : score_end, estimate);
         signature = with_test(signature, "bs:" + std::to_string(a.confidence_n) + "|seed:" + std::to_string(a.seed));
@@ -167,18 +212,30 @@ void print_score(const Args& a, const std::string& m, const std::vector<std::str
     else std::printf("%s\nsignature: %s\n", line.c_str(), signature.c_str());
 }
 
+// --sentence-level: each line's score alone (sacreBLEU's sentence_score), then the signature.
+void print_sentences(const Args& a, const std::string& m, const std::vector<std::string>& hyps,
+                     const std::vector<std::vector<std::string>>& refs) {
+    const SegmentTable table = segment_table(m, hyps, refs, a.opt);
+    for (size_t i = 0; i < table.lines(); i++) {
+        const SegmentTable line = table_rows(table, i, 1);
+        if (a.score_only) std::printf("%s\n", fixed(table_score(line), a.width).c_str());
+        else std::printf("%s\n", table_text(line, a.width).c_str());
+    }
+    if (!a.score_only) std::printf("signature: %s\n", metric_signature(a.opt, m, (int)refs.size()).c_str());
+}
+
 // Every system against the first, one metric: a line per system, p-values against the baseline.
 void print_paired(const Args& a, const std::string& m, const std::vector<std::vector<std::string>>& systems,
                   const std::vector<std::string>& names, const std::vector<std::vector<std::string>>& refs) {
     const uint32_t seed = (uint32_t)a.seed;
     const int confidence = a.paired_bs ? a.paired_bs_n : a.confidence ? a.confidence_n : 0;
-    const SegmentTable baseline = segment_table(m, systems[0], refs);
+    const SegmentTable baseline = segment_table(m, systems[0], refs, a.opt);
     std::vector<PairedResult> results(1);
     results[0].score = table_score(baseline);
     results[0].has_estimate = confidence > 0;
     if (confidence > 0) results[0].estimate = baseline_estimate(baseline, confidence, seed);
     for (size_t k = 1; k < systems.size(); k++) {
-        const SegmentTable system = segment_table(m, systems[k], refs);
+        const SegmentTable system = segment_table(m, systems[k], refs, a.opt);
         results.push_back(a.paired_bs ? paired_bootstrap(baseline, system, a.paired_bs_n, seed)
                                       : paired_randomization(baseline, system, a.paired_ar_n, confidence, seed));
     }
@@ -195,7 +252,7 @@ void print_paired(const Args& a, const std::string& m, const std::vector<std::ve
     }
     std::string fields = a.paired_bs ? "bs:" + std::to_string(a.paired_bs_n) : "ar:" + std::to_string(a.paired_ar_n);
     if (a.paired_ar && confidence > 0) fields = "bs:" + std::to_string(confidence) + "|" + fields;
-    std::printf("%s: %s, each system against the baseline %s\n", metric_name(m).c_str(),
+    std::printf("%s: %s, each system against the baseline %s\n", metric_name(a.opt, m).c_str(),
                 a.paired_bs ? ("paired bootstrap resampling (" + std::to_string(a.paired_bs_n) + " resamples)").c_str()
                             : ("paired approximate randomization (" + std::to_string(a.paired_ar_n) + " trials)").c_str(),
                 names[0].c_str());
@@ -208,7 +265,7 @@ void print_paired(const Args& a, const std::string& m, const std::vector<std::ve
         if (k > 0) line += " (p = " + fixed(r.p_value, p_width) + ")" + (r.p_value < 0.05 ? "*" : "");
         std::printf("  %-*s  %s\n", (int)name_width, names[k].c_str(), line.c_str());
     }
-    std::printf("signature: %s\n", with_test(metric_signature(m, (int)refs.size()), fields + "|seed:" + std::to_string(a.seed)).c_str());
+    std::printf("signature: %s\n", with_test(metric_signature(a.opt, m, (int)refs.size()), fields + "|seed:" + std::to_string(a.seed)).c_str());
 }
 
 }  // namespace
@@ -239,6 +296,7 @@ int main(int argc, char** argv) {
     try {
         for (const std::string& m : metrics) {
             if (a.paired_bs || a.paired_ar) print_paired(a, m, systems, names, refs);
+            else if (a.sentence_level) print_sentences(a, m, systems[0], refs);
             else print_score(a, m, systems[0], refs);
         }
     } catch (const std::exception& e) {

@@ -94,6 +94,8 @@ run sentences "$BUILD/test_sentences"
 run data "$BUILD/test_data"
 run bleu "$BUILD/test_bleu"
 run sacrebleu python3 test/test_sacrebleu.py "$BIN" "$BUILD"
+run metric_options python3 test/test_metric_options.py "$BIN" "$BUILD"
+run ter_options python3 test/test_ter_options.py "$BIN" "$BUILD"
 run significance python3 test/test_significance.py "$BIN" "$BUILD"
 run cuda "$BUILD/test_cuda"
 # The GPU tests again with transformer.cu built for the CPU emulator (test/cuda_emulator): the
@@ -150,7 +152,7 @@ run bench_env sh test/test_bench_env.sh "$BUILD" "$BIN"
 run gpu_bench_emulated env TRANSFORMER_CUDA_EMULATOR="$EMU" sh test/test_gpu_bench.sh "$BUILD" "$BIN"
 # make gpu-check's plan (its dry run): the order, the budget, the state across calls and machines
 run gpu_check bash test/test_gpu_check.sh "$BUILD"
-for t in tokenizer vocab safetensors checkpoint parallel translate; do   # fuzz seeds + regressions
+for t in tokenizer vocab safetensors checkpoint parallel translate metrics; do   # fuzz seeds + regressions
     run "fuzz_$t" "$BUILD/fuzz_replay_$t" "test/fuzz/$t"
 done
 rm -f "$log"

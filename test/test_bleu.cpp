@@ -396,6 +396,12 @@ int main(int argc, char** argv) {
         std::cout << py_lower(text);
         return std::cout.good() ? 0 : 1;
     }
+    // test/test_metric_options.py: each stdin line ('\n'-separated) tokenized by BLEU's tokenizer NAME
+    if (argc == 3 && std::strcmp(argv[1], "--tokenize") == 0) {
+        std::string line;
+        while (std::getline(std::cin, line)) std::cout << bleu_tokenize(line, argv[2]) << "\n";
+        return std::cout.good() ? 0 : 1;
+    }
     // test/test_significance.py: python_mean of each stdin line's numbers (hex floats), as %a
     if (argc == 2 && std::strcmp(argv[1], "--python-mean") == 0) {
         std::string line;

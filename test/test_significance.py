@@ -70,17 +70,17 @@ def f17(x):
     return "%.17f" % x
 
 
-def theirs_confidence(ref_streams, hyps, metric, n):
+def theirs_confidence(ref_streams, hyps, metric, n, metrics=METRICS):
     try:
-        s = METRICS[metric]().corpus_score(hyps, ref_streams, n_bootstrap=n)
+        s = metrics[metric]().corpus_score(hyps, ref_streams, n_bootstrap=n)
     except TypeError:   # statistics.mean of float32 and float scores (a degenerate resample): sacreBLEU fails
         return None
     return [f17(s.score) + (f" (μ = {f17(s._mean)} ± {f17(s._ci)})" if s._mean > 0 else "")]
 
 
-def theirs_paired(ref_streams, systems, metric, test, n, confidence=-1):
+def theirs_paired(ref_streams, systems, metric, test, n, confidence=-1, metrics=METRICS):
     named = [(f"sys{k}", hyps) for k, hyps in enumerate(systems)]
-    _, scores = PairedTest(named, {metric: METRICS[metric]()}, ref_streams, test_type=test, n_samples=n,
+    _, scores = PairedTest(named, {metric: metrics[metric]()}, ref_streams, test_type=test, n_samples=n,
                            n_ar_confidence=confidence)()
     rows = [v for k, v in scores.items() if k != "System"][0]
     out = []
@@ -98,18 +98,19 @@ not_comparable = []   # runs sacreBLEU itself cannot score
 ter_ar_multi = []     # TER --paired-ar with several references: not compared (see compare_all)
 
 
-def compare_all(what, ref_streams, systems, bs_n=1000, ar_n=1000, ar_confidence=200, metrics=METRICS):
-    """--confidence (first system), --paired-bs and --paired-ar (with its intervals) for each metric;
-    returns the descriptions that differ."""
+def compare_all(what, ref_streams, systems, bs_n=1000, ar_n=1000, ar_confidence=200, metrics=METRICS, options=()):
+    """--confidence (first system), --paired-bs and --paired-ar (with its intervals) for each metric
+    (sacreBLEU's metric objects made by metrics[m](), ./bleu given `options`); returns the
+    descriptions that differ."""
     differ = []
     for m in metrics:
-        runs = [("--confidence", run_ours(ref_streams, systems[:1], m, "--confidence", "--confidence-n", str(bs_n)),
-                 theirs_confidence(ref_streams, systems[0], m, bs_n)),
-                ("--paired-bs", run_ours(ref_streams, systems, m, "--paired-bs", "--paired-bs-n", str(bs_n)),
-                 theirs_paired(ref_streams, systems, m, "bs", bs_n)),
+        runs = [("--confidence", run_ours(ref_streams, systems[:1], m, "--confidence", "--confidence-n", str(bs_n), *options),
+                 theirs_confidence(ref_streams, systems[0], m, bs_n, metrics)),
+                ("--paired-bs", run_ours(ref_streams, systems, m, "--paired-bs", "--paired-bs-n", str(bs_n), *options),
+                 theirs_paired(ref_streams, systems, m, "bs", bs_n, metrics=metrics)),
                 ("--paired-ar --confidence", run_ours(ref_streams, systems, m, "--paired-ar", "--paired-ar-n", str(ar_n),
-                                                      "--confidence", "--confidence-n", str(ar_confidence)),
-                 theirs_paired(ref_streams, systems, m, "ar", ar_n, ar_confidence))]
+                                                      "--confidence", "--confidence-n", str(ar_confidence), *options),
+                 theirs_paired(ref_streams, systems, m, "ar", ar_n, ar_confidence, metrics))]
         if m == "ter" and len(ref_streams) > 1:
             # TER's mean reference lengths are fractions here, and NumPy sums a randomization trial's
             # lines in its BLAS's order (toolkit/significance.h): ties between trials and the real
@@ -216,6 +217,36 @@ check(not differ, "40 random corpora (1..40 lines, 2..3 systems, 1..3 reference 
       f"of several reference files, and {len(not_comparable)} --confidence runs, where "
       f"sacreBLEU's corpus_score stops with a TypeError, its statistics.mean refusing float32 and float scores "
       f"together)")
+
+# ---- the metrics' options (test_metric_options.py, test_ter_options.py): smoothing, chrF's beta and eps
+# smoothing change the resamples' arithmetic (float32 where NumPy's arrays are)
+OPTION_SETS = [
+    # add-k 2: a whole value, because sacreBLEU's --paired-ar adds k to its trials' int64 counts in place,
+    # which truncates a fraction (k = 0.5 adds 0 there, and 0.5 to the real scores); ./bleu adds k as given
+    ("bleu", lambda: BLEU(tokenize="intl", lowercase=True, smooth_method="add-k", smooth_value=2.0),
+     ["--tokenize", "intl", "--lowercase", "--smooth-method", "add-k", "--smooth-value", "2"]),
+    ("bleu", lambda: BLEU(tokenize="char", smooth_method="floor"), ["--tokenize", "char", "--smooth-method", "floor"]),
+    ("bleu", lambda: BLEU(tokenize="zh", smooth_method="none"), ["--tokenize", "zh", "--smooth-method", "none"]),
+    ("chrf", lambda: CHRF(char_order=4, word_order=1, beta=3, whitespace=True, eps_smoothing=True),
+     ["--chrf-char-order", "4", "--chrf-word-order", "1", "--chrf-beta", "3", "--chrf-whitespace", "--chrf-eps-smoothing"]),
+    ("chrf", lambda: CHRF(lowercase=True, beta=1), ["--chrf-lowercase", "--chrf-beta", "1"]),
+    ("ter", lambda: TER(normalized=True, no_punct=True, case_sensitive=True),
+     ["--ter-normalized", "--ter-no-punct", "--ter-case-sensitive"]),
+]
+differ = []
+for n in range(8):
+    lines = rng.randint(2, 30)
+    ref_streams = [[sentence() for _ in range(lines)]]
+    base = [sentence() for _ in range(lines)]
+    others = [[sentence() if rng.random() < 0.5 else h for h in base]]
+    for metric, make, options in OPTION_SETS:
+        differ += compare_all(f"random corpus {n}, {metric} {' '.join(options)}", ref_streams, [base] + others, bs_n=200,
+                              ar_n=300, ar_confidence=100, metrics={metric: make}, options=options)
+for d in differ[:3]:
+    print("  " + d)
+check(not differ, f"8 random corpora × {len(OPTION_SETS)} metric option sets (BLEU intl+lowercase+add-k 2, char+floor, "
+      "zh+none; chrF order 4+1, beta 3, white space, eps smoothing; chrF lowercase beta 1; TER normalized, no "
+      f"punctuation, case-sensitive): --confidence, --paired-bs, --paired-ar equal sacreBLEU's to 17 decimals ({len(differ)} differ)")
 
 # ---- the printed lines and signatures
 ref_file, h1, h2 = write("r.txt", ["the cat sat on the mat"] * 3), write("h1.txt", ["the cat sat"] * 3), \

@@ -1,20 +1,30 @@
-// bleu_score.cpp — sacreBLEU 2.6.0's default corpus BLEU (13a tokenizer, n-gram statistics,
+// bleu_score.cpp — sacreBLEU 2.6.0's corpus BLEU (its tokenizers, n-gram statistics, smoothing,
 // score) and its chrF / chrF++ (character and word n-gram F-score; at the end of the file).
 //
 // What sacreBLEU does, in order, and where it is done here:
-//   per line   rstrip() (Python white space)                       py_rstrip
-//              Tokenizer13a: string replacements, pad with spaces,  tokenize_13a
-//              four regex substitutions, split() + ' '.join
+//   per line   lower() with --lowercase (toolkit/ter_score.h)     py_lower
+//              rstrip() (Python white space)                       py_rstrip
+//              the tokenizer (bleu_tokenize):
+//                13a: string replacements, pad with spaces,        tokenize_13a
+//                four regex substitutions, split() + ' '.join      regexp_tokenize
+//                intl: three Unicode-class substitutions           tokenize_intl
+//                zh: Chinese characters spaced, then 13a's four    tokenize_zh
+//                char: every code point a token; none              tokenize_char
 //              n-grams 1..4 of str.split(), hyp counts clipped       add_line_stats
 //              by the references' largest counts; ref_len = the
 //              closest reference length (the shorter on a tie)
-//   corpus     sum the statistics; exp smoothing; brevity penalty    bleu_compute_score
+//   corpus     sum the statistics; smoothing (exp, floor, add-k,    bleu_compute_score
+//              none); brevity penalty; the effective order of
+//              sentence-level BLEU
 //
-// Text is processed as UTF-8 bytes. Every 13a rule tests ASCII bytes only, and in valid
-// UTF-8 no byte of a multi-byte character is ASCII, so working on bytes gives the same
-// result as Python working on code points. Invalid UTF-8 passes through unchanged.
+// Text is processed as UTF-8. The rules with ASCII classes (13a's, zh's after its spacing) work
+// on bytes: in valid UTF-8 no byte of a multi-byte character is ASCII, so working on bytes gives
+// the same result as Python working on code points (toolkit/regex_rules.h). intl's, zh's and
+// char's work on code points. Invalid UTF-8 passes through unchanged (each bad byte a character
+// of no class).
 #include "toolkit/bleu_score.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <stdexcept>
@@ -22,6 +32,9 @@
 #include <unordered_map>
 
 #include "tokenizer.h"   // utf8_char
+#include "toolkit/regex_rules.h"
+#include "toolkit/ter_score.h"   // py_lower
+#include "toolkit/unicode_classes.h"
 
 namespace {
 
@@ -59,6 +72,13 @@ std::string_view rstrip_view(std::string_view s) {
     return s.substr(0, end);
 }
 
+// Python's str.lstrip() with no argument.
+std::string_view lstrip_view(std::string_view s) {
+    size_t begin = 0;
+    while (size_t n = space_len_at(s, begin)) begin += n;
+    return s.substr(begin);
+}
+
 }  // namespace
 
 std::vector<std::string_view> py_split(std::string_view s) {
@@ -77,77 +97,114 @@ std::vector<std::string_view> py_split(std::string_view s) {
 
 namespace {
 
-// ---- 13a rules ---------------------------------------------------------------------------
+// ---- 13a, zh and intl -----------------------------------------------------------------------
 
-// Python's str.replace(from, to): left to right, non-overlapping, one pass.
-std::string replace_all(const std::string& s, std::string_view from, std::string_view to) {
+using namespace regex_rules;
+
+// One space between the words of s, none at the ends: Python's ' '.join(s.split()).
+std::string join_words(std::string_view s) {
     std::string out;
     out.reserve(s.size());
-    size_t i = 0;
-    for (size_t j; (j = s.find(from, i)) != std::string::npos; i = j + from.size())
-        out.append(s, i, j - i).append(to);
-    return out.append(s, i, std::string::npos);
-}
-
-bool is_digit(unsigned char c) { return c >= '0' && c <= '9'; }
-bool is_period_comma(unsigned char c) { return c == '.' || c == ','; }
-
-// Regex class [\{-\~\[-\` -\&\(-\+\:-\@\/]: { | } ~  [ \ ] ^ _ `  space ! " # $ % &
-// ( ) * + : ; < = > ? @ /  — all ASCII punctuation except ' , - . (and not digits).
-bool is_13a_symbol(unsigned char c) {
-    return (c >= 0x7B && c <= 0x7E) || (c >= 0x5B && c <= 0x60) || (c >= 0x20 && c <= 0x26) ||
-           (c >= 0x28 && c <= 0x2B) || (c >= 0x3A && c <= 0x40) || c == '/';
-}
-
-// Rule 1: re.sub(symbol, ' \1 ') — every symbol gets a space on each side.
-std::string split_symbols(const std::string& s) {
-    std::string out;
-    out.reserve(s.size() * 2);
-    for (unsigned char c : s) {
-        if (is_13a_symbol(c)) out.append(1, ' ').append(1, (char)c).append(1, ' ');
-        else out.push_back((char)c);
+    for (std::string_view w : py_split(s)) {
+        if (!out.empty()) out.push_back(' ');
+        out.append(w);
     }
     return out;
 }
 
-// re.sub for a two-character pattern ([first][second]) -> lead + \1 + mid + \2 + tail.
-// Scans left to right and resumes after each match, as Python's re.sub does.
-template <class First, class Second>
-std::string sub_pair(const std::string& s, First first, Second second, const char* lead,
-                     const char* mid, const char* tail) {
-    std::string out;
-    out.reserve(s.size() + s.size() / 4);
-    size_t i = 0;
-    while (i < s.size()) {
-        if (i + 1 < s.size() && first((unsigned char)s[i]) && second((unsigned char)s[i + 1])) {
-            out.append(lead).append(1, s[i]).append(mid).append(1, s[i + 1]).append(tail);
-            i += 2;
-        } else {
-            out.push_back(s[i++]);
-        }
+// sacreBLEU's TokenizerRegexp, the rules 13a and zh share, in its order:
+//   ([\{-\~\[-\` -\&\(-\+\:-\@\/]) -> ' \1 '    every 13a symbol spaced
+//   ([^0-9])([\.,]) -> '\1 \2 '                       period and comma split off unless after a digit
+//   ([\.,])([^0-9]) -> ' \1 \2'                       ... and unless before a digit
+//   ([0-9])(-) -> '\1 \2 '                             dash split off after a digit
+// then ' '.join(split()).
+std::string regexp_tokenize(const std::string& line) {
+    return join_words(split_period_comma_dash(space_around(line, is_13a_symbol)));
+}
+
+// ---- intl, zh and char: code points -----------------------------------------------------------
+
+// A code point of a line (an invalid byte: one unit of its own), and its class for intl's regexes.
+struct Unit {
+    std::string_view text;
+    uint32_t cp;        // the code point; past U+10FFFF for an invalid byte
+    UnicodeClass cls;
+};
+using Units = std::vector<Unit>;
+constexpr Unit kSpace{" ", ' ', kOther};
+
+UnicodeClass class_of(uint32_t c) {
+    const ClassRun* end = kClassRuns + sizeof kClassRuns / sizeof kClassRuns[0];
+    const ClassRun* run = std::upper_bound(kClassRuns, end, c, [](uint32_t v, const ClassRun& r) { return v < r.first; });
+    return run != kClassRuns && c <= (run - 1)->last ? (run - 1)->cls : kOther;
+}
+
+// The code points of s as units (pointing into s), each with its class.
+Units code_points(std::string_view s) {
+    Units out;
+    for (size_t i = 0; i < s.size();) {
+        uint32_t cp;
+        const int n = utf8_char(reinterpret_cast<const unsigned char*>(s.data()) + i, s.size() - i, &cp);
+        if (n > 0) out.push_back({s.substr(i, (size_t)n), cp, class_of(cp)});
+        else out.push_back({s.substr(i, 1), 0x110000u + (unsigned char)s[i], kOther});
+        i += n > 0 ? (size_t)n : 1;
     }
     return out;
 }
 
-bool not_digit(unsigned char c) { return !is_digit(c); }
-bool is_dash(unsigned char c) { return c == '-'; }
-
-// Rule 2: period and comma are split off unless preceded by a digit:
-// ([^0-9])([\.,]) -> '\1 \2 '.
-std::string split_period_comma_after_nondigit(const std::string& s) {
-    return sub_pair(s, not_digit, is_period_comma, "", " ", " ");
+std::string joined(const Units& units) {
+    std::string out;
+    for (const Unit& u : units) out.append(u.text);
+    return out;
 }
 
-// Rule 3: ... and unless followed by a digit: ([\.,])([^0-9]) -> ' \1 \2'.
-std::string split_period_comma_before_nondigit(const std::string& s) {
-    return sub_pair(s, is_period_comma, not_digit, " ", " ", "");
+// sacreBLEU's TokenizerV14International (mteval-v14's international tokenization), in its order:
+//   (\P{N})(\p{P}) -> '\1 \2 '   punctuation split off after a non-number
+//   (\p{P})(\P{N}) -> ' \1 \2'   ... and before a non-number
+//   (\p{S}) -> ' \1 '             every symbol spaced
+// then ' '.join(split()). No padding: a number's final period stays with it (as in mteval-v14).
+std::string tokenize_intl(const std::string& line) {
+    auto not_number = [](const Unit& u) { return u.cls != kNumber; };
+    auto punctuation = [](const Unit& u) { return u.cls == kPunctuation; };
+    auto symbol = [](const Unit& u) { return u.cls == kSymbol; };
+    Units s = space_pair(code_points(line), not_number, punctuation, false, kSpace);
+    s = space_pair(s, punctuation, not_number, true, kSpace);
+    return join_words(joined(space_around(s, symbol, kSpace)));
 }
 
-// Rule 4: dash is split off when preceded by a digit: ([0-9])(-) -> '\1 \2 '.
-std::string split_dash_after_digit(const std::string& s) {
-    return sub_pair(s, is_digit, is_dash, "", " ", " ");
+// TokenizerZh._is_chinese_char: its _UCODE_RANGES as Python compares them. Two are written with
+// five hex digits after \\u ('\\u20000'-'\\u2a6d6', '\\u2f800'-'\\u2fa1d'), which Python reads as a
+// code point and a digit; compared as strings they cover U+2001..U+2A6D and U+2F81..U+2FA1 (white
+// space, dashes and quotes among them), not the supplementary ideographs meant.
+bool is_zh_char(uint32_t c) {
+    static constexpr uint32_t kRanges[][2] = {
+        {0x3400, 0x4DB5}, {0x4E00, 0x9FA5}, {0x9FA6, 0x9FBB}, {0xF900, 0xFA2D}, {0xFA30, 0xFA6A},
+        {0xFA70, 0xFAD9}, {0x2001, 0x2A6D}, {0x2F81, 0x2FA1}, {0xFF00, 0xFFEF}, {0x2E80, 0x2EFF},
+        {0x3000, 0x303F}, {0x31C0, 0x31EF}, {0x2F00, 0x2FDF}, {0x2FF0, 0x2FFF}, {0x3100, 0x312F},
+        {0x31A0, 0x31BF}, {0xFE10, 0xFE1F}, {0xFE30, 0xFE4F}, {0x2600, 0x26FF}, {0x2700, 0x27BF},
+        {0x3200, 0x32FF}, {0x3300, 0x33FF}};
+    for (const auto& r : kRanges)
+        if (c >= r[0] && c <= r[1]) return true;
+    return false;
 }
 
+// sacreBLEU's TokenizerZh: line.strip(), a space on each side of every Chinese character, then
+// TokenizerRegexp (13a's rules without its replacements and padding).
+std::string tokenize_zh(const std::string& line) {
+    std::string spaced;
+    for (const Unit& u : code_points(rstrip_view(lstrip_view(line)))) {
+        if (is_zh_char(u.cp)) spaced.append(" ").append(u.text).append(" ");
+        else spaced.append(u.text);
+    }
+    return regexp_tokenize(spaced);
+}
+
+// sacreBLEU's TokenizerChar: " ".join(line), every code point (white space too) a token.
+std::string tokenize_char(const std::string& line) {
+    std::string out;
+    for (const Unit& u : code_points(line)) out.append(out.empty() ? "" : " ").append(u.text);
+    return out;
+}
 // ---- n-gram statistics -------------------------------------------------------------------
 
 constexpr int kMaxOrder = 4;
@@ -220,47 +277,66 @@ std::string tokenize_13a(const std::string& line) {
     s = replace_all(s, "&amp;", "&");                     // one at a time (so "&amp;lt;"
     s = replace_all(s, "&lt;", "<");                      // becomes "<")
     s = replace_all(s, "&gt;", ">");
-    s = " " + s + " ";  // padding: lets rules 2 and 3 fire at the ends of the line
-    // Language-dependent part (Western languages):
-    s = split_symbols(s);
-    s = split_period_comma_after_nondigit(s);
-    s = split_period_comma_before_nondigit(s);
-    s = split_dash_after_digit(s);
-    // One space between tokens, none at the ends (Python split + ' '.join).
-    std::string out;
-    out.reserve(s.size());
-    for (std::string_view w : py_split(s)) {
-        if (!out.empty()) out.push_back(' ');
-        out.append(w);
-    }
-    return out;
+    return regexp_tokenize(" " + s + " ");   // padding: lets rules 2 and 3 fire at the line's ends
+}
+
+std::string bleu_tokenize(const std::string& line, const std::string& name) {
+    if (name == "13a") return tokenize_13a(line);
+    if (name == "intl") return tokenize_intl(line);
+    if (name == "zh") return tokenize_zh(line);
+    if (name == "char") return tokenize_char(line);
+    if (name == "none") return line;
+    throw std::invalid_argument("BLEU: unknown tokenizer " + name + " (offered: " + kBleuTokenizers + ")");
+}
+
+BleuOptions checked_bleu_options(BleuOptions opt) {
+    const std::string& m = opt.smooth_method;
+    if (m != "exp" && m != "floor" && m != "add-k" && m != "none")
+        throw std::invalid_argument("BLEU: smoothing method " + m + ": one of exp, floor, add-k, none");
+    const bool valued = m == "floor" || m == "add-k";
+    if (opt.smooth_value >= 0 && !valued) throw std::invalid_argument("BLEU: a smoothing value is for floor and add-k only");
+    if (valued && opt.smooth_value < 0) opt.smooth_value = m == "floor" ? 0.1 : 1.0;   // sacreBLEU's SMOOTH_DEFAULTS
+    if (valued && !std::isfinite(opt.smooth_value)) throw std::invalid_argument("BLEU: the smoothing value must be finite");
+    bleu_tokenize("", opt.tokenize);   // throws on an unknown tokenizer
+    return opt;
 }
 
 // sacreBLEU's compute_bleu on summed statistics held as Real: double for its Python ints, float
 // for the float32 arrays of its bootstrap resamples (toolkit/significance.h), where the
 // precisions are float32 arithmetic (NumPy keeps float32 against Python's floats) and the rest
-// Python floats. Precisions: percent, exp-smoothed where a count is 0, 0 past a zero total.
+// Python floats. Precisions: percent, smoothed as opt says where a count is 0 (add-k: k added to
+// the counts and totals of orders 2..4 first), 0 past a zero total.
+// Returns how many orders it reached (the first with a zero total stops it).
 template <typename Real>
-static void precisions_of(const Real counts[kMaxOrder], const Real totals[kMaxOrder], Real out[kMaxOrder]) {
+static int precisions_of(const Real counts_in[kMaxOrder], const Real totals_in[kMaxOrder], Real out[kMaxOrder],
+                         const BleuOptions& opt) {
     for (int n = 0; n < kMaxOrder; n++) out[n] = 0;
     bool any_match = false;
-    for (int n = 0; n < kMaxOrder; n++) any_match |= counts[n] != 0;
-    if (!any_match) return;  // sacreBLEU stops early (#141): all precisions stay 0
+    for (int n = 0; n < kMaxOrder; n++) any_match |= counts_in[n] != 0;
+    if (!any_match) return 0;  // sacreBLEU stops early (#141): all precisions stay 0
+    Real counts[kMaxOrder], totals[kMaxOrder];
+    std::copy(counts_in, counts_in + kMaxOrder, counts);
+    std::copy(totals_in, totals_in + kMaxOrder, totals);
+    const std::string& method = opt.smooth_method;
     Real smooth = 1;
     for (int n = 0; n < kMaxOrder; n++) {
-        if (totals[n] == 0) break;  // higher orders stay 0 and floor the score
-        if (counts[n] == 0) {
+        if (method == "add-k" && n > 0) counts[n] += Real(opt.smooth_value), totals[n] += Real(opt.smooth_value);
+        if (totals[n] == 0) return n;  // higher orders stay 0 and floor the score
+        if (counts[n] != 0) {
+            out[n] = Real(100) * counts[n] / totals[n];
+        } else if (method == "exp") {
             smooth *= 2;  // exp smoothing: 1/2, 1/4, 1/8 ... of a match for each zero order
             out[n] = Real(100) / (smooth * totals[n]);
-        } else {
-            out[n] = Real(100) * counts[n] / totals[n];
-        }
+        } else if (method == "floor") {
+            out[n] = Real(100.0 * opt.smooth_value) / totals[n];   // Python: 100. * value / total
+        }   // none and add-k: 0, which floors the score
     }
+    return kMaxOrder;
 }
 
 template <typename Real>
 static double score_of(const Real counts[kMaxOrder], const Real totals[kMaxOrder], int64_t sys_len, int64_t ref_len,
-                       double* bp) {
+                       const BleuOptions& opt, double* bp) {
     // Brevity penalty: exp(1 - r/c) when the hypothesis is shorter, 0 when it is empty.
     if (sys_len < ref_len)
         *bp = sys_len > 0 ? std::exp(1.0 - (double)ref_len / (double)sys_len) : 0.0;
@@ -270,29 +346,33 @@ static double score_of(const Real counts[kMaxOrder], const Real totals[kMaxOrder
     for (int n = 0; n < kMaxOrder; n++) any_match |= counts[n] != 0;
     if (!any_match) return 0.0;
     Real p[kMaxOrder];
-    precisions_of(counts, totals, p);
+    const int reached = precisions_of(counts, totals, p, opt);
+    // Effective order: the orders up to the last one reached (sacreBLEU keeps 4 when the first
+    // total is already 0).
+    const int orders = opt.effective_order && reached > 0 ? reached : kMaxOrder;
     // Plain left-to-right sum, as Python < 3.12's sum() does; this reproduces
     // ../shared/bleu bit for bit (3.12's compensated sum() moves 2 of its 9 scores by an ulp).
     double sum = 0.0;
-    for (int n = 0; n < kMaxOrder; n++) sum += my_log((double)p[n]);
-    return *bp * std::exp(sum / kMaxOrder);
+    for (int n = 0; n < orders; n++) sum += my_log((double)p[n]);
+    return *bp * std::exp(sum / orders);
 }
 
-void bleu_precisions(const BleuStats& s, double out[4]) {
+void bleu_precisions(const BleuStats& s, double out[4], const BleuOptions& opt) {
     double counts[kMaxOrder], totals[kMaxOrder];
     for (int n = 0; n < kMaxOrder; n++) counts[n] = (double)s.counts[n], totals[n] = (double)s.totals[n];
-    precisions_of(counts, totals, out);
+    precisions_of(counts, totals, out, opt);
 }
 
-void bleu_compute_score(BleuStats& s) {
+void bleu_compute_score(BleuStats& s, const BleuOptions& opt) {
     double counts[kMaxOrder], totals[kMaxOrder];
     for (int n = 0; n < kMaxOrder; n++) counts[n] = (double)s.counts[n], totals[n] = (double)s.totals[n];
-    s.bleu = score_of(counts, totals, s.sys_len, s.ref_len, &s.bp);
+    s.bleu = score_of(counts, totals, s.sys_len, s.ref_len, opt, &s.bp);
 }
 
-double bleu_score_float32(const float counts[4], const float totals[4], int64_t sys_len, int64_t ref_len) {
+double bleu_score_float32(const float counts[4], const float totals[4], int64_t sys_len, int64_t ref_len,
+                          const BleuOptions& opt) {
     double bp;
-    return score_of(counts, totals, sys_len, ref_len, &bp);
+    return score_of(counts, totals, sys_len, ref_len, opt, &bp);
 }
 
 // Line i's references: every stream's line. (An empty line is an empty reference, zero
@@ -312,38 +392,58 @@ static void check_streams(size_t hyps, const std::vector<std::vector<std::string
                                         std::to_string(stream.size()) + " references");
 }
 
+// sacreBLEU's BLEU._preprocess_segment: lower() when asked, then tokenizer(sent.rstrip()). The
+// n-grams are spans of the result (add_line_stats), so runs of white space that char and none
+// leave become one space, as the words sacreBLEU's split() gives are the same.
+static std::string preprocess(const std::string& sent, const BleuOptions& opt) {
+    const std::string tokens = bleu_tokenize(py_rstrip(opt.lowercase ? py_lower(sent) : sent), opt.tokenize);
+    return opt.tokenize == "char" || opt.tokenize == "none" ? join_words(tokens) : tokens;
+}
+
 std::vector<BleuStats> bleu_segment_stats(const std::vector<std::string>& hyps,
-                                          const std::vector<std::vector<std::string>>& ref_streams) {
+                                          const std::vector<std::vector<std::string>>& ref_streams,
+                                          const BleuOptions& opt) {
     check_streams(hyps.size(), ref_streams, "corpus_bleu");
     std::vector<BleuStats> lines(hyps.size(), BleuStats{});
     for (size_t i = 0; i < hyps.size(); i++) {
         std::vector<std::string> refs = line_references(ref_streams, i);
-        for (std::string& r : refs) r = tokenize_13a(py_rstrip(r));
-        add_line_stats(tokenize_13a(py_rstrip(hyps[i])), refs, lines[i]);   // sacreBLEU: tokenizer(sent.rstrip())
+        for (std::string& r : refs) r = preprocess(r, opt);
+        add_line_stats(preprocess(hyps[i], opt), refs, lines[i]);
     }
     return lines;
 }
 
-BleuStats corpus_bleu_multi(const std::vector<std::string>& hyps, const std::vector<std::vector<std::string>>& ref_streams) {
+BleuStats corpus_bleu_multi(const std::vector<std::string>& hyps, const std::vector<std::vector<std::string>>& ref_streams,
+                            const BleuOptions& opt) {
     BleuStats s{};
-    for (const BleuStats& line : bleu_segment_stats(hyps, ref_streams)) {
+    for (const BleuStats& line : bleu_segment_stats(hyps, ref_streams, opt)) {
         for (int n = 0; n < kMaxOrder; n++) s.counts[n] += line.counts[n], s.totals[n] += line.totals[n];
         s.sys_len += line.sys_len;
         s.ref_len += line.ref_len;
     }
-    bleu_compute_score(s);
+    bleu_compute_score(s, opt);
     return s;
 }
 
-BleuStats corpus_bleu(const std::vector<std::string>& hyps, const std::vector<std::string>& refs) {
-    return corpus_bleu_multi(hyps, {refs});
+BleuStats corpus_bleu(const std::vector<std::string>& hyps, const std::vector<std::string>& refs, const BleuOptions& opt) {
+    return corpus_bleu_multi(hyps, {refs}, opt);
 }
 
-std::string bleu_signature(int nrefs) { return "nrefs:" + std::to_string(nrefs) + "|case:mixed|eff:no|tok:13a|smooth:exp"; }
+std::string bleu_signature(int nrefs, const BleuOptions& opt) {
+    std::string smooth = opt.smooth_method;
+    if (smooth == "floor" || smooth == "add-k") {   // f'[{value:.2f}]'
+        char value[64];
+        std::snprintf(value, sizeof value, "[%.2f]", opt.smooth_value >= 0 ? opt.smooth_value : smooth == "floor" ? 0.1 : 1.0);
+        smooth += value;
+    }
+    return "nrefs:" + std::to_string(nrefs) + "|case:" + (opt.lowercase ? "lc" : "mixed") +
+           "|eff:" + (opt.effective_order ? "yes" : "no") + "|tok:" + opt.tokenize +
+           "|smooth:" + smooth;
+}
 
-std::string format_bleu(const BleuStats& s, int width) {
+std::string format_bleu(const BleuStats& s, int width, const BleuOptions& opt) {
     double p[kMaxOrder];
-    bleu_precisions(s, p);
+    bleu_precisions(s, p, opt);
     double ratio = s.ref_len ? (double)s.sys_len / (double)s.ref_len : 0.0;
     char buf[256];
     std::snprintf(buf, sizeof buf,
@@ -356,16 +456,18 @@ std::string format_bleu(const BleuStats& s, int width) {
 
 // ---- chrF (Popović 2015) and chrF++ (2017), as sacreBLEU 2.6.0's CHRF ----------------------
 //
-// Per line, hypothesis and reference alike (metrics/chrf.py, metrics/helpers.py):
-//   character n-grams, n = 1..6, of the line with its white space removed (''.join(split())),
-//   over code points;
-//   chrF++ only: word n-grams, n = 1..2, of split() with one punctuation mark split off the
-//   end of a word of two or more characters, or else off its start (_remove_punctuation);
+// Per line, hypothesis and reference alike (metrics/chrf.py, metrics/helpers.py), lowercased
+// first with --chrf-lowercase:
+//   character n-grams, n = 1..char_order (6), over code points of the line with its white space
+//   removed (''.join(split())), or kept as it is with --chrf-whitespace;
+//   word n-grams, n = 1..word_order (chrF++: 2), of split() with one punctuation mark split off
+//   the end of a word of two or more characters, or else off its start (_remove_punctuation);
 //   for each order: [hypothesis n-grams (0 when the reference has none of that order),
 //   reference n-grams, matches (each n-gram's count clipped by the reference's)].
 // Corpus: those statistics summed, then the precision and recall of each order whose two
 // counts are non-zero averaged, and F-beta (beta 2) of the averages, times 100
-// (_compute_f_score without eps smoothing: the signature's eff:yes).
+// (_compute_f_score, the signature's eff:yes); with --chrf-eps-smoothing the mean of the orders'
+// F-betas instead, an order without n-grams counting eps (eff:no).
 
 namespace {
 
@@ -402,21 +504,24 @@ std::vector<std::string> chrf_words(std::string_view line) {
     return out;
 }
 
-// The n-gram counts of a line, one table per order: characters 1..6, then words 1..word_order.
-std::vector<ChrfCounts> chrf_ngrams(std::string_view line, int word_order) {
+// The n-gram counts of a line, one table per order: characters 1..char_order, then words
+// 1..word_order.
+std::vector<ChrfCounts> chrf_ngrams(std::string_view line, const ChrfOptions& opt) {
     std::string chars;
-    for (std::string_view w : py_split(line)) chars.append(w);
+    if (opt.whitespace) chars = line;
+    else
+        for (std::string_view w : py_split(line)) chars.append(w);
     const std::vector<size_t> at = code_point_starts(chars);
-    std::vector<ChrfCounts> out(kChrfCharOrder + word_order);
-    for (int n = 1; n <= kChrfCharOrder; n++)
+    std::vector<ChrfCounts> out(opt.char_order + opt.word_order);
+    for (int n = 1; n <= opt.char_order; n++)
         for (size_t i = 0; i + n < at.size(); i++) out[n - 1][chars.substr(at[i], at[i + n] - at[i])]++;
-    if (word_order > 0) {
+    if (opt.word_order > 0) {
         const std::vector<std::string> words = chrf_words(line);
-        for (int n = 1; n <= word_order; n++)
+        for (int n = 1; n <= opt.word_order; n++)
             for (size_t i = 0; i + n <= words.size(); i++) {
                 std::string g = words[i];
                 for (int k = 1; k < n; k++) g += " " + words[i + k];
-                out[kChrfCharOrder + n - 1][g]++;
+                out[opt.char_order + n - 1][g]++;
             }
     }
     return out;
@@ -424,23 +529,33 @@ std::vector<ChrfCounts> chrf_ngrams(std::string_view line, int word_order) {
 
 }  // namespace
 
+void check_chrf_options(const ChrfOptions& opt) {
+    if (opt.char_order < 1 || opt.char_order > 20) throw std::invalid_argument("chrF: character order 1..20");
+    if (opt.word_order < 0 || opt.word_order > 10) throw std::invalid_argument("chrF: word order 0..10");
+    if (opt.beta < 0 || opt.beta > 1000) throw std::invalid_argument("chrF: beta 0..1000");
+}
+
 // sacreBLEU's _compute_f_score on stats[3 * order ...] = (hyp, ref, match), in Real's arithmetic
 // (double: its Python ints; float: the float32 sums of its bootstrap resamples).
 template <typename Real>
-static Real chrf_score_of(const Real* stats, size_t orders) {
-    const Real eps = Real(1e-16), factor = Real(kChrfBeta * kChrfBeta);
-    Real avg_prec = 0, avg_rec = 0;
+static Real chrf_score_of(const Real* stats, const ChrfOptions& opt) {
+    const size_t orders = (size_t)(opt.char_order + opt.word_order);
+    const Real eps = Real(1e-16), factor = Real(opt.beta * opt.beta);
+    Real avg_prec = 0, avg_rec = 0, f_sum = 0;
     int effective_order = 0;
     for (size_t i = 0; i < orders; i++) {
         const Real n_hyp = stats[3 * i], n_ref = stats[3 * i + 1], n_match = stats[3 * i + 2];
         const Real prec = n_hyp > 0 ? n_match / n_hyp : eps;
         const Real rec = n_ref > 0 ? n_match / n_ref : eps;
+        const Real denom = factor * prec + rec;   // chrF++.py's eps smoothing: the order's F-beta
+        f_sum += denom > 0 ? (1 + factor) * prec * rec / denom : eps;
         if (n_hyp > 0 && n_ref > 0) {
             avg_prec += prec;
             avg_rec += rec;
             effective_order++;
         }
     }
+    if (opt.eps_smoothing) return 100 * f_sum / Real(orders);
     if (effective_order == 0) {
         avg_prec = avg_rec = 0;
     } else {
@@ -453,14 +568,16 @@ static Real chrf_score_of(const Real* stats, size_t orders) {
     return 100 * score;
 }
 
+double chrf_score_double(const double* stats, const ChrfOptions& opt) { return chrf_score_of(stats, opt); }
+
 double chrf_compute_score(const ChrfStats& s) {
     std::vector<double> flat;
     for (const auto& order : s.stats)
         for (int64_t v : order) flat.push_back((double)v);
-    return chrf_score_of(flat.data(), s.stats.size());
+    return chrf_score_of(flat.data(), s.opt);
 }
 
-float chrf_score_float32(const float* stats, size_t orders) { return chrf_score_of(stats, orders); }
+float chrf_score_float32(const float* stats, const ChrfOptions& opt) { return chrf_score_of(stats, opt); }
 
 // One line's statistics against one reference's n-grams (sacreBLEU's _get_match_statistics per
 // order): [hypothesis n-grams (0 when the reference has none of the order), reference n-grams,
@@ -482,19 +599,20 @@ static std::vector<std::array<int64_t, 3>> chrf_line_stats(const std::vector<Chr
 }
 
 std::vector<ChrfStats> chrf_segment_stats(const std::vector<std::string>& hyps,
-                                          const std::vector<std::vector<std::string>>& ref_streams, int word_order) {
+                                          const std::vector<std::vector<std::string>>& ref_streams, const ChrfOptions& opt) {
     check_streams(hyps.size(), ref_streams, "corpus_chrf");
-    if (word_order < 0 || word_order > 2) throw std::invalid_argument("corpus_chrf: word order 0, 1 or 2");
+    check_chrf_options(opt);
+    auto preprocess = [&opt](const std::string& sent) { return opt.lowercase ? py_lower(sent) : sent; };
     std::vector<ChrfStats> lines(hyps.size());
     for (size_t i = 0; i < hyps.size(); i++) {
         // Several references: the one whose statistics give the line the best score (the
         // first on a tie), as sacreBLEU's _compute_segment_statistics.
-        const std::vector<ChrfCounts> h = chrf_ngrams(hyps[i], word_order);
+        const std::vector<ChrfCounts> h = chrf_ngrams(preprocess(hyps[i]), opt);
         ChrfStats line;
-        line.word_order = word_order;
+        line.opt = opt;
         double best_score = -1.0;
         for (const std::string& ref : line_references(ref_streams, i)) {
-            line.stats = chrf_line_stats(h, chrf_ngrams(ref, word_order));
+            line.stats = chrf_line_stats(h, chrf_ngrams(preprocess(ref), opt));
             const double score = chrf_compute_score(line);
             if (score > best_score) best_score = score, lines[i] = line;
         }
@@ -503,29 +621,31 @@ std::vector<ChrfStats> chrf_segment_stats(const std::vector<std::string>& hyps,
 }
 
 ChrfStats corpus_chrf_multi(const std::vector<std::string>& hyps, const std::vector<std::vector<std::string>>& ref_streams,
-                            int word_order) {
+                            const ChrfOptions& opt) {
     ChrfStats s;
-    s.word_order = word_order;
-    s.stats.assign(kChrfCharOrder + word_order, {0, 0, 0});
-    for (const ChrfStats& line : chrf_segment_stats(hyps, ref_streams, word_order))
+    s.opt = opt;
+    s.stats.assign(opt.char_order + opt.word_order, {0, 0, 0});
+    for (const ChrfStats& line : chrf_segment_stats(hyps, ref_streams, opt))
         for (size_t n = 0; n < s.stats.size(); n++)
             for (int k = 0; k < 3; k++) s.stats[n][k] += line.stats[n][k];
     s.score = chrf_compute_score(s);
     return s;
 }
 
-ChrfStats corpus_chrf(const std::vector<std::string>& hyps, const std::vector<std::string>& refs, int word_order) {
-    return corpus_chrf_multi(hyps, {refs}, word_order);
+ChrfStats corpus_chrf(const std::vector<std::string>& hyps, const std::vector<std::string>& refs, const ChrfOptions& opt) {
+    return corpus_chrf_multi(hyps, {refs}, opt);
 }
 
-std::string chrf_signature(int word_order, int nrefs) {
-    return "nrefs:" + std::to_string(nrefs) + "|case:mixed|eff:yes|nc:" + std::to_string(kChrfCharOrder) + "|nw:" + std::to_string(word_order) +
-           "|space:no";
+std::string chrf_signature(const ChrfOptions& opt, int nrefs) {
+    return "nrefs:" + std::to_string(nrefs) + "|case:" + (opt.lowercase ? "lc" : "mixed") + "|eff:" +
+           (opt.eps_smoothing ? "no" : "yes") + "|nc:" + std::to_string(opt.char_order) + "|nw:" +
+           std::to_string(opt.word_order) + "|space:" + (opt.whitespace ? "yes" : "no");
 }
+
+std::string chrf_name(const ChrfOptions& opt) { return "chrF" + std::to_string(opt.beta) + std::string((size_t)opt.word_order, '+'); }
 
 std::string format_chrf(const ChrfStats& s, int width) {
     char buf[96];
-    std::snprintf(buf, sizeof buf, "chrF%d%s = %.*f", kChrfBeta, s.word_order == 2 ? "++" : s.word_order == 1 ? "+" : "",
-                  width, s.score);
+    std::snprintf(buf, sizeof buf, "%s = %.*f", chrf_name(s.opt).c_str(), width, s.score);
     return buf;
 }

@@ -19,9 +19,7 @@
 #include <cmath>
 #include <stdexcept>
 
-#include "toolkit/bleu_score.h"
 #include "toolkit/numpy_random.h"
-#include "toolkit/ter_score.h"
 
 namespace {
 
@@ -29,21 +27,29 @@ namespace {
 
 bool is_chrf(const std::string& metric) { return metric == "chrf" || metric == "chrf++"; }
 
+// BLEU's statistics and score from a table's column sums.
+BleuStats bleu_of_sums(const SegmentTable& t, const double* sum) {
+    BleuStats s{};
+    s.sys_len = (int64_t)sum[0], s.ref_len = (int64_t)sum[1];
+    for (int n = 0; n < 4; n++) s.counts[n] = (int64_t)sum[2 + n], s.totals[n] = (int64_t)sum[6 + n];
+    bleu_compute_score(s, t.opt.bleu);
+    return s;
+}
+
 // The metric's corpus score of sums held as Python numbers (int, float; NumPy int64 and float64
 // in the randomization test): double arithmetic.
 double score_double(const SegmentTable& t, const double* sum) {
-    if (t.metric == "bleu") {
-        BleuStats s{};
-        s.sys_len = (int64_t)sum[0], s.ref_len = (int64_t)sum[1];
-        for (int n = 0; n < 4; n++) s.counts[n] = (int64_t)sum[2 + n], s.totals[n] = (int64_t)sum[6 + n];
-        bleu_compute_score(s);
-        return s.bleu;
-    }
+    if (t.metric == "bleu") return bleu_of_sums(t, sum).bleu;
     if (t.metric == "ter") return ter_compute_score(sum[0], sum[1]);
-    ChrfStats s;
-    for (size_t o = 0; o < t.columns / 3; o++)
-        s.stats.push_back({(int64_t)sum[3 * o], (int64_t)sum[3 * o + 1], (int64_t)sum[3 * o + 2]});
-    return chrf_compute_score(s);
+    return chrf_score_double(sum, t.opt.chrf);
+}
+
+// The column sums of the whole table, line after line.
+std::vector<double> column_sums(const SegmentTable& t) {
+    std::vector<double> sum(t.columns, 0.0);
+    for (size_t i = 0; i < t.lines(); i++)
+        for (size_t c = 0; c < t.columns; c++) sum[c] += t.values[i * t.columns + c];
+    return sum;
 }
 
 // A resample's score from float32 sums, and whether NumPy holds it as float32 (false: a Python
@@ -54,12 +60,12 @@ struct Score32 {
 };
 
 Score32 score_float32(const SegmentTable& t, const float* sum) {
-    if (t.metric == "bleu") return {bleu_score_float32(sum + 2, sum + 6, (int64_t)sum[0], (int64_t)sum[1]), false};
+    if (t.metric == "bleu") return {bleu_score_float32(sum + 2, sum + 6, (int64_t)sum[0], (int64_t)sum[1], t.opt.bleu), false};
     if (t.metric == "ter") {
         if (sum[1] > 0) return {100.0f * (sum[0] / sum[1]), true};
         return {sum[0] > 0 ? 100.0 : 0.0, false};
     }
-    const float s = chrf_score_float32(sum, t.columns / 3);
+    const float s = chrf_score_float32(sum, t.opt.chrf);
     return {s, s != 0};   // 0 only from _compute_f_score's `return 0.0` branches
 }
 
@@ -232,12 +238,14 @@ double python_mean(const std::vector<double>& v) {
 }
 
 SegmentTable segment_table(const std::string& metric, const std::vector<std::string>& hyps,
-                           const std::vector<std::vector<std::string>>& ref_streams) {
+                           const std::vector<std::vector<std::string>>& ref_streams, const MetricOptions& opt) {
     SegmentTable t;
     t.metric = metric;
+    t.opt = opt;
+    if (metric == "chrf++") t.opt.chrf.word_order = 2;
     if (metric == "bleu") {
         t.columns = 10;
-        for (const BleuStats& s : bleu_segment_stats(hyps, ref_streams)) {
+        for (const BleuStats& s : bleu_segment_stats(hyps, ref_streams, opt.bleu)) {
             t.values.push_back((double)s.sys_len);
             t.values.push_back((double)s.ref_len);
             for (int n = 0; n < 4; n++) t.values.push_back((double)s.counts[n]);
@@ -245,14 +253,13 @@ SegmentTable segment_table(const std::string& metric, const std::vector<std::str
         }
     } else if (metric == "ter") {
         t.columns = 2;
-        for (const TerStats& s : ter_segment_stats(hyps, ref_streams)) {
+        for (const TerStats& s : ter_segment_stats(hyps, ref_streams, opt.ter)) {
             t.values.push_back(s.edits);
             t.values.push_back(s.ref_len);
         }
     } else if (is_chrf(metric)) {
-        const int word_order = metric == "chrf++" ? 2 : 0;
-        t.columns = 3 * (size_t)(kChrfCharOrder + word_order);
-        for (const ChrfStats& s : chrf_segment_stats(hyps, ref_streams, word_order))
+        t.columns = 3 * (size_t)(t.opt.chrf.char_order + t.opt.chrf.word_order);
+        for (const ChrfStats& s : chrf_segment_stats(hyps, ref_streams, t.opt.chrf))
             for (const auto& order : s.stats)
                 for (int64_t v : order) t.values.push_back((double)v);
     } else {
@@ -261,11 +268,29 @@ SegmentTable segment_table(const std::string& metric, const std::vector<std::str
     return t;
 }
 
-double table_score(const SegmentTable& t) {
-    std::vector<double> sum(t.columns, 0.0);
-    for (size_t i = 0; i < t.lines(); i++)
-        for (size_t c = 0; c < t.columns; c++) sum[c] += t.values[i * t.columns + c];
-    return score_double(t, sum.data());
+SegmentTable table_rows(const SegmentTable& t, size_t first, size_t count) {
+    if (first + count > t.lines()) throw std::invalid_argument("table_rows: lines past the table's end");
+    SegmentTable rows = t;
+    rows.values.assign(t.values.begin() + (ptrdiff_t)(first * t.columns), t.values.begin() + (ptrdiff_t)((first + count) * t.columns));
+    return rows;
+}
+
+double table_score(const SegmentTable& t) { return score_double(t, column_sums(t).data()); }
+
+std::string table_text(const SegmentTable& t, int width) {
+    const std::vector<double> sum = column_sums(t);
+    if (t.metric == "bleu") return format_bleu(bleu_of_sums(t, sum.data()), width, t.opt.bleu);
+    if (t.metric == "ter") {
+        TerStats s;
+        s.edits = sum[0], s.ref_len = sum[1], s.score = ter_compute_score(s.edits, s.ref_len);
+        return format_ter(s, width);
+    }
+    ChrfStats s;
+    s.opt = t.opt.chrf;
+    for (size_t o = 0; o < t.columns / 3; o++)
+        s.stats.push_back({(int64_t)sum[3 * o], (int64_t)sum[3 * o + 1], (int64_t)sum[3 * o + 2]});
+    s.score = chrf_compute_score(s);
+    return format_chrf(s, width);
 }
 
 // _bootstrap_resample's scores: `resamples` resamples drawn by default_rng(seed).choice.

@@ -12,13 +12,25 @@
 //                      25th and the 975th of 1,000 (n // 40 from each end)
 //   p-value            (1 + resamples whose centred |Δ| exceeds the real |Δ|) / (1 + resamples)
 //
-// One difference: approximate randomization sums TER's mean reference lengths in double from the
+// Two differences: approximate randomization sums TER's mean reference lengths in double from the
 // first line on, where NumPy's matrix product (BLAS) sums them in its own order, so with several
-// references of different lengths TER's trial scores may differ in the last bits.
+// references of different lengths TER's trial scores may differ in the last bits. And a fractional
+// add-k smoothing value (--smooth-value 0.5): sacreBLEU's randomization trials add it in place to
+// int64 counts, which truncates it, where ./bleu adds it as given.
 #pragma once
 #include <cstdint>
 #include <string>
 #include <vector>
+
+#include "toolkit/bleu_score.h"
+#include "toolkit/ter_score.h"
+
+// The options of the metrics (sacreBLEU's --tokenize, --chrf-*, --ter-* ...).
+struct MetricOptions {
+    BleuOptions bleu;
+    ChrfOptions chrf;   // "chrf++" is chrf with word order 2
+    TerOptions ter;
+};
 
 // One system's per-line sufficient statistics for one metric, as sacreBLEU's
 // _extract_corpus_statistics gives them: a row a line.
@@ -27,15 +39,22 @@ struct SegmentTable {
     size_t columns = 0;            // BLEU: sys_len, ref_len, matches 1..4, totals 1..4; chrF: (hyp, ref,
                                    // match) per order; TER: edits, mean reference length
     std::vector<double> values;    // lines × columns
+    MetricOptions opt;             // how the score is computed (BLEU's smoothing, chrF's beta ...)
     size_t lines() const { return columns ? values.size() / columns : 0; }
 };
 
 // The statistics of hyps against ref_streams (as corpus_bleu_multi and the others take them).
 SegmentTable segment_table(const std::string& metric, const std::vector<std::string>& hyps,
-                           const std::vector<std::vector<std::string>>& ref_streams);
+                           const std::vector<std::vector<std::string>>& ref_streams, const MetricOptions& opt = {});
+
+// The lines [first, first + count) of a table alone (a sentence-level score: one line).
+SegmentTable table_rows(const SegmentTable& t, size_t first, size_t count);
 
 // The corpus score of the whole table (the metric's own corpus score).
 double table_score(const SegmentTable& t);
+// The corpus score's line as sacreBLEU prints it ("BLEU = 35.21 66.1/41.3/... (BP = ...)",
+// "chrF2 = 58.96", "TER = 54.37"), `width` decimals.
+std::string table_text(const SegmentTable& t, int width);
 
 // A bootstrap estimate: the resamples' mean score and the half-width of their 95% interval.
 struct Estimate {

@@ -1,6 +1,9 @@
 // ter_score.cpp — sacreBLEU 2.6.0's TER (toolkit/ter_score.h), in the order sacreBLEU computes it:
 //
 //   per line   rstrip (./bleu), Python's lower(), split()             py_lower, py_split
+//              with TerOptions, Tercom's normalization and punctuation  ter_tokenize,
+//              removal between them (tokenizer_ter.py); a reference    tercom_normalize_*
+//              is tokenized twice, as sacreBLEU does
 //              shifts: while the best shift lowers the edit distance,  ter_edits, best_shift
 //              take it (at most 1,000 candidates a line in all)
 //              edit distance: Levenshtein over words in a beam of 25   beam_edit_distance
@@ -23,9 +26,12 @@
 
 #include "tokenizer.h"   // utf8_char, append_utf8
 #include "toolkit/bleu_score.h"   // py_split
+#include "toolkit/regex_rules.h"
 #include "toolkit/unicode_lower.h"
 
 namespace {
+
+using namespace regex_rules;
 
 // ---- Python's str.lower() -----------------------------------------------------------------
 
@@ -264,6 +270,74 @@ void word_ids(const Words& hyp, const Words& ref, Ids* hyp_ids, Ids* ref_ids) {
     ids(hyp, hyp_ids), ids(ref, ref_ids);
 }
 
+// ---- Tercom's tokenizer (sacreBLEU's tokenizer_ter.py), on UTF-8 ------------------------------
+//
+// The rules with ASCII patterns work on bytes: a multi-byte UTF-8 character holds no ASCII byte,
+// so a byte scan matches where Python's code-point scan does (a character's last byte standing in
+// for it before a match, its first byte after one). The code-point classes decode (utf8_char);
+// an invalid byte is a character of its own, in no class, and passes through unchanged.
+
+struct CodeRange {
+    uint32_t first, last;
+};
+
+// Regex classes as code-point ranges.
+constexpr CodeRange kHanChars[] = {{0x4E00, 0x9FFF}, {0x3400, 0x4DBF}};
+constexpr CodeRange kCjkStrokes[] = {{0x31C0, 0x31EF}, {0x2E80, 0x2EFF}};
+constexpr CodeRange kCjkCompat[] = {{0x3300, 0x33FF}, {0xF900, 0xFAFF}, {0xFE30, 0xFE4F}};
+constexpr CodeRange kCjkEnclosed[] = {{0x3200, 0x3F22}};   // sic: sacreBLEU's range runs past 32FF
+constexpr CodeRange kAsianPunct[] = {{0x3001, 0x3002}, {0x3008, 0x3011}, {0x3014, 0x301F}, {0xFF61, 0xFF65}, {0x30FB, 0x30FB}};
+constexpr CodeRange kFullWidthPunct[] = {{0xFF0E, 0xFF0E}, {0xFF0C, 0xFF0C}, {0xFF1F, 0xFF1F}, {0xFF1A, 0xFF1B},
+                                         {0xFF01, 0xFF02}, {0xFF08, 0xFF09}};
+constexpr CodeRange kPunct[] = {{'.', '.'}, {',', ','}, {'?', '?'}, {':', ';'}, {'!', '!'}, {'"', '"'}, {'(', ')'}};
+
+// re.sub(r"([CLASS])", r" \1 ", s) when pad, re.sub(r"[CLASS]", "", s) when not.
+template <size_t N>
+std::string sub_each(std::string_view s, const CodeRange (&cls)[N], bool pad) {
+    std::string out;
+    out.reserve(s.size() + s.size() / 2);
+    for (size_t i = 0; i < s.size();) {
+        uint32_t c;
+        const int n = std::max(1, utf8_char((const unsigned char*)s.data() + i, s.size() - i, &c));
+        // an invalid byte reads as its value, 0x80..0xFF, in no class here
+        const bool in = std::any_of(cls, cls + N, [&](const CodeRange& r) { return c >= r.first && c <= r.last; });
+        if (!in) out.append(s, i, n);
+        else if (pad) out.append(" ").append(s, i, n).append(" ");
+        i += n;
+    }
+    return out;
+}
+
+// _normalize_general_and_western, rule for rule.
+std::string tercom_normalize_western(std::string_view line) {
+    std::string s = replace_all(line, "\n-", "");   // \n-   (end-of-line hyphenation)
+    s = replace_all(s, "\n", " ");                   // \n
+    s = replace_all(s, "&quot;", "\"");              // &quot; &amp; &lt; &gt;, one after the
+    s = replace_all(s, "&amp;", "&");                // other ("&amp;lt;" becomes "<")
+    s = replace_all(s, "&lt;", "<");
+    s = replace_all(s, "&gt;", ">");
+    s = " " + s + " ";
+    s = space_around(s, is_13a_symbol);              // ([{-~[-` -&(-+:-@/]) -> " \1 "
+    s = replace_all(s, "'s ", " 's ");               // 's  -> " 's "
+    // 's$ -> " 's": never matches, the line ends with the space just added (and holds no "\n"
+    // for $ to stand before)
+    return split_period_comma_dash(s);              // period, comma and dash, as 13a's
+}
+
+// _normalize_asian: CJK characters and punctuation padded with spaces. Its three kana rules,
+// (^|^[K])([K]+)(?=$|^[K]) for Hiragana, Katakana and Katakana Phonetic Extensions K, need ^
+// (the string's start: no re.MULTILINE) before the run and $ (the end, or before a final "\n")
+// after it, so they match only a string wholly of kana; the string here starts with the space
+// tercom_normalize_western added, so they never match and kana runs stay whole.
+std::string tercom_normalize_asian(std::string s) {
+    s = sub_each(s, kHanChars, true);          // ([\u4e00-\u9fff\u3400-\u4dbf])
+    s = sub_each(s, kCjkStrokes, true);        // ([\u31c0-\u31ef\u2e80-\u2eff])
+    s = sub_each(s, kCjkCompat, true);         // ([\u3300-\u33ff\uf900-\ufaff\ufe30-\ufe4f])
+    s = sub_each(s, kCjkEnclosed, true);       // ([\u3200-\u3f22])
+    s = sub_each(s, kAsianPunct, true);        // ASIAN_PUNCT
+    return sub_each(s, kFullWidthPunct, true); // FULL_WIDTH_PUNCT
+}
+
 }  // namespace
 
 std::string py_lower(std::string_view s) {
@@ -302,8 +376,24 @@ int ter_edits(const Words& hyp_words, const Words& ref_words) {
     }
 }
 
+std::string ter_tokenize(std::string_view line, const TerOptions& opt) {
+    if (line.empty()) return "";
+    std::string s = opt.case_sensitive ? std::string(line) : py_lower(line);
+    if (opt.normalized) {
+        s = tercom_normalize_western(s);
+        if (opt.asian_support) s = tercom_normalize_asian(std::move(s));
+    }
+    if (opt.no_punct) {
+        s = sub_each(s, kPunct, false);   // _remove_punct: [\.,\?:;!\"\(\)]
+        if (opt.asian_support) s = sub_each(sub_each(s, kAsianPunct, false), kFullWidthPunct, false);
+    }
+    std::string out;
+    for (std::string_view w : py_split(s)) out.append(out.empty() ? "" : " ").append(w);
+    return out;
+}
+
 std::vector<TerStats> ter_segment_stats(const std::vector<std::string>& hyps,
-                                        const std::vector<std::vector<std::string>>& ref_streams) {
+                                        const std::vector<std::vector<std::string>>& ref_streams, const TerOptions& opt) {
     if (ref_streams.empty()) throw std::invalid_argument("TER: no reference stream");
     for (const auto& refs : ref_streams)
         if (refs.size() != hyps.size())
@@ -311,12 +401,15 @@ std::vector<TerStats> ter_segment_stats(const std::vector<std::string>& hyps,
                                         std::to_string(refs.size()) + " references");
     std::vector<TerStats> lines(hyps.size());
     for (size_t i = 0; i < hyps.size(); i++) {
-        const std::string hyp_low = py_lower(py_rstrip(hyps[i]));
-        const Words hyp = py_split(hyp_low);
+        const std::string hyp_tok = ter_tokenize(py_rstrip(hyps[i]), opt);
+        const Words hyp = py_split(hyp_tok);
         int64_t best = (int64_t)1e16, ref_words = 0;
         for (const auto& refs : ref_streams) {
-            const std::string ref_low = py_lower(py_rstrip(refs[i]));
-            const Words ref = py_split(ref_low);
+            // tokenized twice, as sacreBLEU does (Metric._cache_references, then
+            // TER._extract_reference_info); with normalized, the second pass can split more
+            // ("s's &" becomes "s 's &")
+            const std::string ref_tok = ter_tokenize(ter_tokenize(py_rstrip(refs[i]), opt), opt);
+            const Words ref = py_split(ref_tok);
             best = std::min<int64_t>(best, ter_edits(hyp, ref));
             ref_words += (int64_t)ref.size();
         }
@@ -330,9 +423,10 @@ double ter_compute_score(double edits, double ref_len) {
     return 100.0 * (ref_len > 0 ? edits / ref_len : edits > 0 ? 1.0 : 0.0);
 }
 
-TerStats corpus_ter_multi(const std::vector<std::string>& hyps, const std::vector<std::vector<std::string>>& ref_streams) {
+TerStats corpus_ter_multi(const std::vector<std::string>& hyps, const std::vector<std::vector<std::string>>& ref_streams,
+                          const TerOptions& opt) {
     TerStats s;
-    for (const TerStats& line : ter_segment_stats(hyps, ref_streams)) {
+    for (const TerStats& line : ter_segment_stats(hyps, ref_streams, opt)) {
         s.edits += line.edits;
         s.ref_len += line.ref_len;
     }
@@ -340,8 +434,10 @@ TerStats corpus_ter_multi(const std::vector<std::string>& hyps, const std::vecto
     return s;
 }
 
-std::string ter_signature(int nrefs) {
-    return "nrefs:" + std::to_string(nrefs) + "|case:lc|tok:tercom|norm:no|punct:yes|asian:no";
+std::string ter_signature(int nrefs, const TerOptions& opt) {
+    auto yes_no = [](bool b) { return b ? "yes" : "no"; };
+    return "nrefs:" + std::to_string(nrefs) + "|case:" + (opt.case_sensitive ? "mixed" : "lc") + "|tok:tercom|norm:" +
+           yes_no(opt.normalized) + "|punct:" + yes_no(!opt.no_punct) + "|asian:" + yes_no(opt.asian_support);
 }
 
 std::string format_ter(const TerStats& s, int width) {

@@ -793,7 +793,7 @@ static bool final_evaluation(Run& r) {
         last_beam = score(&r.model, r.tok, r.data("test", r.opt.src_lang), r.data("test", r.opt.tgt_lang), r.opt.beam, r.opt);
     if (model_path != ckpts.back() && !load_for_decoding(r, model_path)) return false;
     std::printf("BLEU and chrF, sacreBLEU's conventions (signatures %s; %s):\n", bleu_signature().c_str(),
-                chrf_signature(0).c_str());
+                chrf_signature().c_str());
     Scores dev_avg, test_avg;
     if (r.have_dev) {
         dev_avg = score(&r.model, r.tok, r.data("dev", r.opt.src_lang), r.data("dev", r.opt.tgt_lang), r.opt.beam, r.opt);
