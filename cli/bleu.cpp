@@ -18,6 +18,7 @@
 // a lone '\r' does not end one (sacreBLEU reads stdin with universal newlines). Options:
 // cli/options.h; reading and checked writing: cli/text_io.h.
 #include <algorithm>
+#include <charconv>
 #include <cmath>
 #include <cstdint>
 #include <cstdio>
@@ -51,6 +52,7 @@ struct Args {
     std::string metrics = "bleu";
     int width = 2;
     bool sentence_level = false;     // sacreBLEU's --sentence-level
+    std::string format = "text";     // sacreBLEU's --format: text or json
     bool confidence = false;         // sacreBLEU's --confidence
     int confidence_n = 1000;
     bool paired_bs = false, paired_ar = false;
@@ -99,6 +101,7 @@ Args parse_args(int argc, char** argv, std::vector<std::string>* metrics) {
     o.add("--metric", &a.metrics, "bleu, chrf, chrf++, ter (lower is better), or several comma-separated (each printed in that order)", "LIST");
     o.add("--width", &a.width, "decimals of the printed scores (sacreBLEU's --width)", in_range(0, 17));
     o.add_flag("--score-only", &a.score_only, "print only the scores, one a line (a paired test: a system a line, its score, mean, interval and p-value)");
+    o.add_choice("--format", &a.format, {"text", "json"}, "json: sacreBLEU's JSON objects (one system; a list for several metrics)");
     o.add_flag("--sentence-level", &a.sentence_level, "a score for each line (one metric; BLEU with effective order, eff:yes), then the signature");
     o.section("BLEU (sacreBLEU's options; signature fields tok, case, smooth)");
     o.add_choice("--tokenize", &a.opt.bleu.tokenize, {"13a", "intl", "zh", "char", "none"},
@@ -151,6 +154,8 @@ Args parse_args(int argc, char** argv, std::vector<std::string>* metrics) {
     if (a.sentence_level && (metrics->size() > 1 || paired || a.confidence))
         std::exit(o.usage_error("--sentence-level scores one metric of one system, without significance tests"));
     a.opt.bleu.effective_order = a.sentence_level;   // as sacreBLEU's CLI sets it
+    if (a.format == "json" && (paired || a.sentence_level))
+        std::exit(o.usage_error("--format json prints one system's corpus scores: not with a paired test or --sentence-level"));
     return a;
 }
 
@@ -194,22 +199,96 @@ std::string estimate_text(const Estimate& e, int width) {
     return e.mean > 0 ? " (μ = " + fixed(e.mean, width) + " ± " + fixed(e.ci, width) + ")" : "";
 }
 
-// One system, one metric: sacreBLEU's line (and with --confidence its bootstrap estimate), from
-// the lines' statistics computed once.
-void print_score(const Args& a, const std::string& m, const std::vector<std::string>& hyps,
-                 const std::vector<std::vector<std::string>>& refs) {
+// Python's repr() of a float: the shortest digits that read back to it, fixed between 1e-4 and
+// 1e16 (with ".0" when whole), else as 1e-05 or 1.5e+16.
+std::string python_float(double v) {
+    char sci[64];
+    const std::to_chars_result r = std::to_chars(sci, sci + sizeof sci, v, std::chars_format::scientific);
+    const std::string text(sci, r.ptr);                      // "-1.2345e+01"
+    const size_t e = text.find('e');
+    const int exponent = std::atoi(text.c_str() + e + 1);
+    const bool negative = text[0] == '-';
+    std::string digits;                                      // "12345"
+    for (size_t i = negative; i < e; i++)
+        if (text[i] != '.') digits.push_back(text[i]);
+    std::string out = negative ? "-" : "";
+    if (exponent < -4 || exponent >= 16) {
+        out += digits.substr(0, 1) + (digits.size() > 1 ? "." + digits.substr(1) : "");
+        char exp[16];
+        std::snprintf(exp, sizeof exp, "e%c%02d", exponent < 0 ? '-' : '+', std::abs(exponent));
+        return out + exp;
+    }
+    if (exponent < 0) return out + "0." + std::string((size_t)(-exponent - 1), '0') + digits;
+    if (digits.size() <= (size_t)exponent + 1) return out + digits + std::string((size_t)exponent + 1 - digits.size(), '0') + ".0";
+    return out + digits.substr(0, (size_t)exponent + 1) + "." + digits.substr((size_t)exponent + 1);
+}
+
+// A JSON string (json.dumps with ensure_ascii=False: UTF-8 kept, quotes, backslashes and control
+// characters escaped).
+std::string json_string(const std::string& s) {
+    std::string out = "\"";
+    for (unsigned char c : s) {
+        if (c == '"' || c == '\\') out.push_back('\\'), out.push_back((char)c);
+        else if (c < 0x20) {
+            char esc[8];
+            std::snprintf(esc, sizeof esc, "\\u%04x", c);
+            out += esc;
+        } else out.push_back((char)c);
+    }
+    return out + "\"";
+}
+
+// sacreBLEU's Score.format(is_json=True): name, score (rounded to the width, as a float), the
+// signature, the bootstrap estimate when its mean is positive, BLEU's details, then the
+// signature's fields one by one, json.dumps(indent=1).
+std::string json_object(const std::string& name, double score, const std::string& signature, const Estimate* estimate,
+                        const std::string& verbose, int width) {
+    std::vector<std::pair<std::string, std::string>> fields = {
+        {"name", json_string(name)},
+        {"score", python_float(std::strtod(fixed(score, width).c_str(), nullptr))},
+        {"signature", json_string(signature)}};
+    if (estimate && estimate->mean > 0) {
+        const std::string mean = fixed(estimate->mean, width), ci = fixed(estimate->ci, width);
+        fields.push_back({"confidence_mean", python_float(std::strtod(mean.c_str(), nullptr))});
+        fields.push_back({"confidence_var", python_float(std::strtod(ci.c_str(), nullptr))});
+        fields.push_back({"confidence", json_string("μ = " + mean + " ± " + ci)});
+    }
+    if (!verbose.empty()) fields.push_back({"verbose_score", json_string(verbose)});
+    for (size_t from = 0; from <= signature.size();) {   // "key:value|key:value"
+        size_t bar = signature.find('|', from);
+        if (bar == std::string::npos) bar = signature.size();
+        const std::string field = signature.substr(from, bar - from);
+        const size_t colon = field.find(':');
+        fields.push_back({field.substr(0, colon), json_string(field.substr(colon + 1))});
+        from = bar + 1;
+    }
+    std::string out = "{\n";
+    for (size_t i = 0; i < fields.size(); i++)
+        out += " " + json_string(fields[i].first) + ": " + fields[i].second + (i + 1 < fields.size() ? ",\n" : "\n");
+    return out + "}";
+}
+
+// One system, one metric: sacreBLEU's output — its line and signature, the score alone
+// (--score-only) or its JSON object (--format json), with --confidence the bootstrap estimate —
+// from the lines' statistics computed once.
+std::string score_output(const Args& a, const std::string& m, const std::vector<std::string>& hyps,
+                         const std::vector<std::vector<std::string>>& refs) {
     const SegmentTable table = segment_table(m, hyps, refs, a.opt);
     const double score = table_score(table);
     std::string line = table_text(table, a.width);
-    std::string signature = metric_signature(a.opt, m, (int)refs.size()), estimate;
+    const size_t score_end = line.find(' ', line.find(" = ") + 3);   // after "NAME = 12.34"
+    const std::string verbose = score_end == std::string::npos ? "" : line.substr(score_end + 1);   // BLEU's details
+    std::string signature = metric_signature(a.opt, m, (int)refs.size()), estimate_line;
+    Estimate estimate;
     if (a.confidence) {
-        estimate = estimate_text(bootstrap_estimate(table, a.confidence_n, (uint32_t)a.seed), a.width);
-        const size_t score_end = line.find(' ', line.find(" = ") + 3);   // after "NAME = 12.34"
-        line.insert(score_end == std::string::npos ? line.size() : score_end, estimate);
+        estimate = bootstrap_estimate(table, a.confidence_n, (uint32_t)a.seed);
+        estimate_line = estimate_text(estimate, a.width);
+        line.insert(score_end == std::string::npos ? line.size() : score_end, estimate_line);
         signature = with_test(signature, "bs:" + std::to_string(a.confidence_n) + "|seed:" + std::to_string(a.seed));
     }
-    if (a.score_only) std::printf("%s%s\n", fixed(score, a.width).c_str(), estimate.c_str());
-    else std::printf("%s\nsignature: %s\n", line.c_str(), signature.c_str());
+    if (a.score_only) return fixed(score, a.width) + estimate_line;
+    if (a.format == "json") return json_object(metric_name(a.opt, m), score, signature, a.confidence ? &estimate : nullptr, verbose, a.width);
+    return line + "\nsignature: " + signature;
 }
 
 // --sentence-level: each line's score alone (sacreBLEU's sentence_score), then the signature.
@@ -294,11 +373,16 @@ int main(int argc, char** argv) {
             }
     }
     try {
+        std::vector<std::string> outputs;   // one system's, a metric each
         for (const std::string& m : metrics) {
             if (a.paired_bs || a.paired_ar) print_paired(a, m, systems, names, refs);
             else if (a.sentence_level) print_sentences(a, m, systems[0], refs);
-            else print_score(a, m, systems[0], refs);
+            else outputs.push_back(score_output(a, m, systems[0], refs));
         }
+        const bool json_list = a.format == "json" && !a.score_only && outputs.size() > 1;   // as sacreBLEU prints several
+        for (size_t k = 0; k < outputs.size(); k++)
+            std::printf("%s%s%s\n", json_list && k == 0 ? "[\n" : "", outputs[k].c_str(),
+                        !json_list ? "" : k + 1 < outputs.size() ? "," : "\n]");
     } catch (const std::exception& e) {
         std::fprintf(stderr, "bleu: %s\n", e.what());
         return 1;

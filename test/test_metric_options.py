@@ -1,7 +1,7 @@
 """test/test_metric_options.py — ./bleu's BLEU and chrF options against sacreBLEU 2.6.0 itself:
 --tokenize (13a, intl, zh, char, none), --lowercase, --smooth-method and --smooth-value; --chrf-char-order,
 --chrf-word-order, --chrf-beta, --chrf-whitespace, --chrf-lowercase, --chrf-eps-smoothing; and
---sentence-level.
+--sentence-level and --format json.
 (TER's options: test/test_ter_options.py; the significance tests under options: test_significance.py.)
 
 The tokenizers intl, zh and char, code point by code point: every code point but '\\n' and the
@@ -21,7 +21,9 @@ and white space, with one to three reference files; every tokenizer with and wit
 lowercasing, every smoothing method with its default and another value; 48 chrF option sets;
 the signatures. --sentence-level: each line's score line (BLEU with effective order, eff:yes) and
 the signature against sacreBLEU's sentence_score under seven option sets of BLEU, chrF and TER.
-Bad option values refused.
+--format json: sacreBLEU's JSON (Score.format(is_json=True), a list for several metrics; the
+score rounded to --width and printed as Python's repr) for six cases of metrics, options, widths
+and --confidence, its version field aside. Bad option values refused.
 
 Usage: python3 test/test_metric_options.py [PROGRAM_DIR [BUILD_DIR]]    Ends with "metric_options: N passed, M failed".
 Without the sacrebleu package it says SKIP and why; REQUIRE_SACREBLEU=1 (CI) makes that a failure.
@@ -262,6 +264,43 @@ out = run_bleu(["a b c d", "a b"], [["a b c d", "a c"]], "bleu", ["--sentence-le
 want = ["%.15f" % BLEU(effective_order=True).sentence_score(h, [r]).score for h, r in (("a b c d", "a b c d"), ("a b", "a c"))]
 check(out == want, f"--sentence-level --score-only prints a score a line, no signature: {out} == sacreBLEU's {want}")
 
+# ---- --format json: sacreBLEU's JSON objects (its print_single_results), its version field left off ----
+
+
+def theirs_json(hyps, ref_streams, metrics, width, bootstrap):
+    h, r = stripped(hyps, ref_streams)
+    results = []
+    for metric in metrics:
+        score = metric.corpus_score(h, r, n_bootstrap=bootstrap)
+        results.append(score.format(width, False, metric.get_signature().format(), True))
+    text = results[0] if len(results) == 1 else "[\n" + ",\n".join(results) + "\n]"
+    return text.replace("|version:2.6.0", "").replace(',\n "version": "2.6.0"', "").split("\n")
+
+
+JSON_CASES = [("bleu", [BLEU(force=True)], [], 1, 1),
+              ("bleu,chrf,ter", [BLEU(force=True), CHRF(), TER()], [], 2, 1),
+              ("bleu,chrf", [BLEU(tokenize="intl", smooth_method="floor", force=True), CHRF(word_order=1, beta=3)],
+               ["--tokenize", "intl", "--smooth-method", "floor", "--chrf-word-order", "1", "--chrf-beta", "3"], 17, 1),
+              ("ter", [TER(normalized=True)], ["--ter-normalized"], 3, 1),
+              ("bleu,chrf", [BLEU(force=True), CHRF()], [], 3, 200),
+              ("bleu", [BLEU(force=True)], [], 17, 200)]
+bad = []
+# and scores whose repr needs an exponent (BLEU 8e-7 %: 4 words against 64, all matching) or is 0.0
+for hyps, ref_streams in corpora[:3] + [(["a b c d e"] * 3, [["a b c x y"] * 3]), (["a b c d"], [["a b c d" + " x" * 60]]),
+                                        (["x y"], [["a b"]])]:
+    for metric_list, metrics, args, width, bootstrap in JSON_CASES:
+        extra = ["--confidence", "--confidence-n", str(bootstrap)] if bootstrap > 1 else []
+        files = [write(f"ref{k}.txt", refs) for k, refs in enumerate(ref_streams)]
+        out = subprocess.run([bleu, *files, "--hyp", write("hyp.txt", hyps), "--metric", metric_list, "--width", str(width),
+                              "--format", "json", *extra, *args], capture_output=True, text=True)
+        ours, theirs = out.stdout.split("\n")[:-1], theirs_json(hyps, ref_streams, metrics, width, bootstrap)
+        if ours != theirs:
+            bad.append(f"{metric_list} {' '.join(args + extra)} --width {width}: ours {ours}, sacreBLEU {theirs}")
+for b in bad[:3]:
+    print("  differs:", b)
+check(not bad, f"--format json: {len(JSON_CASES)} metric, option, width (1, 2, 3, 17) and --confidence cases × 6 corpora "
+      f"print sacreBLEU's JSON, its version field aside ({len(bad)} differ)")
+
 # ---- refused values --------------------------------------------------------------------------------
 
 for args, why in ((["--tokenize", "ja-mecab"], "a tokenizer not offered"),
@@ -271,7 +310,9 @@ for args, why in ((["--tokenize", "ja-mecab"], "a tokenizer not offered"),
                   (["--chrf-char-order", "0"], "character order 0"),
                   (["--metric", "chrf++", "--chrf-word-order", "1"], "--chrf-word-order with chrf++"),
                   (["--sentence-level", "--metric", "bleu,chrf"], "--sentence-level with two metrics"),
-                  (["--sentence-level", "--confidence"], "--sentence-level with --confidence")):
+                  (["--sentence-level", "--confidence"], "--sentence-level with --confidence"),
+                  (["--format", "json", "--sentence-level"], "--format json with --sentence-level"),
+                  (["--format", "yaml"], "--format yaml")):
     out = run_bleu(["a b"], [["a b"]], "bleu", args)
     check(out[0].startswith("exit 2:"), f"refused, {why}: {' '.join(args)} -> {out[0][:120]}")
 
