@@ -81,6 +81,17 @@ void append_utf8(std::string* out, uint32_t cp) {
     *out += (char)(0x80 | (cp & 0x3F));
 }
 
+std::vector<Utf8Unit> utf8_units(std::string_view text) {
+    std::vector<Utf8Unit> units;
+    for (size_t i = 0; i < text.size();) {
+        uint32_t cp;
+        const int len = utf8_char(reinterpret_cast<const unsigned char*>(text.data()) + i, text.size() - i, &cp);
+        units.push_back({text.substr(i, len > 0 ? (size_t)len : 1), cp, len > 0});
+        i += len > 0 ? (size_t)len : 1;
+    }
+    return units;
+}
+
 long invalid_utf8_at(std::string_view text) {
     const unsigned char* s = (const unsigned char*)text.data();
     uint32_t cp;

@@ -42,6 +42,16 @@
 int utf8_char(const unsigned char* s, size_t n, uint32_t* cp);
 // Appends code point cp (<= U+10FFFF) to *out as UTF-8 (a surrogate as its 3-byte form).
 void append_utf8(std::string* out, uint32_t cp);
+// A code point of UTF-8 text where it lies: its bytes and value. A byte that does not start a
+// valid character (utf8_char's 0) is a unit of its own: valid false, cp the byte.
+struct Utf8Unit {
+    std::string_view text;
+    uint32_t cp;
+    bool valid;
+};
+// text's code points in order, each invalid byte one unit: how the metrics (toolkit/bleu_score.h,
+// toolkit/ter_score.h) read text they must never refuse.
+std::vector<Utf8Unit> utf8_units(std::string_view text);
 // Byte offset (0-based) of the first invalid UTF-8 sequence in text, or -1 if it is valid.
 long invalid_utf8_at(std::string_view text);
 // text with each byte that does not start a valid UTF-8 character (utf8_char) replaced by

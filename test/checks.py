@@ -2,7 +2,13 @@
 shell tests': `check(ok, what)` prints "PASS what" or "FAIL what" and counts it;
 `summary(name, skipped)` prints "name: N passed, M failed[, K skipped]" and returns the exit
 status (1 on a failure). A script run as `python3 test/x.py` imports it from its own folder.
+For the tests against sacreBLEU: `skip_without_sacrebleu(name, error)`, `write(name, lines)` into a
+scratch folder, `read_lines(path)`, `bleu_cases_dir()`.
 """
+import os
+import sys
+import tempfile
+
 passed = 0
 failed = 0
 
@@ -20,3 +26,40 @@ def check(ok, what):
 def summary(name, skipped=0):
     print(f"{name}: {passed} passed, {failed} failed" + (f", {skipped} skipped" if skipped else ""), flush=True)
     return 1 if failed else 0
+
+
+def skip_without_sacrebleu(name, error):
+    """An import of sacreBLEU (or of what it brings) failed with `error`: under REQUIRE_SACREBLEU=1 (CI)
+    a failure, else SKIP saying why. Exits either way."""
+    if os.environ.get("REQUIRE_SACREBLEU") == "1":
+        check(False, f"sacrebleu is importable (REQUIRE_SACREBLEU=1): {error}")
+        sys.exit(summary(name))
+    print(f"SKIP test_{name}: {error} (pip install sacrebleu)")
+    sys.exit(summary(name, skipped=1))
+
+
+_scratch = None   # a TemporaryDirectory, removed at exit
+
+
+def write(name, lines):
+    """The lines, each ended by "\n", as UTF-8 file `name` in a scratch folder (lone surrogates kept as
+    their bytes); returns its path."""
+    global _scratch
+    if _scratch is None:
+        _scratch = tempfile.TemporaryDirectory()
+    path = os.path.join(_scratch.name, name)
+    with open(path, "w", encoding="utf-8", newline="\n", errors="surrogatepass") as f:
+        f.write("".join(line + "\n" for line in lines))
+    return path
+
+
+def read_lines(path, rstrip=False):
+    """A UTF-8 file's lines without their "\n" (and rstripped, as sacreBLEU's CLI reads them, with rstrip)."""
+    with open(path, encoding="utf-8") as f:
+        lines = f.read().split("\n")[:-1]
+    return [line.rstrip() for line in lines] if rstrip else lines
+
+
+def bleu_cases_dir():
+    """../shared/bleu's BLEU cases, or $BLEU_CASES_DIR."""
+    return os.environ.get("BLEU_CASES_DIR", os.path.join("..", "shared", "bleu"))

@@ -35,9 +35,8 @@ import random
 import re
 import subprocess
 import sys
-import tempfile
 
-from checks import check, summary
+from checks import check, summary, skip_without_sacrebleu, write, read_lines, bleu_cases_dir
 
 program_dir = sys.argv[1] if len(sys.argv) > 1 else "."
 build_dir = sys.argv[2] if len(sys.argv) > 2 else "build"
@@ -48,22 +47,9 @@ try:
     from sacrebleu.metrics import BLEU, CHRF, TER
     from sacrebleu.metrics.bleu import _get_tokenizer
 except ImportError as e:
-    if os.environ.get("REQUIRE_SACREBLEU") == "1":
-        check(False, f"sacrebleu is importable (REQUIRE_SACREBLEU=1): {e}")
-        sys.exit(summary("metric_options"))
-    print(f"SKIP test_metric_options: {e} (pip install sacrebleu)")
-    sys.exit(summary("metric_options", skipped=1))
+    skip_without_sacrebleu("metric_options", e)
 
-tmp_dir = tempfile.TemporaryDirectory()
-tmp = tmp_dir.name
 skipped = 0
-
-
-def write(name, lines):
-    path = os.path.join(tmp, name)
-    with open(path, "w", encoding="utf-8", newline="\n", errors="surrogatepass") as f:
-        f.write("".join(line + "\n" for line in lines))
-    return path
 
 
 # ---- the tokenizers, every code point ------------------------------------------------------------
@@ -196,13 +182,8 @@ def compare_many(what, corpora, options, compare):
     check(not bad, f"{what}: {len(options)} option sets × {len(corpora)} corpora ({len(bad)} differ)")
 
 
-cases = os.environ.get("BLEU_CASES_DIR", os.path.join("..", "shared", "bleu"))
+cases = bleu_cases_dir()
 expected = os.path.join(cases, "expected.json")
-
-
-def read_lines(path):
-    with open(path, encoding="utf-8") as f:
-        return f.read().split("\n")[:-1]
 
 
 if os.path.isfile(expected):

@@ -31,9 +31,8 @@ import os
 import random
 import subprocess
 import sys
-import tempfile
 
-from checks import check, summary
+from checks import check, summary, skip_without_sacrebleu, write, read_lines, bleu_cases_dir
 
 program_dir = sys.argv[1] if len(sys.argv) > 1 else "."
 build_dir = sys.argv[2] if len(sys.argv) > 2 else "build"
@@ -41,22 +40,8 @@ build_dir = sys.argv[2] if len(sys.argv) > 2 else "build"
 
 try:
     from sacrebleu.metrics import BLEU, CHRF, TER
-except ImportError:
-    if os.environ.get("REQUIRE_SACREBLEU") == "1":
-        check(False, "sacrebleu is importable (REQUIRE_SACREBLEU=1; pip install sacrebleu)")
-        sys.exit(summary("sacrebleu"))
-    print("SKIP test_sacrebleu: the sacrebleu package is not installed (pip install sacrebleu)")
-    sys.exit(summary("sacrebleu", skipped=1))
-
-tmp_dir = tempfile.TemporaryDirectory()   # removed at exit
-tmp = tmp_dir.name
-
-
-def write(name, lines):
-    path = os.path.join(tmp, name)
-    with open(path, "w", encoding="utf-8", newline="\n") as f:
-        f.write("".join(line + "\n" for line in lines))
-    return path
+except ImportError as e:
+    skip_without_sacrebleu("sacrebleu", e)
 
 
 def ours(hyps, refs):
@@ -101,13 +86,8 @@ def compare_ter(what, hyps, ref_streams):
 
 
 # ---- the shared BLEU cases: real system outputs of one reference
-cases = os.environ.get("BLEU_CASES_DIR", os.path.join("..", "shared", "bleu"))
+cases = bleu_cases_dir()
 expected = os.path.join(cases, "expected.json")
-
-
-def read_lines(path):
-    with open(path, encoding="utf-8") as f:
-        return f.read().split("\n")[:-1]
 
 
 if os.path.isfile(expected):

@@ -19,9 +19,8 @@ import os
 import random
 import subprocess
 import sys
-import tempfile
 
-from checks import check, summary
+from checks import check, summary, skip_without_sacrebleu, write, read_lines, bleu_cases_dir
 
 program_dir = sys.argv[1] if len(sys.argv) > 1 else "."
 build_dir = sys.argv[2] if len(sys.argv) > 2 else "build"
@@ -32,11 +31,7 @@ try:
     from sacrebleu.metrics import BLEU, CHRF, TER
     from sacrebleu.significance import PairedTest
 except ImportError as e:
-    if os.environ.get("REQUIRE_SACREBLEU") == "1":
-        check(False, f"sacrebleu and numpy are importable (REQUIRE_SACREBLEU=1): {e}")
-        sys.exit(summary("significance"))
-    print(f"SKIP test_significance: {e} (pip install sacrebleu)")
-    sys.exit(summary("significance", skipped=1))
+    skip_without_sacrebleu("significance", e)
 
 if int(np.__version__.split(".")[0]) < 2:
     # NumPy 1's value-based casting gives the resamples' sums and scores other types (float64 where
@@ -44,16 +39,7 @@ if int(np.__version__.split(".")[0]) < 2:
     print(f"SKIP test_significance: NumPy {np.__version__}; ./bleu reproduces sacreBLEU under NumPy 2's casting rules")
     sys.exit(summary("significance", skipped=1))
 os.environ.pop("SACREBLEU_SEED", None)   # sacreBLEU's default seed, 12345, as ./bleu's
-tmp_dir = tempfile.TemporaryDirectory()
-tmp = tmp_dir.name
 METRICS = {"bleu": BLEU, "chrf": CHRF, "chrf++": lambda: CHRF(word_order=2), "ter": TER}
-
-
-def write(name, lines):
-    path = os.path.join(tmp, name)
-    with open(path, "w", encoding="utf-8", newline="\n") as f:
-        f.write("".join(line + "\n" for line in lines))
-    return path
 
 
 def run_ours(ref_streams, systems, metric, *options):
@@ -166,17 +152,12 @@ check(run.returncode == 0 and not differ,
          f"{statistics.mean(mean_cases[differ[0]]).hex()}" if differ else "") + ")")
 
 # ---- the shared cases: real system outputs, first 300 lines
-cases = os.environ.get("BLEU_CASES_DIR", os.path.join("..", "shared", "bleu"))
-
-
-def read_lines(path):
-    with open(path, encoding="utf-8") as f:
-        return [line.rstrip() for line in f.read().split("\n")[:-1]]
+cases = bleu_cases_dir()
 
 
 if os.path.isfile(os.path.join(cases, "dev.es.ref")):
-    ref = read_lines(os.path.join(cases, "dev.es.ref"))[:300]
-    systems = [read_lines(os.path.join(cases, name + ".hyp"))[:300]
+    ref = read_lines(os.path.join(cases, "dev.es.ref"), rstrip=True)[:300]
+    systems = [read_lines(os.path.join(cases, name + ".hyp"), rstrip=True)[:300]
                for name in ("drop_third_word", "punct_spacing", "lowercased")]
     differ = compare_all("the shared cases", [ref], systems, ar_n=2000, ar_confidence=500)
     for d in differ[:3]:

@@ -23,24 +23,17 @@ import os
 import random
 import subprocess
 import sys
-import tempfile
 
-from checks import check, summary
+from checks import check, summary, skip_without_sacrebleu, write
 
 program_dir = sys.argv[1] if len(sys.argv) > 1 else "."
 build_dir = sys.argv[2] if len(sys.argv) > 2 else "build"   # unused: ./bleu is all this test runs
 
 try:
     from sacrebleu.metrics import TER
-except ImportError:
-    if os.environ.get("REQUIRE_SACREBLEU") == "1":
-        check(False, "sacrebleu is importable (REQUIRE_SACREBLEU=1; pip install sacrebleu)")
-        sys.exit(summary("ter_options"))
-    print("SKIP test_ter_options: the sacrebleu package is not installed (pip install sacrebleu)")
-    sys.exit(summary("ter_options", skipped=1))
+except ImportError as e:
+    skip_without_sacrebleu("ter_options", e)
 
-tmp_dir = tempfile.TemporaryDirectory()   # removed at exit
-tmp = tmp_dir.name
 
 FLAGS = ["--ter-case-sensitive", "--ter-normalized", "--ter-no-punct", "--ter-asian-support"]
 KWARGS = ["case_sensitive", "normalized", "no_punct", "asian_support"]
@@ -49,13 +42,6 @@ COMBOS = list(itertools.product([False, True], repeat=4))   # in FLAGS' order
 
 def combo_name(combo):
     return "+".join(f[len("--ter-"):] for f, on in zip(FLAGS, combo) if on) or "defaults"
-
-
-def write(name, lines):
-    path = os.path.join(tmp, name)
-    with open(path, "w", encoding="utf-8", newline="\n") as f:
-        f.write("".join(line + "\n" for line in lines))
-    return path
 
 
 def run_bleu(hyps, ref_streams, combo, extra):

@@ -31,7 +31,7 @@
 #include <string_view>
 #include <unordered_map>
 
-#include "tokenizer.h"   // utf8_char
+#include "tokenizer.h"   // utf8_units
 #include "toolkit/regex_rules.h"
 #include "toolkit/ter_score.h"   // py_lower
 #include "toolkit/unicode_classes.h"
@@ -95,13 +95,6 @@ std::vector<std::string_view> py_split(std::string_view s) {
     return words;
 }
 
-namespace {
-
-// ---- 13a, zh and intl -----------------------------------------------------------------------
-
-using namespace regex_rules;
-
-// One space between the words of s, none at the ends: Python's ' '.join(s.split()).
 std::string join_words(std::string_view s) {
     std::string out;
     out.reserve(s.size());
@@ -111,6 +104,12 @@ std::string join_words(std::string_view s) {
     }
     return out;
 }
+
+namespace {
+
+// ---- 13a, zh and intl -----------------------------------------------------------------------
+
+using namespace regex_rules;
 
 // sacreBLEU's TokenizerRegexp, the rules 13a and zh share, in its order:
 //   ([\{-\~\[-\` -\&\(-\+\:-\@\/]) -> ' \1 '    every 13a symbol spaced
@@ -142,13 +141,7 @@ UnicodeClass class_of(uint32_t c) {
 // The code points of s as units (pointing into s), each with its class.
 Units code_points(std::string_view s) {
     Units out;
-    for (size_t i = 0; i < s.size();) {
-        uint32_t cp;
-        const int n = utf8_char(reinterpret_cast<const unsigned char*>(s.data()) + i, s.size() - i, &cp);
-        if (n > 0) out.push_back({s.substr(i, (size_t)n), cp, class_of(cp)});
-        else out.push_back({s.substr(i, 1), 0x110000u + (unsigned char)s[i], kOther});
-        i += n > 0 ? (size_t)n : 1;
-    }
+    for (const Utf8Unit& u : utf8_units(s)) out.push_back({u.text, u.valid ? u.cp : 0x110000u + u.cp, u.valid ? class_of(u.cp) : kOther});
     return out;
 }
 
@@ -280,24 +273,48 @@ std::string tokenize_13a(const std::string& line) {
     return regexp_tokenize(" " + s + " ");   // padding: lets rules 2 and 3 fire at the line's ends
 }
 
-std::string bleu_tokenize(const std::string& line, const std::string& name) {
-    if (name == "13a") return tokenize_13a(line);
-    if (name == "intl") return tokenize_intl(line);
-    if (name == "zh") return tokenize_zh(line);
-    if (name == "char") return tokenize_char(line);
-    if (name == "none") return line;
+namespace {
+
+// The tokenizers by name (kBleuTokenizers lists them).
+using TokenizerFn = std::string (*)(const std::string&);
+std::string tokenize_none(const std::string& line) { return line; }
+
+TokenizerFn tokenizer_named(const std::string& name) {
+    static const std::pair<const char*, TokenizerFn> kTokenizers[] = {
+        {"13a", tokenize_13a}, {"intl", tokenize_intl}, {"zh", tokenize_zh}, {"char", tokenize_char}, {"none", tokenize_none}};
+    for (const auto& t : kTokenizers)
+        if (name == t.first) return t.second;
     throw std::invalid_argument("BLEU: unknown tokenizer " + name + " (offered: " + kBleuTokenizers + ")");
 }
 
+// sacreBLEU's smoothing methods (BleuOptions::smooth_method, resolved once per score).
+enum class Smoothing { kExp, kFloor, kAddK, kNone };
+
+Smoothing smoothing_named(const std::string& name) {
+    if (name == "exp") return Smoothing::kExp;
+    if (name == "floor") return Smoothing::kFloor;
+    if (name == "add-k") return Smoothing::kAddK;
+    if (name == "none") return Smoothing::kNone;
+    throw std::invalid_argument("BLEU: smoothing method " + name + ": one of exp, floor, add-k, none");
+}
+
+// floor's and add-k's value, sacreBLEU's SMOOTH_DEFAULTS where none is given; -1 for the others.
+double smooth_value_of(const BleuOptions& opt) {
+    const Smoothing m = smoothing_named(opt.smooth_method);
+    if (m != Smoothing::kFloor && m != Smoothing::kAddK) return -1;
+    return opt.smooth_value >= 0 ? opt.smooth_value : m == Smoothing::kFloor ? 0.1 : 1.0;
+}
+
+}  // namespace
+
+std::string bleu_tokenize(const std::string& line, const std::string& name) { return tokenizer_named(name)(line); }
+
 BleuOptions checked_bleu_options(BleuOptions opt) {
-    const std::string& m = opt.smooth_method;
-    if (m != "exp" && m != "floor" && m != "add-k" && m != "none")
-        throw std::invalid_argument("BLEU: smoothing method " + m + ": one of exp, floor, add-k, none");
-    const bool valued = m == "floor" || m == "add-k";
-    if (opt.smooth_value >= 0 && !valued) throw std::invalid_argument("BLEU: a smoothing value is for floor and add-k only");
-    if (valued && opt.smooth_value < 0) opt.smooth_value = m == "floor" ? 0.1 : 1.0;   // sacreBLEU's SMOOTH_DEFAULTS
-    if (valued && !std::isfinite(opt.smooth_value)) throw std::invalid_argument("BLEU: the smoothing value must be finite");
-    bleu_tokenize("", opt.tokenize);   // throws on an unknown tokenizer
+    const double value = smooth_value_of(opt);   // throws on an unknown method
+    if (opt.smooth_value >= 0 && value < 0) throw std::invalid_argument("BLEU: a smoothing value is for floor and add-k only");
+    if (value >= 0 && !std::isfinite(value)) throw std::invalid_argument("BLEU: the smoothing value must be finite");
+    opt.smooth_value = value;
+    tokenizer_named(opt.tokenize);   // throws on an unknown tokenizer
     return opt;
 }
 
@@ -317,18 +334,19 @@ static int precisions_of(const Real counts_in[kMaxOrder], const Real totals_in[k
     Real counts[kMaxOrder], totals[kMaxOrder];
     std::copy(counts_in, counts_in + kMaxOrder, counts);
     std::copy(totals_in, totals_in + kMaxOrder, totals);
-    const std::string& method = opt.smooth_method;
+    const Smoothing method = smoothing_named(opt.smooth_method);
+    const double value = smooth_value_of(opt);
     Real smooth = 1;
     for (int n = 0; n < kMaxOrder; n++) {
-        if (method == "add-k" && n > 0) counts[n] += Real(opt.smooth_value), totals[n] += Real(opt.smooth_value);
+        if (method == Smoothing::kAddK && n > 0) counts[n] += Real(value), totals[n] += Real(value);
         if (totals[n] == 0) return n;  // higher orders stay 0 and floor the score
         if (counts[n] != 0) {
             out[n] = Real(100) * counts[n] / totals[n];
-        } else if (method == "exp") {
+        } else if (method == Smoothing::kExp) {
             smooth *= 2;  // exp smoothing: 1/2, 1/4, 1/8 ... of a match for each zero order
             out[n] = Real(100) / (smooth * totals[n]);
-        } else if (method == "floor") {
-            out[n] = Real(100.0 * opt.smooth_value) / totals[n];   // Python: 100. * value / total
+        } else if (method == Smoothing::kFloor) {
+            out[n] = Real(100.0 * value) / totals[n];   // Python: 100. * value / total
         }   // none and add-k: 0, which floors the score
     }
     return kMaxOrder;
@@ -431,10 +449,10 @@ BleuStats corpus_bleu(const std::vector<std::string>& hyps, const std::vector<st
 
 std::string bleu_signature(int nrefs, const BleuOptions& opt) {
     std::string smooth = opt.smooth_method;
-    if (smooth == "floor" || smooth == "add-k") {   // f'[{value:.2f}]'
-        char value[64];
-        std::snprintf(value, sizeof value, "[%.2f]", opt.smooth_value >= 0 ? opt.smooth_value : smooth == "floor" ? 0.1 : 1.0);
-        smooth += value;
+    if (const double value = smooth_value_of(opt); value >= 0) {   // f'[{value:.2f}]'
+        char text[64];
+        std::snprintf(text, sizeof text, "[%.2f]", value);
+        smooth += text;
     }
     return "nrefs:" + std::to_string(nrefs) + "|case:" + (opt.lowercase ? "lc" : "mixed") +
            "|eff:" + (opt.effective_order ? "yes" : "no") + "|tok:" + opt.tokenize +
@@ -473,19 +491,6 @@ namespace {
 
 using ChrfCounts = std::unordered_map<std::string, int64_t>;
 
-// Byte offsets of the code points of s (an invalid byte counts as one), then s.size().
-std::vector<size_t> code_point_starts(std::string_view s) {
-    std::vector<size_t> at;
-    for (size_t i = 0; i < s.size();) {
-        at.push_back(i);
-        uint32_t cp;
-        const int n = utf8_char(reinterpret_cast<const unsigned char*>(s.data()) + i, s.size() - i, &cp);
-        i += n > 0 ? (size_t)n : 1;
-    }
-    at.push_back(s.size());
-    return at;
-}
-
 // sacreBLEU's CHRF._PUNCTS: ASCII punctuation.
 bool is_chrf_punct(unsigned char c) {
     return std::string_view("!\"#$%&'()*+,-./:;<=>?@[\\]^_`{|}~").find((char)c) != std::string_view::npos;
@@ -496,7 +501,7 @@ bool is_chrf_punct(unsigned char c) {
 std::vector<std::string> chrf_words(std::string_view line) {
     std::vector<std::string> out;
     for (std::string_view w : py_split(line)) {
-        if (code_point_starts(w).size() == 2) out.emplace_back(w);   // one code point
+        if (utf8_units(w).size() == 1) out.emplace_back(w);   // one code point
         else if (is_chrf_punct((unsigned char)w.back())) out.emplace_back(w.substr(0, w.size() - 1)), out.emplace_back(w.substr(w.size() - 1));
         else if (is_chrf_punct((unsigned char)w.front())) out.emplace_back(w.substr(0, 1)), out.emplace_back(w.substr(1));
         else out.emplace_back(w);
@@ -511,10 +516,16 @@ std::vector<ChrfCounts> chrf_ngrams(std::string_view line, const ChrfOptions& op
     if (opt.whitespace) chars = line;
     else
         for (std::string_view w : py_split(line)) chars.append(w);
-    const std::vector<size_t> at = code_point_starts(chars);
+    const std::vector<Utf8Unit> units = utf8_units(chars);   // an invalid byte: one character
     std::vector<ChrfCounts> out(opt.char_order + opt.word_order);
-    for (int n = 1; n <= opt.char_order; n++)
-        for (size_t i = 0; i + n < at.size(); i++) out[n - 1][chars.substr(at[i], at[i + n] - at[i])]++;
+    for (int n = 1; n <= opt.char_order; n++) {
+        out[n - 1].reserve(units.size());
+        for (size_t i = 0; i + n <= units.size(); i++) {
+            const char* begin = units[i].text.data();
+            const std::string_view last = units[i + n - 1].text;
+            out[n - 1][std::string(begin, (size_t)(last.data() + last.size() - begin))]++;
+        }
+    }
     if (opt.word_order > 0) {
         const std::vector<std::string> words = chrf_words(line);
         for (int n = 1; n <= opt.word_order; n++)

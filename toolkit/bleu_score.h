@@ -72,6 +72,8 @@ std::string bleu_tokenize(const std::string& line, const std::string& name);
 std::string py_rstrip(const std::string& s);
 // Python's str.split() with no argument: runs of Python's white space separate, none are kept.
 std::vector<std::string_view> py_split(std::string_view s);
+// Python's ' '.join(s.split()): the words of s, one space between them, none at the ends.
+std::string join_words(std::string_view s);
 
 // Fills s.bleu and s.bp from s.counts, s.totals, s.sys_len and s.ref_len, smoothed as opt says.
 void bleu_compute_score(BleuStats& s, const BleuOptions& opt = {});

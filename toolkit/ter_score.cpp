@@ -24,8 +24,8 @@
 #include <cstdio>
 #include <stdexcept>
 
-#include "tokenizer.h"   // utf8_char, append_utf8
-#include "toolkit/bleu_score.h"   // py_split
+#include "tokenizer.h"   // utf8_units, append_utf8
+#include "toolkit/bleu_score.h"   // py_split, join_words
 #include "toolkit/regex_rules.h"
 #include "toolkit/unicode_lower.h"
 
@@ -53,10 +53,10 @@ int sigma_class(uint32_t c) {
 }
 
 // Python's Final_Sigma: capital sigma at i lowers to final sigma when a cased code point comes
-// before it and none after it, case-ignorable ones skipped both ways. cps: the line's code
-// points, -1 for an invalid byte (neither cased nor ignorable).
-bool final_sigma(const std::vector<int64_t>& cps, size_t i) {
-    auto kind = [](int64_t c) { return c < 0 ? 0 : sigma_class((uint32_t)c); };
+// before it and none after it, case-ignorable ones skipped both ways. An invalid byte is neither
+// cased nor ignorable.
+bool final_sigma(const std::vector<Utf8Unit>& cps, size_t i) {
+    auto kind = [](const Utf8Unit& u) { return u.valid ? sigma_class(u.cp) : 0; };
     size_t j = i;
     while (j > 0 && kind(cps[j - 1]) == 2) j--;
     if (j == 0 || kind(cps[j - 1]) != 1) return false;
@@ -274,7 +274,7 @@ void word_ids(const Words& hyp, const Words& ref, Ids* hyp_ids, Ids* ref_ids) {
 //
 // The rules with ASCII patterns work on bytes: a multi-byte UTF-8 character holds no ASCII byte,
 // so a byte scan matches where Python's code-point scan does (a character's last byte standing in
-// for it before a match, its first byte after one). The code-point classes decode (utf8_char);
+// for it before a match, its first byte after one). The code-point classes decode (utf8_units);
 // an invalid byte is a character of its own, in no class, and passes through unchanged.
 
 struct CodeRange {
@@ -296,14 +296,10 @@ template <size_t N>
 std::string sub_each(std::string_view s, const CodeRange (&cls)[N], bool pad) {
     std::string out;
     out.reserve(s.size() + s.size() / 2);
-    for (size_t i = 0; i < s.size();) {
-        uint32_t c;
-        const int n = std::max(1, utf8_char((const unsigned char*)s.data() + i, s.size() - i, &c));
-        // an invalid byte reads as its value, 0x80..0xFF, in no class here
-        const bool in = std::any_of(cls, cls + N, [&](const CodeRange& r) { return c >= r.first && c <= r.last; });
-        if (!in) out.append(s, i, n);
-        else if (pad) out.append(" ").append(s, i, n).append(" ");
-        i += n;
+    for (const Utf8Unit& u : utf8_units(s)) {   // an invalid byte: in no class
+        const bool in = u.valid && std::any_of(cls, cls + N, [&](const CodeRange& r) { return u.cp >= r.first && u.cp <= r.last; });
+        if (!in) out.append(u.text);
+        else if (pad) out.append(" ").append(u.text).append(" ");
     }
     return out;
 }
@@ -341,22 +337,15 @@ std::string tercom_normalize_asian(std::string s) {
 }  // namespace
 
 std::string py_lower(std::string_view s) {
-    const unsigned char* p = (const unsigned char*)s.data();
-    std::vector<int64_t> cps;
-    for (size_t i = 0; i < s.size();) {
-        uint32_t c;
-        int n = utf8_char(p + i, s.size() - i, &c);
-        cps.push_back(n == 0 ? -1 - (int64_t)p[i] : (int64_t)c);
-        i += n == 0 ? 1 : n;
-    }
+    const std::vector<Utf8Unit> cps = utf8_units(s);
     std::string out;
     out.reserve(s.size());
     for (size_t i = 0; i < cps.size(); i++) {
-        const int64_t c = cps[i];
-        if (c < 0) out += (char)(-1 - c);   // an invalid byte, unchanged
+        const uint32_t c = cps[i].cp;
+        if (!cps[i].valid) out.append(cps[i].text);   // an invalid byte, unchanged
         else if (c == 0x130) append_utf8(&out, 0x69), append_utf8(&out, 0x307);
         else if (c == 0x3A3) append_utf8(&out, final_sigma(cps, i) ? 0x3C2 : 0x3C3);
-        else append_utf8(&out, lower_code_point((uint32_t)c));
+        else append_utf8(&out, lower_code_point(c));
     }
     return out;
 }
@@ -387,9 +376,7 @@ std::string ter_tokenize(std::string_view line, const TerOptions& opt) {
         s = sub_each(s, kPunct, false);   // _remove_punct: [\.,\?:;!\"\(\)]
         if (opt.asian_support) s = sub_each(sub_each(s, kAsianPunct, false), kFullWidthPunct, false);
     }
-    std::string out;
-    for (std::string_view w : py_split(s)) out.append(out.empty() ? "" : " ").append(w);
-    return out;
+    return join_words(s);
 }
 
 std::vector<TerStats> ter_segment_stats(const std::vector<std::string>& hyps,

@@ -11,15 +11,7 @@
 #include "toolkit/ter_score.h"
 
 // Whether s is valid UTF-8 (what sacreBLEU can read at all).
-static bool valid_utf8(const std::string& s) {
-    for (size_t i = 0; i < s.size();) {
-        uint32_t cp;
-        const int n = utf8_char(reinterpret_cast<const unsigned char*>(s.data()) + i, s.size() - i, &cp);
-        if (n <= 0) return false;
-        i += (size_t)n;
-    }
-    return true;
-}
+static bool valid_utf8(const std::string& s) { return invalid_utf8_at(s) < 0; }
 
 // The bytes of s that are not Python white space, in order.
 static std::string non_space(const std::string& s) {
