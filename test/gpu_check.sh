@@ -26,6 +26,11 @@
 #                                            finished, as .gpu-check/state says)
 #   GPU_CHECK_DRY=1 [GPU_CHECK_DRY_STEP=30] (runs nothing: lists the steps in order as if each
 #                                            took that many seconds, budget and state included)
+#   GPU_CHECK_SKIP="memcheck-* gpu-bf16-*"  (the steps these globs name say SKIP and stay
+#                                            unfinished: a short call spent on what is missing)
+#   SANITIZE_JOBS=9                         (compute-sanitizer steps run this many at a time,
+#                                            side by side: the memchecks, then the racechecks;
+#                                            1: one after another)
 # A device call may run 10 minutes: run `GPU_CHECK_SECONDS=540 LOG_DIR=$OUT make gpu-check`, then
 # the same with GPU_CHECK_CONTINUE=1 while it says steps are left (exit status 3), each call
 # soon after the last (the machine stays warm only briefly). Every step's log, the 2-minute
@@ -97,46 +102,120 @@ record() {
     printf '%s\t%s\n' "$1" "$2" >> "$STATE"
 }
 
-# step NAME COMMAND...: runs it with its output in $LOGS/NAME.log; records status, time and
-# the line that says what it measured (a test's closing line, a benchmark's result line).
-step() {
-    local name=$1 start status line limit=$STEP_TIMEOUT cut=0
-    shift
-    finished_before "$name" && return 0
+# step_start NAME: whether NAME runs now: not finished by an earlier call, not named by
+# GPU_CHECK_SKIP, and with at least 20 s of the budget left (else it is left for the next call).
+# Sets LIMIT (the seconds it may take) and CUT (1: the budget, not STEP_TIMEOUT, sets LIMIT).
+step_start() {
+    local name=$1 pattern
+    finished_before "$name" && return 1
+    for pattern in ${GPU_CHECK_SKIP-}; do
+        # shellcheck disable=SC2053   # a glob on purpose
+        [[ "$name" == $pattern ]] && { skip "$name" "GPU_CHECK_SKIP=\"$GPU_CHECK_SKIP\""; return 1; }
+    done
+    LIMIT=$STEP_TIMEOUT CUT=0
     if [ "$BUDGET" -gt 0 ]; then
         local remaining=$(( BUDGET - ($(now) - START) ))
         if [ "$remaining" -lt 20 ]; then
             echo "=== $name: not started (GPU_CHECK_SECONDS=$BUDGET spent)"
             left+=("$name")
-            return 0
+            return 1
         fi
-        [ "$remaining" -lt "$limit" ] && limit=$remaining && cut=1
+        [ "$remaining" -lt "$LIMIT" ] && LIMIT=$remaining && CUT=1
     fi
-    echo "=== $name: $*"
-    start=$(now)
-    if [ "$DRY" = 1 ]; then   # as if it took DRY_STEP seconds, within the limit
-        if [ "$DRY_STEP" -ge "$limit" ]; then status=124 clock=$((clock + limit)); else status=0 clock=$((clock + DRY_STEP)); fi
+    return 0
+}
+
+# step_run NAME LIMIT COMMAND...: the command, its output in $LOGS/NAME.log, ended after LIMIT
+# seconds (status 124); its status. A dry run runs nothing: status 124 when DRY_STEP would
+# reach LIMIT, else 0.
+step_run() {
+    local name=$1 limit=$2
+    shift 2
+    if [ "$DRY" = 1 ]; then
         echo "dry run" > "$LOGS/$name.log"
-    else
-        timeout "$limit" "$@" > "$LOGS/$name.log" 2>&1
-        status=$?
+        [ "$DRY_STEP" -lt "$limit" ] || return 124
+        return 0
     fi
+    timeout "$limit" "$@" > "$LOGS/$name.log" 2>&1
+}
+
+# step_end NAME STATUS START CUT [END]: records the step that ran from START to END (default:
+# now): its status, time and the line that says what it measured (a test's closing line, a
+# benchmark's result line); or, cut at the budget, leaves it for the next call.
+step_end() {
+    local name=$1 status=$2 start=$3 cut=$4 end=${5:-$(now)} line
     if [ "$status" -eq 124 ] && [ "$cut" -eq 1 ]; then
-        echo "=== $name: cut at the budget after $(( $(now) - start )) s; left for the next call"
+        echo "=== $name: cut at the budget after $(( end - start )) s; left for the next call"
         left+=("$name")
         return 0
     fi
     line=$(grep -E '(passed, [0-9]+ failed|^ours |^torch |^SKIP|ERROR SUMMARY|BLEU =|identical|lines differ|^real|^attention, |^dry run)' "$LOGS/$name.log" | tail -n 1)
     tail -n 3 "$LOGS/$name.log"
     if grep -q '^SKIP' "$LOGS/$name.log" && ! grep -qE '[1-9][0-9]* passed' "$LOGS/$name.log"; then
-        record "$name" "$(printf '%-22s %-5s %5ss  %s' "$name" SKIP $(( $(now) - start )) "$line")"
+        record "$name" "$(printf '%-22s %-5s %5ss  %s' "$name" SKIP $(( end - start )) "$line")"
         return 0
     fi
     [ "$status" -eq 0 ] || failed=$((failed + 1))
     local verdict=ok
     [ "$status" -eq 0 ] || verdict=FAIL
     [ "$DRY" = 1 ] && verdict=dry
-    record "$name" "$(printf '%-22s %-5s %5ss  %s' "$name" "$verdict" $(( $(now) - start )) "$line")"
+    record "$name" "$(printf '%-22s %-5s %5ss  %s' "$name" "$verdict" $(( end - start )) "$line")"
+}
+
+# step NAME COMMAND...: runs it now (step_start, step_run, step_end).
+step() {
+    local name=$1 start status
+    shift
+    step_start "$name" || return 0
+    echo "=== $name: $*"
+    start=$(now)
+    step_run "$name" "$LIMIT" "$@"
+    status=$?
+    [ "$DRY" = 1 ] && clock=$((clock + (status == 124 ? LIMIT : DRY_STEP)))
+    step_end "$name" "$status" "$start" "$CUT"
+}
+
+# queue NAME COMMAND...: a step for run_queue, which runs the queued steps SANITIZE_JOBS at a
+# time, each its own process (compute-sanitizer's cost on 2026-11-28 was the host's, about 50 ms
+# a launch, whatever the kernel: processes side by side on the GPU machine's 16 cores should
+# each keep that pace). SANITIZE_JOBS=1: one after another, as step would.
+QUEUE=()
+declare -A QUEUED
+queue() {
+    local name=$1
+    shift
+    QUEUE+=("$name")
+    QUEUED[$name]=$(printf '%q ' "$@")
+}
+run_queue() {
+    local jobs=${SANITIZE_JOBS:-9} i=0 n=${#QUEUE[@]}
+    while [ "$i" -lt "$n" ]; do
+        local batch=() pids=() starts=() cuts=() statuses=() ends=() name k longest=0
+        while [ "$i" -lt "$n" ] && [ "${#batch[@]}" -lt "$jobs" ]; do
+            name=${QUEUE[$i]}
+            i=$((i + 1))
+            step_start "$name" || continue
+            echo "=== $name: ${QUEUED[$name]} (one of a batch of up to $jobs side by side)"
+            starts+=("$(now)") cuts+=("$CUT")
+            # each job writes its end time beside its log
+            eval "{ step_run \"\$name\" \"\$LIMIT\" ${QUEUED[$name]}; s=\$?; now > \"\$LOGS/\$name.end\"; exit \$s; }" &
+            pids+=($!) batch+=("$name")
+            # a dry job "takes" DRY_STEP, or its limit when that is shorter: the batch its longest
+            [ "$DRY" = 1 ] && { t=$(( DRY_STEP < LIMIT ? DRY_STEP : LIMIT )); [ "$t" -gt "$longest" ] && longest=$t; }
+        done
+        for k in "${!batch[@]}"; do
+            wait "${pids[$k]}"
+            statuses+=($?)
+        done
+        [ "$DRY" = 1 ] && clock=$((clock + longest))
+        for k in "${!batch[@]}"; do
+            name=${batch[$k]}
+            ends[k]=$(cat "$LOGS/$name.end" 2> /dev/null || now)
+            [ "$DRY" = 1 ] && ends[k]=$clock
+            step_end "$name" "${statuses[$k]}" "${starts[$k]}" "${cuts[$k]}" "${ends[$k]}"
+        done
+    done
+    QUEUE=()
 }
 
 skip() {   # skip NAME REASON
@@ -183,21 +262,23 @@ if [ "$DRY" = 1 ] || { want sanitize && [ -n "$SANITIZER" ] &&
     RACE+=(--kernel-name-exclude "$LIBRARY_KERNELS")
 fi
 if want sanitize && [ -n "$SANITIZER" ]; then
-    step memcheck-ops $SAN --tool memcheck build/test_ops --device cuda --precision bf16
-    step memcheck-model $SAN --tool memcheck build/test_cuda --quick
-    step memcheck-batched env TRANSFORMER_ATTENTION=batched $SAN --tool memcheck build/test_ops --device cuda --precision bf16 --section "Scaled Dot-Product Attention"
-    step memcheck-tiled env TRANSFORMER_ATTENTION=tiled $SAN --tool memcheck build/test_ops --device cuda --precision bf16 --section "Scaled Dot-Product Attention"
+    queue memcheck-ops $SAN --tool memcheck build/test_ops --device cuda --precision bf16
+    queue memcheck-model $SAN --tool memcheck build/test_cuda --quick
+    queue memcheck-batched env TRANSFORMER_ATTENTION=batched $SAN --tool memcheck build/test_ops --device cuda --precision bf16 --section "Scaled Dot-Product Attention"
+    queue memcheck-tiled env TRANSFORMER_ATTENTION=tiled $SAN --tool memcheck build/test_ops --device cuda --precision bf16 --section "Scaled Dot-Product Attention"
+    run_queue
     # every op in both precisions: bf16 has kernels of its own (the fused attention, the
     # decoding step's attention, the loss and top-k over bf16 logits)
-    step racecheck-ops "${RACE[@]}" build/test_ops --device cuda --precision fp32
-    step racecheck-ops-bf16 "${RACE[@]}" build/test_ops --device cuda --precision bf16
+    queue racecheck-ops "${RACE[@]}" build/test_ops --device cuda --precision fp32
+    queue racecheck-ops-bf16 "${RACE[@]}" build/test_ops --device cuda --precision bf16
     # test_cuda a part at a time, each launching its kernels fewer times (--sanitize: racecheck
     # took about 50 ms a launch on an H100, and the training part whole ran past 313 s); the
     # bf16 loss curve (--part curve) runs the training part's kernels for more steps, so it is
     # left out
     for part in step resume step-profile reference alone ensemble decode-profile; do
-        step racecheck-model-$part "${RACE[@]}" build/test_cuda --quick --sanitize --part $part
+        queue racecheck-model-$part "${RACE[@]}" build/test_cuda --quick --sanitize --part $part
     done
+    run_queue
 elif want sanitize; then
     skip sanitizer "compute-sanitizer not on PATH nor beside nvcc"
 fi

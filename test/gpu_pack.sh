@@ -44,6 +44,12 @@ The second call skips what the first finished and runs first what the first's bu
 within 30 seconds of the first's answer it finds the machine warm, with the build and the
 model; if it went cold, the carried state still skips the finished steps and the fresh machine
 builds (and trains) again. What is cut is listed at the end (exit status 3); a later session
-names the stages still owed (e.g. STAGES="build translate diagnose"). `GPU_CHECK_DRY=1
+names the stages still owed (e.g. STAGES="build translate diagnose"), and GPU_CHECK_SKIP the
+steps a short call leaves out (they SKIP and stay owed). What the GPU issues owed on 2026-11-29,
+after two runs (racecheck over test_cuda and over test_ops in bf16, bench-decode's CTranslate2
+rows, which need a trained model), in one call:
+     command: STAGES="build sanitize train translate" GPU_CHECK_SKIP="memcheck-* racecheck-ops gpu-* cpu-* bleu-*" GPU_CHECK_TRAIN_TIME=1m GPU_CHECK_SECONDS=500 LOG_DIR=$OUT make gpu-check
+     carry:   ["data/corpus", ".whl"]                         timeout_s: 560
+The sanitizer steps run side by side (SANITIZE_JOBS=9; 1: one at a time). `GPU_CHECK_DRY=1
 GPU_CHECK_DRY_STEP=30 make gpu-check` lists the steps in order here, running none.
 EOF

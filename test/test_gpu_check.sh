@@ -3,7 +3,8 @@
 # (GPU_CHECK_DRY=1: every step listed in order, none run, each "taking" GPU_CHECK_DRY_STEP
 # seconds of a counted clock): the order the issues need (the tests, then the sanitizers, then
 # the benchmarks, the training run and the translations, the diagnostics last), racecheck
-# leaving the library kernels out and running test_cuda's parts that it knows, a time budget that cuts and leaves steps (exit status 3), a
+# leaving the library kernels out and running test_cuda's parts that it knows, the sanitizer
+# steps side by side (SANITIZE_JOBS), GPU_CHECK_SKIP, a time budget that cuts and leaves steps (exit status 3), a
 # second call that skips what the first finished, and the state carried to a fresh machine,
 # which builds again and trains again because their outputs are not there. Runs in a temporary
 # folder. Ends with "gpu_check: N passed, M failed".
@@ -61,12 +62,30 @@ check $? "LOG_DIR receives summary.txt, logs.tar.gz and the state"
 ! grep -qE ' ok +[0-9]+s' "$T/a/.gpu-check/out/summary.txt" && grep -qE ' dry +[0-9]+s' "$T/a/.gpu-check/out/summary.txt"
 check $? "a dry run's summary says dry, never ok"
 
-# 2. A budget: 24 steps of 20 s fit 480 s; the rest is left, exit status 3.
-dry "$T/b" "$T/b1.txt" GPU_CHECK_DRY_STEP=20 GPU_CHECK_SECONDS=480
+# The sanitizer steps run side by side (SANITIZE_JOBS at a time, 9 by default): 4 memchecks, then
+# 9 racechecks; one at a time with SANITIZE_JOBS=1.
+n=$(grep -cE '^=== (memcheck|racecheck)-.*\(one of a batch of up to 9 side by side\)$' "$T/a.txt")
+[ "$n" -eq 13 ] && grep -qE '^memcheck-ops +dry +10s' "$T/a/.gpu-check/out/summary.txt"
+check $? "the 13 sanitizer steps run in batches side by side, each batch taking its longest step's time ($n)"
+# gpu, the 4 memchecks and 4 racechecks take 180 s; the fifth starts with 20 s left and is cut
+dry "$T/j" "$T/j.txt" GPU_CHECK_DRY_STEP=20 GPU_CHECK_SECONDS=200 SANITIZE_JOBS=1 STAGES="sanitize"
+grep -q 'left for the next call (GPU_CHECK_CONTINUE=1): racecheck-model-step-profile ' "$T/j.txt" &&
+    [ "$(grep -c 'one of a batch of up to 1 side by side' "$T/j.txt")" -eq 9 ]
+check $? "SANITIZE_JOBS=1: one sanitizer step at a time, so 200 s end within racecheck ($(grep -o 'GPU_CHECK_CONTINUE=1): [a-z-]*' "$T/j.txt"))"
+# GPU_CHECK_SKIP: the steps it names (globs) say SKIP and are not recorded as finished.
+dry "$T/s" "$T/s.txt" GPU_CHECK_SKIP="memcheck-* gpu-bf16-*" STAGES="sanitize train translate"
+[ "$(grep -c '^=== [a-z0-9-]*: SKIP (GPU_CHECK_SKIP=' "$T/s.txt")" -eq 6 ] &&
+    ! grep -qE '^(memcheck-|gpu-bf16-)' "$T/s/.gpu-check/state" && grep -q '^racecheck-ops	' "$T/s/.gpu-check/state" &&
+    grep -q '^bench-decode	' "$T/s/.gpu-check/state"
+check $? "GPU_CHECK_SKIP=\"memcheck-* gpu-bf16-*\": those 6 steps SKIP, unrecorded; the others run"
+
+# 2. A budget: gpu, build and the 8 tests (20 s each), the memchecks, then the racechecks (20 s a
+# batch) fit 250 s; the rest is left, exit status 3.
+dry "$T/b" "$T/b1.txt" GPU_CHECK_DRY_STEP=20 GPU_CHECK_SECONDS=250
 rc=$(cat "$T/rc")
 [ "$rc" = 3 ] && grep -q 'left for the next call (GPU_CHECK_CONTINUE=1): bench-base-bf16 ' "$T/b1.txt" &&
     grep -q '^=== translate, bench-decode: wait for train' "$T/b1.txt"
-check $? "a 480 s budget: exit status 3, the benchmarks left, the translations wait for train (status $rc)"
+check $? "a 250 s budget: exit status 3, the benchmarks left, the translations wait for train (status $rc)"
 cp "$T/b/.gpu-check/out/state" "$T/state1"   # what the first call brought back
 # 3. The next call on the same (warm) machine: the build is there, so only what was left runs.
 mkdir -p "$T/b/build" && touch "$T/b/build/libtransformer_cuda.so"
