@@ -76,6 +76,13 @@ inline void profiled_step_checks(const std::string& label, const std::function<s
     const double want = forward_matmul_flops(c, b);   // model/profile.h: from the config alone
     check(std::fabs(flops - want) <= 1e-9 * want, "%s: a forward's matrix FLOPs as profiled %.6g, as counted from the "
           "config %.6g", label.c_str(), flops, want);
+    // The step's: every product's backward computes the gradients of both its operands (each
+    // linear layer's dX and dW, attention's dQ, dK and dV through the scores and the weights),
+    // twice the forward's work, so the step is 3 times the forward (the MFU benchmarks count so).
+    double step_flops = 0;
+    for (const OpProfile& o : ops) step_flops += o.flops;
+    check(std::fabs(step_flops - 3 * want) <= 1e-9 * want, "%s: a training step's matrix FLOPs as profiled %.6g, 3 times "
+          "the forward's %.6g", label.c_str(), step_flops, want);
 }
 
 // A profiled decoding (greedy and beam 4, with the cache) gives bitwise the plain one's
