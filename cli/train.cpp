@@ -108,6 +108,8 @@ static void add_data_options(Options& o, CommandLine& c) {
     o.add("--init-from", &t.init_from, "fine-tune: start from this checkpoint's parameters, config and tokenizer "
           "with a fresh optimizer and schedule", "CKPT");
     o.add("--vocab", &t.vocab_file, "train with this vocabulary (vocab.bpe format) instead of learning one", "FILE");
+    o.add("--max-len-ratio", &t.max_len_ratio, "skip training pairs whose longer side has more than NUM times the "
+          "shorter's tokens, misaligned lines (0: off; Moses' clean-corpus-n uses 9)", at_least(0));
     o.add_flag("--redraw-curves", &c.redraw_curves, "only redraw --out's curves.svg from its log.csv, then exit");
 }
 
@@ -184,6 +186,8 @@ static std::string check_run_options(const Options& o, const CommandLine& c) {
     if (!t.vocab_file.empty() && o.given("--vocab-size"))
         return "--vocab gives the vocabulary: drop --vocab-size";
     if (c.no_eval_bleu && t.best_metric == "bleu") return "--best-metric bleu needs dev BLEU: drop --no-eval-bleu";
+    if (t.max_len_ratio > 0 && t.max_len_ratio < 1)
+        return "--max-len-ratio compares the longer side with the shorter: 0 (off) or at least 1";
     if (t.early_stopping > 0 && t.eval_every_steps == 0)
         return "--early-stopping counts evaluations: give --eval-every > 0";
     return "";

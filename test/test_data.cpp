@@ -372,6 +372,27 @@ static void test_sampler_options(const ParallelData& d) {
     ok = s.build(long_pairs, o, &err);
     check(ok && s.pairs_kept() == 1 && s.skipped_long() == 1,
           "max_len 4: the pair with source+1 = 4 is kept, target+1 = 5 is skipped");
+
+    // max_len_ratio: the longer side's tokens over the shorter's (3, 4, 1, 1.5; the 7-to-1 pair
+    // is too long for max_len 6 and counts there alone)
+    const std::vector<SentencePair> ratio_pairs = {{{5, 6, 7}, {8}}, {{5}, {6, 7, 8, 9}}, {{5, 6}, {7, 8}},
+                                                   {{5, 6}, {7, 8, 9}}, {{1, 2, 3, 4, 5, 6, 7}, {8}}};
+    o = small_options(1);
+    o.max_len = 6;
+    for (double ratio : {0.0, 3.0, 1.0, 4.0}) {
+        o.max_len_ratio = ratio;
+        ok = s.build(ratio_pairs, o, &err);
+        const size_t want = ratio == 0 ? 0 : ratio == 1 ? 3 : ratio == 3 ? 1 : 0;
+        check(ok && s.skipped_ratio() == want && s.skipped_long() == 1 && s.pairs_kept() == 4 - want,
+              "max_len_ratio %g: %zu pairs skipped for their ratio (want %zu), %zu too long, %zu kept", ratio,
+              s.skipped_ratio(), want, s.skipped_long(), s.pairs_kept());
+    }
+    o.max_len_ratio = 0.5;
+    ok = s.build(ratio_pairs, o, &err);
+    check(!ok && contains(err, "at least 1"), "max_len_ratio 0.5 -> error: %s", err.c_str());
+    o.max_len_ratio = 1;
+    ok = s.build({{{5, 6, 7}, {8}}}, o, &err);
+    check(!ok && contains(err, "length ratio"), "no pair within the ratio -> error: %s", err.c_str());
 }
 
 static void test_random() {

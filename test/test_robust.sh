@@ -119,6 +119,14 @@ data_case "invalid UTF-8 in the training data" 1 "train.en:2: invalid UTF-8"
 printf 'sun\nmo\000on\n' > "$T/d/train.en"; data_case "a NUL byte in the training data" 1 "train.en:2: NUL byte"
 cp "$T/corpus/train.en" "$T/corpus/train.es" "$T/d/"; sed -i '5s/.*//' "$T/d/train.en"
 data_case "an empty line in the training data: skipped and counted" 0 "skipped 1 pairs with an empty line"
+# a misaligned pair (40 words against one): kept by default, skipped and counted with --max-len-ratio 9
+cp "$T/corpus/train.en" "$T/corpus/train.es" "$T/d/"
+sed -i "7s/.*/$(printf 'sun moon star sky sea land tree rock %.0s' 1 2 3 4 5)/" "$T/d/train.en"; sed -i '7s/.*/sol/' "$T/d/train.es"
+"$B"/train $TA --data "$T/d" --out "$T/ratio-off" --max-steps 1 > "$T/off.txt" 2>&1; s1=$?
+"$B"/train $TA --data "$T/d" --out "$T/ratio-9" --max-steps 1 --max-len-ratio 9 > "$T/on.txt" 2>&1; s2=$?
+[ $s1 = 0 ] && [ $s2 = 0 ] && grep -q '^data: 300 train pairs (0 skipped as longer than [0-9]* tokens, 0 empty)' "$T/off.txt" &&
+    grep -q "^data: 299 train pairs (0 skipped as longer than [0-9]* tokens, 1 as one side over 9 times the other's length, 0 empty)" "$T/on.txt"
+check $? "--max-len-ratio 9: the pair of 40 words against one skipped and counted, kept without it (exit $s1, $s2: $(grep -h '^data: [0-9]' "$T/off.txt" "$T/on.txt" | tr '\n' ' '))"
 cp "$T/corpus/train.en" "$T/corpus/train.es" "$T/d/"; head -n 3 "$T/corpus/train.en" | sed '2s/.*//' > "$T/d/dev.en"; head -n 3 "$T/corpus/train.es" > "$T/d/dev.es"
 data_case "an empty line in the dev data: refused (it must stay aligned)" 1 "dev.en:2: empty line"
 rm -f "$T/d"/dev.*

@@ -466,6 +466,8 @@ struct SortItem {
 
 static std::string budget_error(const BatchingOptions& opt) {
     if (opt.max_len < 2) return "max_len must be at least 2 (one token + </s>)";
+    if (opt.max_len_ratio != 0 && !(opt.max_len_ratio >= 1))
+        return "the length ratio limit must be 0 (off) or at least 1 (the longer side over the shorter)";
     if (opt.max_src_tokens < opt.max_len || opt.max_tgt_tokens < opt.max_len)
         return "token budgets (" + std::to_string(opt.max_src_tokens) + " source, " +
                std::to_string(opt.max_tgt_tokens) + " target) must be at least max_len (" +
@@ -473,14 +475,25 @@ static std::string budget_error(const BatchingOptions& opt) {
     return "";
 }
 
-// The pairs that fit max_len, with their sort keys (skipped ones counted in *skipped).
-static std::vector<SortItem> sortable_pairs(const std::vector<SentencePair>& pairs,
-                                            const BatchingOptions& opt, size_t* skipped) {
+// Whether a pair's sides differ in length by more than max_len_ratio: its longer side's tokens
+// (without </s>) over its shorter side's, as Moses' clean-corpus-n compares words. A side of no
+// tokens (training data skips empty lines before this) counts as one.
+static bool past_ratio(const SentencePair& p, double max_len_ratio) {
+    if (max_len_ratio <= 0) return false;
+    const size_t a = p.src.size(), b = p.tgt.size();
+    return (double)std::max(a, b) > max_len_ratio * (double)std::max<size_t>(1, std::min(a, b));
+}
+
+// The pairs that fit max_len and max_len_ratio, with their sort keys (the others counted in
+// *skipped_long and *skipped_ratio).
+static std::vector<SortItem> sortable_pairs(const std::vector<SentencePair>& pairs, const BatchingOptions& opt,
+                                            size_t* skipped_long, size_t* skipped_ratio) {
     std::vector<SortItem> items;
-    *skipped = 0;
+    *skipped_long = *skipped_ratio = 0;
     for (size_t i = 0; i < pairs.size(); i++) {
         int S = (int)pairs[i].src.size() + 1, T = (int)pairs[i].tgt.size() + 1;
-        if (S > opt.max_len || T > opt.max_len) { (*skipped)++; continue; }
+        if (S > opt.max_len || T > opt.max_len) { (*skipped_long)++; continue; }
+        if (past_ratio(pairs[i], opt.max_len_ratio)) { (*skipped_ratio)++; continue; }
         uint64_t st = opt.seed ^ (0xD1B54A32D192ED03ull * (i + 1));
         items.push_back({length_bucket(S), T, S, splitmix64_next(&st), (uint32_t)i});
     }
@@ -495,10 +508,11 @@ bool BatchSampler::build(const std::vector<SentencePair>& pairs, const BatchingO
     opt_ = opt;
     batches_.clear();
     padded_src_ = padded_tgt_ = 0;
-    std::vector<SortItem> items = sortable_pairs(pairs, opt, &skipped_long_);
+    std::vector<SortItem> items = sortable_pairs(pairs, opt, &skipped_long_, &skipped_ratio_);
     kept_ = items.size();
     if (items.empty()) {
         *error = "no sentence pair is short enough for max_len " + std::to_string(opt.max_len);
+        if (skipped_ratio_) *error += " and within the length ratio limit (" + std::to_string(skipped_ratio_) + " past it)";
         return false;
     }
     std::sort(items.begin(), items.end());

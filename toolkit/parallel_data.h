@@ -103,6 +103,8 @@ struct BatchingOptions {
     int max_src_tokens = 4096;   // padded source tokens per batch: B * S <= this
     int max_tgt_tokens = 4096;   // padded target tokens per batch: B * T <= this
     int max_len = 256;           // longest source + 1 and target + 1 kept (Config::max_len)
+    double max_len_ratio = 0;    // pairs whose longer side has more than this many times the
+                                 // shorter side's tokens are skipped (0: off; else >= 1)
     uint64_t seed = 1;           // batch order of every epoch, and ties in the length sort
     bool shuffle = true;         // false: the length-sorted order every epoch (evaluation)
 };
@@ -137,6 +139,7 @@ public:
     size_t batches_per_epoch() const { return batches_.size(); }
     size_t pairs_kept() const { return kept_; }           // pairs in the batches
     size_t skipped_long() const { return skipped_long_; }  // pairs longer than max_len
+    size_t skipped_ratio() const { return skipped_ratio_; }  // pairs past max_len_ratio (and within max_len)
     size_t padded_src_tokens() const { return padded_src_; }   // sum over an epoch of B * S
     size_t padded_tgt_tokens() const { return padded_tgt_; }   // sum over an epoch of B * T
     const std::vector<std::vector<uint32_t>>& batches() const { return batches_; }  // sorted
@@ -155,7 +158,7 @@ private:
     int64_t order_epoch_ = -1;
     SamplerPosition pos_;
     Batch batch_;
-    size_t kept_ = 0, skipped_long_ = 0, padded_src_ = 0, padded_tgt_ = 0;
+    size_t kept_ = 0, skipped_long_ = 0, skipped_ratio_ = 0, padded_src_ = 0, padded_tgt_ = 0;
 
     void ensure_order();
 };

@@ -327,6 +327,7 @@ static bool setup_sampler(Run& r, const Metadata* resume_meta) {
     BatchingOptions bo;
     bo.max_src_tokens = bo.max_tgt_tokens = r.opt.max_tokens;
     bo.max_len = r.model.cfg.max_len;
+    bo.max_len_ratio = r.opt.max_len_ratio;
     bo.seed = r.opt.seed;
     std::string err;
     if (!r.sampler.build(r.train.pairs, bo, &err)) return fail(err);
@@ -411,9 +412,13 @@ static bool setup_data_parallel(Run& r) {
 static void print_summary(const Run& r) {
     if (r.opt.quiet) return;
     config_print(r.model.cfg, r.model.layout.total);
-    std::printf("data: %zu train pairs (%zu skipped as longer than %d tokens, %zu empty), %zu dev, %zu test\n",
-                r.sampler.pairs_kept(), r.sampler.skipped_long(), r.model.cfg.max_len, r.train.skipped_empty,
-                r.dev.pairs.size(), r.test.pairs.size());
+    char ratio[96] = "";
+    if (r.opt.max_len_ratio > 0)
+        std::snprintf(ratio, sizeof ratio, ", %zu as one side over %g times the other's length",
+                      r.sampler.skipped_ratio(), r.opt.max_len_ratio);
+    std::printf("data: %zu train pairs (%zu skipped as longer than %d tokens%s, %zu empty), %zu dev, %zu test\n",
+                r.sampler.pairs_kept(), r.sampler.skipped_long(), r.model.cfg.max_len, ratio,
+                r.train.skipped_empty, r.dev.pairs.size(), r.test.pairs.size());
     std::printf("batches: %zu per epoch, <= %d padded tokens per side, %d per step; lr_scale %g, warmup %d\n",
                 r.sampler.batches_per_epoch(), r.opt.max_tokens, r.opt.accum, r.opt.lr_scale, r.opt.warmup);
     std::fflush(stdout);

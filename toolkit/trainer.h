@@ -34,6 +34,8 @@ struct TrainOptions {
     int vocab_size = 8000;
     // Batching and optimisation.
     int max_tokens = 4000;            // padded source tokens and target tokens per batch
+    double max_len_ratio = 0;         // skip training pairs whose longer side has more than this
+                                      // many times the shorter's tokens (0: off; else >= 1)
     int accum = 1;                    // batches per Adam step
     double lr_scale = 1.0;
     int warmup = 4000;
