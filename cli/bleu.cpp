@@ -308,15 +308,20 @@ void print_paired(const Args& a, const std::string& m, const std::vector<std::ve
                   const std::vector<std::string>& names, const std::vector<std::vector<std::string>>& refs) {
     const uint32_t seed = (uint32_t)a.seed;
     const int confidence = a.paired_bs ? a.paired_bs_n : a.confidence ? a.confidence_n : 0;
-    const SegmentTable baseline = segment_table(m, systems[0], refs, a.opt);
-    std::vector<PairedResult> results(1);
-    results[0].score = table_score(baseline);
-    results[0].has_estimate = confidence > 0;
-    if (confidence > 0) results[0].estimate = baseline_estimate(baseline, confidence, seed);
-    for (size_t k = 1; k < systems.size(); k++) {
-        const SegmentTable system = segment_table(m, systems[k], refs, a.opt);
-        results.push_back(a.paired_bs ? paired_bootstrap(baseline, system, a.paired_bs_n, seed)
-                                      : paired_randomization(baseline, system, a.paired_ar_n, confidence, seed));
+    std::vector<SegmentTable> tables;
+    std::vector<const SegmentTable*> table_of;
+    for (const auto& hyps : systems) tables.push_back(segment_table(m, hyps, refs, a.opt));
+    for (const SegmentTable& t : tables) table_of.push_back(&t);
+    std::vector<PairedResult> results;
+    if (a.paired_bs) {
+        results = paired_bootstrap(table_of, a.paired_bs_n, seed);
+    } else {
+        results.resize(1);
+        results[0].score = table_score(tables[0]);
+        results[0].has_estimate = confidence > 0;
+        if (confidence > 0) results[0].estimate = baseline_estimate(tables[0], confidence, seed);
+        for (size_t k = 1; k < tables.size(); k++)
+            results.push_back(paired_randomization(tables[0], tables[k], a.paired_ar_n, confidence, seed));
     }
     const int p_width = std::max(4, a.width);
     if (a.score_only) {   // score [mean ci] [p], a line per system

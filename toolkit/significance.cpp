@@ -308,23 +308,33 @@ Estimate baseline_estimate(const SegmentTable& t, int resamples, uint32_t seed) 
     return estimate_ci(bootstrap_scores(t, resamples, seed));
 }
 
-PairedResult paired_bootstrap(const SegmentTable& baseline, const SegmentTable& system, int resamples, uint32_t seed) {
-    check_pair(baseline, system);
-    NumpyGenerator rng(seed);
-    const std::vector<ScoreArray> scores = resample_scores({&baseline, &system}, rng, resamples);
-    const ScoreArray &bl = scores[0], &sys = scores[1];
-    PairedResult r;
-    r.score = table_score(system);
-    r.has_estimate = true;
-    r.estimate = estimate_ci(sys);
+// _paired_bs_test's p-value of one system's resampled scores against the baseline's.
+static double paired_bs_p_value(const ScoreArray& bl, const ScoreArray& sys, double real_diff) {
     ScoreArray diffs;   // |sys - bl|, then centred on its mean
     diffs.f32 = bl.f32 && sys.f32;
-    for (int i = 0; i < resamples; i++)
+    for (size_t i = 0; i < sys.v.size(); i++)
         diffs.v.push_back(diffs.f32 ? (double)std::fabs((float)sys.v[i] - (float)bl.v[i]) : std::fabs(sys.v[i] - bl.v[i]));
     const double mean = mean_of(diffs);
     for (double& d : diffs.v) d = diffs.f32 ? (double)((float)d - (float)mean) : d - mean;
-    r.p_value = p_value(diffs, std::fabs(table_score(baseline) - r.score));
-    return r;
+    return p_value(diffs, real_diff);
+}
+
+std::vector<PairedResult> paired_bootstrap(const std::vector<const SegmentTable*>& systems, int resamples, uint32_t seed) {
+    if (systems.empty()) throw std::invalid_argument("paired test: no systems");
+    for (const SegmentTable* s : systems) check_pair(*systems[0], *s);
+    // sacreBLEU draws the same resamples for every pair (the seed restarts), so the baseline's
+    // scores are the same in each: one pass scores every system on each resample's lines.
+    NumpyGenerator rng(seed);
+    const std::vector<ScoreArray> scores = resample_scores(systems, rng, resamples);
+    std::vector<PairedResult> results(systems.size());
+    for (size_t k = 0; k < systems.size(); k++) {
+        PairedResult& r = results[k];
+        r.score = table_score(*systems[k]);
+        r.has_estimate = true;
+        r.estimate = estimate_ci(scores[k]);
+        if (k > 0) r.p_value = paired_bs_p_value(scores[0], scores[k], std::fabs(results[0].score - r.score));
+    }
+    return results;
 }
 
 PairedResult paired_randomization(const SegmentTable& baseline, const SegmentTable& system, int trials,

@@ -79,8 +79,10 @@ struct PairedResult {
                             // when asked for)
 };
 
-// --paired-bs: both systems scored on the same `resamples` resamples of the lines.
-PairedResult paired_bootstrap(const SegmentTable& baseline, const SegmentTable& system, int resamples, uint32_t seed);
+// --paired-bs: every system scored on the same `resamples` resamples of the lines, each against
+// systems[0], the baseline; [0]: the baseline's score and estimate (baseline_estimate's), p-value 1.
+std::vector<PairedResult> paired_bootstrap(const std::vector<const SegmentTable*>& systems, int resamples,
+                                           uint32_t seed);
 
 // --paired-ar: `trials` random swaps of the two systems' lines; confidence_resamples > 0 adds the
 // system's bootstrap estimate from the same generator afterwards (as sacreBLEU).
