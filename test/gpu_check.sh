@@ -190,7 +190,7 @@ queue() {
 run_queue() {
     local jobs=${SANITIZE_JOBS:-9} i=0 n=${#QUEUE[@]}
     while [ "$i" -lt "$n" ]; do
-        local batch=() pids=() starts=() cuts=() statuses=() ends=() name k longest=0
+        local batch=() pids=() starts=() cuts=() statuses=() ends=() name k t longest=0
         while [ "$i" -lt "$n" ] && [ "${#batch[@]}" -lt "$jobs" ]; do
             name=${QUEUE[$i]}
             i=$((i + 1))
@@ -198,6 +198,7 @@ run_queue() {
             echo "=== $name: ${QUEUED[$name]} (one of a batch of up to $jobs side by side)"
             starts+=("$(now)") cuts+=("$CUT")
             # each job writes its end time beside its log
+            rm -f "$LOGS/$name.end"
             eval "{ step_run \"\$name\" \"\$LIMIT\" ${QUEUED[$name]}; s=\$?; now > \"\$LOGS/\$name.end\"; exit \$s; }" &
             pids+=($!) batch+=("$name")
             # a dry job "takes" DRY_STEP, or its limit when that is shorter: the batch its longest
