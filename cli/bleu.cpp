@@ -30,6 +30,7 @@
 #include "cli/options.h"
 #include "cli/text_io.h"
 #include "toolkit/bleu_score.h"
+#include "toolkit/json.h"   // json_quote (json.dumps with ensure_ascii=False for these fields)
 #include "toolkit/significance.h"
 #include "toolkit/ter_score.h"
 
@@ -223,48 +224,33 @@ std::string python_float(double v) {
     return out + digits.substr(0, (size_t)exponent + 1) + "." + digits.substr((size_t)exponent + 1);
 }
 
-// A JSON string (json.dumps with ensure_ascii=False: UTF-8 kept, quotes, backslashes and control
-// characters escaped).
-std::string json_string(const std::string& s) {
-    std::string out = "\"";
-    for (unsigned char c : s) {
-        if (c == '"' || c == '\\') out.push_back('\\'), out.push_back((char)c);
-        else if (c < 0x20) {
-            char esc[8];
-            std::snprintf(esc, sizeof esc, "\\u%04x", c);
-            out += esc;
-        } else out.push_back((char)c);
-    }
-    return out + "\"";
-}
-
 // sacreBLEU's Score.format(is_json=True): name, score (rounded to the width, as a float), the
 // signature, the bootstrap estimate when its mean is positive, BLEU's details, then the
 // signature's fields one by one, json.dumps(indent=1).
 std::string json_object(const std::string& name, double score, const std::string& signature, const Estimate* estimate,
                         const std::string& verbose, int width) {
     std::vector<std::pair<std::string, std::string>> fields = {
-        {"name", json_string(name)},
+        {"name", json_quote(name)},
         {"score", python_float(std::strtod(fixed(score, width).c_str(), nullptr))},
-        {"signature", json_string(signature)}};
+        {"signature", json_quote(signature)}};
     if (estimate && estimate->mean > 0) {
         const std::string mean = fixed(estimate->mean, width), ci = fixed(estimate->ci, width);
         fields.push_back({"confidence_mean", python_float(std::strtod(mean.c_str(), nullptr))});
         fields.push_back({"confidence_var", python_float(std::strtod(ci.c_str(), nullptr))});
-        fields.push_back({"confidence", json_string("μ = " + mean + " ± " + ci)});
+        fields.push_back({"confidence", json_quote("μ = " + mean + " ± " + ci)});
     }
-    if (!verbose.empty()) fields.push_back({"verbose_score", json_string(verbose)});
+    if (!verbose.empty()) fields.push_back({"verbose_score", json_quote(verbose)});
     for (size_t from = 0; from <= signature.size();) {   // "key:value|key:value"
         size_t bar = signature.find('|', from);
         if (bar == std::string::npos) bar = signature.size();
         const std::string field = signature.substr(from, bar - from);
         const size_t colon = field.find(':');
-        fields.push_back({field.substr(0, colon), json_string(field.substr(colon + 1))});
+        fields.push_back({field.substr(0, colon), json_quote(field.substr(colon + 1))});
         from = bar + 1;
     }
     std::string out = "{\n";
     for (size_t i = 0; i < fields.size(); i++)
-        out += " " + json_string(fields[i].first) + ": " + fields[i].second + (i + 1 < fields.size() ? ",\n" : "\n");
+        out += " " + json_quote(fields[i].first) + ": " + fields[i].second + (i + 1 < fields.size() ? ",\n" : "\n");
     return out + "}";
 }
 
