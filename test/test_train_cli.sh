@@ -2,7 +2,8 @@
 # test/test_train_cli.sh — ./train's validation, early stopping, fine-tuning and vocabulary
 # options end to end, and ./average --last, each checked by its effect:
 #   dev BLEU in log.csv == ./translate (--beam 1, or --eval-beam) of the same dev lines scored
-#   by ./bleu; best.safetensors translates as the checkpoint of the logged best; early
+#   by ./bleu; the final report's test BLEU, chrF and TER == ./translate | ./bleu --metric
+#   bleu,chrf,ter; best.safetensors translates as the checkpoint of the logged best; early
 #   stopping ends at the evaluation the logged metric sequence predicts (and, with a learning
 #   rate that cannot move a parameter, at evaluation 1 + N); --max-epochs ends after that many
 #   epochs of batches; --vocab trains with the given vocabulary; --init-from keeps the
@@ -88,6 +89,20 @@ check $? "./train with dev BLEU every 25 steps on 30 dev lines (exit $?)"
 grep -q "dev BLEU .*(30 lines, greedy" "$T/train.log"; check $? "the progress line shows dev BLEU: $(grep -m1 'dev BLEU' "$T/train.log")"
 logged_bleu_is_scored "$T/run" 1 25 50
 best_is_logged "$T/run" 7 "highest logged dev BLEU"
+
+# ---- the final report: its test line (averaged, beam 4) is what ./translate | ./bleu gives -
+"$B"/train $TA $V --out "$T/final" --max-steps 600 --save-every-steps 200 --eval-every 0 > "$T/final.log" 2>&1
+check $? "./train --max-steps 600, then the final evaluation (exit $?)"
+reported=$(sed -n 's/^test, averaged, beam  *\(.*\)  (.*/\1/p' "$T/final.log")
+"$B"/translate --model "$T/final/average.safetensors" < "$T/corpus/test.en" 2> /dev/null |
+    "$B"/bleu --metric bleu,chrf,ter "$T/corpus/test.es" > "$T/scored.txt"
+scored=$(grep -v '^signature: ' "$T/scored.txt" | paste -sd, - | sed 's/,/, /g')
+case "$reported" in "BLEU = 0.00 "*|*", TER = 100.00"|*", TER = 0.00") known=1 ;;
+                    "BLEU = "*", chrF2 = "*", TER = "*) known=0 ;; *) known=1 ;; esac
+[ $known -eq 0 ] && [ "$reported" = "$scored" ]
+check $? "./train's final test line, neither BLEU 0 nor TER 0 or 100 ($reported) == ./translate | ./bleu --metric bleu,chrf,ter ($scored)"
+grep -q "signatures nrefs:1|case:mixed|eff:no|tok:13a|smooth:exp; nrefs:1|case:mixed|eff:yes|nc:6|nw:0|space:no; nrefs:1|case:lc|tok:tercom|norm:no|punct:yes|asian:no)" "$T/final.log"
+check $? "./train prints the three metrics' signatures"
 
 # ---- --eval-beam ---------------------------------------------------------------------------
 "$B"/train $TA $V --out "$T/run2" --max-steps 60 --eval-every 10 --eval-lines 30 --eval-beam 2 \

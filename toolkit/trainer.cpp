@@ -20,6 +20,7 @@
 #include "toolkit/parallel_data.h"
 #include "toolkit/decode.h"
 #include "toolkit/distributed.h"
+#include "toolkit/ter_score.h"
 #include "toolkit/thread_governor.h"
 #include "tokenizer.h"
 
@@ -450,10 +451,11 @@ static bool csv_row(Run& r, const char* event, double loss, double lr, double de
 
 struct Scores { double bleu = NAN; std::string line; double seconds = 0; size_t sentences = 0; };
 
-// Translates src (beam 1: greedy) and scores the output against ref with corpus BLEU (and
-// chrF, printed beside it).
+// Translates src with `beam` (1: greedy) and scores the output against ref with corpus BLEU;
+// with_line: also the report's line, BLEU's with chrF and TER beside it.
 static Scores score_lines(Model* m, const Tokenizer& tok, const std::vector<std::string>& src,
-                          const std::vector<std::string>& ref, int beam, const TrainOptions& opt) {
+                          const std::vector<std::string>& ref, int beam, const TrainOptions& opt,
+                          bool with_line) {
     Scores s;
     DecodeOptions d;
     d.beam = beam;
@@ -465,7 +467,9 @@ static Scores score_lines(Model* m, const Tokenizer& tok, const std::vector<std:
     try {
         BleuStats b = corpus_bleu(hyp, ref);
         s.bleu = b.bleu;
-        s.line = format_bleu(b) + ", " + format_chrf(corpus_chrf(hyp, ref));
+        if (with_line)
+            s.line = format_bleu(b) + ", " + format_chrf(corpus_chrf(hyp, ref)) + ", " +
+                     format_ter(corpus_ter_multi(hyp, {ref}));
     } catch (const std::exception& e) {
         fail(std::string("BLEU: ") + e.what());
     }
@@ -579,7 +583,7 @@ static bool evaluate(Run& r, double lr) {
     if (!dist_is_root()) return true;
     double dl = dev_loss(r);
     Scores bleu;
-    if (!r.dev_src.empty()) bleu = score_lines(&r.model, r.tok, r.dev_src, r.dev_ref, r.opt.eval_beam, r.opt);
+    if (!r.dev_src.empty()) bleu = score_lines(&r.model, r.tok, r.dev_src, r.dev_ref, r.opt.eval_beam, r.opt, false);
     if (!csv_row(r, "dev", NAN, lr, dl, bleu.bleu, NAN) || !redraw_curves(r)) return false;
     if (!update_best(r, r.best.metric == "bleu" ? bleu.bleu : dl)) return false;
     if (r.opt.quiet || std::isnan(dl)) return true;
@@ -743,7 +747,7 @@ static Scores score(Model* m, const Tokenizer& tok, const std::string& src_path,
         fail(err);
         return Scores();
     }
-    return score_lines(m, tok, src, ref, beam, opt);
+    return score_lines(m, tok, src, ref, beam, opt, true);
 }
 
 static void report(const char* what, const Scores& s) {
@@ -797,8 +801,8 @@ static bool final_evaluation(Run& r) {
     if (r.have_test)
         last_beam = score(&r.model, r.tok, r.data("test", r.opt.src_lang), r.data("test", r.opt.tgt_lang), r.opt.beam, r.opt);
     if (model_path != ckpts.back() && !load_for_decoding(r, model_path)) return false;
-    std::printf("BLEU and chrF, sacreBLEU's conventions (signatures %s; %s):\n", bleu_signature().c_str(),
-                chrf_signature().c_str());
+    std::printf("BLEU, chrF and TER, sacreBLEU's conventions (signatures %s; %s; %s):\n",
+                bleu_signature().c_str(), chrf_signature().c_str(), ter_signature().c_str());
     Scores dev_avg, test_avg;
     if (r.have_dev) {
         dev_avg = score(&r.model, r.tok, r.data("dev", r.opt.src_lang), r.data("dev", r.opt.tgt_lang), r.opt.beam, r.opt);
