@@ -79,37 +79,17 @@ public:
     }
     void section(const char* title) { opts_.push_back({"", "", title, nullptr, nullptr}); }
 
+    // Option `name` (added already) takes effect before all the others wherever it stands on
+    // the command line: a preset that the other options then override, whatever their order.
+    void apply_first(const char* name) {
+        for (Opt& o : opts_)
+            if (o.set && o.name == name) o.first = true;
+    }
+
     // Parses argv. Positional arguments go to *positional (refused when it is null).
     // False when the program should exit now: --help (exit_code 0) or an error (exit_code 2).
     bool parse(int argc, char** argv, std::vector<std::string>* positional = nullptr) {
-        for (int i = 1; i < argc; i++) {
-            std::string a = argv[i];
-            if (a == "--help" || a == "-h") { print_help(); code_ = 0; return false; }
-            if (a == "--") {
-                while (++i < argc)
-                    if (!take_positional(argv[i], positional)) return false;
-                break;
-            }
-            if (a.size() < 2 || a[0] != '-') {
-                if (!take_positional(a, positional)) return false;
-                continue;
-            }
-            std::string value;
-            size_t eq = a.find('=');
-            if (eq != std::string::npos) { value = a.substr(eq + 1); a = a.substr(0, eq); }
-            const Opt* o = find(a);
-            if (!o) return fail("unknown option '" + a + "' (see --help)");
-            if (o->metavar.empty() && eq != std::string::npos)
-                return fail("option " + a + " takes no value (it is a flag), got '" + a + "=" + value + "'");
-            if (!o->metavar.empty() && eq == std::string::npos) {
-                if (i + 1 >= argc) return fail("option " + a + " needs a value (" + o->metavar + ")");
-                value = argv[++i];
-            }
-            std::string bad = o->set(value);
-            if (!bad.empty()) return fail(a + " " + bad);
-            given_.push_back(o->name);
-        }
-        return true;
+        return parse_pass(argc, argv, nullptr, true) && parse_pass(argc, argv, positional, false);
     }
     // Whether the command line set the option (after parse()).
     bool given(const std::string& name) const {
@@ -128,7 +108,7 @@ public:
         return out;
     }
     int exit_code() const { return code_; }
-    // The options parse() set, by name, in command-line order (repeats included).
+    // The options parse() set, by name, in the order they took effect (repeats included).
     const std::vector<std::string>& given() const { return given_; }
     // A usage error found after parse() (e.g. two options that contradict each other):
     // prints "program: msg" and returns 2, the exit status for usage errors.
@@ -149,12 +129,61 @@ private:
         std::string name, metavar, help;
         std::function<std::string()> show;
         std::function<std::string(const std::string&)> set;   // "" or what is wrong
+        bool first = false;                                    // apply_first: before the others
     };
     std::string program_, summary_, usage_;
     std::vector<Opt> opts_;
     std::vector<std::string> given_;   // names of the options parse() set
     int code_ = 0;
 
+    // One pass over argv that sets the options marked apply_first (first_pass) or the others.
+    // The first pass only looks for its options: what is wrong elsewhere (an unknown option,
+    // a missing value, --help) is the second pass's to say, so that messages come in order.
+    bool parse_pass(int argc, char** argv, std::vector<std::string>* positional, bool first_pass) {
+        for (int i = 1; i < argc; i++) {
+            std::string a = argv[i];
+            if (a == "--help" || a == "-h") {
+                if (first_pass) continue;
+                print_help();
+                code_ = 0;
+                return false;
+            }
+            if (a == "--") {
+                while (!first_pass && ++i < argc)
+                    if (!take_positional(argv[i], positional)) return false;
+                break;
+            }
+            if (a.size() < 2 || a[0] != '-') {
+                if (!first_pass && !take_positional(a, positional)) return false;
+                continue;
+            }
+            std::string value;
+            size_t eq = a.find('=');
+            if (eq != std::string::npos) { value = a.substr(eq + 1); a = a.substr(0, eq); }
+            const Opt* o = find(a);
+            if (!o) {
+                if (first_pass) continue;
+                return fail("unknown option '" + a + "' (see --help)");
+            }
+            bool mine = o->first == first_pass;
+            if (o->metavar.empty() && eq != std::string::npos) {
+                if (!mine) continue;
+                return fail("option " + a + " takes no value (it is a flag), got '" + a + "=" + value + "'");
+            }
+            if (!o->metavar.empty() && eq == std::string::npos) {
+                if (i + 1 >= argc) {
+                    if (!mine) continue;
+                    return fail("option " + a + " needs a value (" + o->metavar + ")");
+                }
+                value = argv[++i];
+            }
+            if (!mine) continue;
+            std::string bad = o->set(value);
+            if (!bad.empty()) return fail(a + " " + bad);
+            given_.push_back(o->name);
+        }
+        return true;
+    }
     void add_value(const char* name, const std::string& metavar, const std::string& help,
                    std::function<std::string()> show, std::function<std::string(const std::string&)> set) {
         opts_.push_back({name, metavar, help, std::move(show), std::move(set)});

@@ -68,7 +68,7 @@ struct CommandLine {
 static void add_model_options(Options& o, CommandLine& c) {
     TrainOptions& t = c.t;
     o.section(kModelSection);
-    o.add_custom("--config", "NAME", "preset: tiny, small, base, big (other options override it)",
+    o.add_custom("--config", "NAME", "preset: tiny, small, base, big (the other options override it, before or after)",
                  [&c] { return c.preset.empty() ? std::string("small") : c.preset; },
                  [&c](const std::string& s) {
                      c.preset = s;
@@ -77,6 +77,7 @@ static void add_model_options(Options& o, CommandLine& c) {
                      c.t.vocab_size = s == "base" || s == "big" ? 37000 : vocab;
                      return true;
                  });
+    o.apply_first("--config");
     o.add("--layers", &c.layers, "N, encoder and decoder layers (0: the preset's)", in_range(0, kMaxLayers));
     o.add("--enc-layers", &t.cfg.n_enc, "encoder layers", in_range(1, kMaxLayers));
     o.add("--dec-layers", &t.cfg.n_dec, "decoder layers", in_range(1, kMaxLayers));
@@ -109,7 +110,7 @@ static void add_data_options(Options& o, CommandLine& c) {
           "with a fresh optimizer and schedule", "CKPT");
     o.add("--vocab", &t.vocab_file, "train with this vocabulary (vocab.bpe format) instead of learning one", "FILE");
     o.add("--max-len-ratio", &t.max_len_ratio, "skip training pairs whose longer side has more than NUM times the "
-          "shorter's tokens, misaligned lines (0: off; Moses' clean-corpus-n uses 9)", at_least(0));
+          "shorter's tokens, misaligned lines (0: off, else at least 1; Moses' clean-corpus-n uses 9)", at_least(0));
     o.add_flag("--redraw-curves", &c.redraw_curves, "only redraw --out's curves.svg from its log.csv, then exit");
 }
 

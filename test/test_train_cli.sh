@@ -176,6 +176,21 @@ s=$?; [ $s -eq 1 ] && grep -q "holds 2 checkpoints" "$T/err.txt"; check $? "--la
 "$B"/average --last 2 --out "$T/x.safetensors" "$T/run" "$T/run2" > /dev/null 2> "$T/err.txt"
 s=$?; [ $s -eq 2 ] && grep -q "one run folder" "$T/err.txt"; check $? "--last with two folders: exit 2 ($s)"
 
+# ---- --config: a preset the other options override, whether given before or after it -------
+table_row() { sed -n "s/^| $1  *| *\([^ ]*\) *|\$/\1/p" "$2"; }   # table_row NAME LOG: the summary's value
+for order in "--d-model 48 --heads 2 --dropout 0.2 --config tiny" "--config tiny --d-model 48 --heads 2 --dropout 0.2"; do
+    out="$T/cfg-$(echo "$order" | cut -c3-5)"
+    "$B"/train $order --data "$T/corpus" $V --max-steps 1 --out "$out" --no-eval > "$out.log" 2>&1
+    s=$?
+    got="$(table_row d_model "$out.log") $(table_row 'heads h' "$out.log") $(table_row 'd_ff' "$out.log")"
+    p=$(sed -n 's/^| P_drop (attn \/ relu)  *| *\([0-9.]*\) .*/\1/p' "$out.log")
+    [ $s -eq 0 ] && [ "$got" = "48 2 512" ] && [ "$p" = 0.2 ]
+    check $? "./train $order: d_model, heads, d_ff '$got' == '48 2 512' (tiny's d_ff), P_drop $p == 0.2 (exit $s)"
+done
+"$B"/train --vocab-size 16000 --config base --help > "$T/help16k.txt"; "$B"/train --config base --help > "$T/help37k.txt"
+grep -q -- "--vocab-size INT .*\[16000\]" "$T/help16k.txt" && grep -q -- "--vocab-size INT .*\[37000\]" "$T/help37k.txt"
+check $? "--vocab-size 16000 before --config base stays 16000; --config base alone: 37000"
+
 # ---- bad values: exit 2 before any work, the message naming the option ----------------------
 refused() {  # refused OPTION ARGS...: ./train ARGS exits 2, says OPTION, prints nothing on stdout
     opt=$1; shift
