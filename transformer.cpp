@@ -1034,6 +1034,7 @@ void logsoftmax_sample(int* tokens, float* logp, const float* uniform, const flo
                 acc += w[i];
                 if (acc > target) { pick = i; break; }
             }
+            if (pick < 0) pick = EOS_ID;   // no token kept (a row of NaN): the sentence ends
             tokens[r] = pick;
             logp[r] = z[pick] - logsumexp(z, V);
         }

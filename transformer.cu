@@ -1872,6 +1872,7 @@ __global__ void logsoftmax_sample_kernel(int* tokens, float* logp, const float* 
     }
     for (int i = V - 1; pick < 0 && i >= 0; i--)   // rounding: the last kept token
         if (to_float(z[i]) >= tau) pick = i;
+    if (pick < 0) pick = EOS_ID;   // no token kept (a row of NaN): the sentence ends
     tokens[r] = pick;
     logp[r] = to_float(z[pick]) - (mx + logf(sum));
 }
@@ -2525,8 +2526,8 @@ public:
     }
     void logsoftmax_topk(int* tokens, float* logp, const floatX* logits, int rows, int V, int ld, int k,
                          int banned) override {
-        if (k > 64) {
-            std::fprintf(stderr, "error: the GPU top-k takes at most 64 candidates (asked %d)\n", k);
+        if (k < 1 || k > 64) {
+            std::fprintf(stderr, "error: the GPU top-k takes 1 to 64 candidates (asked %d)\n", k);
             std::exit(1);
         }
         if (bf()) launch(cuda::logsoftmax_topk_kernel<bf16>, dim3(rows), dim3(cuda::THREADS), 0, tokens, logp, (const bf16*)logits, V, ld, k, banned);
@@ -2633,7 +2634,7 @@ private:
     }
     template <class... KArgs, class... Args>
     void launch(void (*kernel)(KArgs...), dim3 blocks, dim3 threads, size_t smem, Args... args) {
-        if (blocks.x == 0) return;
+        if (blocks.x == 0 || blocks.y == 0 || blocks.z == 0) return;   // no rows: nothing to do
         if (smem > 48 * 1024) allow_shared_memory(kernel, smem);
         kernel<<<blocks, threads, smem>>>(args...);
         LAUNCH_CHECK();

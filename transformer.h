@@ -383,6 +383,8 @@ public:
     // every token when neither is asked. Ties at the threshold are all kept. The draw: the first kept token, in id order, whose cumulative weight
     // exceeds uniform[r] times the kept total. tokens (rows) gets it, logp (rows) its
     // log-probability at temperature 1 (z - logsumexp(z), the model's). logp may be uniform.
+    // A row that keeps no token (its logits all NaN: a diverged model) gets EOS_ID, ending its
+    // sentence, never an id outside the vocabulary.
     virtual void logsoftmax_sample(int* tokens, float* logp, const float* uniform,
                                    const floatX* logits, int rows, int V, int ld,
                                    float temperature, int topk, float topp) = 0;

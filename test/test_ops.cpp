@@ -1864,9 +1864,25 @@ void test_logsoftmax_ensemble(Backend& be, Backend* cpu) {
           Vec(want.begin(), want.end()), TOL.fwd);
 }
 
+// A batch of no rows: the gradients that accumulate (+=) keep their values, bit for bit, and
+// nothing runs (the GPU's column sums over 0 chunks of rows launch no empty grid). d = 2048 is
+// past the fused LayerNorm backward's registers: its two-pass kernels and column sums.
+void test_zero_rows(Backend& be, Backend*) {
+    for (int d : {67, 2048}) {
+        const Vec g0 = rand_f(d), b0 = rand_f(d), ones(d, 1.0f);
+        Mem dg = put_f(be, g0), db = put_f(be, b0), g = put_x(be, ones), none(be, 64);
+        be.layernorm_backward(none.x(), 0.0f, dg.f(), db.f(), none.x(), none.x(), none.f(), none.f(), g.x(), 0, d);
+        same(fmt("layernorm_backward rows=0 d=%d: dg unchanged", d), get_f(be, dg.f(), d), g0);
+        same(fmt("layernorm_backward rows=0 d=%d: db unchanged", d), get_f(be, db.f(), d), b0);
+        be.relu_backward(none.x(), db.f(), none.x(), none.x(), 0, d);
+        same(fmt("relu_backward rows=0 cols=%d: db unchanged", d), get_f(be, db.f(), d), b0);
+    }
+}
+
 // The sampling op's contract (transformer.h), in float64: the threshold is the largest value
 // of z whose kept set {z >= it} has >= topk tokens and >= topp of the tempered mass; the
-// draw walks the kept tokens in id order to cumulative weight > u * kept total.
+// draw walks the kept tokens in id order to cumulative weight > u * kept total; a row that
+// keeps none (its logits NaN) gets EOS_ID.
 void ref_sample(const Vec& logits, const Vec& u, int rows, int V, int ld, double temperature, int topk,
                 double topp, IVec* tokens, DVec* logp) {
     tokens->assign(rows, -1);
@@ -1893,6 +1909,7 @@ void ref_sample(const Vec& logits, const Vec& u, int rows, int V, int ld, double
             if (z[i] >= tau) kept += w[i];
         for (int i = 0; i < V && (*tokens)[r] < 0; i++)
             if (z[i] >= tau && (acc += w[i]) > u[r] * kept) (*tokens)[r] = i;
+        if ((*tokens)[r] < 0) (*tokens)[r] = EOS_ID;   // no token kept: a row of NaN
         (*logp)[r] = z[(*tokens)[r]] - (mx + std::log(sum));
     }
 }
@@ -1932,6 +1949,23 @@ void test_logsoftmax_sample(Backend& be, Backend* cpu) {
             Vec cpu_lp = run(*cpu, &cpu_tok);
             same(name + " tokens vs CPU", got_tok, cpu_tok);
             close(name + " logp vs CPU", got_lp, cpu_lp, TOL.cross_fwd);
+        }
+    }
+    // Rows of NaN logits (a diverged model) keep no token: EOS_ID, never an id outside the
+    // vocabulary; the finite rows beside them draw as the contract says.
+    {
+        const int rows = 4, V = 50;
+        Vec z = rand_x(be, (size_t)rows * V, -3, 3), u = rand_f(rows, 0.0f, 1.0f);
+        for (int r : {1, 3}) std::fill(z.begin() + (size_t)r * V, z.begin() + (size_t)(r + 1) * V, NAN);
+        IVec want;
+        DVec want_lp;
+        ref_sample(z, u, rows, V, V, 1.0f, 5, 1.0f, &want, &want_lp);
+        for (Backend* b : {&be, cpu}) {
+            if (!b) continue;
+            Mem zm = put_x(*b, z), um = put_f(*b, u), tm(*b, rows * sizeof(int));
+            b->logsoftmax_sample(tm.i(), um.f(), um.f(), zm.x(), rows, V, V, 1.0f, 5, 1.0f);
+            same(b == cpu ? "logsoftmax_sample rows of NaN: EOS_ID (the CPU)" : "logsoftmax_sample rows of NaN: EOS_ID",
+                 get_i(*b, tm.i(), rows), want);
         }
     }
     // The draw follows the distribution: one row repeated with u = (i + 0.5) / N gives each
@@ -2338,6 +2372,7 @@ const OpTest TESTS[] = {
     {nullptr, test_layernorm_backward},
     {nullptr, test_residual_layernorm_forward},
     {nullptr, test_residual_layernorm_backward},
+    {nullptr, test_zero_rows},
     {"§3.2.1 Scaled Dot-Product Attention, §3.2.2 Multi-Head Attention", test_attention_forward},
     {nullptr, test_attention_backward},
     {"§3.2.1 Scaled Dot-Product Attention: a padded sentence as alone", test_attention_padding},
