@@ -38,9 +38,9 @@ namespace {
 
 // Reads a file ("-" is stdin) into a string; exits with a message on failure.
 std::string read_text(const std::string& path) {
-    std::string text;
-    if (!read_file(path, &text)) {
-        std::fprintf(stderr, "bleu: cannot read %s\n", path.c_str());
+    std::string text, why;
+    if (!read_file(path, &text, &why)) {
+        std::fprintf(stderr, "bleu: cannot read %s: %s\n", path.c_str(), why.c_str());
         std::exit(2);
     }
     return text;

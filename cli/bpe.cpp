@@ -39,7 +39,7 @@ const char* kMainHelp =
 Tokenizer load_vocab(const std::string& path) {
     std::string text, error;
     if (path.empty()) die("--vocab FILE is required (see --help)");
-    if (!read_file(path, &text)) die("cannot read vocabulary '" + path + "'");
+    if (!read_file(path, &text, &error)) die("cannot read vocabulary '" + path + "': " + error);
     Tokenizer tok;
     if (!Tokenizer::deserialize(text, &tok, &error)) die(path + ": " + error);
     return tok;
@@ -86,8 +86,8 @@ int cmd_learn(const BpeOptions& o) {
     auto t0 = std::chrono::steady_clock::now();
     std::vector<std::string> lines;
     for (const std::string& path : o.inputs) {
-        std::string text;
-        if (!read_file(path, &text)) die("cannot read '" + path + "'");
+        std::string text, why;
+        if (!read_file(path, &text, &why)) die("cannot read '" + path + "': " + why);
         split_lines(text, &lines);
     }
     Tokenizer tok;

@@ -139,9 +139,9 @@ struct AlignedFile {
     std::vector<std::string> lines;
     bool load(const std::string& p, std::string* err) {
         path = p;
-        std::string text;
-        if (!read_file(p, &text)) {
-            *err = "cannot read " + p + ": " + std::strerror(errno ? errno : EIO);
+        std::string text, why;
+        if (!read_file(p, &text, &why)) {
+            *err = "cannot read " + p + ": " + why;
             return false;
         }
         split_lines(text, &lines);

@@ -100,9 +100,15 @@ check $? "--resume with another vocab.bpe in --out: it is written again from the
 head -n 200 "$T/corpus/train.en" > "$T/fewer.en"; mkdir -p "$T/fewer"; mv "$T/fewer.en" "$T/fewer/train.en"; head -n 200 "$T/corpus/train.es" > "$T/fewer/train.es"
 "$B"/train $TA --data "$T/fewer" --out "$T/conflict" --resume --max-steps 8 > /dev/null 2> "$T/err.txt"; s=$?
 expect "--resume with other training data" 1 "training data or batching differs"
-mkdir -p "$T/badvocab" && head -c 100 "$T/run/vocab.bpe" > "$T/badvocab/vocab.bpe"
-"$B"/train $TA --data "$T/corpus" --out "$T/badvocab" --max-steps 2 > /dev/null 2> "$T/err.txt"; s=$?
-expect "a truncated vocab.bpe in --out" 1 "vocab.bpe: vocabulary"
+# A vocab.bpe left in --out by a run that ended before its first checkpoint (truncated, or from
+# other data or another --vocab-size) is replaced by the one learnt from this run's data.
+for left in truncated other; do
+    mkdir -p "$T/left-$left"
+    if [ $left = truncated ]; then head -c 100 "$T/run/vocab.bpe" > "$T/left-$left/vocab.bpe"; else cp "$T/other.bpe" "$T/left-$left/vocab.bpe"; fi
+    "$B"/train $TA --data "$T/corpus" --out "$T/left-$left" --max-steps 2 > "$T/out.txt" 2> "$T/err.txt"; s=$?
+    [ $s -eq 0 ] && cmp -s "$T/left-$left/vocab.bpe" "$T/run/vocab.bpe" && grep -q "replacing the one an earlier run left there" "$T/out.txt"
+    check $? "vocab.bpe in --out ($left), no checkpoints: replaced by this data's (== a fresh run's), and said (exit $s)"
+done
 
 # ---- training data
 mkdir -p "$T/d"
@@ -117,6 +123,11 @@ data_case "misaligned files (2 and 1 lines)" 1 "line counts differ: .*train.en h
 printf 'sun\nmo\377on\n' > "$T/d/train.en"; printf 'sol\nluna\n' > "$T/d/train.es"
 data_case "invalid UTF-8 in the training data" 1 "train.en:2: invalid UTF-8"
 printf 'sun\nmo\000on\n' > "$T/d/train.en"; data_case "a NUL byte in the training data" 1 "train.en:2: NUL byte"
+rm -f "$T/d/train.en"; mkdir "$T/d/train.en"
+data_case "a folder named train.en (it had read as an empty file)" 1 "cannot read .*train.en: Is a directory"
+rmdir "$T/d/train.en"
+"$B"/train --config tiny --d-model 32 --d-ff 64 --no-eval --data "$T/corpus" --vocab "$T" --out "$T/vocab-folder" --max-steps 1 > "$T/out.txt" 2> "$T/err.txt"; s=$?
+expect "--vocab naming a folder" 1 "cannot read .*: Is a directory"
 cp "$T/corpus/train.en" "$T/corpus/train.es" "$T/d/"; sed -i '5s/.*//' "$T/d/train.en"
 data_case "an empty line in the training data: skipped and counted" 0 "skipped 1 pairs with an empty line"
 # a misaligned pair (40 words against one): kept by default, skipped and counted with --max-len-ratio 9

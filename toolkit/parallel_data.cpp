@@ -54,20 +54,22 @@ static std::string line_problem(const std::string& line) {
     return "";
 }
 
+// The whole file; a folder or a read error is an error naming the system's reason.
 static bool read_file(const std::string& path, std::string* text, std::string* error) {
-    std::ifstream f(path, std::ios::binary);
+    std::FILE* f = std::fopen(path.c_str(), "rb");
     if (!f) {
         *error = "cannot open " + path + ": " + std::strerror(errno);
         return false;
     }
-    std::ostringstream ss;
-    ss << f.rdbuf();
-    if (f.bad()) {
-        *error = "cannot read " + path;
-        return false;
-    }
-    *text = ss.str();
-    return true;
+    text->clear();
+    char buf[1 << 16];
+    size_t n;
+    errno = 0;
+    while ((n = std::fread(buf, 1, sizeof buf, f)) > 0) text->append(buf, n);
+    const bool ok = !std::ferror(f);
+    if (!ok) *error = "cannot read " + path + ": " + (errno ? std::strerror(errno) : "read error");
+    std::fclose(f);
+    return ok;
 }
 
 bool read_text_lines(const std::string& path, std::vector<std::string>* lines,

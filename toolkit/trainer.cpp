@@ -168,18 +168,21 @@ static bool setup_tokenizer(Run& r, const Metadata* ckpt_meta) {
         return write_vocab_file(r);
     }
     const std::string vocab = r.path("vocab.bpe");
-    if (fs::exists(vocab)) {
+    if (!dist_is_root()) {   // data parallelism: rank 0 learnt it a moment ago (dist_in_rank_order)
         if (!read_vocab_file(vocab, &r.tok)) return false;
-        std::printf("BPE: %s (%d ids)\n", vocab.c_str(), r.tok.vocab_size());
         return true;
     }
+    // A fresh run learns its vocabulary from its data, always (under a second on the default
+    // corpus): a vocab.bpe left in --out by a run that ended before its first checkpoint may
+    // come from other data or another --vocab-size, and is replaced.
+    const bool replacing = fs::exists(vocab);
     std::vector<std::string> lines;
     if (!read_all_lines({r.data("train", r.opt.src_lang), r.data("train", r.opt.tgt_lang)}, &lines)) return false;
     double t0 = now_s();
     r.tok = Tokenizer::learn(lines, r.opt.vocab_size);
     if (!write_vocab_file(r)) return false;
-    std::printf("BPE: learned %d ids from %zu lines in %.1f s -> %s\n", r.tok.vocab_size(), lines.size(),
-                now_s() - t0, vocab.c_str());
+    std::printf("BPE: learned %d ids from %zu lines in %.1f s -> %s%s\n", r.tok.vocab_size(), lines.size(),
+                now_s() - t0, vocab.c_str(), replacing ? " (replacing the one an earlier run left there)" : "");
     return true;
 }
 
