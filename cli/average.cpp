@@ -5,8 +5,6 @@
 //   ./average --out avg.safetensors --last 5 runs/default      the last 5 checkpoints of a run
 // Inputs whose configs or tokenizers differ are refused, naming the first difference. A write
 // that fails (the checkpoint, or stdout: cli/text_io.h) is an error, exit 1.
-#include <sys/stat.h>
-
 #include <cstdio>
 #include <filesystem>
 #include <string>
@@ -15,16 +13,26 @@
 #include "cli/options.h"
 #include "cli/text_io.h"
 #include "model/checkpoint.h"
+#include "toolkit/files.h"
 
 // A checkpoint is written to a temporary file that is then renamed over --out, so --out must
-// be a regular file or not exist: renaming over /dev/null or /dev/full (as root) would
-// replace the device itself.
-static bool writable_target(const std::string& path) {
-    struct stat st;
-    if (stat(path.c_str(), &st) != 0 || S_ISREG(st.st_mode)) return true;
-    std::fprintf(stderr, "average: --out %s exists and is not a regular file (checkpoints are written "
-                         "to a temporary file and renamed over it)\n", path.c_str());
-    return false;
+// be a regular file or not exist (renaming over /dev/null or /dev/full, as root, would replace
+// the device itself), and none of the inputs (its training state would be lost). Returns the
+// exit status when it cannot be written, else -1.
+static int check_target(const std::string& out, const std::vector<std::string>& inputs) {
+    std::string target, err;
+    if (!replacement_target(out, &target, &err)) {
+        std::fprintf(stderr, "average: --out %s (checkpoints are written to a temporary file and renamed over it)\n",
+                     err.c_str());
+        return 1;
+    }
+    for (const std::string& in : inputs)
+        if (same_file(out, in)) {
+            std::fprintf(stderr, "average: --out %s is the input %s: averaging never replaces a checkpoint it "
+                                 "reads (give another --out)\n", out.c_str(), in.c_str());
+            return 2;
+        }
+    return -1;
 }
 
 // --last N DIR: the last N checkpoints (ckpt-*.safetensors, by step) of the run folder DIR.
@@ -73,7 +81,7 @@ int main(int argc, char** argv) {
                          in.c_str());
             return 2;
         }
-    if (!writable_target(out)) return 1;
+    if (int status = check_target(out, inputs); status >= 0) return status;
     std::string err;
     if (!average_checkpoints(inputs, out, &err)) {
         std::fprintf(stderr, "average: %s\n", err.c_str());

@@ -21,6 +21,7 @@
 #include "cli/options.h"
 #include "cli/text_io.h"
 #include "tokenizer.h"
+#include "toolkit/files.h"
 
 namespace {
 
@@ -31,9 +32,24 @@ const char* kMainHelp =
     "  decode   token id lines on stdin -> text lines on stdout\n"
     "Run 'bpe COMMAND --help' for the options of a command.\n";
 
-[[noreturn]] void die(const std::string& msg) {
+[[noreturn]] void die(const std::string& msg, int status = 1) {
     std::fprintf(stderr, "bpe: %s\n", msg.c_str());
-    std::exit(1);
+    std::exit(status);
+}
+
+// Writes the vocabulary: a regular file (or a new one) whole or not at all (toolkit/files.h);
+// anything else (/dev/stdout, a pipe) is written as a stream, its errors reported.
+void write_vocabulary(const std::string& path, const std::string& text) {
+    struct stat st;
+    std::string err;
+    if (stat(path.c_str(), &st) != 0 || S_ISREG(st.st_mode)) {
+        if (!write_file_replacing(path, text, &err)) die(err);
+        return;
+    }
+    FILE* f = std::fopen(path.c_str(), "wb");
+    bool ok = f && std::fwrite(text.data(), 1, text.size(), f) == text.size();
+    if (f && std::fclose(f) != 0) ok = false;
+    if (!ok) die("cannot write '" + path + "': " + std::strerror(errno));
 }
 
 Tokenizer load_vocab(const std::string& path) {
@@ -82,7 +98,9 @@ BpeOptions parse_options(const std::string& cmd, int argc, char** argv) {
 
 int cmd_learn(const BpeOptions& o) {
     if (o.vocab_size <= 0 || o.out.empty() || o.inputs.empty())
-        die("learn needs --vocab-size N, --out FILE and at least one input file (see --help)");
+        die("learn needs --vocab-size N, --out FILE and at least one input file (see --help)", 2);
+    for (const std::string& path : o.inputs)
+        if (same_file(o.out, path)) die("--out " + o.out + " is the input " + path + ": it would be replaced", 2);
     auto t0 = std::chrono::steady_clock::now();
     std::vector<std::string> lines;
     for (const std::string& path : o.inputs) {
@@ -93,11 +111,7 @@ int cmd_learn(const BpeOptions& o) {
     Tokenizer tok;
     try { tok = Tokenizer::learn(lines, o.vocab_size); }
     catch (const std::exception& e) { die(e.what()); }
-    std::string text = tok.serialize();
-    FILE* f = std::fopen(o.out.c_str(), "wb");
-    bool ok = f && std::fwrite(text.data(), 1, text.size(), f) == text.size();
-    if (f && std::fclose(f) != 0) ok = false;
-    if (!ok) die("cannot write '" + o.out + "': " + std::strerror(errno));
+    write_vocabulary(o.out, tok.serialize());
     double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     std::fprintf(stderr, "bpe learn: %zu lines -> %d ids (%d chars, %d merges) in %.2f s -> %s\n",
                  lines.size(), tok.vocab_size(), tok.num_chars(), tok.num_merges(), s,
@@ -179,5 +193,5 @@ int main(int argc, char** argv) {
     if (cmd == "learn") return cmd_learn(parse_options(cmd, argc, argv));
     if (cmd == "encode") return cmd_encode(parse_options(cmd, argc, argv));
     if (cmd == "decode") return cmd_decode(parse_options(cmd, argc, argv));
-    die("unknown command '" + cmd + "'\n" + kMainHelp);
+    die("unknown command '" + cmd + "'\n" + kMainHelp, 2);
 }

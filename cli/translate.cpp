@@ -45,6 +45,7 @@
 #include "cli/options.h"
 #include "cli/serve.h"
 #include "cli/text_io.h"
+#include "toolkit/files.h"
 #include "model/checkpoint.h"
 #include "tokenizer.h"
 #include "toolkit/attention_view.h"
@@ -448,6 +449,20 @@ static bool check_extra_options(Options& opts, int argc, char** argv, TranslateO
     return true;
 }
 
+// -o FILE must not be a file the run reads besides -i (written last, renamed over it): a
+// checkpoint, --ref or --prefix would be lost. -o equal to -i is allowed (-i is read first).
+static bool output_is_no_input(Options& opts, const TranslateOptions& o, int* status) {
+    if (o.output.empty() || o.output == "-") return true;
+    std::vector<std::pair<std::string, std::string>> inputs = {{"--model", o.model}, {"--ref", o.ref}, {"--prefix", o.prefix}};
+    for (const std::string& e : o.ensemble) inputs.push_back({"--ensemble", e});
+    for (const auto& [option, path] : inputs)
+        if (!path.empty() && same_file(o.output, path)) {
+            *status = opts.usage_error("-o " + o.output + " is " + option + " " + path + ": it would be replaced");
+            return false;
+        }
+    return true;
+}
+
 // Fills *o from the command line; false when the program should exit with *status (0 after
 // --help, 2 on a bad option).
 static bool parse_options(int argc, char** argv, TranslateOptions* op, int* status) {
@@ -522,8 +537,9 @@ static bool parse_options(int argc, char** argv, TranslateOptions* op, int* stat
                                    (o.split_long ? "--split-long" : "--split-sentences"));
         return false;
     }
-    return true;
+    return output_is_no_input(opts, o, status);
 }
+
 
 // -o FILE: output goes to FILE.tmp.PID (as stdout, so every write is checked), renamed over
 // FILE when the run succeeds and removed when it fails.
@@ -553,15 +569,12 @@ static bool setup_io(Translator* t) {
         close(fd);
     }
     if (!o.output.empty() && o.output != "-") {
+        // a link's file is written (not the link replaced), keeping an existing file's permissions
+        if (!replacement_target(o.output, &g_output_target, &err))
+            return std::fprintf(stderr, "translate: %s (the output is written to a temporary file and renamed "
+                                        "over it)\n", err.c_str()), false;
         struct stat st;
         const bool exists = stat(o.output.c_str(), &st) == 0;
-        if (exists && !S_ISREG(st.st_mode))
-            return std::fprintf(stderr, "translate: %s: not a regular file (the output is written to a temporary "
-                                        "file and renamed over it)\n", o.output.c_str()), false;
-        // a link's file is written (not the link replaced), keeping an existing file's permissions
-        std::error_code ec;
-        g_output_target = exists ? std::filesystem::canonical(o.output, ec).string() : o.output;
-        if (ec || g_output_target.empty()) g_output_target = o.output;
         g_output_tmp = g_output_target + ".tmp." + std::to_string(getpid());
         const int fd = open(g_output_tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
         if (fd >= 0 && exists) (void)fchmod(fd, st.st_mode & 07777);

@@ -12,6 +12,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "toolkit/files.h"
 #include "toolkit/json.h"
 
 namespace fs = std::filesystem;
@@ -196,12 +197,9 @@ static std::string header_json(const std::vector<TensorOut>& tensors, const Meta
 
 bool safetensors_write(const std::string& path, const std::vector<TensorOut>& tensors,
                        const Metadata& metadata, std::string* error) {
-    struct stat st;
-    if (stat(path.c_str(), &st) == 0 && !S_ISREG(st.st_mode)) {   // the rename would replace it
-        *error = path + ": exists and is not a regular file; not replacing it";
-        return false;
-    }
-    const std::string tmp = path + ".tmp." + std::to_string(getpid());
+    std::string target;   // path, or the file a link there names (toolkit/files.h)
+    if (!replacement_target(path, &target, error)) return false;
+    const std::string tmp = target + ".tmp." + std::to_string(getpid());
     FILE* f = std::fopen(tmp.c_str(), "wb");
     if (!f) { *error = tmp + ": cannot create (" + std::strerror(errno) + ")"; return false; }
     std::string h = header_json(tensors, metadata);
@@ -215,7 +213,7 @@ bool safetensors_write(const std::string& path, const std::vector<TensorOut>& te
     }
     ok = ok && std::fflush(f) == 0 && fsync(fileno(f)) == 0;
     ok = (std::fclose(f) == 0) && ok;
-    if (!ok || std::rename(tmp.c_str(), path.c_str()) != 0) {
+    if (!ok || std::rename(tmp.c_str(), target.c_str()) != 0) {
         *error = path + ": write failed (" + std::strerror(errno) + ")";
         std::remove(tmp.c_str());
         return false;

@@ -207,6 +207,43 @@ mkfifo "$T/fifo"
 "$B"/average --out "$T/fifo" "$T/run"/ckpt-00000040.safetensors > /dev/null 2> "$T/err.txt"
 s=$?; [ -p "$T/fifo" ] || s="$s, the FIFO replaced"
 write_fails "./average --out FIFO: refused, the FIFO left alone" "not a regular file" "$s"
+
+# An output that is one of the run's inputs is refused, exit 2, the input untouched (each had been
+# replaced: a checkpoint by translations, a checkpoint by an average, a corpus by a vocabulary);
+# -o = -i stays allowed (the input is read first).
+cp "$T/run/ckpt-00000040.safetensors" "$T/in.safetensors"; cp "$T/corpus/train.en" "$T/in.en"
+ln -sf "$T/in.safetensors" "$T/in-link.safetensors"
+same_input_refused() {  # same_input_refused WHAT FILE PATTERN COMMAND...: exit 2, FILE unchanged
+    what=$1 file=$2 pattern=$3; shift 3
+    cp "$file" "$T/before"
+    "$@" < "$T/in.txt" > /dev/null 2> "$T/err.txt"; s=$?
+    [ $s -eq 2 ] && grep -q -- "$pattern" "$T/err.txt" && cmp -s "$file" "$T/before"
+    check $? "$what: refused, exit 2 ($s), the input unchanged: $(head -c 150 "$T/err.txt")"
+}
+same_input_refused "./translate -o the --model" "$T/in.safetensors" "is --model" "$B"/translate --model "$T/in.safetensors" -o "$T/in.safetensors"
+same_input_refused "./translate -o a link to the --model" "$T/in.safetensors" "is --model" "$B"/translate --model "$T/in.safetensors" -o "$T/in-link.safetensors"
+same_input_refused "./translate -o the --ensemble" "$T/in.safetensors" "is --ensemble" "$B"/translate --model "$M" --ensemble "$T/in.safetensors" -o "$T/in.safetensors"
+same_input_refused "./translate -o the --ref (--score)" "$T/in.en" "is --ref" "$B"/translate --model "$M" --score --ref "$T/in.en" -o "$T/in.en"
+same_input_refused "./average --out one of its inputs" "$T/in.safetensors" "is the input" "$B"/average --out "$T/in.safetensors" "$M" "$T/in.safetensors"
+same_input_refused "./bpe learn --out one of its inputs" "$T/in.en" "is the input" "$B"/bpe learn --vocab-size 280 --out "$T/in.en" "$T/in.en"
+cp "$T/in.txt" "$T/io.txt"; "$B"/translate --model "$M" -i "$T/io.txt" -o "$T/io.txt" 2> /dev/null
+s=$?; [ $s -eq 0 ] && cmp -s "$T/io.txt" "$T/out4.txt"; check $? "./translate -i F -o F: F becomes its translation (exit $s)"
+# Through a link, the file it names is replaced and the link stays (as ./translate -o does).
+"$B"/average --out "$T/avg-of-one.safetensors" "$M" > /dev/null 2>&1
+"$B"/average --out "$T/in-link.safetensors" "$M" > /dev/null 2>&1; s=$?
+[ $s -eq 0 ] && [ -L "$T/in-link.safetensors" ] && cmp -s "$T/in.safetensors" "$T/avg-of-one.safetensors"
+check $? "./average --out LINK: the file it names is the average, the link stays (exit $s)"
+ln -sf "$T/linked.bpe" "$T/link.bpe"; : > "$T/linked.bpe"
+"$B"/bpe learn --vocab-size 280 --out "$T/link.bpe" "$T/corpus/train.en" 2> /dev/null; s=$?
+"$B"/bpe learn --vocab-size 280 --out "$T/plain.bpe" "$T/corpus/train.en" 2> /dev/null
+[ $s -eq 0 ] && [ -L "$T/link.bpe" ] && cmp -s "$T/linked.bpe" "$T/plain.bpe"
+check $? "./bpe learn --out LINK: the file it names is the vocabulary, the link stays (exit $s)"
+# A write that fails (past a file-size limit) leaves the old vocabulary whole, no temporary file.
+(trap '' XFSZ; ulimit -f 1; exec "$B"/bpe learn --vocab-size 300 --out "$T/plain.bpe" "$T/corpus/train.en" "$T/corpus/train.es") 2> "$T/err.txt"
+s=$?; [ $s -eq 1 ] && grep -q "File too large" "$T/err.txt" && "$B"/bpe learn --vocab-size 280 --out "$T/again.bpe" "$T/corpus/train.en" 2> /dev/null &&
+    cmp -s "$T/plain.bpe" "$T/again.bpe" && [ -z "$(ls "$T" | grep 'plain.bpe.tmp')" ]
+check $? "./bpe learn --out past a file-size limit: exit 1 ($s), File too large, the old vocabulary whole, no temporary file left"
+
 "$B"/train $TA --out "$T/w1" > /dev/full 2> "$T/err.txt"
 write_fails "./train > /dev/full" "standard output: No space left" $?
 "$B"/train $TA --out "$T/w2" >&- 2> "$T/err.txt"

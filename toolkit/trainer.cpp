@@ -20,6 +20,7 @@
 #include "toolkit/parallel_data.h"
 #include "toolkit/decode.h"
 #include "toolkit/distributed.h"
+#include "toolkit/files.h"
 #include "toolkit/ter_score.h"
 #include "toolkit/thread_governor.h"
 #include "tokenizer.h"
@@ -127,17 +128,8 @@ static bool read_vocab_file(const std::string& path, Tokenizer* tok) {
 // leaves a truncated vocab.bpe for the next --resume to trip on.
 static bool write_vocab_file(const Run& r) {
     if (!dist_is_root()) return true;   // data parallelism: rank 0 alone writes (one temporary file)
-    const std::string vocab = r.path("vocab.bpe"), tmp = vocab + ".tmp";
-    FILE* f = std::fopen(tmp.c_str(), "wb");
-    std::string text = r.tok.serialize();
-    bool written = f && std::fwrite(text.data(), 1, text.size(), f) == text.size();
-    if (f && std::fclose(f) != 0) written = false;
-    if (!written || std::rename(tmp.c_str(), vocab.c_str()) != 0) {
-        std::string why = std::strerror(errno);
-        std::remove(tmp.c_str());
-        return fail("cannot write " + vocab + ": " + why);
-    }
-    return true;
+    std::string err;
+    return write_file_replacing(r.path("vocab.bpe"), r.tok.serialize(), &err) || fail(err);
 }
 
 // The tokenizer: from the checkpoint on resume or fine-tuning (ckpt_meta), else --vocab,

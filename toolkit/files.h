@@ -1,0 +1,66 @@
+// toolkit/files.h — the programs' output files: written whole or not at all, never over one of
+// their own inputs.
+//
+//   if (same_file(out, model)) refuse...;                      the same file by another name
+//   if (!write_file_replacing(path, text, &err)) fail(err);     a temporary file, then renamed
+//
+// A file is replaced by renaming a finished temporary file (path.tmp.PID, fsync'd) over it, so
+// that a full disk, a file-size limit or a kill leaves the old file whole. A link is followed:
+// the file it names is replaced, the link stays. Anything but a regular file (a device such as
+// /dev/null, a folder) is refused rather than renamed over.
+#pragma once
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
+#include <filesystem>
+#include <string>
+
+// Whether a and b name one existing file (the same device and inode: links, ./x and x alike).
+inline bool same_file(const std::string& a, const std::string& b) {
+    struct stat sa, sb;
+    return stat(a.c_str(), &sa) == 0 && stat(b.c_str(), &sb) == 0 && sa.st_dev == sb.st_dev &&
+           sa.st_ino == sb.st_ino;
+}
+
+// The file that writing `path` replaces: the file a link names, else path itself. False +
+// *error when path exists and is not a regular file.
+inline bool replacement_target(const std::string& path, std::string* target, std::string* error) {
+    struct stat st;
+    if (stat(path.c_str(), &st) != 0) {   // nothing there yet
+        *target = path;
+        return true;
+    }
+    if (!S_ISREG(st.st_mode)) {
+        *error = path + ": exists and is not a regular file; not replacing it";
+        return false;
+    }
+    std::error_code ec;
+    *target = std::filesystem::canonical(path, ec).string();
+    if (ec || target->empty()) *target = path;
+    return true;
+}
+
+// Writes text to path through a temporary file renamed over it (see the top). False + *error
+// naming the file and the reason; the old file, if any, is left as it was.
+inline bool write_file_replacing(const std::string& path, const std::string& text, std::string* error) {
+    std::string target;
+    if (!replacement_target(path, &target, error)) return false;
+    const std::string tmp = target + ".tmp." + std::to_string(getpid());
+    std::FILE* f = std::fopen(tmp.c_str(), "wb");
+    if (!f) {
+        *error = "cannot create " + tmp + ": " + std::strerror(errno);
+        return false;
+    }
+    bool ok = std::fwrite(text.data(), 1, text.size(), f) == text.size() && std::fflush(f) == 0 &&
+              fsync(fileno(f)) == 0;
+    ok = std::fclose(f) == 0 && ok;
+    if (!ok || std::rename(tmp.c_str(), target.c_str()) != 0) {
+        *error = "cannot write " + path + ": " + std::strerror(errno);
+        std::remove(tmp.c_str());
+        return false;
+    }
+    return true;
+}
