@@ -302,6 +302,13 @@ bool read_parameters(SafeTensorsFile& file, const ParamLayout& layout, const std
             return false;
         }
         if (!file.read(prefix + t.name, "F32", buffer + t.offset, t.numel, error)) return false;
+        const float* v = buffer + t.offset;
+        for (size_t i = 0; i < t.numel; i++)
+            if (!std::isfinite(v[i])) {   // a diverged or edited model: never translated or averaged
+                *error = file.path + ": tensor \"" + prefix + t.name + "\" holds a non-finite value (" +
+                         std::to_string(v[i]) + " at element " + std::to_string(i) + "); refusing to use it";
+                return false;
+            }
     }
     return true;
 }

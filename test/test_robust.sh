@@ -72,6 +72,16 @@ rewrite_meta "$C" "$T/edited-cfg.safetensors" 'c = json.loads(h["__metadata__"][
 translate_with "$T/edited-cfg.safetensors"; expect "an edited config that still fits the tensors (other heads)" 1 "the config: checksum mismatch"
 rewrite_meta "$C" "$T/other-cfg.safetensors" 'c = json.loads(h["__metadata__"]["config"]); c["d_ff"] = 128; h["__metadata__"]["config"] = json.dumps(c); h["__metadata__"].pop("config_checksum")'
 translate_with "$T/other-cfg.safetensors"; expect "a config that does not match the tensors (no checksum to catch it)" 1 "d_ff\|shape\|needs"
+# A NaN in the parameters of a file without a checksum to catch it (an older format, an edit):
+# refused by ./translate and ./average, which had translated it to junk and given the average a
+# fresh checksum.
+rewrite_meta "$C" "$T/nan-nosum.safetensors" 'h["__metadata__"].pop("params_checksum")'
+damage "$T/nan-nosum.safetensors" "$T/nan-param.safetensors" 'o = json.loads(f[8:8 + n])["embed.weight"]["data_offsets"][0]; f[8 + n + o + 40:8 + n + o + 44] = struct.pack("<f", float("nan"))'
+translate_with "$T/nan-param.safetensors"; expect "a NaN in the parameters (no checksum): ./translate" 1 'tensor "embed.weight" holds a non-finite value (nan at element 10)'
+"$B"/average --out "$T/nan-avg.safetensors" "$T/nan-param.safetensors" "$C" > /dev/null 2> "$T/err.txt"; s=$?
+[ ! -e "$T/nan-avg.safetensors" ] || s="$s, written"
+expect "... ./average" 1 'tensor "embed.weight" holds a non-finite value'
+translate_with "$T/nan-nosum.safetensors"; [ $s -eq 0 ]; check $? "the same file without the NaN translates (exit $s): the checksum is optional, the NaN is what is refused"
 "$B"/train $TA --data "$T/corpus" --out "$T/run2" --max-steps 2 --save-every-steps 2 --d-model 16 > /dev/null 2>&1
 "$B"/average --out "$T/avg.safetensors" "$C" "$T/run2/ckpt-00000002.safetensors" > /dev/null 2> "$T/err.txt"; s=$?
 expect "./average of checkpoints of two different models" 1 "config differs"
@@ -100,6 +110,10 @@ check $? "--resume with another vocab.bpe in --out: it is written again from the
 head -n 200 "$T/corpus/train.en" > "$T/fewer.en"; mkdir -p "$T/fewer"; mv "$T/fewer.en" "$T/fewer/train.en"; head -n 200 "$T/corpus/train.es" > "$T/fewer/train.es"
 "$B"/train $TA --data "$T/fewer" --out "$T/conflict" --resume --max-steps 8 > /dev/null 2> "$T/err.txt"; s=$?
 expect "--resume with other training data" 1 "training data or batching differs"
+mkdir -p "$T/avg-last" && cp "$C" "$T/avg-last/" && cp "$T/run/vocab.bpe" "$T/avg-last/"
+"$B"/average --out "$T/avg-last/ckpt-00000005.safetensors" "$C" > /dev/null 2>&1
+"$B"/train $TA --data "$T/corpus" --out "$T/avg-last" --resume --max-steps 8 > /dev/null 2> "$T/err.txt"; s=$?
+expect "--resume whose last checkpoint is an average (no training state)" 1 "holds parameters only, no training state"
 # A vocab.bpe left in --out by a run that ended before its first checkpoint (truncated, or from
 # other data or another --vocab-size) is replaced by the one learnt from this run's data.
 for left in truncated other; do

@@ -372,6 +372,9 @@ static bool setup(Run& r) {
     if (resuming) {
         std::string err;
         if (!checkpoint_load(&r.model, ckpts.back(), &meta, &err)) return fail(err);
+        if (!meta.count("sampler_fingerprint"))
+            return fail(ckpts.back() + " holds parameters only, no training state (Adam's, the data position): "
+                        "an average or a copy? --resume continues from a checkpoint ./train wrote");
         if (!check_resume_conflicts(r, meta) || !check_resume_config(r)) return false;
         restore_options(r, meta);
         std::printf("Resuming from %s (step %lld)\n", ckpts.back().c_str(), (long long)r.model.step);
