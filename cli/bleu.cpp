@@ -145,7 +145,9 @@ Args parse_args(int argc, char** argv, std::vector<std::string>* metrics) {
     if (files.empty()) std::exit(o.usage_error("no reference file given (see --help)"));
     a.refs = files;
     if (a.hyps.empty()) a.hyps.push_back("-");
-    if (std::count(a.hyps.begin(), a.hyps.end(), "-") > 1) std::exit(o.usage_error("--hyp: stdin (-) can be one system only"));
+    if (std::count(a.hyps.begin(), a.hyps.end(), "-") + std::count(a.refs.begin(), a.refs.end(), "-") > 1)
+        std::exit(o.usage_error("stdin (-) is read once: one reference file or one --hyp (the hypotheses come from "
+                                "stdin unless --hyp names their file)"));
     if (a.paired_bs && a.paired_ar) std::exit(o.usage_error("--paired-bs and --paired-ar: one test at a time"));
     const bool paired = a.paired_bs || a.paired_ar;
     if (paired && a.hyps.size() < 2)

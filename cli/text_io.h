@@ -21,6 +21,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <new>
 #include <string>
 #include <vector>
 
@@ -87,9 +88,21 @@ inline void close_stdout_at_exit() {
 }
 }  // namespace text_io_detail
 
+// An allocation that fails (a line, a batch or a model larger than the memory) ends the program
+// with a message and exit status 1, its exit handlers run (an -o temporary file removed),
+// instead of std::bad_alloc's abort. guard_stdout() installs it.
+inline void exit_when_out_of_memory() {
+    std::set_new_handler([] {
+        std::fprintf(stderr, "%s: out of memory (the input, a batch or the model is larger than the memory "
+                             "allows; see --help for the sizes to lower)\n", text_io_detail::program.c_str());
+        std::exit(1);
+    });
+}
+
 // See the header comment. Call once, first thing in main().
 inline void guard_stdout(const char* program) {
     text_io_detail::program = program;
+    exit_when_out_of_memory();
     if (fcntl(STDIN_FILENO, F_GETFD) == -1) open("/dev/null", O_RDONLY);    // takes fd 0
     if (fcntl(STDOUT_FILENO, F_GETFD) == -1) {
         if (fcntl(STDERR_FILENO, F_GETFD) != -1)

@@ -33,6 +33,7 @@
 #include <cerrno>
 #include <chrono>
 #include <cmath>
+#include <csignal>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -549,6 +550,13 @@ static bool g_output_done = false;
 static void remove_partial_output() {
     if (!g_output_tmp.empty() && !g_output_done) unlink(g_output_tmp.c_str());
 }
+// Ctrl-C or a kill (SIGINT, SIGTERM, SIGHUP) while -o is written: the temporary file goes too
+// (unlink is async-signal-safe), then the signal ends the program as it would have.
+static void remove_partial_output_on_signal(int sig) {
+    remove_partial_output();
+    std::signal(sig, SIG_DFL);
+    std::raise(sig);
+}
 
 // -i, -o, --threads, --ref/--prefix FILE: false + message on a file that cannot be used.
 static bool setup_io(Translator* t) {
@@ -582,6 +590,7 @@ static bool setup_io(Translator* t) {
             return std::fprintf(stderr, "translate: cannot create %s: %s\n", g_output_tmp.c_str(), std::strerror(errno)), false;
         close(fd);
         std::atexit(remove_partial_output);
+        for (int sig : {SIGINT, SIGTERM, SIGHUP}) std::signal(sig, remove_partial_output_on_signal);
         text_io_detail::stdout_name = o.output;
         text_io_detail::stdout_cleanup = remove_partial_output;
     }

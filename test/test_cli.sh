@@ -130,6 +130,13 @@ s=$?; [ $s -eq 0 ] && cmp -s "$T/avg2.txt" "$T/out4.txt"; check $? "the averaged
 head -n 3 "$T/corpus/test.es" > "$T/three.txt"
 "$B"/bleu "$T/corpus/test.es" < "$T/three.txt" > /dev/null 2> "$T/err.txt"; s=$?
 [ $s -eq 1 ] && [ -s "$T/err.txt" ]; check $? "./bleu: mismatched line counts exit 1 ($s): $(head -c 100 "$T/err.txt")"
+"$B"/bleu - < "$T/corpus/test.es" > /dev/null 2> "$T/err.txt"; s=$?
+[ $s -eq 2 ] && grep -q "stdin (-) is read once" "$T/err.txt"
+check $? "./bleu - (the reference on stdin, the hypotheses too): refused, exit 2 ($s), not read twice: $(head -c 100 "$T/err.txt")"
+"$B"/bleu - --hyp "$T/corpus/test.es" < "$T/corpus/test.es" > "$T/bleu-stdin-ref.txt"; s=$?
+[ $s -eq 0 ] && grep -q "BLEU = 100.00" "$T/bleu-stdin-ref.txt"; check $? "./bleu - --hyp FILE: the reference from stdin (exit $s)"
+"$B"/bleu "$T" < "$T/corpus/test.es" > /dev/null 2> "$T/err.txt"; s=$?
+[ $s -eq 2 ] && grep -q "Is a directory" "$T/err.txt"; check $? "./bleu FOLDER: exit 2 ($s), the reason: $(head -c 100 "$T/err.txt")"
 
 # Every program's --help (and each ./bpe command's) exits 0 and lists its options.
 for cmd in "train:--max-tokens" "translate:--beam" "average:--out" "bleu:--score-only" "bpe learn:--vocab-size" \
@@ -243,6 +250,30 @@ check $? "./bpe learn --out LINK: the file it names is the vocabulary, the link 
 s=$?; [ $s -eq 1 ] && grep -q "File too large" "$T/err.txt" && "$B"/bpe learn --vocab-size 280 --out "$T/again.bpe" "$T/corpus/train.en" 2> /dev/null &&
     cmp -s "$T/plain.bpe" "$T/again.bpe" && [ -z "$(ls "$T" | grep 'plain.bpe.tmp')" ]
 check $? "./bpe learn --out past a file-size limit: exit 1 ($s), File too large, the old vocabulary whole, no temporary file left"
+
+# Killed while writing -o (SIGTERM, as Ctrl-C's SIGINT): the temporary file goes with it, the
+# exit status says the signal (143), the old output stays as it was.
+for i in $(seq 1 2000); do cat "$T/corpus/train.en"; done > "$T/many.txt"
+echo "old output" > "$T/killed.txt"
+"$B"/translate --model "$M" -i "$T/many.txt" -o "$T/killed.txt" 2> /dev/null &
+pid=$!; i=0
+while [ $i -lt 100 ] && ! ls "$T" | grep -q '^killed.txt.tmp'; do sleep 0.05; i=$((i + 1)); done
+sleep 0.3; kill -TERM $pid; wait $pid; s=$?
+[ $s -eq 143 ] && [ "$(cat "$T/killed.txt")" = "old output" ] && ! ls "$T" | grep -q '^killed.txt.tmp'
+check $? "./translate -o killed (SIGTERM) mid-run: exit 143 ($s), the old output as it was, no temporary file left"
+
+# Out of memory (ulimit -v) on a 20 MB line: a message and exit 1, the -o temporary file removed
+# (std::bad_alloc had aborted, exit 134, the temporary file left).
+if [ "${SANITIZED:-0}" = 1 ]; then
+    skip "out of memory under ulimit -v: AddressSanitizer reserves more address space than the limit (make test checks it)"
+else
+    head -c 20000000 /dev/zero | tr '\0' a > "$T/huge-line.txt"
+    (ulimit -v 150000; exec "$B"/bpe encode --vocab "$T/run/vocab.bpe" < "$T/huge-line.txt" > /dev/null 2> "$T/err.txt"); s1=$?
+    grep -q "^bpe: out of memory" "$T/err.txt"; m1=$?
+    (ulimit -v 400000; exec "$B"/translate --model "$M" --split-long -i "$T/huge-line.txt" -o "$T/oom.txt" > /dev/null 2> "$T/err.txt"); s2=$?
+    [ $s1 -eq 1 ] && [ $m1 -eq 0 ] && [ $s2 -eq 1 ] && grep -q "^translate: out of memory" "$T/err.txt" && ! ls "$T" | grep -q "^oom.txt"
+    check $? "out of memory on a 20 MB line (ulimit -v): ./bpe encode and ./translate -o say so, exit 1 ($s1, $s2), no output or temporary file left"
+fi
 
 "$B"/train $TA --out "$T/w1" > /dev/full 2> "$T/err.txt"
 write_fails "./train > /dev/full" "standard output: No space left" $?
