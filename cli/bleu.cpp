@@ -81,7 +81,7 @@ std::vector<std::string> metric_list(Options& o, const std::string& list) {
 bool parse_smooth_value(const std::string& text, double* value) {
     char* end = nullptr;
     const double v = std::strtod(text.c_str(), &end);
-    if (text.empty() || *end != '\0' || !std::isfinite(v) || v < 0) return false;
+    if (!Options::decimal_text(text) || *end != '\0' || !std::isfinite(v) || v < 0) return false;
     *value = v;
     return true;
 }

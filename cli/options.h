@@ -49,9 +49,24 @@ public:
     void add(const char* name, uint64_t* v, const char* help, Bounds b = any_value()) { add_int(name, v, help, b); }
     void add(const char* name, float* v, const char* help, Bounds b = any_value()) { add_real(name, v, help, b); }
     void add(const char* name, double* v, const char* help, Bounds b = any_value()) { add_real(name, v, help, b); }
+    // An integer in bounds whose --help default `show` gives (a default that depends on others).
+    void add(const char* name, int* v, const char* help, Bounds b, std::function<std::string()> show) {
+        add_value(name, "INT", with_range(help, b), std::move(show),
+                  [v, b](const std::string& s) { return parse_integer<int>(s, b, v); });
+    }
+    // A file name, folder or text: an empty value is refused (it had silently meant "none").
     void add(const char* name, std::string* v, const char* help, const char* metavar = "TEXT") {
         add_value(name, metavar, help, [v] { return v->empty() ? std::string("none") : *v; },
-                  [v](const std::string& s) { *v = s; return std::string(); });
+                  [v, metavar](const std::string& s) {
+                      if (s.empty()) return std::string("expects ") + metavar + ", not an empty value";
+                      *v = s;
+                      return std::string();
+                  });
+    }
+    // Whether s is a number written in decimal ("2", "-0.5", "1e-9"): what strtod reads besides
+    // (hex "0x10", "inf", "nan", leading spaces) is not.
+    static bool decimal_text(const std::string& s) {
+        return !s.empty() && s.find_first_not_of("0123456789+-.eE") == std::string::npos;
     }
     // One of a fixed list of words.
     void add_choice(const char* name, std::string* v, std::vector<std::string> choices, const char* help) {
@@ -266,7 +281,9 @@ private:
     template <class T> static std::string parse_real(const std::string& s, const Bounds& b, T* v) {
         char* end = nullptr;
         double x = std::strtod(s.c_str(), &end);
-        if (s.empty() || *end || std::isspace((unsigned char)s[0])) return "expects a number, not '" + s + "'";
+        if (!std::isfinite(x) && (s.find("nan") != std::string::npos || s.find("inf") != std::string::npos))
+            return "must be a finite number, not '" + s + "'";
+        if (!decimal_text(s) || *end) return "expects a number, not '" + s + "'";
         if (!std::isfinite(x) || !std::isfinite((T)x)) return "must be a finite number, not '" + s + "'";
         if (!b.contains(x)) return out_of_range(s, range_text(b));
         *v = (T)x;

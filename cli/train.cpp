@@ -31,10 +31,10 @@ constexpr const char* kModelSection = "Model (paper Table 3)";
 
 // "90s", "8m", "2h", "1.5h" or plain seconds, finite and >= 0; false on anything else.
 static bool parse_duration(const std::string& s, double* out) {
-    if (s.empty() || !(std::isdigit((unsigned char)s[0]) || s[0] == '.')) return false;
-    char* end = nullptr;
-    double v = std::strtod(s.c_str(), &end);
-    std::string unit = end;
+    const size_t digits = s.find_first_not_of("0123456789.");
+    const std::string number = s.substr(0, digits), unit = digits == std::string::npos ? "" : s.substr(digits);
+    if (!Options::decimal_text(number)) return false;
+    const double v = std::strtod(number.c_str(), nullptr);
     double scale = unit.empty() || unit == "s" ? 1 : unit == "m" ? 60 : unit == "h" ? 3600 : -1;
     if (scale < 0 || !std::isfinite(v * scale)) return false;
     *out = v * scale;
@@ -184,6 +184,9 @@ static std::string check_run_options(const Options& o, const CommandLine& c) {
                 return "--init-from takes the model's config from the checkpoint: drop " + name +
                        " (only --dropout, --attn-dropout, --relu-dropout and --label-smoothing may change)";
     }
+    if ((c.d_k == 0 || c.d_v == 0) && t.cfg.d_model % t.cfg.n_heads != 0)
+        return "--d-model " + std::to_string(t.cfg.d_model) + " is not a multiple of --heads " +
+               std::to_string(t.cfg.n_heads) + " (d_k = d_v = d_model / h, section 3.2.2): change one, or give --d-k and --d-v";
     if (!t.vocab_file.empty() && o.given("--vocab-size"))
         return "--vocab gives the vocabulary: drop --vocab-size";
     if (c.no_eval_bleu && t.best_metric == "bleu") return "--best-metric bleu needs dev BLEU: drop --no-eval-bleu";

@@ -489,15 +489,8 @@ static bool parse_options(int argc, char** argv, TranslateOptions* op, int* stat
     opts.add("--max-len-a", &o.decode.max_len_a, "max output length = a * source length + b", in_range(0, 10));
     opts.add("--max-len-b", &o.decode.max_len_b, "max output length = a * source length + b", in_range(0, 10000));
     opts.add("--nbest", &o.decode.nbest, "hypotheses per line, with scores (<= beam)", in_range(1, kMaxBeam));
-    opts.add_custom("--batch-tokens", "INT", "padded source tokens per batch, >= 1",
-                    [&o] { return o.batch_tokens > 0 ? std::to_string(o.batch_tokens) : kDefaultBatchTokensText; },
-                    [&o](const std::string& s) {
-                        char* end = nullptr;
-                        const long v = std::strtol(s.c_str(), &end, 10);
-                        if (s.empty() || *end || v < 1 || v > 1 << 30) return false;
-                        o.batch_tokens = (int)v;
-                        return true;
-                    });
+    opts.add("--batch-tokens", &o.batch_tokens, "padded source tokens per batch", in_range(1, 1 << 30),
+             [&o] { return o.batch_tokens > 0 ? std::to_string(o.batch_tokens) : kDefaultBatchTokensText; });
     opts.add_choice("--device", &o.device, {"auto", "cpu", "cuda"}, "auto: the GPU when one is present");
     opts.add_choice("--precision", &o.precision, {"fp32", "bf16", "int8"},
                     "fp32: the reference's numerics (the CPU default); bf16: the GPU default (on the CPU: "

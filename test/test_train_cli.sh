@@ -217,6 +217,11 @@ refused --d-model $TB --init-from "$C" --d-model 64
 refused --vocab-size $TB --init-from "$C" --vocab-size 300
 refused --vocab $TB --init-from "$C" --vocab "$T/given.bpe"
 refused --vocab-size $TA --vocab "$T/given.bpe" --vocab-size 300
+refused "is not a multiple of --heads 3" $TA --heads 3                 # d_k had been floored to 10
+refused "is not a multiple of --heads 64" $TA --heads 64               # "must be positive", after BPE
+refused "--time expects TIME" $TA --time 0x10                          # hex had read as 16 s
+refused "--lr-scale expects a number" $TA --lr-scale 0x1p3
+refused "--out expects DIR, not an empty value" $TA --out ""
 [ ! -e "$T/never" ]; check $? "refused runs created nothing"
 "$B"/train $TA $V --data "$T/nodev" --early-stopping 2 --out "$T/nodev_run" --max-steps 3 > /dev/null 2> "$T/err.txt"
 s=$?; [ $s -eq 1 ] && grep -q "need a dev set" "$T/err.txt"; check $? "--early-stopping without dev data: exit 1 ($s), $(tail -n 1 "$T/err.txt")"
