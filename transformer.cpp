@@ -12,6 +12,7 @@
 // the residual connection, LayerNorm, §3.2 attention, §3.2.3 attention over the decoding
 // cache, the loss and decoding's top-k, §5.3 Adam.
 #include <algorithm>
+#include <cerrno>   // program_invocation_short_name (GNU)
 #include <chrono>
 #include <cmath>
 #include <cstdio>
@@ -1140,7 +1141,9 @@ public:
         if (bytes == 0) return nullptr;
         void* p = std::aligned_alloc(64, (bytes + 63) / 64 * 64);
         if (!p) {
-            std::fprintf(stderr, "error: out of memory allocating %.1f MB on the CPU\n", bytes / 1e6);
+            std::fprintf(stderr, "%s: error: out of memory allocating %.1f MB on the CPU: lower --max-tokens "
+                                 "(training; --accum keeps the step's size) or --batch-tokens (translation; or --beam)\n",
+                         program_invocation_short_name, bytes / 1e6);
             std::exit(1);
         }
         return p;
