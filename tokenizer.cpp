@@ -466,7 +466,10 @@ std::string Tokenizer::decode(const std::vector<int>& ids) const {
 
 std::string Tokenizer::decode_text(const std::vector<int>& ids) const {
     std::string text = decode(ids);
-    return invalid_utf8_at(text) < 0 ? text : replace_invalid_utf8(text);
+    if (invalid_utf8_at(text) >= 0) text = replace_invalid_utf8(text);
+    for (char& c : text)
+        if (c == '\n' || c == '\r') c = ' ';
+    return text;
 }
 
 void Tokenizer::append_text(std::string* text, const std::vector<int>& ids) const {

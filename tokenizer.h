@@ -87,7 +87,8 @@ struct Tokenizer {
     std::string decode(const int* ids, size_t n) const;
     std::string decode(const std::vector<int>& ids) const;
     // decode() for text that leaves the program (translations): a model may put out any byte
-    // sequence, so each byte that is not part of a valid UTF-8 character becomes U+FFFD.
+    // sequence, so each byte that is not part of a valid UTF-8 character becomes U+FFFD, and a
+    // line break (\n, \r) a space: one translation is one output line.
     std::string decode_text(const std::vector<int>& ids) const;
     // *text += decode_text(ids) without spaces at its ends (training text has none there), after
     // a space when both are non-empty: the translations of a line's pieces, joined.

@@ -285,7 +285,8 @@ private:
             return "must be a finite number, not '" + s + "'";
         if (!decimal_text(s) || *end) return "expects a number, not '" + s + "'";
         if (!std::isfinite(x) || !std::isfinite((T)x)) return "must be a finite number, not '" + s + "'";
-        if (!b.contains(x)) return out_of_range(s, range_text(b));
+        // in bounds before and after the conversion (1e-50 as a float is 0: not "> 0")
+        if (!b.contains(x) || !b.contains((double)(T)x)) return out_of_range(s, range_text(b));
         *v = (T)x;
         return "";
     }

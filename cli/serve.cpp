@@ -145,7 +145,15 @@ Status read_sampling(const Json& v, int item, std::string* value, int* first_ite
 Status parse_request(const std::string& body, const ServeModel& m, const ServeOptions& o, TranslateRequest* req) {
     Json root;
     std::string err;
-    if (!json_parse(body, &root, &err)) return fail(400, "malformed JSON: " + err);
+    // At most --max-request-lines items of the 8 known keys: more values are refused while
+    // parsing, before they take memory (413 when the body is a well-formed start of an array).
+    const size_t max_values = 1 + (size_t)o.max_request_lines * (1 + 8);
+    if (!json_parse(body, &root, &err, max_values)) {
+        if (err.rfind("too many values", 0) == 0)
+            return fail(413, "more than --max-request-lines " + std::to_string(o.max_request_lines) +
+                                 " lines of at most 8 keys each");
+        return fail(400, "malformed JSON: " + err);
+    }
     if (root.type != Json::ARRAY)
         return fail(400, "the body must be a JSON array of {\"src\": TEXT} objects (OpenNMT-py's REST format)");
     if ((int64_t)root.items.size() > o.max_request_lines)
@@ -163,6 +171,10 @@ Status parse_request(const std::string& body, const ServeModel& m, const ServeOp
         const Json* src = item.get("src");
         if (!src) return fail(400, where + ": no \"src\"");
         if (src->type != Json::STRING) return fail(400, where + ": \"src\" must be a string");
+        for (size_t k = 0; k < item.members.size(); k++)
+            for (size_t j = 0; j < k; j++)
+                if (item.members[j].first == item.members[k].first)
+                    return fail(400, where + ": key \"" + item.members[k].first + "\" given twice");
         for (const auto& kv : item.members) {
             Status s;
             if (kv.first == "beam") s = read_option(kv.second, kv.first, n, true, 1, o.max_request_beam, &beam, &beam_from);
@@ -198,7 +210,7 @@ Status parse_request(const std::string& body, const ServeModel& m, const ServeOp
     if (nbest > beam)
         return fail(400, "\"nbest\" " + json_number(nbest) + " is more than \"beam\" " + json_number(beam) +
                              " (n-best lists come from the beam)");
-    if (!(temperature > 0)) return fail(400, "item " + std::to_string(temperature_from) + ": \"temperature\" must be more than 0");
+    if (!((float)temperature > 0)) return fail(400, "item " + std::to_string(temperature_from) + ": \"temperature\" must be more than 0");
     req->opt.beam = (int)beam;
     req->opt.nbest = (int)nbest;
     req->opt.alpha = (float)alpha;
@@ -322,8 +334,21 @@ void add_translate_route(httplib::Server& svr, const ServeModel& m, const ServeO
                                const httplib::ContentReader& content) {
         if (http.is_multipart_form_data())
             return set_json(res, 415, json_error("send the JSON as the request body, not as multipart/form-data"));
+        // --max-request-bytes also for what httplib cannot cap by Content-Length: a chunked body,
+        // one without a length (read to the end of the connection), a gzip one (counted inflated)
         std::string body;
-        if (!content([&](const char* data, size_t n) { return body.append(data, n), true; })) return;
+        bool too_large = false;
+        const bool read = content([&](const char* data, size_t n) {
+            if (body.size() + n > (size_t)o.max_request_bytes) return !(too_large = true);
+            body.append(data, n);
+            return true;
+        });
+        if (too_large) {
+            res.set_header("Connection", "close");   // the rest of the body is never read
+            return set_json(res, 413, json_error("request body larger than --max-request-bytes " +
+                                                 std::to_string(o.max_request_bytes)));
+        }
+        if (!read) return;
         auto deadline = DecodeJob::Clock::now() + std::chrono::duration_cast<DecodeJob::Clock::duration>(
                                                       std::chrono::duration<double>(o.request_timeout_s));
         TranslateRequest req;
@@ -418,15 +443,20 @@ int serve(const ServeModel& m, const ServeOptions& o) {
     add_routes(svr, m, o, queue, counts);
     if (bind_server(svr, m, o) < 0) return 1;
 
+    std::atomic<bool> listened{false};
     std::thread listener([&] {
         svr.listen_after_bind();   // returns after stop(), once every handler has answered
+        listened = true;
         queue.close();
     });
     std::thread watcher([&] {
         char c;
         while (read(g_stop_pipe[0], &c, 1) < 0 && errno == EINTR) {
         }
-        svr.stop();
+        // httplib's stop() does nothing before the listener runs: a signal in the moment after
+        // the "serving" line had been lost. Wait for it to run (or to have ended), then stop once.
+        while (!svr.is_running() && !listened) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+        if (!listened) svr.stop();
     });
     long batches = run_decoder(m.model, &queue, m.batch_tokens);   // until the queue is closed
     listener.join();

@@ -345,6 +345,12 @@ def main():
         (too_long, 400, re.compile(r"^item 1: \d+ tokens, more than --max-input-tokens 20 \(--split-long")),
         (too_many, 413, "51 lines, more than --max-request-lines 50"),
         (too_big, 413, "larger than --max-request-bytes 20000"),
+        # 10,000 values in 20 KB: refused while parsing, before they take 50 times their bytes
+        (b"[" + b",".join([b"0"] * 9999) + b"]", 413, "more than --max-request-lines 50 lines of at most 8 keys"),
+        (b'[{"src": "a", "src": 5}]', 400, 'item 1: key "src" given twice'),
+        # below 1.4e-45 a float is 0: the decoder thread had stopped the whole server on it
+        (b'[{"src": "a", "sampling": "topk:5", "temperature": 1e-50}]', 400, 'item 1: "temperature" must be more than 0'),
+        (b'[{"src": "a", "sampling": "topp:1e-50"}]', 400, 'item 1: "sampling" must be "topk:K"'),
     ]
     for body, want_status, want_msg in bad_requests:
         try:
@@ -356,6 +362,32 @@ def main():
         found = want_msg.search(msg) if isinstance(want_msg, re.Pattern) else want_msg in msg
         check(status == want_status and found,
               f"POST {shown!r}: {status} (want {want_status}), message: {msg}")
+    # --max-request-bytes for the bodies httplib cannot cap by their Content-Length: chunked, and
+    # one without a length (read to the end of the connection); both had been read whole.
+    def raw_post(head, body_parts, half_close=False):
+        with socket.create_connection(("127.0.0.1", s.port), timeout=CALL_TIMEOUT_S) as c:
+            c.sendall(b"POST /translate HTTP/1.1\r\nHost: x\r\n" + head + b"\r\n")
+            try:
+                for part in body_parts:
+                    c.sendall(part)
+                if half_close:
+                    c.shutdown(socket.SHUT_WR)
+            except OSError:   # the server answered and closed while the rest was sent
+                pass
+            data = b""
+            while True:
+                chunk = c.recv(65536)
+                if not chunk:
+                    return data
+                data += chunk
+    big = json.dumps(items(pool[:40] * 20)).encode()   # about 30 KB, over the 20,000 bytes
+    chunks = [b"%x\r\n%s\r\n" % (len(big[i:i + 4096]), big[i:i + 4096]) for i in range(0, len(big), 4096)] + [b"0\r\n\r\n"]
+    for what, head, parts, half in [("chunked", b"Transfer-Encoding: chunked\r\n", chunks, False),
+                                    ("without a length, half-closed", b"", [big], True)]:
+        reply = raw_post(head, parts, half)
+        status_line = reply.split(b"\r\n", 1)[0].decode(errors="replace")
+        check(reply.startswith(b"HTTP/1.1 413") and b"larger than --max-request-bytes 20000" in reply,
+              f"a {len(big)}-byte body {what}: {status_line} (want 413)")
     # a body past 8 KiB sent as curl -d sends it (httplib parses such bodies as forms, and caps them at
     # 8 KiB by itself), and a multipart form (refused with a message)
     form_body = b"[" + b" " * 9000 + json.dumps(items(pool[:40]))[1:].encode()   # (JSON's whitespace)
@@ -415,6 +447,24 @@ def main():
         check(code == 2 and name in said, f"{' '.join(opts)}: refused, exit 2 ({code}), {said[:100]}")
     code = s.stop()
     check(code == 0, f"the first server stops on SIGTERM, exit 0 ({code})")
+    # SIGTERM the moment the "serving" line is out, before the listener runs: it had been lost
+    # (httplib's stop() did nothing yet), and the server served on until killed.
+    codes = []
+    for _ in range(40):
+        p = subprocess.Popen([TRANSLATE, "--model", model, "--threads", "1", "--serve", "0"], stderr=subprocess.PIPE,
+                             stdout=subprocess.DEVNULL)
+        servers.append(p)
+        while b"serving" not in p.stderr.readline() and p.poll() is None:
+            pass
+        p.send_signal(signal.SIGTERM)
+        try:
+            codes.append(p.wait(10))
+        except subprocess.TimeoutExpired:
+            codes.append("still serving 10 s later")
+            p.kill()
+            p.wait()
+        p.stderr.close()
+    check(codes == [0] * 40, f"40 servers sent SIGTERM right after their 'serving' line: all exit 0 ({sorted(set(map(str, codes)))})")
 
     # int8, --split-long, --no-batching: the same answers as ./translate with the same options.
     long_line = " ".join(WORDS * 4)

@@ -412,6 +412,7 @@ void test_decode() {
         {"a\xC1" "b", "a\xEF\xBF\xBD" "b", "0xC1 (never valid)"},
         {"\xE2\x82", "\xEF\xBF\xBD\xEF\xBF\xBD", "a truncated 3-byte character: two bytes, two U+FFFD"},
         {"x\x80\xF0\x9F\x98\x80", "x\xEF\xBF\xBD\xF0\x9F\x98\x80", "a stray continuation byte before an emoji"},
+        {"a\nb\rc\r\n", "a b c  ", "line breaks (\\n, \\r) become spaces: a translation stays one output line"},
     };
     for (const Case& c : cases) {
         const std::string got = tok.decode_text(bytes(c.bytes));

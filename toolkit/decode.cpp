@@ -23,7 +23,7 @@ bool parse_sampling(const std::string& s, DecodeOptions* d) {
         d->sample_topk = (int)k, d->sample_topp = 1.0f;
     } else if (s.rfind("topp:", 0) == 0 && !value.empty()) {
         const double p = std::strtod(value.c_str(), &end);
-        if (*end || !(p > 0 && p <= 1)) return false;
+        if (*end || !((float)p > 0 && p <= 1)) return false;   // 1e-50 is 0 as a float
         d->sample_topp = (float)p, d->sample_topk = 0;
     } else {
         return false;

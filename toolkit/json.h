@@ -53,7 +53,9 @@ inline std::string json_quote(const std::string& s) {
 
 class JsonParser {
 public:
-    JsonParser(const std::string& text) : s_(text) {}
+    // max_values: more values than this (every number, string, array and object counts) is an
+    // error, before they are all held: a body of "[0,0,...]" takes 50 times its bytes as Json.
+    JsonParser(const std::string& text, size_t max_values = SIZE_MAX) : s_(text), values_left_(max_values) {}
     bool parse(Json* out, std::string* err) {
         bool ok = value(out, 0) && (skip_ws(), pos_ == s_.size() || fail("trailing characters"));
         if (!ok && err) *err = error_ + " at byte " + std::to_string(pos_);
@@ -62,6 +64,7 @@ public:
 
 private:
     const std::string& s_;
+    size_t values_left_;
     size_t pos_ = 0;
     std::string error_;
 
@@ -79,6 +82,7 @@ private:
     }
     bool value(Json* v, int depth) {
         if (depth > 64) return fail("nesting too deep");
+        if (values_left_-- == 0) return fail("too many values");
         skip_ws();
         if (pos_ >= s_.size()) return fail("unexpected end");
         char c = s_[pos_];
@@ -209,6 +213,6 @@ private:
     }
 };
 
-inline bool json_parse(const std::string& text, Json* out, std::string* err) {
-    return JsonParser(text).parse(out, err);
+inline bool json_parse(const std::string& text, Json* out, std::string* err, size_t max_values = SIZE_MAX) {
+    return JsonParser(text, max_values).parse(out, err);
 }
