@@ -133,6 +133,8 @@ check $? "nothing can improve: stops at evaluation 1 + 2, step 15 (evaluations a
 grep -q "^early stopping: dev bleu did not improve in 2 evaluations" "$T/train3.log" && grep -q "^final," "$T/run3/log.csv" &&
     grep -q "test, best (dev bleu), beam *BLEU = " "$T/train3.log"
 check $? "it says so, then averages and evaluates as usual (final row, best checkpoint's test BLEU)"
+final_step=$(awk -F, '$1 == "final" { print $2 }' "$T/run3/log.csv")
+[ "$final_step" = 15 ]; check $? "log.csv's final row is at step 15, where training ended ($final_step; it had taken the best checkpoint's step, 5)"
 
 # ---- --max-epochs ---------------------------------------------------------------------------
 "$B"/train $TA $V --out "$T/run4" --max-epochs 2 --max-steps 0 --time 0 --eval-every 0 --no-eval \
@@ -156,6 +158,22 @@ check $? "./train --init-from ckpt-50 on other data (exit $?)"
 cmp -s "$T/run/vocab.bpe" "$T/tuned/vocab.bpe" && grep -q "^Fine-tuning from .*(step 50 of its run)" "$T/train6.log" &&
     [ -f "$T/tuned/ckpt-00000002.safetensors" ]
 check $? "--init-from: the checkpoint's vocabulary, a fresh schedule (ckpt-00000002 after 2 steps)"
+
+# ---- --resume takes the run's data and budget when not given again ---------------------------
+# From another folder (no data/corpus/default there), without --data, --src, --tgt or a budget:
+# the checkpoint's are used (they had fallen back to the defaults: the default corpus built, or
+# 55 minutes for a 1-minute run); a spent budget trains nothing and says so; a larger one goes on.
+BA=$(cd "$B" && pwd)
+mkdir -p "$T/deen"
+for s in train dev test; do cp "$T/corpus/$s.en" "$T/deen/$s.de"; cp "$T/corpus/$s.es" "$T/deen/$s.en"; done
+"$B"/train --config tiny --d-model 32 --d-ff 64 $V --data "$T/deen" --src de --tgt en --out "$T/res" --max-steps 4 \
+    --save-every-steps 2 --no-eval > /dev/null 2>&1
+(cd "$T" && "$BA"/train --out res --resume --no-eval > "$T/res1.log" 2>&1); s=$?
+[ $s -eq 0 ] && grep -q "^--resume: the run's data, from its checkpoint: --data $T/deen, --src de, --tgt en" "$T/res1.log" &&
+    grep -q "^--resume: the run's budget is spent (step 4" "$T/res1.log" && [ ! -e "$(ckpt "$T/res" 5)" ] && [ ! -e "$(ckpt "$T/res" 6)" ]
+check $? "--resume alone from another folder: the run's data (de-en) and budget (4 steps, spent: nothing trained, said), exit $s"
+(cd "$T" && "$BA"/train --out res --resume --max-steps 6 --no-eval > "$T/res2.log" 2>&1); s=$?
+[ $s -eq 0 ] && [ -e "$(ckpt "$T/res" 6)" ]; check $? "--resume --max-steps 6: goes on to step 6 on the run's data (exit $s)"
 
 # ---- --keep K: the last K checkpoints stay --------------------------------------------------
 "$B"/train $TA $V --out "$T/keep" --max-steps 12 --save-every-steps 2 --keep 3 --no-eval --average 0 > "$T/keep.log" 2>&1

@@ -208,6 +208,11 @@ static std::string exact_text(double v) {
     return buf;
 }
 
+// Whether the command line gave the option (TrainOptions::given).
+static bool given(const Run& r, const char* option) {
+    return std::find(r.opt.given.begin(), r.opt.given.end(), option) != r.opt.given.end();
+}
+
 // An optimisation option given on the command line must agree with the resumed checkpoint's
 // value (which is the one that wins): a contradiction is refused, naming both values.
 static bool check_resume_conflicts(Run& r, const Metadata& meta) {
@@ -217,9 +222,8 @@ static bool check_resume_conflicts(Run& r, const Metadata& meta) {
         {"--warmup", "warmup", (double)r.opt.warmup}, {"--seed", "seed", (double)r.opt.seed},
         {"--lr-scale", "lr_scale", r.opt.lr_scale}, {"--clip-norm", "clip_norm", r.opt.clip_norm}};
     for (const auto& o : opts) {
-        bool given = std::find(r.opt.given.begin(), r.opt.given.end(), o.option) != r.opt.given.end();
         auto it = meta.find(o.key);
-        if (!given || it == meta.end()) continue;
+        if (!given(r, o.option) || it == meta.end()) continue;
         double saved = std::strtod(it->second.c_str(), nullptr);
         if (same(o.given, saved)) continue;
         char buf[256];
@@ -248,8 +252,41 @@ static bool check_resume_config(Run& r) {
                 "with another --out");
 }
 
+// --resume without --data, --src, --tgt: the run's own, from its last checkpoint's header (read
+// before the data is looked for). Checkpoints from before they were recorded keep the options.
+static bool restore_data_options(Run& r) {
+    std::vector<std::string> ckpts = list_checkpoints(r.opt.out_dir);
+    if (ckpts.empty()) return true;
+    SafeTensorsFile f;
+    std::string err;
+    if (!f.open(ckpts.back(), &err)) return fail(err);
+    const struct { const char* option; const char* key; std::string* value; } data[] = {
+        {"--data", "data_dir", &r.opt.data_dir}, {"--src", "src_lang", &r.opt.src_lang}, {"--tgt", "tgt_lang", &r.opt.tgt_lang}};
+    std::string restored;
+    for (const auto& d : data) {
+        auto it = f.metadata.find(d.key);
+        if (given(r, d.option) || it == f.metadata.end() || it->second == *d.value) continue;
+        *d.value = it->second;
+        restored += std::string(restored.empty() ? "" : ", ") + d.option + " " + it->second;
+    }
+    if (restored.empty()) return true;
+    r.opt.build_default_corpus = false;   // the run's data exists, or it is an error to say so
+    if (!r.opt.quiet) std::printf("--resume: the run's data, from its checkpoint: %s\n", restored.c_str());
+    return true;
+}
+
+// --resume without --time, --max-steps, --max-epochs: the run's budget, from its checkpoint (the
+// time counts what the run has used already).
+static void restore_budget(Run& r, const Metadata& meta) {
+    if (given(r, "--time") || given(r, "--max-steps") || given(r, "--max-epochs") || !meta.count("time_limit")) return;
+    r.opt.time_limit_s = meta_double(meta, "time_limit", r.opt.time_limit_s);
+    r.opt.max_steps = (int64_t)meta_u64(meta, "max_steps", (uint64_t)r.opt.max_steps);
+    r.opt.max_epochs = (int64_t)meta_u64(meta, "max_epochs", (uint64_t)r.opt.max_epochs);
+}
+
 // On resume, the options that fix the data order and the schedule come from the checkpoint.
 static void restore_options(Run& r, const Metadata& meta) {
+    restore_budget(r, meta);
     r.opt.max_tokens = (int)meta_u64(meta, "max_tokens", r.opt.max_tokens);
     r.opt.accum = (int)meta_u64(meta, "accum", r.opt.accum);
     r.opt.warmup = (int)meta_u64(meta, "warmup", r.opt.warmup);
@@ -362,6 +399,7 @@ static bool setup(Run& r) {
     }
     fs::create_directories(r.opt.out_dir, ec);
     if (ec) return fail("cannot create " + r.opt.out_dir + ": " + ec.message());
+    if (r.opt.resume && !restore_data_options(r)) return false;
     if (!ensure_corpus(r)) return false;
     Metadata meta;
     std::vector<std::string> ckpts = list_checkpoints(r.opt.out_dir);
@@ -532,6 +570,13 @@ static bool save_checkpoint(Run& r) {
         {"seed", std::to_string(r.opt.seed)},
         {"lr_scale", exact_text(r.opt.lr_scale)},
         {"clip_norm", exact_text(r.opt.clip_norm)},
+        // what --resume takes when not given again: the data and the budget
+        {"data_dir", fs::absolute(r.opt.data_dir).lexically_normal().string()},
+        {"src_lang", r.opt.src_lang},
+        {"tgt_lang", r.opt.tgt_lang},
+        {"time_limit", exact_text(r.opt.time_limit_s)},
+        {"max_steps", std::to_string(r.opt.max_steps)},
+        {"max_epochs", std::to_string(r.opt.max_epochs)},
     };
     add_run_state(r, &meta);
     std::string err;
@@ -692,6 +737,11 @@ static bool train_loop(Run& r) {
     double last_log = now_s(), last_save = now_s(), window_loss = 0, window_tokens = 0;
     int window_steps = 0;
     double window_start = now_s();
+    if (r.opt.resume && r.model.step > 0 && !budget_left_here(r) && !g_stop_requested && !early_stop_reached(r) &&
+        !r.opt.quiet)
+        std::printf("--resume: the run's budget is spent (step %lld, %s used): nothing to train; give a larger "
+                    "--time, --max-steps or --max-epochs to go on\n", (long long)r.model.step,
+                    format_duration(r.elapsed()).c_str());
     while (budget_left(r)) {
         StepResult s = train_step(r);
         if (s.skipped) {
@@ -772,6 +822,7 @@ static bool report_best(Run& r) {
 }
 
 static bool final_evaluation(Run& r) {
+    const int64_t last_step = r.model.step;   // the evaluations load other checkpoints' steps
     std::vector<std::string> ckpts = list_checkpoints(r.opt.out_dir);
     std::string model_path = ckpts.back();
     // average.safetensors (./translate's default model) holds parameters only: the average of
@@ -813,6 +864,7 @@ static bool final_evaluation(Run& r) {
         report("test, last checkpoint, beam", last_beam);
         if (!report_best(r)) return false;
     }
+    r.model.step = last_step;   // log.csv's final row: the step training ended at
     return csv_row(r, "final", NAN, NAN, dl, dev_avg.bleu, test_avg.bleu) && redraw_curves(r);
 }
 
