@@ -20,6 +20,7 @@
 #include "cli/openmp_wait.h"
 #include "cli/options.h"
 #include "cli/text_io.h"
+#include "model/checkpoint.h"
 #include "tokenizer.h"
 #include "toolkit/files.h"
 
@@ -55,7 +56,11 @@ void write_vocabulary(const std::string& path, const std::string& text) {
 Tokenizer load_vocab(const std::string& path) {
     std::string text, error;
     if (path.empty()) die("--vocab FILE is required (see --help)");
-    if (!read_file(path, &text, &error)) die("cannot read vocabulary '" + path + "': " + error);
+    if (is_safetensors(path)) {   // a checkpoint: the vocabulary it carries
+        if (!checkpoint_tokenizer(path, &text, &error)) die(error);
+    } else if (!read_file(path, &text, &error)) {
+        die("cannot read vocabulary '" + path + "': " + error);
+    }
     Tokenizer tok;
     if (!Tokenizer::deserialize(text, &tok, &error)) die(path + ": " + error);
     return tok;
@@ -86,7 +91,7 @@ BpeOptions parse_options(const std::string& cmd, int argc, char** argv) {
         o.add("--out", &b.out, "where to write the vocabulary (text, see tokenizer.cpp; required)", "FILE");
     } else {
         o.usage_suffix(cmd == "encode" ? " < text > ids" : " < ids > text");
-        o.add("--vocab", &b.vocab, "vocabulary written by 'bpe learn'", "FILE");
+        o.add("--vocab", &b.vocab, "vocabulary written by 'bpe learn' or ./train (vocab.bpe), or a checkpoint's", "FILE");
     }
     if (cmd == "encode") {
         o.add_flag("--ids", &b.pieces, "print token ids separated by spaces", false);

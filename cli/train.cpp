@@ -108,7 +108,7 @@ static void add_data_options(Options& o, CommandLine& c) {
     o.add_flag("--resume", &t.resume, "continue the run in --out from its last checkpoint");
     o.add("--init-from", &t.init_from, "fine-tune: start from this checkpoint's parameters, config and tokenizer "
           "with a fresh optimizer and schedule", "CKPT");
-    o.add("--vocab", &t.vocab_file, "train with this vocabulary (vocab.bpe format) instead of learning one", "FILE");
+    o.add("--vocab", &t.vocab_file, "train with this vocabulary (a vocab.bpe, or a checkpoint's) instead of learning one", "FILE");
     o.add("--max-len-ratio", &t.max_len_ratio, "skip training pairs whose longer side has more than NUM times the "
           "shorter's tokens, misaligned lines (0: off, else at least 1; Moses' clean-corpus-n uses 9)", at_least(0));
     o.add_flag("--redraw-curves", &c.redraw_curves, "only redraw --out's curves.svg from its log.csv, then exit");

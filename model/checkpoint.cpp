@@ -369,19 +369,39 @@ static bool config_fits_file(const SafeTensorsFile& file, const Config& cfg, std
     return true;
 }
 
+// The checkpoint's format tag and its vocabulary, checked against its checksum.
+static bool checked_tokenizer(SafeTensorsFile& file, std::string* text, std::string* why) {
+    auto fmt = file.metadata.find("format");
+    if (fmt == file.metadata.end()) return *why = "a safetensors file, but not a checkpoint of this program (no format tag)", false;
+    if (fmt->second != CHECKPOINT_FORMAT)
+        return *why = "checkpoint format \"" + fmt->second + "\", this program reads \"" + CHECKPOINT_FORMAT + "\"", false;
+    *text = file.metadata["tokenizer"];
+    return checksum_ok(file.metadata, "tokenizer_checksum", text->data(), text->size(), "the vocabulary (tokenizer)", why);
+}
+
+bool is_safetensors(const std::string& path) {
+    SafeTensorsFile file;
+    std::string error;
+    return file.open(path, &error);
+}
+
+bool checkpoint_tokenizer(const std::string& path, std::string* text, std::string* error) {
+    SafeTensorsFile file;
+    if (!file.open(path, error)) return false;
+    std::string why;
+    if (!checked_tokenizer(file, text, &why)) return *error = path + ": " + why, false;
+    if (text->empty()) return *error = path + ": the checkpoint holds no vocabulary", false;
+    return true;
+}
+
 bool checkpoint_load(Model* m, const std::string& path, Metadata* meta, std::string* error,
                      bool training) {
     SafeTensorsFile file;
     if (!file.open(path, error)) return false;
     auto fail = [&](const std::string& why) { *error = path + ": " + why; return false; };
-    auto fmt = file.metadata.find("format");
-    if (fmt == file.metadata.end())
-        return fail("a safetensors file, but not a checkpoint of this program (no format tag)");
-    if (fmt->second != CHECKPOINT_FORMAT)
-        return fail("checkpoint format \"" + fmt->second + "\", this program reads \"" +
-                    CHECKPOINT_FORMAT + "\"");
+    std::string tok, err;
+    if (!checked_tokenizer(file, &tok, &err)) return fail(err);
     Config cfg;
-    std::string err;
     const std::string& config_text = file.metadata["config"];
     if (!checksum_ok(file.metadata, "config_checksum", config_text.data(), config_text.size(), "the config", &err))
         return fail(err);
@@ -396,9 +416,6 @@ bool checkpoint_load(Model* m, const std::string& path, Metadata* meta, std::str
     }
     uint64_t step = 0, forwards = 0, seed = 0;
     if (!parse_u64(file.metadata, "step", &step)) return fail("metadata has no valid \"step\"");
-    const std::string& tok = file.metadata["tokenizer"];
-    if (!checksum_ok(file.metadata, "tokenizer_checksum", tok.data(), tok.size(), "the vocabulary (tokenizer)", &err))
-        return fail(err);
     model_unpack_weights(m);   // (packed and int8 copies of the weights about to be overwritten)
     model_dequantize(m);
     if (!read_model_buffers(file, m, training, error)) return false;

@@ -72,6 +72,12 @@ bool checkpoint_save(const Model& m, const std::string& path, const Metadata& ex
 // file's __metadata__.
 bool checkpoint_load(Model* m, const std::string& path, Metadata* meta, std::string* error,
                      bool training = true);
+// The vocabulary a checkpoint carries (the "tokenizer" metadata, checked against its checksum),
+// as vocab.bpe text: ./bpe and ./train --vocab take a checkpoint where a vocab.bpe goes.
+bool checkpoint_tokenizer(const std::string& path, std::string* text, std::string* error);
+// Whether path opens as a safetensors file (its header reads and checks): a checkpoint given
+// where a vocab.bpe may be.
+bool is_safetensors(const std::string& path);
 // Reads the tensors named prefix + <DESIGN.md name> into a buffer of layout's shape.
 bool read_parameters(SafeTensorsFile& file, const ParamLayout& layout, const std::string& prefix,
                      float* buffer, std::string* error);

@@ -152,6 +152,12 @@ cmp -s "$T/given.bpe" "$T/run5/vocab.bpe" && ! cmp -s "$T/run/vocab.bpe" "$T/run
 check $? "--vocab: the run's vocab.bpe is the given file (the one learned from the data differs)"
 echo "sun moon" | "$B"/translate --model "$T/run5/ckpt-00000001.safetensors" > /dev/null
 check $? "its checkpoint translates"
+"$B"/train $TA --vocab "$T/run5/ckpt-00000001.safetensors" --out "$T/run5c" --max-steps 1 --no-eval > /dev/null 2>&1; s=$?
+[ $s -eq 0 ] && cmp -s "$T/given.bpe" "$T/run5c/vocab.bpe"
+check $? "--vocab CHECKPOINT: the vocabulary it carries (exit $s)"
+echo "sun moon" | "$B"/bpe encode --pieces --vocab "$T/run5/ckpt-00000001.safetensors" > "$T/pieces-ckpt.txt" &&
+    echo "sun moon" | "$B"/bpe encode --pieces --vocab "$T/given.bpe" | cmp -s - "$T/pieces-ckpt.txt"
+check $? "./bpe encode --vocab CHECKPOINT: the pieces of its vocab.bpe ($(cat "$T/pieces-ckpt.txt"); it had said 'last line has no newline')"
 "$B"/train $TB --data "$T/other" --init-from "$T/run/ckpt-00000050.safetensors" --out "$T/tuned" --max-steps 2 \
     --no-eval > "$T/train6.log" 2>&1
 check $? "./train --init-from ckpt-50 on other data (exit $?)"

@@ -113,12 +113,17 @@ static bool read_all_lines(const std::vector<std::string>& paths, std::vector<st
     return true;
 }
 
-// Reads a vocabulary in the vocab.bpe format (what ./bpe learn and ./train write).
+// Reads a vocabulary in the vocab.bpe format (what ./bpe learn and ./train write), or the one a
+// checkpoint carries.
 static bool read_vocab_file(const std::string& path, Tokenizer* tok) {
-    std::vector<std::string> text;
-    if (!read_all_lines({path}, &text)) return false;
     std::string joined, err;
-    for (const std::string& l : text) joined += l + "\n";
+    if (is_safetensors(path)) {
+        if (!checkpoint_tokenizer(path, &joined, &err)) return fail(err);
+    } else {
+        std::vector<std::string> text;
+        if (!read_all_lines({path}, &text)) return false;
+        for (const std::string& l : text) joined += l + "\n";
+    }
     if (!Tokenizer::deserialize(joined, tok, &err)) return fail(path + ": " + err);
     return true;
 }
