@@ -191,6 +191,9 @@ private:
                     return fail("option " + a + " needs a value (" + o->metavar + ")");
                 }
                 value = argv[++i];
+                if (mine && find(value))   // "--src --tgt en": a forgotten value, not the value "--tgt"
+                    return fail("option " + a + " needs a value (" + o->metavar + "), got the option " + value +
+                                " (a value that is an option's name: " + a + "=" + value + ")");
             }
             if (!mine) continue;
             std::string bad = o->set(value);

@@ -180,6 +180,14 @@ for s in train dev test; do cp "$T/corpus/$s.en" "$T/deen/$s.de"; cp "$T/corpus/
 check $? "--resume alone from another folder: the run's data (de-en) and budget (4 steps, spent: nothing trained, said), exit $s"
 (cd "$T" && "$BA"/train --out res --resume --max-steps 6 --no-eval > "$T/res2.log" 2>&1); s=$?
 [ $s -eq 0 ] && [ -e "$(ckpt "$T/res" 6)" ]; check $? "--resume --max-steps 6: goes on to step 6 on the run's data (exit $s)"
+# Without --data: from another folder, or for other languages, a message saying what to do (it
+# had run the default corpus's script, not found there, or built English-Spanish for de-en).
+(cd "$T" && "$BA"/train --max-steps 1 --out "$T/nodata" > /dev/null 2> "$T/err.txt"); s=$?
+[ $s -eq 1 ] && grep -q "no data/make_corpus.py to build the default corpus: run ./train from the repository's folder, or give --data" "$T/err.txt"
+check $? "./train from another folder without --data: exit 1 ($s), $(head -c 150 "$T/err.txt")"
+"$B"/train --src de --tgt en --max-steps 1 --out "$T/nodata" > /dev/null 2> "$T/err.txt"; s=$?
+[ $s -eq 1 ] && grep -q "the default corpus is English-Spanish (en, es): for de-en give --data DIR" "$T/err.txt"
+check $? "./train --src de --tgt en without --data: exit 1 ($s), $(head -c 150 "$T/err.txt")"
 
 # ---- --keep K: the last K checkpoints stay --------------------------------------------------
 "$B"/train $TA $V --out "$T/keep" --max-steps 12 --save-every-steps 2 --keep 3 --no-eval --average 0 > "$T/keep.log" 2>&1
@@ -246,6 +254,7 @@ refused "is not a multiple of --heads 64" $TA --heads 64               # "must b
 refused "--time expects TIME" $TA --time 0x10                          # hex had read as 16 s
 refused "--lr-scale expects a number" $TA --lr-scale 0x1p3
 refused "--out expects DIR, not an empty value" $TA --out ""
+refused "option --src needs a value (EXT), got the option --tgt" $TA --src --tgt en   # "unexpected argument 'en'"
 [ ! -e "$T/never" ]; check $? "refused runs created nothing"
 "$B"/train $TA $V --data "$T/nodev" --early-stopping 2 --out "$T/nodev_run" --max-steps 3 > /dev/null 2> "$T/err.txt"
 s=$?; [ $s -eq 1 ] && grep -q "need a dev set" "$T/err.txt"; check $? "--early-stopping without dev data: exit 1 ($s), $(tail -n 1 "$T/err.txt")"

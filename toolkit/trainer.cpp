@@ -91,6 +91,12 @@ static bool fail(const std::string& msg) {
 static bool ensure_corpus(Run& r) {
     const std::string src = r.data("train", r.opt.src_lang), tgt = r.data("train", r.opt.tgt_lang);
     if (fs::exists(src) && fs::exists(tgt)) return true;
+    if (r.opt.build_default_corpus && (r.opt.src_lang != "en" || r.opt.tgt_lang != "es"))
+        return fail("the default corpus is English-Spanish (en, es): for " + r.opt.src_lang + "-" + r.opt.tgt_lang +
+                    " give --data DIR holding train." + r.opt.src_lang + " and train." + r.opt.tgt_lang);
+    if (r.opt.build_default_corpus && !fs::exists("data/make_corpus.py"))
+        return fail("no " + src + " here, and no data/make_corpus.py to build the default corpus: run ./train from "
+                    "the repository's folder, or give --data DIR holding your train.SRC and train.TGT");
     if (r.opt.build_default_corpus) {
         std::printf("Building the default corpus in %s (data/make_corpus.py)...\n", r.opt.data_dir.c_str());
         std::fflush(stdout);
@@ -192,7 +198,7 @@ static bool load_split(Run& r, const std::string& split, bool required, Parallel
     if (!*have) return required ? fail("missing " + src + " or " + tgt) : true;
     LoadOptions lo;
     lo.skip_empty = split == "train";
-    lo.verbose = !r.opt.quiet;
+    lo.verbose = !r.opt.quiet && dist_is_root();   // data parallelism: one rank's "data:" lines
     std::string err;
     if (!load_parallel(src, tgt, r.tok, lo, out, &err)) return fail(err);
     return true;
