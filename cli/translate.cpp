@@ -227,6 +227,11 @@ struct Translator {
         std::vector<std::vector<float>> token_logp;
         std::vector<Hypothesis> r = score_sorted(&model, sources, targets, opt.decode.alpha, opt.batch_tokens,
                                                  opt.score_tokens ? &token_logp : nullptr);
+        for (size_t i = 0; i < r.size(); i++)
+            if (sources[i].size() == 1 && targets[i].empty()) {   // an empty line and an empty target: as the
+                r[i].score = r[i].logprob = 0;                     // search answers an empty line (its n-best line)
+                if (opt.score_tokens) token_logp[i].assign(1, 0.0f);
+            }
         char buf[64];
         for (size_t i = 0; i < r.size(); i++) {
             std::snprintf(buf, sizeof buf, "%.6f ||| %.6f", r[i].score, r[i].logprob);

@@ -77,9 +77,11 @@ done
 
 # ---- scoring: the program's own output scored gives back its log-probabilities (n-best
 # rescoring: the n-best lines paired with their sources, then --score; test_decode checks
-# greedy and beam hypotheses by their token ids)
-tr --beam 4 --nbest 4 < "$IN" > "$T/own4.txt"
-pairs "$IN" "$T/own4.txt" > "$T/pairs4.txt"
+# greedy and beam hypotheses by their token ids); an empty line among them: its n-best line is
+# the empty translation at 0, and so is its score (it had scored </s> alone)
+{ head -n 3 "$IN"; echo; tail -n +4 "$IN"; } > "$T/in_empty.txt"
+tr --beam 4 --nbest 4 < "$T/in_empty.txt" > "$T/own4.txt"
+pairs "$T/in_empty.txt" "$T/own4.txt" > "$T/pairs4.txt"
 tr --score < "$T/pairs4.txt" > "$T/scored4.txt"; s=$?
 [ $s -eq 0 ] && [ "$(wc -l < "$T/scored4.txt")" -eq "$(wc -l < "$T/pairs4.txt")" ]
 check $? "--score on the n-best output: one line per pair (exit $s)"
