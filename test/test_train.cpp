@@ -78,6 +78,14 @@ static TrainOptions small_run(const std::string& out, int64_t steps) {
     return t;
 }
 
+// t continued as ./train --resume --max-steps N continues a run: the budget given again (without
+// it, the checkpoint's: the run's own --max-steps, already reached).
+static TrainOptions resumed(TrainOptions t) {
+    t.resume = true;
+    t.given.push_back("--max-steps");
+    return t;
+}
+
 static bool load(const std::string& path, Model* m) {
     std::string err;
     bool ok = checkpoint_load(m, path, nullptr, &err);
@@ -90,9 +98,7 @@ static void resume_is_exact() {
     const std::string a = g_tmp + "/straight", b = g_tmp + "/resumed";
     check(run_training(small_run(a, 30)) == 0, "train 30 steps straight through");
     check(run_training(small_run(b, 15)) == 0, "train 15 steps");
-    TrainOptions more = small_run(b, 30);
-    more.resume = true;
-    check(run_training(more) == 0, "resume and train to step 30");
+    check(run_training(resumed(small_run(b, 30))) == 0, "resume and train to step 30");
     Model ma, mb;
     if (!load(a + "/ckpt-00000030.safetensors", &ma) || !load(b + "/ckpt-00000030.safetensors", &mb)) {
         check(false, "step-30 checkpoints exist");
@@ -367,7 +373,7 @@ static void fine_tuning() {
 // applied, in double, to the step-2 checkpoint's parameters and state and the replayed
 // gradient; the paper's values must not fit. A resume without the options keeps them.
 static void adam_options() {
-    const std::string dir = g_tmp + "/adam", resumed = g_tmp + "/adam_resumed";
+    const std::string dir = g_tmp + "/adam", resumed_dir = g_tmp + "/adam_resumed";
     TrainOptions t = small_run(dir, 3);
     t.save_every_steps = 1;
     t.adam = {0.5f, 0.9f, 1e-3f};
@@ -408,13 +414,12 @@ static void adam_options() {
     for (size_t i = 0; i < n; i++)
         m_err = std::max(m_err, std::fabs(mv3[i] - (0.5 * mv[i] + 0.5 * g[i])) / (1e-6 * std::fabs(mv3[i]) + 1e-30));
     check(m_err <= 1, "Adam's m after step 3 == 0.5 m + 0.5 g (within 1e-6 relative; worst %.2f of that)", m_err);
-    TrainOptions first = small_run(resumed, 2), rest = small_run(resumed, 3);
+    TrainOptions first = small_run(resumed_dir, 2), rest = resumed(small_run(resumed_dir, 3));
     first.save_every_steps = rest.save_every_steps = 1;
-    first.adam = t.adam;
-    rest.resume = true;   // the paper's betas in the options: the checkpoint's must win
+    first.adam = t.adam;   // rest: the paper's betas in the options; the checkpoint's must win
     check(run_training(first) == 0 && run_training(rest) == 0, "2 steps with the options, resume to 3 without them");
     Model b;
-    if (load(resumed + "/ckpt-00000003.safetensors", &b))
+    if (load(resumed_dir + "/ckpt-00000003.safetensors", &b))
         check(same_bits(host_params(b), p3) && same_bits(host_adam(b), mv3),
               "resume keeps the checkpoint's betas and epsilon (step 3 bitwise equal)");
 }
@@ -452,9 +457,7 @@ static void best_survives_resume() {
         return t;
     };
     check(run_training(run(a, 30)) == 0, "30 steps with an evaluation every 5 (dev loss and BLEU)");
-    TrainOptions more = run(b, 30);
-    more.resume = true;
-    check(run_training(run(b, 15)) == 0 && run_training(more) == 0, "15 steps, resume to 30");
+    check(run_training(run(b, 15)) == 0 && run_training(resumed(run(b, 30))) == 0, "15 steps, resume to 30");
     std::vector<std::string> ra = dev_rows(a + "/log.csv"), rb = dev_rows(b + "/log.csv");
     check(ra.size() == 6 && ra == rb, "the resumed run logs the straight run's 6 evaluations (step, dev loss, dev BLEU)");
     size_t best = 0;
