@@ -33,6 +33,7 @@
 #include <cmath>
 #include <cstdio>
 #include <cstring>
+#include <new>
 #include <thread>
 
 #include "toolkit/batch_queue.h"
@@ -336,18 +337,22 @@ void add_translate_route(httplib::Server& svr, const ServeModel& m, const ServeO
             return set_json(res, 415, json_error("send the JSON as the request body, not as multipart/form-data"));
         // --max-request-bytes also for what httplib cannot cap by Content-Length: a chunked body,
         // one without a length (read to the end of the connection), a gzip one (counted inflated)
+        // Past the limit the rest of a chunked or gzip body is read and dropped, so that the
+        // connection's next request starts where this body ends (httplib keeps the connection
+        // open after the answer); a body without a length ends only with the connection, so
+        // reading stops there (and the 413 goes out before the client closes).
+        const bool unsized = !http.has_header("Content-Length") &&
+                             http.get_header_value("Transfer-Encoding").find("chunked") == std::string::npos;
         std::string body;
         bool too_large = false;
         const bool read = content([&](const char* data, size_t n) {
-            if (body.size() + n > (size_t)o.max_request_bytes) return !(too_large = true);
-            body.append(data, n);
-            return true;
+            too_large = too_large || body.size() + n > (size_t)o.max_request_bytes;
+            if (!too_large) body.append(data, n);
+            return !(too_large && unsized);
         });
-        if (too_large) {
-            res.set_header("Connection", "close");   // the rest of the body is never read
+        if (too_large)
             return set_json(res, 413, json_error("request body larger than --max-request-bytes " +
                                                  std::to_string(o.max_request_bytes)));
-        }
         if (!read) return;
         auto deadline = DecodeJob::Clock::now() + std::chrono::duration_cast<DecodeJob::Clock::duration>(
                                                       std::chrono::duration<double>(o.request_timeout_s));
@@ -427,6 +432,9 @@ int bind_server(httplib::Server& svr, const ServeModel& m, const ServeOptions& o
 }  // namespace
 
 int serve(const ServeModel& m, const ServeOptions& o) {
+    // A request that runs out of memory is its own 500 (httplib's exception handler), not the
+    // end of the server: the command-line programs' exit on a failed allocation is undone here.
+    std::set_new_handler(nullptr);
     if (m.defaults.beam > o.max_request_beam) {
         std::fprintf(stderr, "translate: --beam %d is more than --max-request-beam %d\n", m.defaults.beam,
                      o.max_request_beam);

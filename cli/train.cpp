@@ -33,8 +33,9 @@ constexpr const char* kModelSection = "Model (paper Table 3)";
 static bool parse_duration(const std::string& s, double* out) {
     const size_t digits = s.find_first_not_of("0123456789.");
     const std::string number = s.substr(0, digits), unit = digits == std::string::npos ? "" : s.substr(digits);
-    if (!Options::decimal_text(number)) return false;
-    const double v = std::strtod(number.c_str(), nullptr);
+    char* end = nullptr;
+    const double v = std::strtod(number.c_str(), &end);   // all of it a number: not "1.2.3", "."
+    if (number.find_first_of("0123456789") == std::string::npos || end != number.c_str() + number.size()) return false;
     double scale = unit.empty() || unit == "s" ? 1 : unit == "m" ? 60 : unit == "h" ? 3600 : -1;
     if (scale < 0 || !std::isfinite(v * scale)) return false;
     *out = v * scale;

@@ -549,11 +549,21 @@ static void remove_partial_output() {
     if (!g_output_tmp.empty() && !g_output_done) unlink(g_output_tmp.c_str());
 }
 // Ctrl-C or a kill (SIGINT, SIGTERM, SIGHUP) while -o is written: the temporary file goes too
-// (unlink is async-signal-safe), then the signal ends the program as it would have.
+// (unlink is async-signal-safe), then the signal ends the program as it would have. A signal
+// the caller ignores (nohup's SIGHUP, a background job's SIGINT) stays ignored.
 static void remove_partial_output_on_signal(int sig) {
     remove_partial_output();
-    std::signal(sig, SIG_DFL);
-    std::raise(sig);
+    signal(sig, SIG_DFL);
+    raise(sig);
+}
+static void remove_partial_output_on_signals() {
+    for (int sig : {SIGINT, SIGTERM, SIGHUP}) {
+        struct sigaction old, now = {};
+        if (sigaction(sig, nullptr, &old) != 0 || old.sa_handler == SIG_IGN) continue;
+        now.sa_handler = remove_partial_output_on_signal;
+        sigemptyset(&now.sa_mask);
+        sigaction(sig, &now, nullptr);
+    }
 }
 
 // -i, -o, --threads, --ref/--prefix FILE: false + message on a file that cannot be used.
@@ -588,7 +598,7 @@ static bool setup_io(Translator* t) {
             return std::fprintf(stderr, "translate: cannot create %s: %s\n", g_output_tmp.c_str(), std::strerror(errno)), false;
         close(fd);
         std::atexit(remove_partial_output);
-        for (int sig : {SIGINT, SIGTERM, SIGHUP}) std::signal(sig, remove_partial_output_on_signal);
+        remove_partial_output_on_signals();
         text_io_detail::stdout_name = o.output;
         text_io_detail::stdout_cleanup = remove_partial_output;
     }

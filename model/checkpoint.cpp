@@ -200,7 +200,7 @@ bool safetensors_write(const std::string& path, const std::vector<TensorOut>& te
     std::string target;   // path, or the file a link there names (toolkit/files.h)
     if (!replacement_target(path, &target, error)) return false;
     const std::string tmp = target + ".tmp." + std::to_string(getpid());
-    FILE* f = std::fopen(tmp.c_str(), "wb");
+    FILE* f = create_replacement(tmp, target);
     if (!f) { *error = tmp + ": cannot create (" + std::strerror(errno) + ")"; return false; }
     std::string h = header_json(tensors, metadata);
     unsigned char len[8];

@@ -261,6 +261,19 @@ while [ $i -lt 100 ] && ! ls "$T" | grep -q '^killed.txt.tmp'; do sleep 0.05; i=
 sleep 0.3; kill -TERM $pid; wait $pid; s=$?
 [ $s -eq 143 ] && [ "$(cat "$T/killed.txt")" = "old output" ] && ! ls "$T" | grep -q '^killed.txt.tmp'
 check $? "./translate -o killed (SIGTERM) mid-run: exit 143 ($s), the old output as it was, no temporary file left"
+# A SIGHUP the caller ignores (nohup) stays ignored: the run goes on (it had died, exit 129).
+(trap '' HUP; exec "$B"/translate --model "$M" -i "$T/many.txt" -o "$T/hup.txt" 2> /dev/null) &
+pid=$!; i=0
+while [ $i -lt 100 ] && ! ls "$T" | grep -q '^hup.txt.tmp'; do sleep 0.05; i=$((i + 1)); done
+kill -HUP $pid; sleep 0.5; kill -0 $pid 2> /dev/null; alive=$?
+kill -TERM $pid; wait $pid
+[ $alive -eq 0 ]; check $? "./translate -o under nohup (SIGHUP ignored): SIGHUP leaves it running"
+# Replacing a file keeps its permissions (a private vocabulary or checkpoint stays private).
+cp "$T/run/vocab.bpe" "$T/private.bpe"; chmod 600 "$T/private.bpe"; cp "$M" "$T/private.safetensors"; chmod 640 "$T/private.safetensors"
+"$B"/bpe learn --vocab-size 280 --out "$T/private.bpe" "$T/corpus/train.en" 2> /dev/null &&
+    "$B"/average --out "$T/private.safetensors" "$T/run/ckpt-00000040.safetensors" > /dev/null
+s=$?; modes="$(stat -c %a "$T/private.bpe") $(stat -c %a "$T/private.safetensors")"
+[ $s -eq 0 ] && [ "$modes" = "600 640" ]; check $? "./bpe learn and ./average over files of modes 600 and 640 keep them ($modes; exit $s)"
 
 # Out of memory (ulimit -v) on a 20 MB line: a message and exit 1, the -o temporary file removed
 # (std::bad_alloc had aborted, exit 134, the temporary file left).

@@ -180,6 +180,13 @@ for s in train dev test; do cp "$T/corpus/$s.en" "$T/deen/$s.de"; cp "$T/corpus/
 check $? "--resume alone from another folder: the run's data (de-en) and budget (4 steps, spent: nothing trained, said), exit $s"
 (cd "$T" && "$BA"/train --out res --resume --max-steps 6 --no-eval > "$T/res2.log" 2>&1); s=$?
 [ $s -eq 0 ] && [ -e "$(ckpt "$T/res" 6)" ]; check $? "--resume --max-steps 6: goes on to step 6 on the run's data (exit $s)"
+# One budget option given again leaves the others the run's: --time 7m stays with --max-steps
+# given (it had fallen back to 55 minutes).
+"$B"/train --config tiny --d-model 32 --d-ff 64 $V --data "$T/corpus" --out "$T/res7" --time 7m --max-steps 2 \
+    --save-every-steps 2 --no-eval > /dev/null 2>&1
+"$B"/train --out "$T/res7" --resume --max-steps 4 --save-every-steps 2 --no-eval > /dev/null 2>&1; s=$?
+limit=$(head -c 20000 "$(ckpt "$T/res7" 4)" | tr ',' '\n' | sed -n 's/.*"time_limit": *"\([^"]*\)".*/\1/p')
+[ $s -eq 0 ] && [ "$limit" = 420 ]; check $? "--resume --max-steps 4 of a --time 7m run: its time limit stays 420 s ($limit; exit $s)"
 # Without --data: from another folder, or for other languages, a message saying what to do (it
 # had run the default corpus's script, not found there, or built English-Spanish for de-en).
 (cd "$T" && "$BA"/train --max-steps 1 --out "$T/nodata" > /dev/null 2> "$T/err.txt"); s=$?
@@ -252,6 +259,7 @@ refused --vocab-size $TA --vocab "$T/given.bpe" --vocab-size 300
 refused "is not a multiple of --heads 3" $TA --heads 3                 # d_k had been floored to 10
 refused "is not a multiple of --heads 64" $TA --heads 64               # "must be positive", after BPE
 refused "--time expects TIME" $TA --time 0x10                          # hex had read as 16 s
+refused "--time expects TIME" $TA --time 1.2.3m                        # and this as 72 s
 refused "--lr-scale expects a number" $TA --lr-scale 0x1p3
 refused "--out expects DIR, not an empty value" $TA --out ""
 refused "option --src needs a value (EXT), got the option --tgt" $TA --src --tgt en   # "unexpected argument 'en'"

@@ -5,10 +5,12 @@
 //   if (!write_file_replacing(path, text, &err)) fail(err);     a temporary file, then renamed
 //
 // A file is replaced by renaming a finished temporary file (path.tmp.PID, fsync'd) over it, so
-// that a full disk, a file-size limit or a kill leaves the old file whole. A link is followed:
+// that a full disk, a file-size limit or a kill leaves the old file whole, and it keeps the old
+// file's permissions. A link is followed:
 // the file it names is replaced, the link stays. Anything but a regular file (a device such as
 // /dev/null, a folder) is refused rather than renamed over.
 #pragma once
+#include <fcntl.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -43,13 +45,27 @@ inline bool replacement_target(const std::string& path, std::string* target, std
     return true;
 }
 
+// Creates the temporary file tmp that will replace target, for writing, with target's permissions
+// when it exists (a vocabulary or checkpoint kept private stays so), else as fopen would. Null
+// (errno set) when it cannot be created.
+inline std::FILE* create_replacement(const std::string& tmp, const std::string& target) {
+    struct stat st;
+    const bool exists = stat(target.c_str(), &st) == 0;
+    const int fd = open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0666);
+    if (fd < 0) return nullptr;
+    if (exists) (void)fchmod(fd, st.st_mode & 07777);
+    std::FILE* f = fdopen(fd, "wb");
+    if (!f) close(fd);
+    return f;
+}
+
 // Writes text to path through a temporary file renamed over it (see the top). False + *error
 // naming the file and the reason; the old file, if any, is left as it was.
 inline bool write_file_replacing(const std::string& path, const std::string& text, std::string* error) {
     std::string target;
     if (!replacement_target(path, &target, error)) return false;
     const std::string tmp = target + ".tmp." + std::to_string(getpid());
-    std::FILE* f = std::fopen(tmp.c_str(), "wb");
+    std::FILE* f = create_replacement(tmp, target);
     if (!f) {
         *error = "cannot create " + tmp + ": " + std::strerror(errno);
         return false;

@@ -171,10 +171,8 @@ static bool setup_tokenizer(Run& r, const Metadata* ckpt_meta) {
         return write_vocab_file(r);
     }
     const std::string vocab = r.path("vocab.bpe");
-    if (!dist_is_root()) {   // data parallelism: rank 0 learnt it a moment ago (dist_in_rank_order)
-        if (!read_vocab_file(vocab, &r.tok)) return false;
-        return true;
-    }
+    if (!dist_is_root() && fs::exists(vocab))   // data parallelism: rank 0 learnt it a moment ago
+        return read_vocab_file(vocab, &r.tok);   // (a shared --out; else each rank learns the same)
     // A fresh run learns its vocabulary from its data, always (under a second on the default
     // corpus): a vocab.bpe left in --out by a run that ended before its first checkpoint may
     // come from other data or another --vocab-size, and is replaced.
@@ -286,13 +284,12 @@ static bool restore_data_options(Run& r) {
     return true;
 }
 
-// --resume without --time, --max-steps, --max-epochs: the run's budget, from its checkpoint (the
-// time counts what the run has used already).
+// --resume: each of --time, --max-steps, --max-epochs not given again is the run's, from its
+// checkpoint (the time counts what the run has used already).
 static void restore_budget(Run& r, const Metadata& meta) {
-    if (given(r, "--time") || given(r, "--max-steps") || given(r, "--max-epochs") || !meta.count("time_limit")) return;
-    r.opt.time_limit_s = meta_double(meta, "time_limit", r.opt.time_limit_s);
-    r.opt.max_steps = (int64_t)meta_u64(meta, "max_steps", (uint64_t)r.opt.max_steps);
-    r.opt.max_epochs = (int64_t)meta_u64(meta, "max_epochs", (uint64_t)r.opt.max_epochs);
+    if (!given(r, "--time")) r.opt.time_limit_s = meta_double(meta, "time_limit", r.opt.time_limit_s);
+    if (!given(r, "--max-steps")) r.opt.max_steps = (int64_t)meta_u64(meta, "max_steps", (uint64_t)r.opt.max_steps);
+    if (!given(r, "--max-epochs")) r.opt.max_epochs = (int64_t)meta_u64(meta, "max_epochs", (uint64_t)r.opt.max_epochs);
 }
 
 // On resume, the options that fix the data order and the schedule come from the checkpoint.
