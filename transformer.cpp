@@ -1289,7 +1289,8 @@ public:
     void logsoftmax_ensemble(floatX* out, const floatX* const* logits, int K, int rows, int V,
                              int ld) override {
         if (K < 1 || K > kMaxEnsemble) {
-            std::fprintf(stderr, "error: an ensemble of 1 to %d models, not %d\n", kMaxEnsemble, K);
+            std::fprintf(stderr, "%s: error: an ensemble of 1 to %d models, not %d\n", program_invocation_short_name,
+                         kMaxEnsemble, K);
             std::exit(1);
         }
         const float* z[kMaxEnsemble];

@@ -21,6 +21,7 @@
 #include <mma.h>
 
 #include <algorithm>
+#include <cerrno>   // program_invocation_short_name (GNU)
 #include <chrono>
 #include <cmath>
 #include <cstdio>
@@ -2539,7 +2540,8 @@ public:
     }
     void logsoftmax_ensemble(floatX* out, const floatX* const* logits, int K, int rows, int V, int ld) override {
         if (K < 1 || K > kMaxEnsemble) {
-            std::fprintf(stderr, "error: an ensemble of 1 to %d models, not %d\n", kMaxEnsemble, K);
+            std::fprintf(stderr, "%s: error: an ensemble of 1 to %d models, not %d\n", program_invocation_short_name,
+                         kMaxEnsemble, K);
             std::exit(1);
         }
         if (bf()) launch(cuda::logsoftmax_ensemble_kernel<bf16>, dim3(rows), dim3(cuda::THREADS), 0, (bf16*)out, ensemble_logits<bf16>(logits, K), K, V, ld);
@@ -2649,9 +2651,10 @@ private:
         size_t& opted = opted_in_[(const void*)kernel];
         if (smem <= opted) return;
         if (smem > prop_.sharedMemPerBlockOptin) {
-            std::fprintf(stderr, "error: a decoding step needs %zu bytes of shared memory per block, more than "
+            std::fprintf(stderr, "%s: error: a decoding step needs %zu bytes of shared memory per block, more than "
                                  "this GPU's %zu: shorten the input or the output limit (--max-len-a, "
-                                 "--max-len-b)\n", smem, (size_t)prop_.sharedMemPerBlockOptin);
+                                 "--max-len-b)\n", program_invocation_short_name, smem,
+                         (size_t)prop_.sharedMemPerBlockOptin);
             std::exit(1);
         }
         CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem));

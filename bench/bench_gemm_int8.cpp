@@ -1,4 +1,4 @@
-// test/bench_gemm_int8.cpp — speed of linear_int8 (gemm_int8.h) against the fp32 sgemm.
+// bench/bench_gemm_int8.cpp — speed of linear_int8 (gemm_int8.h) against the fp32 sgemm.
 //
 // Shapes are the decoder's linear layers: M = batch x beam tokens, (K, N) = (d_model, 3 d)
 // (the self-attention QKV), (d, d) (output projections), (d, d_ff) and (d_ff, d) (the

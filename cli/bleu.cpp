@@ -41,7 +41,7 @@ std::string read_text(const std::string& path) {
     std::string text, why;
     if (!read_file(path, &text, &why)) {
         std::fprintf(stderr, "bleu: cannot read %s: %s\n", path.c_str(), why.c_str());
-        std::exit(2);
+        std::exit(1);   // as a line-count mismatch: the input, not the usage
     }
     return text;
 }
@@ -77,15 +77,6 @@ std::vector<std::string> metric_list(Options& o, const std::string& list) {
     return out;
 }
 
-// --smooth-value: a finite number >= 0.
-bool parse_smooth_value(const std::string& text, double* value) {
-    char* end = nullptr;
-    const double v = std::strtod(text.c_str(), &end);
-    if (!Options::decimal_text(text) || *end != '\0' || !std::isfinite(v) || v < 0) return false;
-    *value = v;
-    return true;
-}
-
 // Parses the command line; exits (status 0 after --help, 2 on a usage error).
 Args parse_args(int argc, char** argv, std::vector<std::string>* metrics) {
     Args a;
@@ -109,9 +100,9 @@ Args parse_args(int argc, char** argv, std::vector<std::string>* metrics) {
                  "13a (mteval-v13a), intl (mteval-v14: Unicode punctuation and symbols), zh (Chinese characters, then 13a's rules), char (code points), none");
     o.add_flag("--lowercase", &a.opt.bleu.lowercase, "case-insensitive BLEU (Python's str.lower())");
     o.add_choice("--smooth-method", &a.opt.bleu.smooth_method, {"exp", "floor", "add-k", "none"},
-                 "zero n-gram counts: exp (NIST), floor (count VALUE), add-k (VALUE added to orders 2-4), none");
-    o.add_custom("--smooth-value", "VALUE", "floor's and add-k's value", [] { return std::string("0.1 for floor, 1 for add-k"); },
-                 [&a](const std::string& v) { return parse_smooth_value(v, &a.opt.bleu.smooth_value); });
+                 "zero n-gram counts: exp (NIST), floor (count --smooth-value), add-k (--smooth-value added to orders 2-4), none");
+    o.add("--smooth-value", &a.opt.bleu.smooth_value, "floor's and add-k's value", at_least(0),
+          [] { return std::string("0.1 for floor, 1 for add-k"); });
     o.section("chrF (sacreBLEU's options; signature fields nc, nw, case, eff, space)");
     o.add("--chrf-char-order", &a.opt.chrf.char_order, "character n-gram order", in_range(1, 20));
     o.add("--chrf-word-order", &a.opt.chrf.word_order, "word n-gram order of --metric chrf (2: chrF++)", in_range(0, 10));

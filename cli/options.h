@@ -49,10 +49,14 @@ public:
     void add(const char* name, uint64_t* v, const char* help, Bounds b = any_value()) { add_int(name, v, help, b); }
     void add(const char* name, float* v, const char* help, Bounds b = any_value()) { add_real(name, v, help, b); }
     void add(const char* name, double* v, const char* help, Bounds b = any_value()) { add_real(name, v, help, b); }
-    // An integer in bounds whose --help default `show` gives (a default that depends on others).
+    // A number in bounds whose --help default `show` gives (a default that depends on others).
     void add(const char* name, int* v, const char* help, Bounds b, std::function<std::string()> show) {
         add_value(name, "INT", with_range(help, b), std::move(show),
                   [v, b](const std::string& s) { return parse_integer<int>(s, b, v); });
+    }
+    void add(const char* name, double* v, const char* help, Bounds b, std::function<std::string()> show) {
+        add_value(name, "NUM", with_range(help, b), std::move(show),
+                  [v, b](const std::string& s) { return parse_real<double>(s, b, v); });
     }
     // A file name, folder or text: an empty value is refused (it had silently meant "none").
     void add(const char* name, std::string* v, const char* help, const char* metavar = "TEXT") {
@@ -280,14 +284,13 @@ private:
         *v = (T)x;
         return "";
     }
-    // A finite decimal number (nan and inf refused) that fits T and lies in b.
+    // A finite number written in decimal that fits T and lies in b.
     template <class T> static std::string parse_real(const std::string& s, const Bounds& b, T* v) {
         char* end = nullptr;
-        double x = std::strtod(s.c_str(), &end);
-        if (!std::isfinite(x) && (s.find("nan") != std::string::npos || s.find("inf") != std::string::npos))
-            return "must be a finite number, not '" + s + "'";
-        if (!decimal_text(s) || *end) return "expects a number, not '" + s + "'";
-        if (!std::isfinite(x) || !std::isfinite((T)x)) return "must be a finite number, not '" + s + "'";
+        const double x = std::strtod(s.c_str(), &end);
+        if (s.empty() || *end) return "expects a number, not '" + s + "'";
+        if (!std::isfinite(x) || !std::isfinite((T)x)) return "must be a finite number, not '" + s + "'";   // nan, inf, 1e999
+        if (!decimal_text(s)) return "expects a number, not '" + s + "'";   // hex, spaces
         // in bounds before and after the conversion (1e-50 as a float is 0: not "> 0")
         if (!b.contains(x) || !b.contains((double)(T)x)) return out_of_range(s, range_text(b));
         *v = (T)x;

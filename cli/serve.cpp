@@ -335,12 +335,12 @@ void add_translate_route(httplib::Server& svr, const ServeModel& m, const ServeO
                                const httplib::ContentReader& content) {
         if (http.is_multipart_form_data())
             return set_json(res, 415, json_error("send the JSON as the request body, not as multipart/form-data"));
-        // --max-request-bytes also for what httplib cannot cap by Content-Length: a chunked body,
-        // one without a length (read to the end of the connection), a gzip one (counted inflated)
-        // Past the limit the rest of a chunked or gzip body is read and dropped, so that the
-        // connection's next request starts where this body ends (httplib keeps the connection
-        // open after the answer); a body without a length ends only with the connection, so
-        // reading stops there (and the 413 goes out before the client closes).
+        // --max-request-bytes also caps what httplib cannot cap by Content-Length: a chunked
+        // body, a gzip one (counted inflated) and one without a length. Past the limit, the rest
+        // of a chunked or gzip body is read and dropped, so that the connection's next request
+        // starts where this body ends (httplib keeps the connection open after the answer); a
+        // body without a length ends only with the connection, so reading stops at the limit
+        // and the 413 goes out before the client closes.
         const bool unsized = !http.has_header("Content-Length") &&
                              http.get_header_value("Transfer-Encoding").find("chunked") == std::string::npos;
         std::string body;

@@ -25,23 +25,7 @@
 #include <string>
 #include <vector>
 
-// Reads a whole file ("-" is stdin) into *out (appending); false when it cannot be opened or
-// read (a folder: "Is a directory"), with the system's reason in *why when given.
-inline bool read_file(const std::string& path, std::string* out, std::string* why = nullptr) {
-    std::FILE* f = path == "-" ? stdin : std::fopen(path.c_str(), "rb");
-    if (!f) {
-        if (why) *why = std::strerror(errno);
-        return false;
-    }
-    char buf[1 << 16];
-    size_t n;
-    errno = 0;
-    while ((n = std::fread(buf, 1, sizeof buf, f)) > 0) out->append(buf, n);
-    const bool ok = !std::ferror(f);
-    if (!ok && why) *why = errno ? std::strerror(errno) : "read error";
-    if (f != stdin) std::fclose(f);
-    return ok;
-}
+#include "toolkit/files.h"   // read_file
 
 // Splits text into lines on '\n' only, the way Python iterates a file opened with
 // newline="\n": a final line without '\n' counts, an empty tail after the last '\n' does not.

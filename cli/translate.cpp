@@ -23,7 +23,6 @@
 // with the same model, decoding options and line rules.
 #include <fcntl.h>
 #include <poll.h>
-#include <sys/stat.h>
 #include <unistd.h>
 #ifdef _OPENMP
 #include <omp.h>
@@ -539,7 +538,6 @@ static bool parse_options(int argc, char** argv, TranslateOptions* op, int* stat
     return output_is_no_input(opts, o, status);
 }
 
-
 // -o FILE: output goes to FILE.tmp.PID (as stdout, so every write is checked), renamed over
 // FILE when the run succeeds and removed when it fails.
 static std::string g_output_tmp;
@@ -589,11 +587,8 @@ static bool setup_io(Translator* t) {
         if (!replacement_target(o.output, &g_output_target, &err))
             return std::fprintf(stderr, "translate: %s (the output is written to a temporary file and renamed "
                                         "over it)\n", err.c_str()), false;
-        struct stat st;
-        const bool exists = stat(o.output.c_str(), &st) == 0;
         g_output_tmp = g_output_target + ".tmp." + std::to_string(getpid());
-        const int fd = open(g_output_tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
-        if (fd >= 0 && exists) (void)fchmod(fd, st.st_mode & 07777);
+        const int fd = open_replacement(g_output_tmp, g_output_target);   // toolkit/files.h
         if (fd < 0 || dup2(fd, 1) < 0)
             return std::fprintf(stderr, "translate: cannot create %s: %s\n", g_output_tmp.c_str(), std::strerror(errno)), false;
         close(fd);

@@ -11,6 +11,7 @@
 // TRANSFORMER_AMX=0 turns AMX off for the whole process (1 or unset: on where available); any
 // other value stops the program with a message.
 #pragma once
+#include <cerrno>   // program_invocation_short_name (GNU)
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
@@ -55,7 +56,8 @@ inline bool amx_from_environment() {
     const char* v = std::getenv("TRANSFORMER_AMX");
     if (!v || std::strcmp(v, "1") == 0) return true;
     if (std::strcmp(v, "0") == 0) return false;
-    std::fprintf(stderr, "error: TRANSFORMER_AMX=%s: 0 (no AMX) or 1 (AMX where the CPU has it)\n", v);
+    std::fprintf(stderr, "%s: error: TRANSFORMER_AMX=%s: 0 (no AMX) or 1 (AMX where the CPU has it)\n",
+                 program_invocation_short_name, v);
     std::exit(1);
 }
 

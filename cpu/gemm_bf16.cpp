@@ -47,6 +47,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <cerrno>   // program_invocation_short_name (GNU)
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
@@ -111,7 +112,7 @@ Kernel kernel_named(const std::string& name) {
 Kernel kernel_from_environment() {
     const char* v = std::getenv("TRANSFORMER_BF16_KERNEL");
     if (v && !bf16_kernel_available(v)) {
-        std::fprintf(stderr, "error: TRANSFORMER_BF16_KERNEL=%s: %s\n", v,
+        std::fprintf(stderr, "%s: error: TRANSFORMER_BF16_KERNEL=%s: %s\n", program_invocation_short_name, v,
                      kernel_named(v) == Kernel::AUTOMATIC ? "amx, avx512bf16 or sgemm"
                                                           : "this build or CPU has no such path");
         std::exit(1);
@@ -364,8 +365,8 @@ struct Buffer {
             n = (elements + 31) / 32 * 32;
             p = static_cast<uint16_t*>(std::aligned_alloc(64, n * sizeof(uint16_t)));
             if (!p) {
-                std::fprintf(stderr, "error: out of memory allocating %.1f MB for sgemm_bf16's packing\n",
-                             n * sizeof(uint16_t) / 1e6);
+                std::fprintf(stderr, "%s: error: out of memory allocating %.1f MB for sgemm_bf16's packing\n",
+                             program_invocation_short_name, n * sizeof(uint16_t) / 1e6);
                 std::exit(1);
             }
         }

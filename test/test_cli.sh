@@ -60,13 +60,13 @@ s=$?; [ $s -eq 0 ] && grep -q "TRANSFORMER_BF16_KERNEL=sgemm: --precision bf16 r
     grep -q "^device: CPU, .*bf16 (products: sgemm on bf16-rounded operands)" "$T/bf16-sgemm.log"
 check $? "TRANSFORMER_BF16_KERNEL=sgemm ./train --precision bf16: exit $s, says bf16 runs at fp32 speed: $(grep '^device:' "$T/bf16-sgemm.log")"
 echo sun | TRANSFORMER_BF16_KERNEL=fast "$B"/translate --model "$M" > /dev/null 2> "$T/err.txt"; s=$?
-[ $s -eq 1 ] && grep -q "TRANSFORMER_BF16_KERNEL=fast: amx, avx512bf16 or sgemm" "$T/err.txt"
+[ $s -eq 1 ] && grep -q "^translate: error: TRANSFORMER_BF16_KERNEL=fast: amx, avx512bf16 or sgemm" "$T/err.txt"
 check $? "TRANSFORMER_BF16_KERNEL=fast is refused (exit $s): $(head -n 1 "$T/err.txt")"
 "$B"/translate --model "$M" --device cpu --precision bf16 < "$T/in.txt" > "$T/bf16.txt"
 s=$?; [ $s -eq 0 ] && [ "$(wc -l < "$T/bf16.txt")" -eq 4 ] && [ -z "$(sed -n 2p "$T/bf16.txt")" ]
 check $? "./translate --device cpu --precision bf16: exit 0 ($s), 4 lines, the empty one empty"
 echo sun | TRANSFORMER_AMX=2 "$B"/translate --model "$M" --precision int8 > /dev/null 2> "$T/err.txt"; s=$?
-[ $s -eq 1 ] && grep -q "TRANSFORMER_AMX=2: 0 (no AMX) or 1" "$T/err.txt"
+[ $s -eq 1 ] && grep -q "^translate: error: TRANSFORMER_AMX=2: 0 (no AMX) or 1" "$T/err.txt"
 check $? "TRANSFORMER_AMX=2 is refused (exit $s): $(head -n 1 "$T/err.txt")"
 # OMP_NUM_THREADS past 4096 (any level) is refused before libgomp starts threads (it crashed at 65534).
 for v in 70000 2,70000; do
@@ -136,7 +136,10 @@ check $? "./bleu - (the reference on stdin, the hypotheses too): refused, exit 2
 "$B"/bleu - --hyp "$T/corpus/test.es" < "$T/corpus/test.es" > "$T/bleu-stdin-ref.txt"; s=$?
 [ $s -eq 0 ] && grep -q "BLEU = 100.00" "$T/bleu-stdin-ref.txt"; check $? "./bleu - --hyp FILE: the reference from stdin (exit $s)"
 "$B"/bleu "$T" < "$T/corpus/test.es" > /dev/null 2> "$T/err.txt"; s=$?
-[ $s -eq 2 ] && grep -q "Is a directory" "$T/err.txt"; check $? "./bleu FOLDER: exit 2 ($s), the reason: $(head -c 100 "$T/err.txt")"
+[ $s -eq 1 ] && grep -q "Is a directory" "$T/err.txt"; check $? "./bleu FOLDER: exit 1 ($s), the reason: $(head -c 100 "$T/err.txt")"
+"$B"/bleu "$T/no-such-ref.txt" < "$T/corpus/test.es" > /dev/null 2> "$T/err.txt"; s=$?
+[ $s -eq 1 ] && grep -q "cannot read .*no-such-ref.txt: No such file" "$T/err.txt"
+check $? "./bleu MISSING: exit 1 ($s), the reason: $(head -c 100 "$T/err.txt")"
 
 # Every program's --help (and each ./bpe command's) exits 0 and lists its options.
 for cmd in "train:--max-tokens" "translate:--beam" "average:--out" "bleu:--score-only" "bpe learn:--vocab-size" \
@@ -158,6 +161,7 @@ refused() {  # refused OPTION PROGRAM ARGS...: exit 2 and a message naming OPTIO
 }
 refused --alpha translate --model "$M" --alpha nan
 refused --alpha translate --model "$M" --alpha inf
+refused "--alpha must be a finite number, not 'NaN'" translate --model "$M" --alpha NaN
 refused --beam translate --model "$M" --beam 0
 refused --beam translate --model "$M" --beam 2000
 refused --beam translate --model "$M" --beam 99999999999999999999

@@ -1,12 +1,12 @@
-// test/test_data.cpp — tests of data.h: reading parallel text, the ids cache, batches and the
-// batch sampler (budgets, coverage, shuffling, exact resume).
+// test/test_data.cpp — tests of toolkit/parallel_data.h: reading parallel text, the ids cache,
+// batches and the batch sampler (budgets, coverage, shuffling, exact resume).
 //
 // Works on small synthetic text files in a temporary folder (removed at the end) and uses the
 // byte-level Tokenizer() (no merges), so a line of n bytes has exactly n ids. Runs in well
 // under a second.
 //
-// Build: g++ -std=c++17 -O3 -march=native -fopenmp -Wall -Wextra -I. data.cpp tokenizer.cpp
-//            test/test_data.cpp -o build/test_data
+// Build: g++ -std=c++17 -O3 -march=native -fopenmp -Wall -Wextra -I. toolkit/parallel_data.cpp
+//            tokenizer.cpp test/test_data.cpp -o build/test_data
 // Run:   ./build/test_data       (prints PASS/FAIL lines, ends with "data: N passed, M failed")
 #include <algorithm>
 #include <cstdio>

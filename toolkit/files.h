@@ -1,6 +1,7 @@
-// toolkit/files.h — the programs' output files: written whole or not at all, never over one of
-// their own inputs.
+// toolkit/files.h — the programs' files: input read whole, output written whole or not at all,
+// never over one of their own inputs.
 //
+//   if (!read_file(path, &text, &why)) fail(why);               "-" is stdin
 //   if (same_file(out, model)) refuse...;                      the same file by another name
 //   if (!write_file_replacing(path, text, &err)) fail(err);     a temporary file, then renamed
 //
@@ -19,6 +20,24 @@
 #include <cstring>
 #include <filesystem>
 #include <string>
+
+// Reads a whole file ("-" is stdin) into *out (appending); false when it cannot be opened or
+// read (a folder: "Is a directory"), with the system's reason in *why when given.
+inline bool read_file(const std::string& path, std::string* out, std::string* why = nullptr) {
+    std::FILE* f = path == "-" ? stdin : std::fopen(path.c_str(), "rb");
+    if (!f) {
+        if (why) *why = std::strerror(errno);
+        return false;
+    }
+    char buf[1 << 16];
+    size_t n;
+    errno = 0;
+    while ((n = std::fread(buf, 1, sizeof buf, f)) > 0) out->append(buf, n);
+    const bool ok = !std::ferror(f);
+    if (!ok && why) *why = errno ? std::strerror(errno) : "read error";
+    if (f != stdin) std::fclose(f);
+    return ok;
+}
 
 // Whether a and b name one existing file (the same device and inode: links, ./x and x alike).
 inline bool same_file(const std::string& a, const std::string& b) {
@@ -45,15 +64,21 @@ inline bool replacement_target(const std::string& path, std::string* target, std
     return true;
 }
 
-// Creates the temporary file tmp that will replace target, for writing, with target's permissions
-// when it exists (a vocabulary or checkpoint kept private stays so), else as fopen would. Null
-// (errno set) when it cannot be created.
-inline std::FILE* create_replacement(const std::string& tmp, const std::string& target) {
+// Opens the temporary file tmp that will replace target, for writing, with target's permissions
+// when it exists (a vocabulary or checkpoint kept private stays so), else as fopen would (0666
+// less the umask). A descriptor, or -1 (errno set) when it cannot be created.
+inline int open_replacement(const std::string& tmp, const std::string& target) {
     struct stat st;
     const bool exists = stat(target.c_str(), &st) == 0;
     const int fd = open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0666);
+    if (fd >= 0 && exists) (void)fchmod(fd, st.st_mode & 07777);
+    return fd;
+}
+
+// open_replacement as a FILE*; null (errno set) when it cannot be created.
+inline std::FILE* create_replacement(const std::string& tmp, const std::string& target) {
+    const int fd = open_replacement(tmp, target);
     if (fd < 0) return nullptr;
-    if (exists) (void)fchmod(fd, st.st_mode & 07777);
     std::FILE* f = fdopen(fd, "wb");
     if (!f) close(fd);
     return f;

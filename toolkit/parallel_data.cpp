@@ -1,9 +1,10 @@
-// data.cpp — parallel text -> cached token ids -> token-budget batches (see data.h).
+// toolkit/parallel_data.cpp — parallel text -> cached token ids -> token-budget batches
+// (see parallel_data.h).
 //
 // Sections: deterministic random numbers; reading and checking text; the ids cache;
 // load_parallel; make_batch; BatchSampler.
 //
-// Build: g++ -std=c++17 -O3 -march=native -fopenmp -I. -c data.cpp
+// Build: g++ -std=c++17 -O3 -march=native -fopenmp -I. -c toolkit/parallel_data.cpp
 // Test:  test/test_data.cpp (make test)
 #include "toolkit/parallel_data.h"
 
@@ -16,6 +17,8 @@
 #include <sstream>
 #include <system_error>
 #include <unistd.h>
+
+#include "toolkit/files.h"   // read_file
 
 namespace fs = std::filesystem;
 
@@ -54,28 +57,13 @@ static std::string line_problem(const std::string& line) {
     return "";
 }
 
-// The whole file; a folder or a read error is an error naming the system's reason.
-static bool read_file(const std::string& path, std::string* text, std::string* error) {
-    std::FILE* f = std::fopen(path.c_str(), "rb");
-    if (!f) {
-        *error = "cannot open " + path + ": " + std::strerror(errno);
-        return false;
-    }
-    text->clear();
-    char buf[1 << 16];
-    size_t n;
-    errno = 0;
-    while ((n = std::fread(buf, 1, sizeof buf, f)) > 0) text->append(buf, n);
-    const bool ok = !std::ferror(f);
-    if (!ok) *error = "cannot read " + path + ": " + (errno ? std::strerror(errno) : "read error");
-    std::fclose(f);
-    return ok;
-}
-
 bool read_text_lines(const std::string& path, std::vector<std::string>* lines,
                      std::string* error) {
-    std::string text;
-    if (!read_file(path, &text, error)) return false;
+    std::string text, why;
+    if (!read_file(path, &text, &why)) {   // toolkit/files.h; a folder is "Is a directory"
+        *error = "cannot read " + path + ": " + why;
+        return false;
+    }
     lines->clear();
     const char* p = text.data();
     const char* end = p + text.size();

@@ -1,4 +1,4 @@
-// data.h — parallel text -> token ids (cached on disk) -> token-budget batches.
+// toolkit/parallel_data.h — parallel text -> token ids (cached on disk) -> token-budget batches.
 //
 // The path of the training data, in the order a program uses it:
 //
@@ -21,7 +21,7 @@
 //
 // Cache: the ids of each text file are stored beside it as FILE.ids-<fingerprint hex>.bin,
 // keyed by the tokenizer's fingerprint and the text file's size and modification time. The
-// binary format (magic, version, counts, offsets, ids, checksum) is described in data.cpp;
+// binary format (magic, version, counts, offsets, ids, checksum) is described in parallel_data.cpp;
 // a cache that is stale, truncated or corrupt is rebuilt (never trusted), and an unwritable
 // folder only costs the re-encoding next time. (A text edited without changing its size
 // AND modification time, e.g. restored with `cp -p`, would not be noticed.) Caches of
@@ -36,7 +36,7 @@
 // are skipped and counted, never truncated. The batch ORDER is shuffled each epoch by a
 // seeded permutation (own PRNG, identical on every platform); the batch contents are fixed.
 //
-// Build: g++ -std=c++17 -O3 -march=native -fopenmp -I. data.cpp tokenizer.cpp your_code.cpp
+// Build: g++ -std=c++17 -O3 -march=native -fopenmp -I. toolkit/parallel_data.cpp tokenizer.cpp your_code.cpp
 // Test:  test/test_data.cpp
 #pragma once
 #include <cstddef>

@@ -1,5 +1,6 @@
 // trainer.cpp — the training run (see trainer.h): set-up, the loop, checkpoints, resume,
-// averaging, final BLEU. The model and data code it drives are in model.cpp and data.cpp.
+// averaging, final BLEU. The model and data code it drives are in model/model.cpp and
+// toolkit/parallel_data.cpp.
 #include "toolkit/trainer.h"
 
 #include <algorithm>

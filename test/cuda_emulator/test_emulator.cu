@@ -1,4 +1,4 @@
-// test/cuda_emulator/test_emulator.cpp — the CUDA emulator checked on its own, before it is
+// test/cuda_emulator/test_emulator.cu — the CUDA emulator checked on its own, before it is
 // trusted with transformer.cu: kernels whose results are known (block and warp reductions
 // through __syncthreads, __syncwarp and shuffles, 3-D indices, dynamic shared memory), the
 // launch limits and the runtime's refusals, cuBLASLt's product and WMMA's against a plain
