@@ -72,11 +72,13 @@ public:
     static bool decimal_text(const std::string& s) {
         return !s.empty() && s.find_first_not_of("0123456789+-.eE") == std::string::npos;
     }
-    // One of a fixed list of words.
-    void add_choice(const char* name, std::string* v, std::vector<std::string> choices, const char* help) {
+    // One of a fixed list of words; --help shows `unset` as the default while none is chosen
+    // (a default that depends on the device or on other options).
+    void add_choice(const char* name, std::string* v, std::vector<std::string> choices, const char* help,
+                    const char* unset = "none") {
         std::string list;
         for (const std::string& c : choices) list += (list.empty() ? "" : "|") + c;
-        add_value(name, list, help, [v] { return *v; },
+        add_value(name, list, help, [v, unset] { return v->empty() ? std::string(unset) : *v; },
                   [v, choices, list](const std::string& s) {
                       for (const std::string& c : choices)
                           if (s == c) { *v = s; return std::string(); }

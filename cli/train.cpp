@@ -149,7 +149,7 @@ static void add_budget_options(Options& o, CommandLine& c) {
     o.add("--eval-beam", &t.eval_beam, "beam size for dev BLEU (1: greedy)", in_range(1, 64));
     o.add_flag("--no-eval-bleu", &c.no_eval_bleu, "dev loss only at --eval-every (no dev BLEU)");
     o.add_choice("--best-metric", &t.best_metric, {"bleu", "loss"},
-                 "best.safetensors by dev BLEU or dev loss (none: bleu when dev BLEU is computed, else loss)");
+                 "best.safetensors by dev BLEU or dev loss", "bleu when dev BLEU is computed, else loss");
     o.add("--early-stopping", &t.early_stopping, "stop after N evaluations without improvement of the best (0: off)",
           at_least(0));
 }
@@ -163,8 +163,9 @@ static void add_evaluation_and_device_options(Options& o, CommandLine& c) {
     o.section("Device");
     o.add_choice("--device", &t.device, {"auto", "cpu", "cuda"}, "auto: the GPU when one is present");
     o.add_choice("--precision", &t.precision, {"fp32", "bf16"},
-                 "fp32 (the CPU default; on the GPU TF32 off), or bf16 (the GPU default: bf16 weights and "
-                 "activations; on the CPU: the linear layers' products on bf16 operands, fast with Intel AMX or AVX512-BF16)");
+                 "fp32 (on the GPU TF32 off), or bf16 (on the GPU: bf16 weights and activations; on the CPU: "
+                 "the linear layers' products on bf16 operands, fast with Intel AMX or AVX512-BF16)",
+                 "fp32 on the CPU, bf16 on the GPU");
     o.section("Data parallelism (mpirun)");
     add_duration(o, "--dist-timeout", &c.dist_timeout_s,
                  "end the job when a step's all-reduce waits this long for the other ranks (0: never)");

@@ -497,9 +497,9 @@ static bool parse_options(int argc, char** argv, TranslateOptions* op, int* stat
              [&o] { return o.batch_tokens > 0 ? std::to_string(o.batch_tokens) : kDefaultBatchTokensText; });
     opts.add_choice("--device", &o.device, {"auto", "cpu", "cuda"}, "auto: the GPU when one is present");
     opts.add_choice("--precision", &o.precision, {"fp32", "bf16", "int8"},
-                    "fp32: the reference's numerics (the CPU default); bf16: the GPU default (on the CPU: "
-                    "the linear layers' products on bf16 operands, fast with Intel AMX or AVX512-BF16); int8: quantized "
-                    "products on the CPU, faster");
+                    "fp32: the reference's numerics; bf16 (on the CPU: the linear layers' products on bf16 "
+                    "operands, fast with Intel AMX or AVX512-BF16); int8: quantized products on the CPU, faster",
+                    "fp32 on the CPU, bf16 on the GPU");
     opts.add("--max-input-tokens", &o.max_input_tokens, "longest accepted line in tokens (0: model limit)",
              at_least(0));
     opts.add_flag("--replace-invalid", &o.replace_invalid, "replace invalid UTF-8 with U+FFFD instead of failing");

@@ -141,12 +141,14 @@ check $? "./bleu - (the reference on stdin, the hypotheses too): refused, exit 2
 [ $s -eq 1 ] && grep -q "cannot read .*no-such-ref.txt: No such file" "$T/err.txt"
 check $? "./bleu MISSING: exit 1 ($s), the reason: $(head -c 100 "$T/err.txt")"
 
-# Every program's --help (and each ./bpe command's) exits 0 and lists its options.
+# Every program's --help (and each ./bpe command's) exits 0, lists its options and shows each
+# default (an unset choice said "[]").
 for cmd in "train:--max-tokens" "translate:--beam" "average:--out" "bleu:--score-only" "bpe learn:--vocab-size" \
            "bpe encode:--pieces" "bpe decode:--vocab"; do
     prog=${cmd%%:*}; opt=${cmd#*:}
     "$B"/$prog --help > "$T/help.txt" 2>&1; s=$?
-    [ $s -eq 0 ] && grep -q -- "$opt" "$T/help.txt"; check $? "./$prog --help: exit 0 ($s), lists $opt"
+    [ $s -eq 0 ] && grep -q -- "$opt" "$T/help.txt" && ! grep -q -- "--.* \[\]$" "$T/help.txt"
+    check $? "./$prog --help: exit 0 ($s), lists $opt, no empty default: $(grep -- "--.* \[\]$" "$T/help.txt" | head -c 80)"
 done
 
 # Option values: finite numbers, sizes >= 1, beam and n-best within their bounds; a bad value
