@@ -1,7 +1,6 @@
 // tokenizer.cpp — joint BPE: pre-tokenization, learning, encoding, decoding, the vocabulary file.
 //
-// Build (with the CLI):
-//     g++ -std=c++17 -O3 -march=native -fopenmp -Wall -Wextra -I. tokenizer.cpp cli/bpe.cpp -o bpe
+// Build (with the CLI): make bpe   (cli/bpe.cpp with build/libtransformer.a, which holds this file)
 // The API and the id layout are described in tokenizer.h. Sections below, in reading order:
 //   1. UTF-8 and pre-tokenization (text -> words)      4. Encoding (words -> ids, with a cache)
 //   2. The vocabulary file: escaping pieces             5. Learning (the incremental algorithm)

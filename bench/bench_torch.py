@@ -34,7 +34,7 @@ decode: "small" config, random init: 200 source sentences of 20 tokens (19 + </s
         JSON in __metadata__["config"]); --input FILE decodes lines of token ids instead
         (no forced length; max length a*len+b), --batch N in batches of N sentences sorted
         by length, --output F writes the hypotheses (ids) to F.greedy and F.beam4.
-        --device cuda (make bench-decode-gpu): the same decoders on the GPU (every tensor they
+        --device cuda (make bench-translate DEVICE=cuda): the same decoders on the GPU (every tensor they
         make is put there by torch.set_default_device), --precision bf16 under bf16 autocast;
         --config picks the random-weights model, --sentences and --length the synthetic batch.
 """

@@ -1,6 +1,7 @@
 // cli/bpe.cpp — the `bpe` program: learn a joint BPE vocabulary, encode and decode text with it.
 //
-// Build: g++ -std=c++17 -O3 -march=native -fopenmp -Wall -Wextra -I. tokenizer.cpp cli/bpe.cpp -o bpe
+// Build: make bpe   (cli/bpe.cpp with build/libtransformer.a: --vocab also reads a checkpoint's
+//                   vocabulary, model/checkpoint.cpp, so tokenizer.cpp alone does not link)
 // Use:   ./bpe learn --vocab-size 8000 --out vocab.bpe train.en train.es
 //        ./bpe encode --vocab vocab.bpe [--ids | --pieces] < text > ids
 //        ./bpe decode --vocab vocab.bpe < ids > text
