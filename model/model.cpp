@@ -8,8 +8,9 @@
 //   post-LN (paper): y = LN(x + Dropout(F(x)))      pre-LN: y = x + Dropout(F(LN(x)))
 // with F one of: self-attention, encoder-decoder (cross) attention, position-wise FFN.
 // The code here never reads an element of a tensor: memory comes from the backend (four
-// parameter-sized buffers and one arena, planned from the batch shape), and everything
-// between two ops is an op, so the same sequence runs on the CPU and on the GPU.
+// parameter-sized buffers and the GPU's bf16 weight copy, one arena planned from the batch
+// shape, decoding's cache and search state), and everything between two ops is an op, so
+// the same sequence runs on the CPU and on the GPU.
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
@@ -96,7 +97,8 @@ struct DecodeState {
 };
 
 struct Activations {
-    void* arena = nullptr;            // ONE allocation: activations and the decoding cache
+    void* arena = nullptr;            // ONE allocation: the activations (the decoding cache and
+                                      // the search's state have their own: DecodeState)
     size_t arena_bytes = 0;
     floatX* pos_table = nullptr;      // (pos_len, d) sinusoids: a constant table, grown on demand
     int pos_len = 0;

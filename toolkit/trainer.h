@@ -9,7 +9,8 @@
 //   average.safetensors          the average of the last `average` checkpoints (translate's default)
 //   best.safetensors             the parameters of the best evaluation by best_metric (dev BLEU
 //                                or dev loss), rewritten atomically at each improvement
-//   log.csv                      step, epoch, loss, lr, dev loss, BLEU, elapsed seconds
+//   log.csv                      event, step, epoch, train loss, lr, dev loss, dev and test BLEU,
+//                                elapsed seconds
 //   curves.svg                   log.csv drawn (toolkit/curves.h), redrawn at each evaluation and at the end
 #pragma once
 #include <cstdint>
