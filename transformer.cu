@@ -1966,7 +1966,7 @@ using cuda::bf16;
 
 // Which kernels take §3.2's attention over whole sequences (TRANSFORMER_ATTENTION, so that a
 // GPU session can time each): fused (the default: one kernel a pass with WMMA's tensor cores
-// for the products), tiled (CUDA cores, a block per (sentence, head, 32 rows)), rowwise (CUDA
+// for the products), tiled (CUDA cores, a block per (sentence, head, up to 32 rows)), rowwise (CUDA
 // cores, a warp per row) or batched (cuBLASLt's tensor cores for the products, a kernel for the
 // mask and softmax). Fused and batched are bf16 kernels: fp32 takes the tiled ones (fp32 on
 // tensor cores would be TF32; cuBLASLt's fp32 algorithms, measured on an H100, summed a
@@ -2663,7 +2663,7 @@ private:
 
     // The tiled attention kernels' tile: the most rows (32, 16, 8) and then the most staged rows
     // of the other side (64 down to 1) whose shared memory, chunk * width + rows * (dk + dv) +
-    // pd_arrays * rows * chunk floats, fits 48 KB; false when none does (d_k + d_v over about
+    // pd_arrays * rows * (chunk + 1) floats, fits 48 KB; false when none does (d_k + d_v over about
     // 1,400: the row-wise kernels), or when TRANSFORMER_ATTENTION=rowwise asks for those (to
     // time both on a GPU).
     bool attention_tile(int width, int dk, int dv, int pd_arrays, cuda::AttentionTile* t, size_t* smem) const {
