@@ -49,8 +49,8 @@ void dist_barrier();
 // its clock or a signal, stops all of them at the same step).
 bool dist_all_agree(bool mine);
 
-// Checks that every rank holds the same model (parameters, step, data position fingerprint):
-// after set-up, and at the end. False + *error naming the first rank that differs.
+// Checks that every rank holds the same model (parameters, step, dropout counter, the data's
+// fingerprint): after set-up, and at the end. False + *error naming the first rank that differs.
 bool dist_check_replicas(const Model& m, uint64_t data_fingerprint, std::string* error);
 
 // One global step over `batches` batches (all of them drawn on every rank).

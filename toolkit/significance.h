@@ -8,9 +8,10 @@
 //   a resample's score the lines' statistics summed and scored in float32 as sacreBLEU's numpy
 //                      arrays do (BLEU's score itself in double, chrF's and TER's in float32)
 //   mean and 95% CI    the sorted scores' mean (NumPy's pairwise sum in the paired tests, Python's
-//                      exact statistics.mean for --confidence) and half the distance between the
-//                      25th and the 975th of 1,000 (n // 40 from each end)
-//   p-value            (1 + resamples whose centred |Δ| exceeds the real |Δ|) / (1 + resamples)
+//                      exact statistics.mean for --confidence) and half the distance between
+//                      sorted[25] and sorted[974] of 1,000 (n // 40 in from each end, 0-based)
+//   p-value            (1 + resamples or trials whose |Δ| exceeds the real |Δ|) / (1 + their count);
+//                      --paired-bs centres the resamples' |Δ| on their mean first, --paired-ar not
 //
 // Two differences: approximate randomization sums TER's mean reference lengths in double from the
 // first line on, where NumPy's matrix product (BLAS) sums them in its own order, so with several
