@@ -31,6 +31,7 @@
 #include <algorithm>
 #include <cerrno>
 #include <chrono>
+#include <climits>
 #include <cmath>
 #include <csignal>
 #include <cstdio>
@@ -341,11 +342,17 @@ static bool load_ensemble(Translator* t, const std::string& tokenizer) {
     return true;
 }
 
-// The longest input line in tokens the models take: learned position tables end.
-static int input_token_limit(const Translator& t) {
-    int limit = t.model.cfg.learned_pos ? t.model.cfg.max_len - 1 : 1024;
-    for (const auto& e : t.members)
-        if (e->cfg.learned_pos) limit = std::min(limit, e->cfg.max_len - 1);
+// The longest input line in tokens that every model takes: a learned position table's size
+// less one (room for </s>), 1024 with sinusoids. *learned: whether a learned table set it.
+static int input_token_limit(const Translator& t, bool* learned) {
+    int limit = INT_MAX;
+    auto take = [&](const Config& c) {
+        const int n = c.learned_pos ? c.max_len - 1 : 1024;
+        if (n < limit || (n == limit && c.learned_pos)) *learned = c.learned_pos;
+        limit = std::min(limit, n);
+    };
+    take(t.model.cfg);
+    for (const auto& e : t.members) take(e->cfg);
     return limit;
 }
 
@@ -372,11 +379,12 @@ static bool load(Translator* t) {
                      t->opt.inspect.dir.c_str(), ec ? ec.message().c_str() : "not a folder");
         return false;
     }
-    const int limit = input_token_limit(*t);
+    bool learned = false;
+    const int limit = input_token_limit(*t, &learned);
     if (t->opt.max_input_tokens > limit)   // (said, so that a later refusal's number is no surprise)
         std::fprintf(stderr, "translate: --max-input-tokens %d is more than the model%s: %d (%s)\n",
                      t->opt.max_input_tokens, t->members.empty() ? " takes" : "s take", limit,
-                     limit < 1024 ? "a learned position table ends there" : "this program's limit");
+                     learned ? "a learned position table ends there" : "this program's limit with sinusoids");
     if (t->opt.max_input_tokens <= 0 || t->opt.max_input_tokens > limit) t->opt.max_input_tokens = limit;
     return true;
 }

@@ -122,6 +122,16 @@ echo "$eleven" | "$B"/translate --model "$LP" --quiet > /dev/null 2>&1; s=$?
 echo "$twelve" | "$B"/translate --model "$LP" --quiet > /dev/null 2> "$T/err.txt"; s1=$?
 [ -n "$eleven" ] && [ -n "$twelve" ] && [ $s -eq 0 ] && [ $s1 -eq 1 ] && grep -q "line 1: 12 tokens, more than --max-input-tokens 11" "$T/err.txt"
 check $? "learned positions, max_len 12: a line of 11 tokens translated (exit $s), one of 12 refused (exit $s1: $(head -c 90 "$T/err.txt"))"
+# --max-input-tokens above the limit is said, with what sets it: the learned table (here 11, and
+# 1,999 for a table of 2,000, larger than the sinusoids' 1,024), or 1,024 with sinusoids
+"$B"/train --config tiny --d-model 32 --d-ff 64 --vocab-size 300 --data "$T/corpus" --out "$T/learned2k" --learned-pos \
+    --max-len 2000 --max-steps 1 --max-tokens 2000 --warmup 2 --log-every 1000s --no-eval > "$T/learned2k.log" 2>&1
+for c in "$LP:11 (a learned position table" "$T/learned2k/average.safetensors:1999 (a learned position table" \
+         "$M:1024 (this program's limit with sinusoids"; do
+    echo sun | "$B"/translate --model "${c%%:*}" --max-input-tokens 5000 --quiet > /dev/null 2> "$T/err.txt"; s=$?
+    [ $s -eq 0 ] && grep -q "more than the model takes: ${c#*:}" "$T/err.txt"
+    check $? "--max-input-tokens 5000 with $(basename "$(dirname "${c%%:*}")"): said, ${c#*:}) (exit $s: $(head -c 120 "$T/err.txt"))"
+done
 
 # ---- --ensemble: a model with itself translates as the model alone; an ensemble's own n-best
 # output, scored by the same ensemble, gives back its log-probabilities (test_decode checks the
