@@ -269,6 +269,21 @@ s=$?; [ $s -eq 1 ] && grep -q "need a dev set" "$T/err.txt"; check $? "--early-s
 "$B"/train $TB --init-from "$T/missing.safetensors" --out "$T/missing_run" --max-steps 3 > /dev/null 2> "$T/err.txt"
 s=$?; [ $s -eq 1 ] && grep -q "missing.safetensors: cannot open" "$T/err.txt"; check $? "--init-from a missing file: exit 1 ($s)"
 
+# Learned positions and a dev/test line longer than the position table: dev BLEU and the final
+# evaluation translate its first max_len - 1 tokens and say so (the run had stopped at its first
+# evaluation: "decoding beyond the learned position table", exit 1, no checkpoint).
+mkdir -p "$T/long" && cp "$T/corpus"/train.* "$T/long/"
+long=$(awk 'BEGIN { for (i = 0; i < 30; i++) printf "%s%s", (i ? " " : ""), (i % 2 ? "sun" : "rain") }')
+for split in dev test; do
+    { head -n 5 "$T/corpus/$split.en"; echo "$long"; } > "$T/long/$split.en"
+    { head -n 5 "$T/corpus/$split.es"; echo "suno"; } > "$T/long/$split.es"
+done
+"$B"/train $TA $V --data "$T/long" --learned-pos --max-len 16 --out "$T/long_run" --max-steps 4 --eval-every 2 \
+    --save-every-steps 2 > "$T/long.log" 2> "$T/err.txt"
+s=$?; [ $s -eq 0 ] && [ -n "$(field "$T/long_run/log.csv" dev 2 7)" ] &&
+    grep -q "^test, averaged, beam .*\[1 source line longer than the learned position table (16): its first 15 tokens translated\]" "$T/long.log"
+check $? "--learned-pos --max-len 16, a 30-word dev and test line: exit 0 ($s), dev BLEU at step 2 ($(field "$T/long_run/log.csv" dev 2 7)), the report says the line was cut: $(grep -o '\[1 source line[^]]*\]' "$T/long.log" | head -n 1) (stderr: $(tail -n 1 "$T/err.txt"))"
+
 # Ctrl-C (SIGINT) during training: a checkpoint of the step reached, exit status 130, and the run
 # resumed from it equals the same steps uninterrupted, bitwise.
 interrupt_and_resume "$T/int" "./train" $TA $V --no-eval

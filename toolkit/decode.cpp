@@ -189,10 +189,18 @@ std::vector<std::vector<Hypothesis>> decode_sorted(Model* m,
 
 std::vector<std::string> translate_lines(Model* m, const Tokenizer& tok,
                                          const std::vector<std::string>& lines,
-                                         const DecodeOptions& opt, int batch_tokens) {
+                                         const DecodeOptions& opt, int batch_tokens, size_t* cut) {
     std::vector<std::vector<int>> sources = tok.encode_lines(lines);
-    for (size_t i = 0; i < lines.size(); i++)
-        if (!sources[i].empty()) sources[i].push_back(EOS_ID);
+    const int limit = output_position_limit(m);   // learned positions: the table's size
+    if (cut) *cut = 0;
+    for (size_t i = 0; i < lines.size(); i++) {
+        if (sources[i].empty()) continue;
+        if (sources[i].size() >= (size_t)limit) {   // no room for </s>: its first limit - 1 tokens
+            sources[i].resize((size_t)limit - 1);
+            if (cut) (*cut)++;
+        }
+        sources[i].push_back(EOS_ID);
+    }
     std::vector<std::vector<Hypothesis>> hyps = decode_sorted(m, sources, opt, batch_tokens);
     std::vector<std::string> out(lines.size());
     for (size_t i = 0; i < lines.size(); i++) out[i] = tok.decode_text(hyps[i][0].tokens);

@@ -105,10 +105,12 @@ std::vector<Hypothesis> score_sorted(Model* m, const std::vector<std::vector<int
 
 struct Tokenizer;
 // Text in, text out: encodes each line (+ </s>), decode_sorted, detokenizes the best
-// hypothesis (without </s>). An empty line gives an empty line.
+// hypothesis (without </s>). An empty line gives an empty line. A line longer than a learned
+// position table (tokens + </s> > max_len) is translated from its first max_len - 1 tokens;
+// *cut (when given) counts those lines.
 std::vector<std::string> translate_lines(Model* m, const Tokenizer& tok,
                                          const std::vector<std::string>& lines,
-                                         const DecodeOptions& opt, int batch_tokens);
+                                         const DecodeOptions& opt, int batch_tokens, size_t* cut = nullptr);
 
 // One output of a line translated in pieces (--split-long, --split-sentences), or of a whole
 // line (one piece): its text, log-probability, score and token count (with </s>).

@@ -506,7 +506,8 @@ static Scores score_lines(Model* m, const Tokenizer& tok, const std::vector<std:
     d.beam = beam;
     d.alpha = opt.alpha;
     double t0 = now_s();
-    std::vector<std::string> hyp = translate_lines(m, tok, src, d, opt.decode_batch_tokens);
+    size_t cut = 0;   // lines longer than a learned position table, translated from its first part
+    std::vector<std::string> hyp = translate_lines(m, tok, src, d, opt.decode_batch_tokens, &cut);
     s.seconds = now_s() - t0;
     s.sentences = src.size();
     try {
@@ -514,7 +515,11 @@ static Scores score_lines(Model* m, const Tokenizer& tok, const std::vector<std:
         s.bleu = b.bleu;
         if (with_line)
             s.line = format_bleu(b) + ", " + format_chrf(corpus_chrf(hyp, ref)) + ", " +
-                     format_ter(corpus_ter_multi(hyp, {ref}));
+                     format_ter(corpus_ter_multi(hyp, {ref})) +
+                     (cut ? " [" + std::to_string(cut) + (cut == 1 ? " source line" : " source lines") + " longer than the learned position table (" +
+                                std::to_string(m->cfg.max_len) + (cut == 1 ? "): its first " : "): their first ") + std::to_string(m->cfg.max_len - 1) +
+                                " tokens translated]"
+                          : "");
     } catch (const std::exception& e) {
         fail(std::string("BLEU: ") + e.what());
     }
