@@ -53,6 +53,12 @@ PY
 # ---- checkpoints
 rewrite_meta "$C" "$T/notag.safetensors" 'del h["__metadata__"]["format"]'
 translate_with "$T/notag.safetensors"; expect "another program's safetensors file (no format tag)" 1 "not a checkpoint of this program"
+# A "step" that is not a count (strtoull had read "-3" as 2^64 - 3, i.e. step -3: a resumed run
+# then trained on NaN updates and blamed the learning rate)
+for v in -3 " 7" +7 99999999999999999999 9223372036854775808; do
+    rewrite_meta "$C" "$T/step.safetensors" "h['__metadata__']['step'] = '$v'"
+    translate_with "$T/step.safetensors"; expect "metadata \"step\": \"$v\"" 1 'metadata has no valid "step"'
+done
 damage "$C" "$T/flip-param.safetensors" 'f[8 + n + 1000] ^= 0x08'
 translate_with "$T/flip-param.safetensors"; expect "one bit flipped in the parameters" 1 "parameters: checksum mismatch"
 damage "$C" "$T/flip-adam.safetensors" 'f[len(f) - 1000] ^= 0x01'
