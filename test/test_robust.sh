@@ -67,6 +67,15 @@ translate_with "$T/flip-adam.safetensors"
 mkdir -p "$T/resume-flip" && cp "$T/flip-adam.safetensors" "$T/resume-flip/ckpt-00000004.safetensors"
 "$B"/train $TA --data "$T/corpus" --out "$T/resume-flip" --resume --max-steps 6 > /dev/null 2> "$T/err.txt"; s=$?
 expect "one bit flipped in Adam's state: ./train --resume refuses" 1 "Adam's state: checksum mismatch"
+# The run's options and state read back by --resume (no checksum covers them): a value that is
+# not a number in the option's range is an error naming the key (warmup "abc" had resumed with
+# warmup 0, a NaN learning rate; an edited best_value had reset the best checkpoint's score)
+for kv in "warmup:abc" "accum:0" "adam_beta2:1.5" "lr_scale:nan" "seed:-1" "best_value:x" "sampler_index:-2"; do
+    mkdir -p "$T/resume-meta" && rm -f "$T/resume-meta/"*.safetensors
+    rewrite_meta "$C" "$T/resume-meta/ckpt-00000004.safetensors" "h['__metadata__']['${kv%%:*}'] = '${kv#*:}'"
+    "$B"/train $TA --data "$T/corpus" --out "$T/resume-meta" --resume --max-steps 6 > /dev/null 2> "$T/err.txt"; s=$?
+    expect "--resume from a checkpoint whose metadata says ${kv%%:*} '${kv#*:}'" 1 "metadata \"${kv%%:*}\" is '${kv#*:}', not a valid value"
+done
 damage "$C" "$T/flip-header.safetensors" 'i = f.index(b"\"data_offsets\": [0, "); f[i + 20] ^= 0x01'
 translate_with "$T/flip-header.safetensors"; expect "one bit flipped in the header (an offset)" 1 "data_offsets do not match\|overlaps\|truncated"
 damage "$C" "$T/flip-vocab.safetensors" 'i = f.index(b"merge "); f[i + 12] ^= 0x01'

@@ -6,12 +6,14 @@
 #include <algorithm>
 #include <atomic>
 #include <chrono>
+#include <cerrno>
 #include <cmath>
 #include <csignal>
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <limits>
 #include <sstream>
 #include <stdexcept>
 
@@ -63,6 +65,7 @@ struct Run {
     BatchSampler sampler;
     DataParallelStep dp;      // this rank's share of a step (toolkit/distributed.h)
     double time_before = 0;   // training seconds of earlier runs (resume)
+    std::string resumed_from;   // the checkpoint --resume continues (its messages name it)
     double start = 0;
     int64_t last_saved_step = -1;
     std::vector<std::string> dev_src, dev_ref;   // the dev lines dev BLEU is computed on
@@ -203,14 +206,53 @@ static bool load_split(Run& r, const std::string& split, bool required, Parallel
     return true;
 }
 
-static uint64_t meta_u64(const Metadata& m, const char* key, uint64_t fallback) {
-    auto it = m.find(key);
-    return it == m.end() ? fallback : std::strtoull(it->second.c_str(), nullptr, 10);
-}
-static double meta_double(const Metadata& m, const char* key, double fallback) {
-    auto it = m.find(key);
-    return it == m.end() ? fallback : std::strtod(it->second.c_str(), nullptr);
-}
+// The run's state read back from a checkpoint's metadata on --resume: a key that is absent
+// leaves the value as it is (a checkpoint from before the key was written); text that is not a
+// number in the key's range (a damaged or hand-edited file) is remembered in `error`, naming
+// the key, and the value is left too.
+struct MetaReader {
+    const Metadata& meta;
+    std::string error;
+
+    template <class T> void integer(const char* key, T* v, T lo = std::numeric_limits<T>::min(),
+                                    T hi = std::numeric_limits<T>::max()) {
+        const std::string* s = find(key);
+        if (!s) return;
+        const bool negative = !s->empty() && (*s)[0] == '-';
+        const size_t digits = negative ? 1 : 0;
+        errno = 0;
+        bool ok = s->size() > digits && s->find_first_not_of("0123456789", digits) == std::string::npos;
+        long double x = 0;
+        if (ok && negative) x = std::strtoll(s->c_str(), nullptr, 10);
+        if (ok && !negative) x = std::strtoull(s->c_str(), nullptr, 10);
+        ok = ok && errno != ERANGE && x >= (long double)lo && x <= (long double)hi;
+        if (ok) *v = (T)x;
+        else bad(key, *s);
+    }
+    // A finite number in [lo, hi] (or "nan" where nan_ok).
+    void real(const char* key, double* v, double lo, double hi, bool nan_ok = false) {
+        const std::string* s = find(key);
+        if (!s) return;
+        char* end = nullptr;
+        const double x = std::strtod(s->c_str(), &end);
+        if (!s->empty() && !*end && ((std::isfinite(x) && x >= lo && x <= hi) || (nan_ok && std::isnan(x)))) *v = x;
+        else bad(key, *s);
+    }
+    void real(const char* key, float* v, double lo, double hi) {
+        double x = *v;
+        real(key, &x, lo, hi);
+        *v = (float)x;
+    }
+
+  private:
+    const std::string* find(const char* key) const {
+        auto it = meta.find(key);
+        return it == meta.end() ? nullptr : &it->second;
+    }
+    void bad(const char* key, const std::string& text) {
+        if (error.empty()) error = "metadata \"" + std::string(key) + "\" is '" + text.substr(0, 40) + "', not a valid value";
+    }
+};
 // A number as metadata text that reads back to the same double ("nan" for NAN).
 static std::string exact_text(double v) {
     char buf[40];
@@ -287,25 +329,30 @@ static bool restore_data_options(Run& r) {
 
 // --resume: each of --time, --max-steps, --max-epochs not given again is the run's, from its
 // checkpoint (the time counts what the run has used already).
-static void restore_budget(Run& r, const Metadata& meta) {
-    if (!given(r, "--time")) r.opt.time_limit_s = meta_double(meta, "time_limit", r.opt.time_limit_s);
-    if (!given(r, "--max-steps")) r.opt.max_steps = (int64_t)meta_u64(meta, "max_steps", (uint64_t)r.opt.max_steps);
-    if (!given(r, "--max-epochs")) r.opt.max_epochs = (int64_t)meta_u64(meta, "max_epochs", (uint64_t)r.opt.max_epochs);
+static void restore_budget(Run& r, MetaReader& in) {
+    if (!given(r, "--time")) in.real("time_limit", &r.opt.time_limit_s, 0, 1e15);
+    if (!given(r, "--max-steps")) in.integer<int64_t>("max_steps", &r.opt.max_steps, 0);
+    if (!given(r, "--max-epochs")) in.integer<int64_t>("max_epochs", &r.opt.max_epochs, 0);
 }
 
-// On resume, the options that fix the data order and the schedule come from the checkpoint.
-static void restore_options(Run& r, const Metadata& meta) {
-    restore_budget(r, meta);
-    r.opt.max_tokens = (int)meta_u64(meta, "max_tokens", r.opt.max_tokens);
-    r.opt.accum = (int)meta_u64(meta, "accum", r.opt.accum);
-    r.opt.warmup = (int)meta_u64(meta, "warmup", r.opt.warmup);
-    r.opt.seed = meta_u64(meta, "seed", r.opt.seed);
-    r.opt.lr_scale = meta_double(meta, "lr_scale", r.opt.lr_scale);
-    r.opt.clip_norm = meta_double(meta, "clip_norm", r.opt.clip_norm);
-    r.time_before = meta_double(meta, "time_used", 0);
-    r.opt.adam.beta1 = (float)meta_double(meta, "adam_beta1", r.opt.adam.beta1);
-    r.opt.adam.beta2 = (float)meta_double(meta, "adam_beta2", r.opt.adam.beta2);
-    r.opt.adam.eps = (float)meta_double(meta, "adam_eps", r.opt.adam.eps);
+// On resume, the options that fix the data order and the schedule come from the checkpoint,
+// in the ranges ./train's options allow. False + message on a value out of them.
+static bool restore_options(Run& r, const Metadata& meta) {
+    MetaReader in{meta, ""};
+    restore_budget(r, in);
+    in.integer("max_tokens", &r.opt.max_tokens, 1);
+    in.integer("accum", &r.opt.accum, 1);
+    in.integer("warmup", &r.opt.warmup, 1);
+    in.integer("seed", &r.opt.seed);
+    in.real("lr_scale", &r.opt.lr_scale, 1e-300, 1e300);
+    in.real("clip_norm", &r.opt.clip_norm, 0, 1e300);
+    r.time_before = 0;
+    in.real("time_used", &r.time_before, 0, 1e15);
+    in.real("adam_beta1", &r.opt.adam.beta1, 0, 0.99999999);
+    in.real("adam_beta2", &r.opt.adam.beta2, 0, 0.99999999);
+    in.real("adam_eps", &r.opt.adam.eps, 1e-300, 1e300);
+    return in.error.empty() || fail(r.resumed_from + ": " + in.error + " (a damaged or edited checkpoint: resume from "
+                                    "an earlier one, or start a new run)");
 }
 
 // Fine-tuning (--init-from): the checkpoint's parameters and config (dropout and label
@@ -359,10 +406,15 @@ static bool setup_validation(Run& r, const Metadata* resume_meta) {
     if (saved != r.best.metric)
         return fail("the run keeps its best checkpoint by dev " + saved + ", this resume by dev " + r.best.metric +
                     ": resume with --best-metric " + saved);
-    r.best.value = meta_double(*resume_meta, "best_value", NAN);
-    r.best.step = (int64_t)meta_double(*resume_meta, "best_step", -1);
-    r.best.evals_since = (int64_t)meta_u64(*resume_meta, "evals_since_best", 0);
-    return true;
+    MetaReader in{*resume_meta, ""};
+    r.best.value = NAN;
+    in.real("best_value", &r.best.value, -1e300, 1e300, /*nan_ok=*/true);
+    double best_step = -1;
+    in.real("best_step", &best_step, -1, 9e18);
+    r.best.step = (int64_t)best_step;
+    r.best.evals_since = 0;
+    in.integer<int64_t>("evals_since_best", &r.best.evals_since, 0);
+    return in.error.empty() || fail(r.resumed_from + ": " + in.error + " (a damaged or edited checkpoint)");
 }
 
 static bool setup_sampler(Run& r, const Metadata* resume_meta) {
@@ -374,9 +426,14 @@ static bool setup_sampler(Run& r, const Metadata* resume_meta) {
     std::string err;
     if (!r.sampler.build(r.train.pairs, bo, &err)) return fail(err);
     if (!resume_meta) return true;
-    SamplerPosition pos{(int64_t)meta_u64(*resume_meta, "sampler_epoch", 0),
-                        (int64_t)meta_u64(*resume_meta, "sampler_index", 0)};
-    if (meta_u64(*resume_meta, "sampler_fingerprint", 0) != r.sampler.fingerprint())
+    MetaReader in{*resume_meta, ""};
+    SamplerPosition pos{0, 0};
+    uint64_t fingerprint = 0;
+    in.integer<int64_t>("sampler_epoch", &pos.epoch, 0);
+    in.integer<int64_t>("sampler_index", &pos.index, 0);
+    in.integer("sampler_fingerprint", &fingerprint);
+    if (!in.error.empty()) return fail(r.resumed_from + ": " + in.error + " (a damaged or edited checkpoint)");
+    if (fingerprint != r.sampler.fingerprint())
         return fail("the training data or batching differs from the checkpoint's; resume needs the same data");
     if (!r.sampler.restore(pos, &err)) return fail(err);
     return true;
@@ -422,8 +479,8 @@ static bool setup(Run& r) {
         if (!meta.count("sampler_fingerprint"))
             return fail(ckpts.back() + " holds parameters only, no training state (Adam's, the data position): "
                         "an average or a copy? --resume continues from a checkpoint ./train wrote");
-        if (!check_resume_conflicts(r, meta) || !check_resume_config(r)) return false;
-        restore_options(r, meta);
+        r.resumed_from = ckpts.back();
+        if (!check_resume_conflicts(r, meta) || !check_resume_config(r) || !restore_options(r, meta)) return false;
         std::printf("Resuming from %s (step %lld)\n", ckpts.back().c_str(), (long long)r.model.step);
     }
     const bool fine_tuning = !resuming && !r.opt.init_from.empty();
