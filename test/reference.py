@@ -412,8 +412,9 @@ def length_penalty(n, alpha):
 
 
 def max_output_len(src_len, a, b):
-    """Max output length = a * (source length incl. </s>) + b (at least 1)."""
-    return max(1, int(a * src_len + b))
+    """Max output length = a * (source length incl. </s>) + b (at least 1); the 1e-9 keeps a
+    decimal a's product whole (0.29 * 100 is 28.999999999999996 in binary: 29, not 28)."""
+    return max(1, math.floor(a * src_len + b + 1e-9))
 
 
 @torch.no_grad()

@@ -981,7 +981,7 @@ static void batch_queue_rules() {
     differ("beam", [](DecodeOptions& o) { o.beam = 2; });
     differ("nbest", [](DecodeOptions& o) { o.nbest = 2; });
     differ("alpha", [](DecodeOptions& o) { o.alpha = 1.0f; });
-    differ("max_len_a", [](DecodeOptions& o) { o.max_len_a = 2.0f; });
+    differ("max_len_a", [](DecodeOptions& o) { o.max_len_a = 2.0; });
     differ("max_len_b", [](DecodeOptions& o) { o.max_len_b = 9; });
     differ("recompute", [](DecodeOptions& o) { o.recompute = true; });
     differ("force_length", [](DecodeOptions& o) { o.force_length = 3; });
@@ -995,6 +995,21 @@ static void batch_queue_rules() {
         if (same_search(base, o.second) || same_search(o.second, base)) shared += std::string(" ") + o.first;
     check(same_search(base, base) && shared.empty(), "batch queue: jobs share a batch only with every option equal "
           "(%zu options tried one at a time; shared despite:%s)", other.size(), shared.empty() ? " none" : shared.c_str());
+}
+
+// max_output_length: floor(a * length + b) with a as the user wrote it in decimal (0.29 x 100
+// is 29, though 0.29 is 0.28999... in binary; as a float, 1.05 x 100 had been 104), at least 1.
+static void max_output_lengths() {
+    struct Case { double a; int b, length, want; } cases[] = {
+        {1.0, 50, 20, 70}, {0.29, 0, 100, 29}, {1.05, 0, 100, 105}, {0.53, 50, 300, 209},
+        {0.999, 0, 1, 1}, {0.5, 0, 3, 1}, {0.0, 0, 9, 1}, {10.0, 10000, 1024, 20240}};
+    for (const Case& c : cases) {
+        DecodeOptions o;
+        o.max_len_a = c.a, o.max_len_b = c.b;
+        const int got = max_output_length(c.length, o);
+        check(got == c.want, "max output length: a %g, b %d, %d source tokens: %d (want %d)", c.a, c.b, c.length,
+              got, c.want);
+    }
 }
 
 int main(int argc, char** argv) {
@@ -1013,6 +1028,8 @@ int main(int argc, char** argv) {
     scoring_prefix_sampling();
     std::printf("-- ensembles\n");
     ensembles();
+    std::printf("-- the output length limit\n");
+    max_output_lengths();
     std::printf("-- the service's batches\n");
     batch_queue_rules();
     std::printf("-- weights packed once for decoding\n");   // (last: its sources would shift the copy task's)

@@ -36,7 +36,7 @@
 struct DecodeOptions {
     int beam = 4;              // 1 = greedy
     float alpha = 0.6f;        // length penalty exponent
-    float max_len_a = 1.0f;    // max output length = a * source length + b
+    double max_len_a = 1.0;    // max output length = a * source length + b
     int max_len_b = 50;
     int nbest = 1;             // hypotheses returned per sentence (<= beam)
     bool recompute = false;    // testing: run the full decoder over the prefix every step
