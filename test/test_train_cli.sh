@@ -136,6 +136,17 @@ check $? "it says so, then averages and evaluates as usual (final row, best chec
 final_step=$(awk -F, '$1 == "final" { print $2 }' "$T/run3/log.csv")
 [ "$final_step" = 15 ]; check $? "log.csv's final row is at step 15, where training ended ($final_step; it had taken the best checkpoint's step, 5)"
 
+# The same run stopped at step 10, then --resume --max-steps 100 without the validation options:
+# the run's --eval-every 5 and --early-stopping 2 go on (they had fallen back to 500 and off: no
+# evaluation after the resume, 100 steps trained).
+"$B"/train $TA $V --out "$T/run3r" --lr-scale 1e-12 --max-steps 10 --eval-every 5 --eval-lines 30 \
+    --early-stopping 2 --save-every-steps 0 --no-eval > /dev/null 2>&1
+"$B"/train --out "$T/run3r" --resume --max-steps 100 --no-eval > "$T/train3r.log" 2>&1; s=$?
+rows=$(awk -F, '$1 == "dev" { printf "%s ", $2 }' "$T/run3r/log.csv")
+end=$(ls "$T/run3r"/ckpt-*.safetensors | tail -n 1 | sed 's/.*ckpt-0*//; s/\.safetensors//')
+[ $s -eq 0 ] && [ "$rows" = "5 10 15 " ] && [ "$end" = 15 ] && grep -q "^early stopping: dev bleu did not improve in 2 evaluations" "$T/train3r.log"
+check $? "--resume alone keeps --eval-every 5 and --early-stopping 2: evaluations at '$rows' (want '5 10 15 '), stops at step $end (want 15), exit $s"
+
 # ---- --max-epochs ---------------------------------------------------------------------------
 "$B"/train $TA $V --out "$T/run4" --max-epochs 2 --max-steps 0 --time 0 --eval-every 0 --no-eval \
     --max-tokens 2000 > "$T/train4.log" 2>&1

@@ -328,11 +328,17 @@ static bool restore_data_options(Run& r) {
 }
 
 // --resume: each of --time, --max-steps, --max-epochs not given again is the run's, from its
-// checkpoint (the time counts what the run has used already).
+// checkpoint (the time counts what the run has used already); so are the evaluations that
+// early stopping counts and the best is kept by (--eval-every, --eval-lines, --eval-beam,
+// --early-stopping).
 static void restore_budget(Run& r, MetaReader& in) {
     if (!given(r, "--time")) in.real("time_limit", &r.opt.time_limit_s, 0, 1e15);
     if (!given(r, "--max-steps")) in.integer<int64_t>("max_steps", &r.opt.max_steps, 0);
     if (!given(r, "--max-epochs")) in.integer<int64_t>("max_epochs", &r.opt.max_epochs, 0);
+    if (!given(r, "--eval-every")) in.integer<int64_t>("eval_every", &r.opt.eval_every_steps, 0);
+    if (!given(r, "--eval-lines")) in.integer("eval_lines", &r.opt.eval_lines, 0);
+    if (!given(r, "--eval-beam")) in.integer("eval_beam", &r.opt.eval_beam, 1, 64);
+    if (!given(r, "--early-stopping")) in.integer("early_stopping", &r.opt.early_stopping, 0);
 }
 
 // On resume, the options that fix the data order and the schedule come from the checkpoint,
@@ -648,6 +654,10 @@ static bool save_checkpoint(Run& r) {
         {"time_limit", exact_text(r.opt.time_limit_s)},
         {"max_steps", std::to_string(r.opt.max_steps)},
         {"max_epochs", std::to_string(r.opt.max_epochs)},
+        {"eval_every", std::to_string(r.opt.eval_every_steps)},
+        {"eval_lines", std::to_string(r.opt.eval_lines)},
+        {"eval_beam", std::to_string(r.opt.eval_beam)},
+        {"early_stopping", std::to_string(r.opt.early_stopping)},
     };
     add_run_state(r, &meta);
     std::string err;
