@@ -479,6 +479,13 @@ static bool setup(Run& r) {
     if (r.opt.resume && ckpts.empty()) std::printf("--resume: no checkpoint in %s, starting afresh\n", r.opt.out_dir.c_str());
     if (!r.opt.resume && !ckpts.empty())
         return fail(r.opt.out_dir + " already holds checkpoints: pass --resume to continue that run, or another --out");
+    // A new run starts its own log.csv and best.safetensors: ones in --out were left by a run
+    // that ended before its first checkpoint (else this one would be refused or resume it).
+    for (const char* name : {"log.csv", "best.safetensors"})
+        if (!resuming && dist_is_root() && fs::exists(r.path(name))) {
+            if (!fs::remove(r.path(name), ec)) return fail("cannot remove " + r.path(name) + ": " + ec.message());
+            std::printf("%s: left by an earlier run, removed (this run starts its own)\n", r.path(name).c_str());
+        }
     if (resuming) {
         std::string err;
         if (!checkpoint_load(&r.model, ckpts.back(), &meta, &err)) return fail(err);
