@@ -207,6 +207,16 @@ check $? "./train from another folder without --data: exit 1 ($s), $(head -c 150
 [ $s -eq 1 ] && grep -q "the default corpus is English-Spanish (en, es): for de-en give --data DIR" "$T/err.txt"
 check $? "./train --src de --tgt en without --data: exit 1 ($s), $(head -c 150 "$T/err.txt")"
 
+# A run that ended after logging steps past its last checkpoint (kill -9, a full disk; here the
+# checkpoint of step 6 removed): --resume trains steps 5 and 6 again, and log.csv holds each step
+# once (it had held 5 and 6 twice, curves.svg going back).
+"$B"/train $TA $V --out "$T/relog" --max-steps 6 --save-every-steps 4 --log-every 0 --eval-every 0 --no-eval > /dev/null 2>&1
+rm -f "$(ckpt "$T/relog" 6)"
+"$B"/train --out "$T/relog" --resume --log-every 0 --no-eval > "$T/relog.log" 2>&1; s=$?
+steps=$(awk -F, '$1 == "train" { printf "%s ", $2 }' "$T/relog/log.csv")
+[ $s -eq 0 ] && [ "$steps" = "1 2 3 4 5 6 " ] && grep -q "log.csv: 2 rows past step 4 (logged after that checkpoint) dropped" "$T/relog.log"
+check $? "--resume from step 4 of a run that had logged to step 6: log.csv's train rows '$steps' (want '1 2 3 4 5 6 '), exit $s"
+
 # ---- --keep K: the last K checkpoints stay --------------------------------------------------
 "$B"/train $TA $V --out "$T/keep" --max-steps 12 --save-every-steps 2 --keep 3 --no-eval --average 0 > "$T/keep.log" 2>&1
 check $? "./train --save-every-steps 2 --keep 3, 12 steps (exit $?)"

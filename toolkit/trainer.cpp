@@ -445,6 +445,27 @@ static bool setup_sampler(Run& r, const Metadata* resume_meta) {
     return true;
 }
 
+// --resume: log.csv's rows past the resumed step were logged after that checkpoint by a run that
+// ended without saving again (kill -9, a full disk); the steps are trained again, so they go,
+// and the log holds each step once. False (with a message) when log.csv cannot be rewritten.
+static bool drop_rows_past(Run& r, int64_t step) {
+    if (!dist_is_root() || !fs::exists(r.path("log.csv"))) return true;
+    std::ifstream f(r.path("log.csv"), std::ios::binary);
+    std::string line, kept;
+    size_t dropped = 0;
+    for (bool header = true; std::getline(f, line); header = false) {
+        const size_t comma = line.find(',');
+        if (!header && comma != std::string::npos && std::atoll(line.c_str() + comma + 1) > step) dropped++;
+        else kept += line + "\n";
+    }
+    if (dropped == 0) return true;
+    std::string err;
+    if (!write_file_replacing(r.path("log.csv"), kept, &err)) return fail(err);
+    std::printf("%s: %zu rows past step %lld (logged after that checkpoint) dropped\n", r.path("log.csv").c_str(),
+                dropped, (long long)step);
+    return true;
+}
+
 // The backend the model runs on (--device, --precision); says so when "auto" finds no GPU.
 static bool setup_backend(const TrainOptions& opt, Model* m, bool verbose) {
     if (opt.precision == "int8") return fail("--precision int8 is for translation; training runs fp32 or bf16");
@@ -495,6 +516,7 @@ static bool setup(Run& r) {
         r.resumed_from = ckpts.back();
         if (!check_resume_conflicts(r, meta) || !check_resume_config(r) || !restore_options(r, meta)) return false;
         std::printf("Resuming from %s (step %lld)\n", ckpts.back().c_str(), (long long)r.model.step);
+        if (!drop_rows_past(r, r.model.step)) return false;
     }
     const bool fine_tuning = !resuming && !r.opt.init_from.empty();
     if (fine_tuning && !setup_init_from(r, &meta)) return false;
