@@ -236,6 +236,13 @@ steps=$(awk -F, 'NR > 1 { printf "%s ", $2 }' "$T/stale/log.csv")
     grep -q "log.csv: left by an earlier run, removed" "$T/stale.log"
 check $? "a new run where an earlier one left log.csv and best.safetensors: log.csv holds its steps alone ('$steps', want '1 2 '), best.safetensors gone ($(ls "$T/stale" | tr '\n' ' ')), exit $s"
 
+# ---- --average 1: the final report names the model it scored, the last checkpoint -----------
+# (its lines had said "averaged", and "test, last checkpoint, beam" repeated the same score)
+"$B"/train $TA $V --out "$T/avg1" --max-steps 4 --save-every-steps 2 --eval-every 0 --average 1 > "$T/avg1.log" 2>&1; s=$?
+lines=$(sed -n 's/^\(dev\|test\), \([a-z ]*\), \(beam\|greedy\) .*/\1 \2 \3;/p' "$T/avg1.log" | tr -d '\n')
+[ $s -eq 0 ] && [ "$lines" = "dev last checkpoint beam;test last checkpoint beam;test last checkpoint greedy;" ]
+check $? "--average 1: the report's lines '$lines' name the last checkpoint, once each (exit $s)"
+
 # ---- ./average --last N DIR -----------------------------------------------------------------
 "$B"/average --last 3 --out "$T/last.safetensors" "$T/run2" > /dev/null
 check $? "./average --last 3 DIR (exit $?)"

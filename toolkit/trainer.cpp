@@ -956,22 +956,26 @@ static bool final_evaluation(Run& r) {
     // backend beside the training state found none left).
     model_release_training(&r.model);
     model_pack_weights(&r.model);
+    // Without an average (--average 0 or 1, or one checkpoint) the model is the last checkpoint,
+    // and the report says so: its lines say "last checkpoint", not "averaged", once each.
+    const bool averaged = model_path != ckpts.back();
+    const std::string which = averaged ? "averaged" : "last checkpoint";
     Scores last_beam;
-    if (r.have_test)
+    if (r.have_test && averaged)
         last_beam = score(&r.model, r.tok, r.data("test", r.opt.src_lang), r.data("test", r.opt.tgt_lang), r.opt.beam, r.opt);
-    if (model_path != ckpts.back() && !load_for_decoding(r, model_path)) return false;
+    if (averaged && !load_for_decoding(r, model_path)) return false;
     std::printf("BLEU, chrF and TER, sacreBLEU's conventions (signatures %s; %s; %s):\n",
                 bleu_signature().c_str(), chrf_signature().c_str(), ter_signature().c_str());
     Scores dev_avg, test_avg;
     if (r.have_dev) {
         dev_avg = score(&r.model, r.tok, r.data("dev", r.opt.src_lang), r.data("dev", r.opt.tgt_lang), r.opt.beam, r.opt);
-        report("dev, averaged, beam", dev_avg);
+        report(("dev, " + which + ", beam").c_str(), dev_avg);
     }
     if (r.have_test) {
         test_avg = score(&r.model, r.tok, r.data("test", r.opt.src_lang), r.data("test", r.opt.tgt_lang), r.opt.beam, r.opt);
-        report("test, averaged, beam", test_avg);
-        report("test, averaged, greedy", score(&r.model, r.tok, r.data("test", r.opt.src_lang), r.data("test", r.opt.tgt_lang), 1, r.opt));
-        report("test, last checkpoint, beam", last_beam);
+        report(("test, " + which + ", beam").c_str(), test_avg);
+        report(("test, " + which + ", greedy").c_str(), score(&r.model, r.tok, r.data("test", r.opt.src_lang), r.data("test", r.opt.tgt_lang), 1, r.opt));
+        if (averaged) report("test, last checkpoint, beam", last_beam);
         if (!report_best(r)) return false;
     }
     r.model.step = last_step;   // log.csv's final row: the step training ended at
