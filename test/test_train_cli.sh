@@ -147,6 +147,19 @@ end=$(ls "$T/run3r"/ckpt-*.safetensors | tail -n 1 | sed 's/.*ckpt-0*//; s/\.saf
 [ $s -eq 0 ] && [ "$rows" = "5 10 15 " ] && [ "$end" = 15 ] && grep -q "^early stopping: dev bleu did not improve in 2 evaluations" "$T/train3r.log"
 check $? "--resume alone keeps --eval-every 5 and --early-stopping 2: evaluations at '$rows' (want '5 10 15 '), stops at step $end (want 15), exit $s"
 
+# A run with --no-eval-bleu, and one with --best-metric loss, resumed alone: they go on by dev
+# loss, the first still without dev BLEU (both had been refused: 'the run keeps its best
+# checkpoint by dev loss, this resume by dev bleu', exit 1).
+for opt in --no-eval-bleu "--best-metric loss"; do
+    out="$T/res-$(echo "$opt" | cut -c3-9)"
+    "$B"/train $TA $V --out "$out" --max-steps 5 --eval-every 5 --eval-lines 30 $opt --save-every-steps 5 --no-eval > /dev/null 2>&1
+    "$B"/train --out "$out" --resume --max-steps 10 --no-eval > "$out.log" 2>&1; s=$?
+    bleu10=$(field "$out/log.csv" dev 10 7)
+    case "$opt" in --no-eval-bleu) [ -z "$bleu10" ] ;; *) [ -n "$bleu10" ] ;; esac; b=$?
+    [ $s -eq 0 ] && [ $b -eq 0 ] && [ -n "$(field "$out/log.csv" dev 10 6)" ] && grep -q "^step .* | best dev loss " "$out.log"
+    check $? "./train $opt, then --resume alone: exit $s, step 10 evaluated by dev loss (dev BLEU '$bleu10'): $(grep -m1 -E '^step|error' "$out.log")"
+done
+
 # ---- --max-epochs ---------------------------------------------------------------------------
 "$B"/train $TA $V --out "$T/run4" --max-epochs 2 --max-steps 0 --time 0 --eval-every 0 --no-eval \
     --max-tokens 2000 > "$T/train4.log" 2>&1

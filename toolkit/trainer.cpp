@@ -330,7 +330,7 @@ static bool restore_data_options(Run& r) {
 // --resume: each of --time, --max-steps, --max-epochs not given again is the run's, from its
 // checkpoint (the time counts what the run has used already); so are the evaluations that
 // early stopping counts and the best is kept by (--eval-every, --eval-lines, --eval-beam,
-// --early-stopping).
+// --early-stopping, --no-eval-bleu).
 static void restore_budget(Run& r, MetaReader& in) {
     if (!given(r, "--time")) in.real("time_limit", &r.opt.time_limit_s, 0, 1e15);
     if (!given(r, "--max-steps")) in.integer<int64_t>("max_steps", &r.opt.max_steps, 0);
@@ -339,6 +339,9 @@ static void restore_budget(Run& r, MetaReader& in) {
     if (!given(r, "--eval-lines")) in.integer("eval_lines", &r.opt.eval_lines, 0);
     if (!given(r, "--eval-beam")) in.integer("eval_beam", &r.opt.eval_beam, 1, 64);
     if (!given(r, "--early-stopping")) in.integer("early_stopping", &r.opt.early_stopping, 0);
+    int eval_bleu = r.opt.eval_bleu;
+    if (!given(r, "--no-eval-bleu")) in.integer("eval_bleu", &eval_bleu, 0, 1);
+    r.opt.eval_bleu = eval_bleu;
 }
 
 // On resume, the options that fix the data order and the schedule come from the checkpoint,
@@ -409,6 +412,7 @@ static bool setup_validation(Run& r, const Metadata* resume_meta) {
     }
     if (!resume_meta || !resume_meta->count("best_metric")) return true;
     const std::string saved = resume_meta->at("best_metric");
+    if (!explicit_best && saved == "loss") r.best.metric = saved;   // the run's --best-metric loss
     if (saved != r.best.metric)
         return fail("the run keeps its best checkpoint by dev " + saved + ", this resume by dev " + r.best.metric +
                     ": resume with --best-metric " + saved);
@@ -687,6 +691,7 @@ static bool save_checkpoint(Run& r) {
         {"eval_lines", std::to_string(r.opt.eval_lines)},
         {"eval_beam", std::to_string(r.opt.eval_beam)},
         {"early_stopping", std::to_string(r.opt.early_stopping)},
+        {"eval_bleu", r.opt.eval_bleu ? "1" : "0"},
     };
     add_run_state(r, &meta);
     std::string err;
