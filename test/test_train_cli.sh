@@ -256,6 +256,12 @@ lines=$(sed -n 's/^\(dev\|test\), \([a-z ]*\), \(beam\|greedy\) .*/\1 \2 \3;/p' 
 [ $s -eq 0 ] && [ "$lines" = "dev last checkpoint beam;test last checkpoint beam;test last checkpoint greedy;" ]
 check $? "--average 1: the report's lines '$lines' name the last checkpoint, once each (exit $s)"
 
+# --keep 2 below --average 5: the 2 kept are averaged, and the run says why not 5 (it had said
+# only "averaged 2 checkpoints")
+"$B"/train $TA $V --out "$T/keep2" --max-steps 6 --save-every-steps 2 --keep 2 --average 5 --no-eval > "$T/keep2.log" 2>&1; s=$?
+[ $s -eq 0 ] && grep -q "^--average 5: only 2 checkpoints in $T/keep2 (--keep 2)" "$T/keep2.log" && grep -q "^averaged 2 checkpoints" "$T/keep2.log"
+check $? "--keep 2 --average 5: $(grep -m1 -- '^--average' "$T/keep2.log"), exit $s"
+
 # ---- ./average --last N DIR -----------------------------------------------------------------
 "$B"/average --last 3 --out "$T/last.safetensors" "$T/run2" > /dev/null
 check $? "./average --last 3 DIR (exit $?)"
