@@ -157,6 +157,14 @@ data_case "a folder named train.en (it had read as an empty file)" 1 "cannot rea
 rmdir "$T/d/train.en"
 "$B"/train --config tiny --d-model 32 --d-ff 64 --no-eval --data "$T/corpus" --vocab "$T" --out "$T/vocab-folder" --max-steps 1 > "$T/out.txt" 2> "$T/err.txt"; s=$?
 expect "--vocab naming a folder" 1 "cannot read .*: Is a directory"
+# --vocab is read as ./bpe reads it, byte for byte: a file cut short in its last line (here only
+# the final newline; cut inside the last piece, "merge 304 s ky" had trained as "merge 304 s k")
+# and CRLF line ends are refused (lines had been trimmed and rejoined, so both were accepted)
+head -c -1 "$T/run/vocab.bpe" > "$T/cut.bpe"; sed 's/$/\r/' "$T/run/vocab.bpe" > "$T/crlf.bpe"
+"$B"/train --config tiny --d-model 32 --d-ff 64 --no-eval --data "$T/corpus" --vocab "$T/cut.bpe" --out "$T/vocab-cut" --max-steps 1 > "$T/out.txt" 2> "$T/err.txt"; s=$?
+expect "--vocab whose last line lost its newline (a truncated file)" 1 "cut.bpe: vocabulary: last line has no newline"
+"$B"/train --config tiny --d-model 32 --d-ff 64 --no-eval --data "$T/corpus" --vocab "$T/crlf.bpe" --out "$T/vocab-crlf" --max-steps 1 > "$T/out.txt" 2> "$T/err.txt"; s=$?
+expect "--vocab with CRLF line ends (./bpe refuses it too)" 1 "crlf.bpe: vocabulary: contains a carriage return"
 cp "$T/corpus/train.en" "$T/corpus/train.es" "$T/d/"; sed -i '5s/.*//' "$T/d/train.en"
 data_case "an empty line in the training data: skipped and counted" 0 "skipped 1 pairs with an empty line"
 # a misaligned pair (40 words against one): kept by default, skipped and counted with --max-len-ratio 9

@@ -124,15 +124,14 @@ static bool read_all_lines(const std::vector<std::string>& paths, std::vector<st
 }
 
 // Reads a vocabulary in the vocab.bpe format (what ./bpe learn and ./train write), or the one a
-// checkpoint carries.
+// checkpoint carries. The file's bytes as they are, as ./bpe reads them: a last line without
+// its newline (a truncated file) or CRLF line ends are refused, never mended.
 static bool read_vocab_file(const std::string& path, Tokenizer* tok) {
     std::string joined, err;
     if (is_safetensors(path)) {
         if (!checkpoint_tokenizer(path, &joined, &err)) return fail(err);
-    } else {
-        std::vector<std::string> text;
-        if (!read_all_lines({path}, &text)) return false;
-        for (const std::string& l : text) joined += l + "\n";
+    } else if (!read_file(path, &joined, &err)) {
+        return fail("cannot read " + path + ": " + err);
     }
     if (!Tokenizer::deserialize(joined, tok, &err)) return fail(path + ": " + err);
     return true;
