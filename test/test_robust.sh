@@ -175,6 +175,14 @@ sed -i "7s/.*/$(printf 'sun moon star sky sea land tree rock %.0s' 1 2 3 4 5)/" 
 [ $s1 = 0 ] && [ $s2 = 0 ] && grep -q '^data: 300 train pairs (0 skipped as longer than [0-9]* tokens, 0 empty)' "$T/off.txt" &&
     grep -q "^data: 299 train pairs (0 skipped as longer than [0-9]* tokens, 1 as one side over 9 times the other's length, 0 empty)" "$T/on.txt"
 check $? "--max-len-ratio 9: the pair of 40 words against one skipped and counted, kept without it (exit $s1, $s2: $(grep -h '^data: [0-9]' "$T/off.txt" "$T/on.txt" | tr '\n' ' '))"
+# --max-len 9 keeps sentences of 8 tokens (9 positions with </s>): a pair of 9 bytes (byte pieces
+# only, one token each) is skipped, and the data line says longer than 8 tokens (it had said 9)
+printf 'bpe-vocab 1 size 260 specials 4 bytes 256 chars 0 merges 0\n' > "$T/bytes.bpe"
+printf 'abcdefgh\nabcdefghi\n' > "$T/d/train.en"; printf 'abcdefgh\nab\n' > "$T/d/train.es"
+"$B"/train --config tiny --d-model 32 --d-ff 64 --max-tokens 400 --no-eval --time 0 --save-every 0 --vocab "$T/bytes.bpe" \
+    --data "$T/d" --out "$T/maxlen" --max-steps 1 --max-len 9 > "$T/out.txt" 2>&1; s=$?
+[ $s = 0 ] && grep -q '^data: 1 train pairs (1 skipped as longer than 8 tokens, 0 empty)' "$T/out.txt"
+check $? "--max-len 9: a pair of 8 tokens kept, one of 9 skipped as longer than 8 tokens (exit $s: $(grep '^data: [0-9]' "$T/out.txt"))"
 cp "$T/corpus/train.en" "$T/corpus/train.es" "$T/d/"; head -n 3 "$T/corpus/train.en" | sed '2s/.*//' > "$T/d/dev.en"; head -n 3 "$T/corpus/train.es" > "$T/d/dev.es"
 data_case "an empty line in the dev data: refused (it must stay aligned)" 1 "dev.en:2: empty line"
 rm -f "$T/d"/dev.*

@@ -558,7 +558,7 @@ static void print_summary(const Run& r) {
         std::snprintf(ratio, sizeof ratio, ", %zu as one side over %g times the other's length",
                       r.sampler.skipped_ratio(), r.opt.max_len_ratio);
     std::printf("data: %zu train pairs (%zu skipped as longer than %d tokens%s, %zu empty), %zu dev, %zu test\n",
-                r.sampler.pairs_kept(), r.sampler.skipped_long(), r.model.cfg.max_len, ratio,
+                r.sampler.pairs_kept(), r.sampler.skipped_long(), r.model.cfg.max_len - 1, ratio,   // + </s>
                 r.train.skipped_empty, r.dev.pairs.size(), r.test.pairs.size());
     std::printf("batches: %zu per epoch, <= %d padded tokens per side, %d per step; lr_scale %g, warmup %d\n",
                 r.sampler.batches_per_epoch(), r.opt.max_tokens, r.opt.accum, r.opt.lr_scale, r.opt.warmup);
