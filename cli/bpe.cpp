@@ -56,7 +56,7 @@ void write_vocabulary(const std::string& path, const std::string& text) {
 
 Tokenizer load_vocab(const std::string& path) {
     std::string text, error;
-    if (path.empty()) die("--vocab FILE is required (see --help)");
+    if (path.empty()) die("--vocab FILE is required (see --help)", 2);
     if (is_safetensors(path)) {   // a checkpoint: the vocabulary it carries
         if (!checkpoint_tokenizer(path, &text, &error)) die(error);
     } else if (!read_file(path, &text, &error)) {
@@ -134,7 +134,7 @@ void append_int(std::string* out, int v) {
 }
 
 int cmd_encode(const BpeOptions& o) {
-    if (!o.inputs.empty()) die("encode reads stdin; unexpected argument '" + o.inputs[0] + "'");
+    if (!o.inputs.empty()) die("encode reads stdin; unexpected argument '" + o.inputs[0] + "'", 2);
     Tokenizer tok = load_vocab(o.vocab);
     std::string text;
     if (!read_file("-", &text)) die("cannot read stdin");
@@ -156,7 +156,7 @@ int cmd_encode(const BpeOptions& o) {
 }
 
 int cmd_decode(const BpeOptions& o) {
-    if (!o.inputs.empty()) die("decode reads stdin; unexpected argument '" + o.inputs[0] + "'");
+    if (!o.inputs.empty()) die("decode reads stdin; unexpected argument '" + o.inputs[0] + "'", 2);
     Tokenizer tok = load_vocab(o.vocab);
     std::string text;
     if (!read_file("-", &text)) die("cannot read stdin");

@@ -183,6 +183,11 @@ refused --time train $TA --time inf --out "$T/never"
 refused --beam train $TA --beam 0 --out "$T/never"
 refused --seed train $TA --seed -1 --out "$T/never"
 refused --vocab-size bpe learn --vocab-size 12 --out "$T/never.bpe" "$T/corpus/train.en"
+# ./bpe encode and decode without --vocab or with a stray argument: usage errors, exit 2 as learn's
+# (they had exited 1, the status of a failure while working)
+refused "unexpected argument 'extra'" bpe encode --vocab "$T/never.bpe" extra
+refused "unexpected argument 'extra'" bpe decode --vocab "$T/never.bpe" extra
+refused "--vocab FILE is required" bpe encode
 [ ! -e "$T/never" ]; check $? "refused ./train runs created nothing"
 
 # Write errors: output to a full disk (/dev/full) or a closed stdout is an error naming what
