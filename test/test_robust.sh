@@ -183,6 +183,15 @@ printf 'abcdefgh\nabcdefghi\n' > "$T/d/train.en"; printf 'abcdefgh\nab\n' > "$T/
     --data "$T/d" --out "$T/maxlen" --max-steps 1 --max-len 9 > "$T/out.txt" 2>&1; s=$?
 [ $s = 0 ] && grep -q '^data: 1 train pairs (1 skipped as longer than 8 tokens, 0 empty)' "$T/out.txt"
 check $? "--max-len 9: a pair of 8 tokens kept, one of 9 skipped as longer than 8 tokens (exit $s: $(grep '^data: [0-9]' "$T/out.txt"))"
+# dev pairs longer than --max-len count in the dev loss (sinusoids reach any position): with every
+# dev pair past --max-len 12 the dev loss had been left out of log.csv (NaN), silently
+cp "$T/corpus/train.en" "$T/corpus/train.es" "$T/d/"
+for i in 1 2; do echo "sun moon star sky sea land tree rock fire rain sun moon star sky sea land tree rock fire rain"; done > "$T/d/dev.en"
+for i in 1 2; do echo "suno moono staro skyo seao lando treeo rocko fireo raino suno moono staro skyo seao lando treeo rocko fireo raino"; done > "$T/d/dev.es"
+"$B"/train $TA --data "$T/d" --out "$T/devlong" --max-steps 1 --max-len 12 --eval-every 1 --no-eval-bleu > "$T/out.txt" 2>&1; s=$?
+[ $s = 0 ] && grep -q '^dev,1,[^,]*,[^,]*,[^,]*,[0-9]' "$T/devlong/log.csv" && grep -q '^step *1 | dev loss [0-9]' "$T/out.txt"
+check $? "dev pairs all longer than --max-len 12: the dev loss is computed on them (exit $s: $(grep '^dev,1' "$T/devlong/log.csv"))"
+rm -f "$T/d"/dev.*
 cp "$T/corpus/train.en" "$T/corpus/train.es" "$T/d/"; head -n 3 "$T/corpus/train.en" | sed '2s/.*//' > "$T/d/dev.en"; head -n 3 "$T/corpus/train.es" > "$T/d/dev.es"
 data_case "an empty line in the dev data: refused (it must stay aligned)" 1 "dev.en:2: empty line"
 rm -f "$T/d"/dev.*

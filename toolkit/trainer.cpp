@@ -635,8 +635,11 @@ static double dev_loss(Run& r) {
     if (!r.have_dev || r.dev.pairs.empty() || !dist_is_root()) return NAN;
     BatchSampler s;
     BatchingOptions bo;
-    bo.max_src_tokens = bo.max_tgt_tokens = std::max(r.opt.max_tokens, r.model.cfg.max_len);
     bo.max_len = r.model.cfg.max_len;
+    if (!r.model.cfg.learned_pos)   // sinusoids reach any length: every dev pair counts, none left out
+        for (const SentencePair& p : r.dev.pairs)
+            bo.max_len = std::max(bo.max_len, (int)std::max(p.src.size(), p.tgt.size()) + 1);
+    bo.max_src_tokens = bo.max_tgt_tokens = std::max(r.opt.max_tokens, bo.max_len);
     bo.shuffle = false;
     std::string err;
     if (!s.build(r.dev.pairs, bo, &err)) return NAN;
