@@ -238,15 +238,17 @@ kept=$(cd "$T/keep" && echo ckpt-*.safetensors)
 check $? "--keep 3 leaves the last 3 of the 6 checkpoints: $kept"
 
 # ---- a new run in a folder an earlier run left without a checkpoint (killed before its first) --
-# Its log.csv and best.safetensors are not this run's: they are removed, and said (log.csv had
-# been appended to, two runs' steps in one log and curve; best.safetensors had stayed).
+# Its log.csv and best.safetensors are not this run's: log.csv is started afresh, best.safetensors
+# removed, and both said (log.csv had been appended to, two runs' steps in one log and curve;
+# best.safetensors had stayed).
 mkdir -p "$T/stale"
 printf 'event,step,epoch,train_loss,lr,dev_loss,bleu_dev,bleu_test,elapsed_s\ntrain,900,3.0,9.9,0.001,,,,100.0\n' > "$T/stale/log.csv"
 cp "$T/run/best.safetensors" "$T/stale/best.safetensors"
 "$B"/train $TA $V --out "$T/stale" --max-steps 2 --log-every 0 --eval-every 0 --no-eval > "$T/stale.log" 2>&1; s=$?
 steps=$(awk -F, 'NR > 1 { printf "%s ", $2 }' "$T/stale/log.csv")
 [ $s -eq 0 ] && [ "$steps" = "1 2 " ] && [ ! -e "$T/stale/best.safetensors" ] &&
-    grep -q "log.csv: left by an earlier run, removed" "$T/stale.log"
+    grep -q "log.csv: left by an earlier run, started afresh" "$T/stale.log" &&
+    grep -q "best.safetensors: left by an earlier run, removed" "$T/stale.log"
 check $? "a new run where an earlier one left log.csv and best.safetensors: log.csv holds its steps alone ('$steps', want '1 2 '), best.safetensors gone ($(ls "$T/stale" | tr '\n' ' ')), exit $s"
 
 # ---- --average 1: the final report names the model it scored, the last checkpoint -----------

@@ -503,13 +503,15 @@ static bool setup(Run& r) {
     if (r.opt.resume && ckpts.empty()) std::printf("--resume: no checkpoint in %s, starting afresh\n", r.opt.out_dir.c_str());
     if (!r.opt.resume && !ckpts.empty())
         return fail(r.opt.out_dir + " already holds checkpoints: pass --resume to continue that run, or another --out");
-    // A new run starts its own log.csv and best.safetensors: ones in --out were left by a run
-    // that ended before its first checkpoint (else this one would be refused or resume it).
-    for (const char* name : {"log.csv", "best.safetensors"})
-        if (!resuming && dist_is_root() && fs::exists(r.path(name))) {
-            if (!fs::remove(r.path(name), ec)) return fail("cannot remove " + r.path(name) + ": " + ec.message());
-            std::printf("%s: left by an earlier run, removed (this run starts its own)\n", r.path(name).c_str());
-        }
+    // A new run starts its own log.csv (csv_row) and best.safetensors: ones in --out were left by
+    // a run that ended before its first checkpoint (else this one would be refused or resume it).
+    if (!resuming && dist_is_root() && fs::exists(r.path("log.csv")))
+        std::printf("%s: left by an earlier run, started afresh\n", r.path("log.csv").c_str());
+    if (!resuming && dist_is_root() && fs::exists(r.path("best.safetensors"))) {
+        if (!fs::remove(r.path("best.safetensors"), ec))
+            return fail("cannot remove " + r.path("best.safetensors") + ": " + ec.message());
+        std::printf("%s: left by an earlier run, removed\n", r.path("best.safetensors").c_str());
+    }
     if (resuming) {
         std::string err;
         if (!checkpoint_load(&r.model, ckpts.back(), &meta, &err)) return fail(err);
@@ -568,13 +570,14 @@ static void print_summary(const Run& r) {
 // ---------------------------------------------------------------------------------------------
 // Logging, evaluation, checkpoints
 // ---------------------------------------------------------------------------------------------
-// Appends one row to out/log.csv; false (with a message) when it cannot be written.
+// Appends one row to out/log.csv (a new run's first row starts the file afresh, a resumed run's
+// continues it); false (with a message) when it cannot be written.
 static bool csv_row(Run& r, const char* event, double loss, double lr, double dev_loss, double bleu_dev,
                     double bleu_test) {
     if (!dist_is_root()) return true;   // data parallelism: rank 0 alone writes
     if (!r.csv) {
-        bool fresh = !fs::exists(r.path("log.csv"));
-        r.csv = std::fopen(r.path("log.csv").c_str(), "a");
+        const bool fresh = r.resumed_from.empty() || !fs::exists(r.path("log.csv"));
+        r.csv = std::fopen(r.path("log.csv").c_str(), fresh ? "w" : "a");
         if (!r.csv) return fail("cannot open " + r.path("log.csv") + ": " + std::strerror(errno));
         if (fresh) std::fprintf(r.csv, "event,step,epoch,train_loss,lr,dev_loss,bleu_dev,bleu_test,elapsed_s\n");
     }
