@@ -211,6 +211,15 @@ check $? "--resume alone from another folder: the run's data (de-en) and budget 
 "$B"/train --out "$T/res7" --resume --max-steps 4 --save-every-steps 2 --no-eval > /dev/null 2>&1; s=$?
 limit=$(head -c 20000 "$(ckpt "$T/res7" 4)" | tr ',' '\n' | sed -n 's/.*"time_limit": *"\([^"]*\)".*/\1/p')
 [ $s -eq 0 ] && [ "$limit" = 420 ]; check $? "--resume --max-steps 4 of a --time 7m run: its time limit stays 420 s ($limit; exit $s)"
+# The bookkeeping too: a --save-every-steps 2 --keep 2 --average 2 run resumed alone to step 8
+# keeps checkpoints 6 and 8 and averages 2 (it had fallen back to --save-every 5m, --keep 5 and
+# --average 5: no checkpoint before the end, the 3 there averaged).
+"$B"/train --config tiny --d-model 32 --d-ff 64 $V --data "$T/corpus" --out "$T/resbk" --max-steps 4 \
+    --save-every-steps 2 --keep 2 --average 2 --no-eval > /dev/null 2>&1
+"$B"/train --out "$T/resbk" --resume --max-steps 8 --no-eval > "$T/resbk.log" 2>&1; s=$?
+kept=$(cd "$T/resbk" && echo ckpt-*.safetensors)
+[ $s -eq 0 ] && [ "$kept" = "ckpt-00000006.safetensors ckpt-00000008.safetensors" ] && grep -q "^averaged 2 checkpoints" "$T/resbk.log"
+check $? "--resume alone keeps --save-every-steps 2, --keep 2, --average 2: checkpoints '$kept', $(grep -m1 '^averaged' "$T/resbk.log"), exit $s"
 # Without --data: from another folder, or for other languages, a message saying what to do (it
 # had run the default corpus's script, not found there, or built English-Spanish for de-en).
 (cd "$T" && "$BA"/train --max-steps 1 --out "$T/nodata" > /dev/null 2> "$T/err.txt"); s=$?

@@ -329,8 +329,14 @@ static bool restore_data_options(Run& r) {
 // --resume: each of --time, --max-steps, --max-epochs not given again is the run's, from its
 // checkpoint (the time counts what the run has used already); so are the evaluations that
 // early stopping counts and the best is kept by (--eval-every, --eval-lines, --eval-beam,
-// --early-stopping, --no-eval-bleu).
+// --early-stopping, --no-eval-bleu) and the bookkeeping (--save-every, --save-every-steps,
+// --keep, --average, --log-every).
 static void restore_budget(Run& r, MetaReader& in) {
+    if (!given(r, "--save-every")) in.real("save_every", &r.opt.save_every_s, 0, 1e15);
+    if (!given(r, "--save-every-steps")) in.integer<int64_t>("save_every_steps", &r.opt.save_every_steps, 0);
+    if (!given(r, "--keep")) in.integer("keep", &r.opt.keep, 1);
+    if (!given(r, "--average")) in.integer("average", &r.opt.average, 0);
+    if (!given(r, "--log-every")) in.real("log_every", &r.opt.log_every_s, 0, 1e15);
     if (!given(r, "--time")) in.real("time_limit", &r.opt.time_limit_s, 0, 1e15);
     if (!given(r, "--max-steps")) in.integer<int64_t>("max_steps", &r.opt.max_steps, 0);
     if (!given(r, "--max-epochs")) in.integer<int64_t>("max_epochs", &r.opt.max_epochs, 0);
@@ -697,6 +703,11 @@ static bool save_checkpoint(Run& r) {
         {"eval_beam", std::to_string(r.opt.eval_beam)},
         {"early_stopping", std::to_string(r.opt.early_stopping)},
         {"eval_bleu", r.opt.eval_bleu ? "1" : "0"},
+        {"save_every", exact_text(r.opt.save_every_s)},
+        {"save_every_steps", std::to_string(r.opt.save_every_steps)},
+        {"keep", std::to_string(r.opt.keep)},
+        {"average", std::to_string(r.opt.average)},
+        {"log_every", exact_text(r.opt.log_every_s)},
     };
     add_run_state(r, &meta);
     std::string err;
