@@ -16,6 +16,7 @@
 #include <limits>
 #include <sstream>
 #include <stdexcept>
+#include <unistd.h>
 
 #include "toolkit/bleu_score.h"
 #include "toolkit/curves.h"
@@ -43,8 +44,19 @@ static std::string format_duration(double s) {
     return buf;
 }
 
+// Ctrl-C or SIGTERM: the run stops after the step (or evaluation) in progress and saves a
+// checkpoint; a second one ends it at once, without that checkpoint (the last one written stays
+// whole: checkpoints are renamed into place). write() and _exit() are async-signal-safe.
 static std::atomic<bool> g_stop_requested{false};
-static void on_signal(int) { g_stop_requested = true; }
+static void on_signal(int sig) {
+    if (g_stop_requested.exchange(true)) {
+        static const char again[] = "\ninterrupted again: stopping now, without a checkpoint of this step\n";
+        (void)!write(2, again, sizeof again - 1);
+        _exit(128 + sig);
+    }
+    static const char first[] = "\nstopping after this step, with a checkpoint (interrupt again to stop at once)\n";
+    (void)!write(2, first, sizeof first - 1);
+}
 
 // The best evaluation so far by the run's metric (best.safetensors holds its parameters) and
 // the evaluations since it (early stopping). Saved in every checkpoint, restored on resume.
@@ -1036,7 +1048,8 @@ int run_training(TrainOptions opt) {
         std::printf("skipped %lld steps with a non-finite loss or gradient (log.csv: event nonfinite)\n",
                     (long long)r.nonfinite_total);
     if (g_stop_requested) {
-        std::printf("interrupted: checkpoint saved; continue with --resume\n");
+        if (r.model.step == 0) std::printf("interrupted before the first step: nothing to resume\n");
+        else std::printf("interrupted: checkpoint saved; continue with --resume\n");
         return 130;
     }
     if (!dist_is_root()) return 0;   // rank 0 alone evaluates
