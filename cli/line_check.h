@@ -1,9 +1,9 @@
 // cli/line_check.h — ./translate's rules for one input line, shared by stdin mode
 // (cli/translate.cpp) and the HTTP server (cli/serve.cpp), so both accept and refuse the same
 // lines with the same messages:
-//   - a trailing '\r' is dropped (CRLF text), then the spaces and tabs at either end, as the
-//     training data's lines lose theirs (toolkit/parallel_data.cpp): the model never saw them,
-//     and a line of only spaces and tabs is an empty line;
+//   - the spaces, tabs and '\r's (CRLF text) at either end are dropped, as the training data's
+//     lines lose theirs (toolkit/parallel_data.cpp): the model never saw them, and a line of
+//     only spaces and tabs is an empty line;
 //   - invalid UTF-8 is an error naming the line and the byte, unless replace_invalid (each
 //     bad byte becomes U+FFFD);
 //   - split_sentences: the line is cut after each sentence end (cli/sentences.h) into pieces
@@ -37,8 +37,7 @@ struct LineRules {
 // helps)") on bad input. *clean (optional) gets the text that was encoded.
 inline bool check_line(const Tokenizer& tok, std::string line, const LineRules& rules, const std::string& where,
                        std::vector<std::vector<int>>* pieces, std::string* err, std::string* clean = nullptr) {
-    if (!line.empty() && line.back() == '\r') line.pop_back();
-    line = std::string(trim(line, " \t"));
+    line = std::string(trim(line, " \t\r"));   // as read_text_lines trims the training data
     long bad = invalid_utf8_at(line);
     if (bad >= 0 && !rules.replace_invalid) {
         *err = where + ": invalid UTF-8 at byte " + std::to_string(bad) + " (--replace-invalid substitutes U+FFFD)";
