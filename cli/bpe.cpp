@@ -114,6 +114,7 @@ int cmd_learn(const BpeOptions& o) {
         if (!read_file(path, &text, &why)) die("cannot read '" + path + "': " + why);
         split_lines(text, &lines);
     }
+    for (std::string& line : lines) line = std::string(trim(line, " \t\r"));   // as ./train reads its data
     Tokenizer tok;
     try { tok = Tokenizer::learn(lines, o.vocab_size); }
     catch (const std::exception& e) { die(e.what()); }

@@ -261,6 +261,13 @@ ln -sf "$T/linked.bpe" "$T/link.bpe"; : > "$T/linked.bpe"
 "$B"/bpe learn --vocab-size 280 --out "$T/plain.bpe" "$T/corpus/train.en" 2> /dev/null
 [ $s -eq 0 ] && [ -L "$T/link.bpe" ] && cmp -s "$T/linked.bpe" "$T/plain.bpe"
 check $? "./bpe learn --out LINK: the file it names is the vocabulary, the link stays (exit $s)"
+# ./bpe learn on ./train's files learns ./train's vocabulary, also when the lines end in spaces
+# and CRLF (each line's ends trimmed as ./train trims its data; they had been merged as pieces)
+for l in en es; do sed 's/$/ \r/' "$T/corpus/train.$l" > "$T/crlf.$l"; done
+"$B"/bpe learn --vocab-size 300 --out "$T/learnt.bpe" "$T/corpus/train.en" "$T/corpus/train.es" 2> /dev/null; s=$?
+"$B"/bpe learn --vocab-size 300 --out "$T/learnt-crlf.bpe" "$T/crlf.en" "$T/crlf.es" 2> /dev/null; s2=$?
+[ $s -eq 0 ] && [ $s2 -eq 0 ] && cmp -s "$T/learnt.bpe" "$T/run/vocab.bpe" && cmp -s "$T/learnt-crlf.bpe" "$T/run/vocab.bpe"
+check $? "./bpe learn train.en train.es (and the same with space-CR line ends) = ./train's vocab.bpe (exit $s, $s2)"
 # A write that fails (past a file-size limit) leaves the old vocabulary whole, no temporary file.
 (trap '' XFSZ; ulimit -f 1; exec "$B"/bpe learn --vocab-size 300 --out "$T/plain.bpe" "$T/corpus/train.en" "$T/corpus/train.es") 2> "$T/err.txt"
 s=$?; [ $s -eq 1 ] && grep -q "File too large" "$T/err.txt" && "$B"/bpe learn --vocab-size 280 --out "$T/again.bpe" "$T/corpus/train.en" 2> /dev/null &&
