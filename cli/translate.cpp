@@ -454,6 +454,10 @@ static bool check_extra_options(Options& opts, int argc, char** argv, TranslateO
               "--alignment are options of stdin mode (a request samples with its items' \"sampling\" key)";
     else if (!o.serve.address.empty() && *serve_missing())
         bad = serve_missing();
+    else if (!o.decode.sampling && (given(argc, argv, "--temperature") || given(argc, argv, "--seed")))
+        bad = std::string(given(argc, argv, "--temperature") ? "--temperature" : "--seed") +
+              " applies to sampling: add --sampling topk:K or topp:P" +
+              (o.serve.address.empty() ? "" : " (--serve: a request's items' \"temperature\" and \"seed\" keys)");
     if (!bad.empty()) {
         *status = opts.usage_error(bad);
         return false;

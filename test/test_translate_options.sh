@@ -258,6 +258,11 @@ refused 2 "--sampling" --sampling topk:0
 refused 2 "--sampling" --sampling topx:3
 refused 2 "--temperature" --sampling topk:5 --temperature 0
 refused 2 "--temperature" --sampling topk:5 --temperature -1
+# --temperature and --seed only shape sampling: without --sampling they had been ignored silently
+# (the beam search ran), while a --serve request with them and no "sampling" is refused
+refused 2 "--temperature applies to sampling: add --sampling" --temperature 0.5
+refused 2 "--seed applies to sampling: add --sampling" --seed 7
+refused 2 "--seed applies to sampling" --beam 1 --seed=7
 refused 2 "needs --beam 1" --sampling topk:5 --beam 4
 refused 2 "--nbest must be 1" --sampling topk:5 --nbest 2
 refused 2 "--score-tokens needs --score" --score-tokens
