@@ -458,6 +458,11 @@ static bool check_extra_options(Options& opts, int argc, char** argv, TranslateO
         bad = std::string(given(argc, argv, "--temperature") ? "--temperature" : "--seed") +
               " applies to sampling: add --sampling topk:K or topp:P" +
               (o.serve.address.empty() ? "" : " (--serve: a request's items' \"temperature\" and \"seed\" keys)");
+    else if ((o.inspect.words || given(argc, argv, "--attention-layer")) && o.inspect.dir.empty())
+        bad = std::string(o.inspect.words ? "--attention-words" : "--attention-layer") +
+              " shapes the pictures of --attention DIR: add --attention";
+    else if (given(argc, argv, "--alignment-layer") && !o.inspect.alignment)
+        bad = "--alignment-layer chooses the layer of --alignment: add --alignment";
     if (!bad.empty()) {
         *status = opts.usage_error(bad);
         return false;

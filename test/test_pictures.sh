@@ -114,10 +114,18 @@ done
 differ=$(paste -d '\n' "$T/align.txt" "$T/align1.txt" | awk 'NR % 2 { a = $0; next } a != $0 { n++ } END { print n + 0 }')
 cmp -s "$T/align.txt" "$T/align2.txt" && [ "$differ" -gt 0 ]
 check $? "--alignment reads the last decoder layer by default: = --alignment-layer 2 on 20 lines; layer 1 differs on $differ"
-echo sun | "$B"/translate --model "$M" --attention-layer 3 > /dev/null 2> "$T/err.txt"
+echo sun | "$B"/translate --model "$M" --attention "$T/layer3" --attention-layer 3 > /dev/null 2> "$T/err.txt"
 s=$?; [ $s -eq 1 ] && grep -q -- "--attention-layer 3" "$T/err.txt"; check $? "--attention-layer beyond the model's layers: error naming it, exit 1 ($s)"
-echo sun | "$B"/translate --model "$M" --alignment-layer 3 > /dev/null 2> "$T/err.txt"
+echo sun | "$B"/translate --model "$M" --alignment --alignment-layer 3 > /dev/null 2> "$T/err.txt"
 s=$?; [ $s -eq 1 ] && grep -q -- "--alignment-layer 3" "$T/err.txt"; check $? "--alignment-layer beyond the decoder's layers: error naming it, exit 1 ($s)"
+# the options that shape --attention's pictures and --alignment's pairs without them: refused (they
+# had been ignored silently, the run printing plain translations)
+for c in "--attention-words|add --attention" "--attention-layer 1|add --attention" "--alignment --attention-layer 1|add --attention" \
+         "--alignment-layer 1|add --alignment"; do
+    echo sun | "$B"/translate --model "$M" ${c%%|*} > "$T/out.txt" 2> "$T/err.txt"
+    s=$?; [ $s -eq 2 ] && grep -q -- "${c#*|}" "$T/err.txt" && [ ! -s "$T/out.txt" ]
+    check $? "translate ${c%%|*}: refused, exit 2 ($s): $(head -c 100 "$T/err.txt")"
+done
 echo sun | "$B"/translate --model "$M" --alignment --split-long > /dev/null 2> "$T/err.txt"
 s=$?; [ $s -eq 2 ]; check $? "--alignment with --split-long is refused (exit 2, $s)"
 echo sun | "$B"/translate --model "$M" --attention /dev/null/x > /dev/null 2> "$T/err.txt"
