@@ -441,8 +441,9 @@ static bool check_extra_options(Options& opts, int argc, char** argv, TranslateO
         bad = "--prefix FILE and --prefix-inline exclude each other";
     else if (o.device == "cuda" && o.precision == "int8")
         bad = "--precision int8 runs on the CPU: --device cpu (or auto), or fp32/bf16 on the GPU";
-    else if (o.score && (given(argc, argv, "--beam") || given(argc, argv, "--nbest")))
-        bad = "--score scores given targets, it does not search: --beam and --nbest do not apply";
+    else if (o.score && (given(argc, argv, "--beam") || given(argc, argv, "--nbest") ||
+                         given(argc, argv, "--max-len-a") || given(argc, argv, "--max-len-b")))
+        bad = "--score scores given targets, it does not search: --beam, --nbest, --max-len-a and --max-len-b do not apply";
     else if (o.score && (o.split_long || o.split_sentences))
         bad = "--score does not split lines: --split-long and --split-sentences do not apply";
     else if (o.score && (!o.inspect.dir.empty() || o.inspect.alignment))

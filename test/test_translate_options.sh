@@ -269,8 +269,11 @@ refused 2 "--score-tokens needs --score" --score-tokens
 refused 2 "add --score" --ref "$T/ref4.txt"
 refused 2 "exclude each other" --prefix "$T/prefix.txt" --prefix-inline
 refused 2 "do not apply" --score --sampling topk:3
-refused 2 "it does not search: --beam and --nbest do not apply" --score --nbest 3 --beam 4
+refused 2 "it does not search: --beam, --nbest" --score --nbest 3 --beam 4
 refused 2 "it does not search" --score --beam 1
+# the search's length limit does not limit a scored target (it had been accepted and ignored)
+refused 2 "it does not search: --beam, --nbest, --max-len-a and --max-len-b do not apply" --score --max-len-b 3
+refused 2 "it does not search" --score --max-len-a=0.5
 refused 1 "line 1: expected 'SOURCE ||| TARGET', found no '|||'" --score
 printf 'sun ||| soon ||| x\n' > "$T/stdin.txt"
 refused 1 "line 1: expected 'SOURCE ||| TARGET', found more than one '|||'" --score
