@@ -510,7 +510,7 @@ static bool parse_options(int argc, char** argv, TranslateOptions* op, int* stat
     opts.add("--alpha", &o.decode.alpha, "length penalty exponent: lp = ((5 + |Y|) / 6)^alpha", in_range(0, 10));
     opts.add("--max-len-a", &o.decode.max_len_a, "max output length = a * source length + b", in_range(0, 10));
     opts.add("--max-len-b", &o.decode.max_len_b, "max output length = a * source length + b", in_range(0, 10000));
-    opts.add("--nbest", &o.decode.nbest, "hypotheses per line, with scores (<= beam)", in_range(1, kMaxBeam));
+    opts.add("--nbest", &o.decode.nbest, "up to this many hypotheses per line, with scores (<= beam)", in_range(1, kMaxBeam));
     opts.add("--batch-tokens", &o.batch_tokens, "padded source tokens per batch", in_range(1, 1 << 30),
              [&o] { return o.batch_tokens > 0 ? std::to_string(o.batch_tokens) : kDefaultBatchTokensText; });
     opts.add_choice("--device", &o.device, {"auto", "cpu", "cuda"}, "auto: the GPU when one is present");
