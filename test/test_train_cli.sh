@@ -353,6 +353,8 @@ done
 s=$?; [ $s -eq 0 ] && [ -n "$(field "$T/long_run/log.csv" dev 2 7)" ] &&
     grep -q "^test, averaged, beam .*\[1 source line longer than the learned position table (16): its first 15 tokens translated\]" "$T/long.log"
 check $? "--learned-pos --max-len 16, a 30-word dev and test line: exit 0 ($s), dev BLEU at step 2 ($(field "$T/long_run/log.csv" dev 2 7)), the report says the line was cut: $(grep -o '\[1 source line[^]]*\]' "$T/long.log" | head -n 1) (stderr: $(tail -n 1 "$T/err.txt"))"
+grep -q "^data: .*, 6 dev (1 past the learned position table: not in the dev loss), 6 test" "$T/long.log"
+check $? "--learned-pos: the data line says the dev pair left out of the dev loss: $(grep -m1 '^data: .* dev' "$T/long.log")"
 
 # Ctrl-C (SIGINT) during training: a checkpoint of the step reached, exit status 130, and the run
 # resumed from it equals the same steps uninterrupted, bitwise.

@@ -577,9 +577,16 @@ static void print_summary(const Run& r) {
     if (r.opt.max_len_ratio > 0)
         std::snprintf(ratio, sizeof ratio, ", %zu as one side over %g times the other's length",
                       r.sampler.skipped_ratio(), r.opt.max_len_ratio);
-    std::printf("data: %zu train pairs (%zu skipped as longer than %d tokens%s, %zu empty), %zu dev, %zu test\n",
+    // learned positions: dev pairs past the table are left out of the dev loss (dev_loss), said here
+    size_t dev_past = 0;
+    for (const SentencePair& p : r.dev.pairs)
+        dev_past += r.model.cfg.learned_pos && std::max(p.src.size(), p.tgt.size()) + 1 > (size_t)r.model.cfg.max_len;
+    char dev_note[96] = "";
+    if (dev_past > 0)
+        std::snprintf(dev_note, sizeof dev_note, " (%zu past the learned position table: not in the dev loss)", dev_past);
+    std::printf("data: %zu train pairs (%zu skipped as longer than %d tokens%s, %zu empty), %zu dev%s, %zu test\n",
                 r.sampler.pairs_kept(), r.sampler.skipped_long(), r.model.cfg.max_len - 1, ratio,   // + </s>
-                r.train.skipped_empty, r.dev.pairs.size(), r.test.pairs.size());
+                r.train.skipped_empty, r.dev.pairs.size(), dev_note, r.test.pairs.size());
     std::printf("batches: %zu per epoch, <= %d padded tokens per side, %d per step; lr_scale %g, warmup %d\n",
                 r.sampler.batches_per_epoch(), r.opt.max_tokens, r.opt.accum, r.opt.lr_scale, r.opt.warmup);
     std::fflush(stdout);
