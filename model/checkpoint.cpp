@@ -440,7 +440,8 @@ std::vector<std::string> list_checkpoints(const std::string& dir) {
     for (const auto& e : fs::directory_iterator(dir, ec)) {
         std::string name = e.path().filename().string();
         if (name.rfind("ckpt-", 0) == 0 && name.size() > 17 &&
-            name.compare(name.size() - 12, 12, ".safetensors") == 0)
+            name.compare(name.size() - 12, 12, ".safetensors") == 0 &&
+            name.find_first_not_of("0123456789", 5) == name.size() - 12)   // ckpt-<step>: no other name
             found.push_back({std::atoll(name.c_str() + 5), e.path().string()});
     }
     std::sort(found.begin(), found.end());

@@ -407,20 +407,22 @@ static void write_bytes(const std::string& path, const std::string& bytes) {
 
 // list_checkpoints: a run's ckpt-<step>.safetensors in step order, whatever the digits (names
 // are padded to 8, so past step 99,999,999 the text order would put ckpt-100000000 first), and
-// nothing else of the folder (best, average, other suffixes, no step).
+// nothing else of the folder (best, average, other suffixes, no step, a name that is not a step:
+// ckpt-avg.safetensors had been listed as step 0, averaged by --last N and deleted by --keep).
 static void checkpoint_listing() {
     const std::string dir = g_tmp_dir + "/listing";
     mkdir(dir.c_str(), 0755);
     const char* names[] = {"ckpt-100000000.safetensors", "ckpt-00000005.safetensors", "ckpt-99999999.safetensors",
                            "ckpt-00000900.safetensors", "best.safetensors", "average.safetensors",
-                           "ckpt-00000007.safetensors.tmp", "ckpt-.safetensors", "xckpt-00000001.safetensors"};
+                           "ckpt-00000007.safetensors.tmp", "ckpt-.safetensors", "xckpt-00000001.safetensors",
+                           "ckpt-avg.safetensors", "ckpt-00000009-copy.safetensors", "ckpt-00000011.safetensors.tmp.4242"};
     for (const char* n : names) write_bytes(dir + "/" + n, "x");
     const std::vector<std::string> got = list_checkpoints(dir);
     const std::vector<std::string> want = {dir + "/ckpt-00000005.safetensors", dir + "/ckpt-00000900.safetensors",
                                            dir + "/ckpt-99999999.safetensors", dir + "/ckpt-100000000.safetensors"};
     std::string listed;
     for (const std::string& g : got) listed += " " + g.substr(dir.size() + 1);
-    check(got == want, "list_checkpoints: steps 5, 900, 99999999, 100000000 in step order, the 5 other files "
+    check(got == want, "list_checkpoints: steps 5, 900, 99999999, 100000000 in step order, the 8 other files "
           "left out (got%s)", listed.c_str());
 }
 
