@@ -14,6 +14,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "tokenizer.h"
 #include "toolkit/files.h"
 #include "toolkit/json.h"
 
@@ -479,7 +480,8 @@ bool average_checkpoints(const std::vector<std::string>& inputs, const std::stri
     Metadata out_meta;
     out_meta["tokenizer"] = meta["tokenizer"];
     std::string from;
-    for (const std::string& p : inputs) from += (from.empty() ? "" : " ") + fs::path(p).filename().string();
+    for (const std::string& p : inputs)   // (the header must be UTF-8: a Latin-1 name's byte as U+FFFD)
+        from += (from.empty() ? "" : " ") + replace_invalid_utf8(fs::path(p).filename().string());
     out_meta["averaged_from"] = from;
     return checkpoint_save(avg, output, out_meta, false, error);
 }

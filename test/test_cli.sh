@@ -366,6 +366,15 @@ ok = (avg["embed.weight"].shape == (cfg["vocab"], cfg["d_model"]) and
 sys.exit(0 if ok else 1)
 PY
     check $? "Hugging Face safetensors reads the checkpoints (names, shapes, config, optimizer state)"
+    # The average's header names its inputs (averaged_from): a file name that is not UTF-8 (Latin-1 'é')
+    # had gone into the header as it was, which the library refuses (a header must be UTF-8).
+    L1="$T/$(printf 'ckpt-caf\351.safetensors')"
+    cp "$T/run/ckpt-00000040.safetensors" "$L1"
+    "$B"/average --out "$T/avg-latin1.safetensors" "$L1" "$M" > /dev/null 2>&1; s=$?
+    from=$(python3 -c 'import sys; from safetensors import safe_open; sys.stdout.buffer.write(safe_open(sys.argv[1], "np").metadata()["averaged_from"].encode())' \
+        "$T/avg-latin1.safetensors" 2>&1 | tail -n 1)
+    [ $s -eq 0 ] && [ "$from" = "ckpt-caf�.safetensors average.safetensors" ]
+    check $? "Hugging Face safetensors reads an average of a file named in Latin-1 (exit $s): averaged_from '$from'"
 elif [ "${REQUIRE_SAFETENSORS:-0}" = 1 ]; then   # .ci/run sets it: CI installs the library
     check 1 "Hugging Face safetensors: not importable by python3, and REQUIRE_SAFETENSORS=1"
 else
