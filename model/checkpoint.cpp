@@ -125,10 +125,16 @@ bool SafeTensorsFile::open(const std::string& p, std::string* error) {
     std::string err;
     if (!json_parse(header, &j, &err) || j.type != Json::OBJECT)
         return fail("not a safetensors file (header is not a JSON object: " + err + ")");
+    bool have_metadata = false;
     for (const auto& kv : j.members) {
-        if (kv.first == "__metadata__") {
-            for (const auto& m : kv.second.members)
-                if (m.second.type == Json::STRING) metadata[m.first] = m.second.str;
+        if (kv.first == "__metadata__") {   // one object of strings, as the format (and its library) requires
+            if (have_metadata) return fail("\"__metadata__\" is listed twice in the header");
+            have_metadata = true;
+            if (kv.second.type != Json::OBJECT) return fail("\"__metadata__\" is not an object");
+            for (const auto& m : kv.second.members) {
+                if (m.second.type != Json::STRING) return fail("__metadata__ \"" + m.first + "\" is not a string");
+                metadata[m.first] = m.second.str;
+            }
             continue;
         }
         TensorEntry t;

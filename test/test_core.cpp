@@ -595,6 +595,24 @@ static void checkpoint_refusals() {
     std::vector<TensorOut> missing(ts.begin(), ts.end() - 1);
     safetensors_write(g_tmp_dir + "/missing.safetensors", missing, meta, &err);
     expect_refusal("a missing tensor", g_tmp_dir + "/missing.safetensors", "no tensor");
+    // A header that is not safetensors' (Hugging Face's library refuses each): __metadata__ twice (the
+    // second had been merged over the first), a value that is not a string, __metadata__ not an
+    // object (both had been dropped silently).
+    const struct { const char* what; bool in_metadata; const char* insert; const char* expect; } headers[] = {
+        {"__metadata__ twice", false, "\"__metadata__\": {\"step\": \"7\"}, ", "\"__metadata__\" is listed twice"},
+        {"a number in metadata", true, "\"x\": 1, ", "__metadata__ \"x\" is not a string"},
+        {"__metadata__ a string", false, "\"__metadata__\": \"none\", ", "\"__metadata__\" is not an object"}};
+    for (const auto& h : headers) {
+        uint64_t n = 0;
+        std::memcpy(&n, bytes.data(), 8);
+        std::string header = bytes.substr(8, n);   // {"__metadata__": {...}, tensors...}
+        header.insert(h.in_metadata ? header.find('{', 1) + 1 : 1, h.insert);
+        const uint64_t n2 = header.size();
+        std::string edited(8, '\0');
+        std::memcpy(&edited[0], &n2, 8);
+        write_bytes(g_tmp_dir + "/header.safetensors", edited + header + bytes.substr(8 + n));
+        expect_refusal(h.what, g_tmp_dir + "/header.safetensors", h.expect);
+    }
     // A checkpoint of another config, loaded into an initialised model.
     Model other;
     Config cfg2 = cfg;
