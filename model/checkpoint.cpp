@@ -71,6 +71,9 @@ static bool parse_entry(const std::string& name, const Json& v, TensorEntry* t, 
     t->end = (size_t)off->items[1].number;
     size_t es = dtype_size(t->dtype);
     if (es == 0) { *why = "tensor \"" + name + "\" has unknown dtype " + t->dtype; return false; }
+    double bytes = (double)es;   // (in size_t, [2^32, 2^32] wrapped to 0 bytes and matched offsets [0, 0])
+    for (int64_t s : t->shape) bytes *= (double)s;
+    if (bytes > kMaxOffset) { *why = "tensor \"" + name + "\" has a shape too large for any file"; return false; }
     if (t->end - t->begin != t->numel() * es) {
         *why = "tensor \"" + name + "\": data_offsets do not match dtype x shape";
         return false;

@@ -613,6 +613,11 @@ static void checkpoint_refusals() {
         write_bytes(g_tmp_dir + "/header.safetensors", edited + header + bytes.substr(8 + n));
         expect_refusal(h.what, g_tmp_dir + "/header.safetensors", h.expect);
     }
+    // A shape whose element count overflows 64 bits (2^64 values: 0 in size_t) with offsets [0, 0].
+    const std::string huge = "{\"x\": {\"dtype\": \"F32\", \"shape\": [4294967296, 4294967296], \"data_offsets\": [0, 0]}}";
+    const uint64_t huge_n = huge.size();
+    write_bytes(g_tmp_dir + "/huge.safetensors", std::string((const char*)&huge_n, 8) + huge);
+    expect_refusal("a 2^64-value shape", g_tmp_dir + "/huge.safetensors", "has a shape too large");
     // A checkpoint of another config, loaded into an initialised model.
     Model other;
     Config cfg2 = cfg;
