@@ -204,6 +204,21 @@ for s in train dev test; do cp "$T/corpus/$s.en" "$T/deen/$s.de"; cp "$T/corpus/
 check $? "--resume alone from another folder: the run's data (de-en) and budget (4 steps, spent: nothing trained, said), exit $s"
 (cd "$T" && "$BA"/train --out res --resume --max-steps 6 --no-eval > "$T/res2.log" 2>&1); s=$?
 [ $s -eq 0 ] && [ -e "$(ckpt "$T/res" 6)" ]; check $? "--resume --max-steps 6: goes on to step 6 on the run's data (exit $s)"
+# A data folder whose name is not UTF-8 is not recorded (a safetensors header is UTF-8 JSON: its
+# raw byte had made Hugging Face's reader refuse every checkpoint), said at start; --resume
+# with --data goes on.
+NU="$T/$(printf 'latin\351')"
+mkdir -p "$NU" && cp "$T/corpus"/* "$NU/"
+"$B"/train --config tiny --d-model 32 --d-ff 64 $V --data "$NU" --out "$T/nonutf8" --max-steps 2 --save-every-steps 2 \
+    --no-eval > "$T/nonutf8.log" 2>&1; s=$?
+"$B"/train --out "$T/nonutf8" --data "$NU" --resume --max-steps 4 --save-every-steps 2 --no-eval > /dev/null 2>&1; s2=$?
+header=$(python3 -c 'import struct, sys
+f = open(sys.argv[1], "rb"); n = struct.unpack("<Q", f.read(8))[0]
+try: f.read(n).decode("utf-8"); print("UTF-8")
+except UnicodeDecodeError as e: print(e)' "$(ckpt "$T/nonutf8" 2)")
+[ $s -eq 0 ] && [ $s2 -eq 0 ] && [ "$header" = UTF-8 ] && [ -e "$(ckpt "$T/nonutf8" 4)" ] &&
+    grep -q "^note: --data, --src or --tgt is not UTF-8: checkpoints cannot record it" "$T/nonutf8.log"
+check $? "--data naming a folder in Latin-1: the checkpoint's header is $header, said, resumed with --data (exit $s, $s2)"
 # One budget option given again leaves the others the run's: --time 7m stays with --max-steps
 # given (it had fallen back to 55 minutes).
 "$B"/train --config tiny --d-model 32 --d-ff 64 $V --data "$T/corpus" --out "$T/res7" --time 7m --max-steps 2 \

@@ -587,6 +587,10 @@ static void print_summary(const Run& r) {
     std::printf("data: %zu train pairs (%zu skipped as longer than %d tokens%s, %zu empty), %zu dev%s, %zu test\n",
                 r.sampler.pairs_kept(), r.sampler.skipped_long(), r.model.cfg.max_len - 1, ratio,   // + </s>
                 r.train.skipped_empty, r.dev.pairs.size(), dev_note, r.test.pairs.size());
+    const std::string data = fs::absolute(r.opt.data_dir).string() + r.opt.src_lang + r.opt.tgt_lang;
+    if (invalid_utf8_at(data) >= 0)
+        std::printf("note: --data, --src or --tgt is not UTF-8: checkpoints cannot record it (their header is "
+                    "UTF-8); give it again with --resume\n");
     std::printf("batches: %zu per epoch, <= %d padded tokens per side, %d per step; lr_scale %g, warmup %d\n",
                 r.sampler.batches_per_epoch(), r.opt.max_tokens, r.opt.accum, r.opt.lr_scale, r.opt.warmup);
     std::fflush(stdout);
@@ -729,6 +733,11 @@ static bool save_checkpoint(Run& r) {
         {"log_every", exact_text(r.opt.log_every_s)},
     };
     add_run_state(r, &meta);
+    // A safetensors header is UTF-8 JSON: a data folder or language named otherwise is not
+    // recorded (--resume then needs it given again; said at start), rather than a header that
+    // other readers refuse.
+    for (const char* key : {"data_dir", "src_lang", "tgt_lang"})
+        if (invalid_utf8_at(meta[key]) >= 0) meta.erase(key);
     std::string err;
     if (!checkpoint_save(r.model, r.path(name), meta, true, &err)) {
         std::vector<std::string> kept = list_checkpoints(r.opt.out_dir);
