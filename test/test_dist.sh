@@ -11,7 +11,8 @@
 #     summation order (losses within 1e-4);
 #   - a killed rank ends the job in bounded time with Open MPI's message naming it, the last
 #     checkpoint intact; a stopped (hung) rank ends it through --dist-timeout's watchdog;
-#     SIGINT to the ranks stops both at one step and rank 0 saves.
+#     SIGINT to the ranks stops both at one step and rank 0 saves; SIGTERM to one rank alone
+#     ends every rank as interrupted (exit 130, no final evaluation).
 # Run from the repository root after `make`; the optional argument is the folder holding the
 # programs. SKIPs (counted as neither) without mpirun or without an MPI build of ./train.
 # Ends with "dist: N passed, M failed"; exits non-zero on failure.
@@ -167,5 +168,19 @@ saved=$(ls "$T/int"/ckpt-*.safetensors 2> /dev/null | tail -1)
 [ $TOOK -le 30 ] && grep -q "interrupted: checkpoint saved" "$T/int.log" && [ -n "$saved" ] &&
     "$B"/average --out "$T/int.avg.safetensors" "$saved" > /dev/null 2>&1
 check $? "SIGINT to the ranks: they stop together in ${TOOK} s, rank 0 saves $(basename "${saved:-nothing}")"
+
+# SIGTERM to rank 1 alone (a scheduler's, one machine's): every rank ends as interrupted, exit
+# 130 and rank 0's message, without the final evaluation (average.safetensors) of a finished run.
+timeout -k 5 60 $MPIRUN -np 2 "$B"/train $A --max-steps 0 --time 120s --save-every-steps 1000 --out "$T/term1" \
+    > "$T/term1.log" 2>&1 &
+JOB=$!
+i=0
+while [ $i -lt 100 ] && [ "$(rows "$T/term1/log.csv")" -lt 5 ]; do sleep 0.2; i=$((i + 1)); done
+kill -TERM $(rank_pid $JOB 1) 2> /dev/null
+ends
+saved=$(ls "$T/term1"/ckpt-*.safetensors 2> /dev/null | tail -1)
+[ $STATUS -eq 130 ] && [ $TOOK -le 30 ] && grep -q "interrupted: checkpoint saved" "$T/term1.log" && [ -n "$saved" ] &&
+    [ ! -e "$T/term1/average.safetensors" ]
+check $? "SIGTERM to rank 1 alone: exit $STATUS (130) in ${TOOK} s, rank 0 saves $(basename "${saved:-nothing}") and says 'interrupted: checkpoint saved' $(grep -c '^interrupted: checkpoint saved' "$T/term1.log") time(s); no final evaluation: $(ls "$T/term1" | grep -c average) average.safetensors"
 
 check_summary dist

@@ -934,6 +934,9 @@ static bool train_loop(Run& r) {
             last_save = now_s();
         }
     }
+    // Data parallelism: a signal that reached some of the ranks stopped them all (budget_left);
+    // every rank then ends as the interrupted run it is (exit 130, no final evaluation).
+    if (!dist_all_agree(!g_stop_requested)) g_stop_requested = true;
     if (r.last_saved_step != r.model.step && !save_checkpoint(r)) return false;
     if (early_stop_reached(r) && !r.opt.quiet)
         std::printf("early stopping: dev %s did not improve in %lld evaluations; best %.4g at step %lld (%s)\n",
