@@ -6,7 +6,7 @@
 #   - rank 0 alone writes (one "saved" line per checkpoint, the files one process writes);
 #   - --resume of a 2-rank run with 2 ranks, with 1 process (no mpirun), and of a 1-process
 #     --accum 2 run with 2 ranks: bitwise the uninterrupted run; 3 ranks refused (2 batches
-#     per step do not divide among 3);
+#     per step do not divide among 3); --accum given again is one rank's, as a refusal says;
 #   - 2 ranks with --accum 2 against one process with --accum 4: the same up to float
 #     summation order (losses within 1e-4);
 #   - a killed rank ends the job in bounded time with Open MPI's message naming it, the last
@@ -88,6 +88,13 @@ same "$T/one/ckpt-00000020.safetensors" "$T/r2to1/ckpt-00000020.safetensors" "2 
 $MPIRUN -np 2 "$B"/train $A --max-steps 20 --resume --out "$T/r1" > "$T/r1.log" 2>&1
 check $? "1-process --accum 2 run resumed with 2 ranks (exit $?)"
 same "$T/one/ckpt-00000020.safetensors" "$T/r1/ckpt-00000020.safetensors" "1 process, resumed at 10 by 2 ranks = uninterrupted"
+# --accum given again on resume counts one rank's batches, and a refusal says so (it had quoted
+# the step's 4 as "--accum 4", a number the command did not give).
+$MPIRUN -np 2 "$B"/train $A --accum 2 --max-steps 30 --resume --out "$T/r1" > "$T/r1accum.log" 2>&1
+status=$?
+[ $status -eq 2 ] && grep -q -- "--accum 2 on 2 ranks (4 batches a step) contradicts the checkpoint's 2" "$T/r1accum.log" &&
+    [ ! -e "$T/r1/ckpt-00000030.safetensors" ]
+check $? "--accum 2 on 2 ranks refused on resuming a 2-batch step (exit $status): $(grep -m1 -o -- '--accum .*checkpoint.s [0-9]*' "$T/r1accum.log")"
 $MPIRUN -np 3 "$B"/train $A --max-steps 20 --resume --out "$T/r2to3" > "$T/r2to3.log" 2>&1
 status=$?
 [ $status -ne 0 ] && grep -q "does not divide among 3 ranks" "$T/r2to3.log" && [ ! -e "$T/r2to3/ckpt-00000020.safetensors" ]

@@ -289,10 +289,15 @@ static bool check_resume_conflicts(Run& r, const Metadata& meta) {
         if (!given(r, o.option) || it == meta.end()) continue;
         double saved = std::strtod(it->second.c_str(), nullptr);
         if (same(o.given, saved)) continue;
-        char buf[256];
-        std::snprintf(buf, sizeof buf, "--resume: %s %g contradicts the checkpoint's %g; a resumed run keeps "
+        char shown[96];   // as given: --accum counts one rank's batches (the step takes N x --accum)
+        if (std::strcmp(o.option, "--accum") == 0 && dist_size() > 1)
+            std::snprintf(shown, sizeof shown, "%d on %d ranks (%g batches a step)", r.opt.accum / dist_size(),
+                          dist_size(), o.given);
+        else std::snprintf(shown, sizeof shown, "%g", o.given);
+        char buf[320];
+        std::snprintf(buf, sizeof buf, "--resume: %s %s contradicts the checkpoint's %g; a resumed run keeps "
                       "its optimisation options (drop %s, or start a new run with another --out)",
-                      o.option, o.given, saved, o.option);
+                      o.option, shown, saved, o.option);
         r.fail_status = 2;
         return fail(buf);
     }
