@@ -87,7 +87,14 @@ done
     --batch 100 --output "$tmp/torch" > "$tmp/torch.txt" 2>&1
 ct2_lib=${LD_LIBRARY_PATH:-}
 if ! $CT2 -c 'import ctypes; ctypes.CDLL("libcublas.so.12")' 2> /dev/null; then
-    cuda_lib=$(dirname "$(command -v nvcc 2> /dev/null || echo /usr/local/cuda/bin/nvcc)")/../lib64
+    # CUDA 13's cuBLAS: beside nvcc (through its links, as the Makefile finds CUDA_HOME), in
+    # /usr/local/cuda, or in the Python packages' nvidia/cu13 (PyTorch's); the first that has it
+    nvcc_bin=$(command -v nvcc 2> /dev/null || echo /usr/local/cuda/bin/nvcc)
+    cuda_lib=$(dirname "$(realpath "$nvcc_bin" 2> /dev/null || echo "$nvcc_bin")")/../lib64
+    for d in "$cuda_lib" "$(dirname "$nvcc_bin")/../lib64" /usr/local/cuda/lib64 \
+             $($PY -c 'import nvidia, os; print(" ".join(os.path.join(p, "cu13", "lib") for p in nvidia.__path__))' 2> /dev/null); do
+        [ -e "$d/libcublas.so.13" ] && { cuda_lib=$(cd "$d" && pwd); break; }
+    done
     mkdir -p "$tmp/cublas12"
     if echo | gcc -shared -x c - -o "$tmp/cublas12/libcublas.so.12" -Wl,-soname,libcublas.so.12 -Wl,--no-as-needed \
            -L"$cuda_lib" -l:libcublas.so.13 -Wl,-rpath,"$cuda_lib" 2> "$tmp/cublas12.log"; then
@@ -101,6 +108,8 @@ if $CT2 -c 'import ctranslate2' 2> /dev/null; then
     env LD_LIBRARY_PATH="$ct2_lib" $CT2 bench/bench_ct2.py --device cuda --types float16,bfloat16 --input "$tmp/src.ids" \
         --weights "$MODEL" --output "$tmp/ct2" > "$tmp/ct2.txt" 2>&1
     ct2_why=$(grep -v '^#' "$tmp/ct2.txt" | grep -v '^ct2 decode' | tail -n 1)
+    # no row: its log's end, which the rows' one line may not explain (its folder is removed)
+    grep -q '^ct2 decode' "$tmp/ct2.txt" || tail -n 8 "$tmp/ct2.txt" | sed 's/^/# ct2: /'
 else
     ct2_why="$CT2 cannot import ctranslate2 (carry its wheel in .whl: make gpu-pack)"
 fi
