@@ -31,18 +31,22 @@
 #   SANITIZE_JOBS=9                         (compute-sanitizer steps run this many at a time,
 #                                            side by side: the memchecks, then the racechecks;
 #                                            1: one after another)
+#   GPU_CHECK_SANITIZE_LAST=1               (the sanitizer steps after the translations and
+#                                            bench-decode instead of after the tests: a call
+#                                            that owes both spends what is left on racecheck)
 # A device call may run 10 minutes: run `GPU_CHECK_SECONDS=540 LOG_DIR=$OUT make gpu-check`, then
 # the same with GPU_CHECK_CONTINUE=1 while it says steps are left (exit status 3), each call
 # soon after the last (the machine stays warm only briefly). Every step's log, the 2-minute
 # model and the translations stay on the machine between calls, in .gpu-check/ (ignored by git;
-# a device call empties $OUT before each command); at the end of each call $LOG_DIR (default
-# .gpu-check/out) receives summary.txt, logs.tar.gz and state (three files, since a device call
-# brings back at most 8 from $OUT). If the machine went cold between calls, copy that state to
-# .gpu-check/state here and carry it with GPU_CHECK_CONTINUE=1: the fresh machine skips what
-# was finished, but builds again and trains again where the build or the model is missing. The
-# default corpus cannot be built on a machine without Debian's package archive: carry
-# data/corpus (built here by `make data`) with the working tree, or the training step says
-# SKIP. What a GPU machine's image lacks is left out, not a failure: cpp-httplib (./translate
+# a device call empties $OUT before each command); after every step and at the end of each call
+# (a SIGTERM included) $LOG_DIR (default .gpu-check/out) receives summary.txt (steps the budget
+# cut or left say LEFT), logs.tar.gz and state (three files, since a device call brings back at
+# most 8 from $OUT), so that a call killed at its timeout_s still brings back what it did. If
+# the machine went cold between calls, copy that state to .gpu-check/state here and carry it
+# with GPU_CHECK_CONTINUE=1: the fresh machine skips what was finished, but builds again and
+# trains again where the build or the model is missing. The default corpus cannot be built on a
+# machine without Debian's package archive: carry data/corpus (built here by `make data`) with
+# the working tree, or the training step says SKIP. What a GPU machine's image lacks is left out, not a failure: cpp-httplib (./translate
 # is built without --serve), MPI, CTranslate2 (carry its wheel in .whl: `make gpu-pack`
 # prepares both and prints the calls).
 set -u
@@ -56,6 +60,12 @@ JOBS=$(nproc)
 DRY=${GPU_CHECK_DRY:-0}       # 1: list the steps, run none (each "takes" GPU_CHECK_DRY_STEP seconds)
 DRY_STEP=${GPU_CHECK_DRY_STEP:-10}
 export PYTHON=${PYTHON:-python3}   # the one with a CUDA PyTorch, for every script below
+failed=0
+left=()                       # steps the time budget left for the next call
+clock=0                       # a dry run's seconds so far
+now() { [ "$DRY" = 1 ] && echo "$clock" || date +%s; }
+START=$(now)                  # the budget counts from here, the wheel's install included
+BUDGET=${GPU_CHECK_SECONDS:-0}
 # CTranslate2 carried as a wheel (make gpu-pack): installed beside the machine's packages.
 if [ "$DRY" != 1 ] && ls .whl/ctranslate2-*.whl > /dev/null 2>&1; then
     $PYTHON -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/ct2-site \
@@ -65,15 +75,16 @@ SUMMARY=$WORK/summary.txt
 STATE=$WORK/state             # "name<TAB>summary line" of every finished step, across calls
 touch "$STATE"
 : > "$SUMMARY"
-# On every exit: the summary, the state and every log so far (this call's and the earlier
-# ones') to $LOG_DIR.
-trap 'cp "$SUMMARY" "$LOG_DIR/summary.txt"; cp "$STATE" "$LOG_DIR/state"; tar czf "$LOG_DIR/logs.tar.gz" -C "$WORK" logs' EXIT
-failed=0
-left=()                       # steps the time budget left for the next call
-clock=0                       # a dry run's seconds so far
-now() { [ "$DRY" = 1 ] && echo "$clock" || date +%s; }
-START=$(now)
-BUDGET=${GPU_CHECK_SECONDS:-0}
+# The summary, the state and every log so far (this call's and the earlier ones') to $LOG_DIR:
+# after every step (a call killed at its timeout_s, past any trap, still brings them back) and
+# on every exit. The archive is made in $WORK and copied, so a kill while it is written leaves
+# the last whole one in $LOG_DIR.
+save_out() {
+    cp "$SUMMARY" "$LOG_DIR/summary.txt"
+    cp "$STATE" "$LOG_DIR/state"
+    tar czf "$WORK/logs.tar.gz" -C "$WORK" logs 2> /dev/null && cp "$WORK/logs.tar.gz" "$LOG_DIR/logs.tar.gz"
+}
+trap save_out EXIT
 STEP_TIMEOUT=${STEP_TIMEOUT:-1800}   # seconds one step may take (a hung kernel ends there)
 STAGES=${STAGES:-build tests sanitize bench train translate diagnose}
 want() { [[ " $STAGES " == *" $1 "* ]]; }   # want STAGE: is it among those asked for?
@@ -96,10 +107,18 @@ finished_before() {
     [[ "$line" != *" FAIL "* ]] || failed=$((failed + 1))
 }
 
+# leave NAME TIME WHY: a step the budget left for the next call: listed at the end, and a LEFT
+# line in this call's summary (not in the state, so that the next call runs it).
+leave() {
+    left+=("$1")
+    printf '%-22s %-5s %5s   %s\n' "$1" LEFT "$2" "$3" >> "$SUMMARY"
+}
+
 # record NAME LINE: the step's summary line, in this call's summary and in the state.
 record() {
     echo "$2" >> "$SUMMARY"
     printf '%s\t%s\n' "$1" "$2" >> "$STATE"
+    save_out
 }
 
 # step_start NAME: whether NAME runs now: not finished by an earlier call, not named by
@@ -117,7 +136,7 @@ step_start() {
         local remaining=$(( BUDGET - ($(now) - START) ))
         if [ "$remaining" -lt 20 ]; then
             echo "=== $name: not started (GPU_CHECK_SECONDS=$BUDGET spent)"
-            left+=("$name")
+            leave "$name" - "not started: GPU_CHECK_SECONDS=$BUDGET spent"
             return 1
         fi
         [ "$remaining" -lt "$LIMIT" ] && LIMIT=$remaining && CUT=1
@@ -136,7 +155,8 @@ step_run() {
         [ "$DRY_STEP" -lt "$limit" ] || return 124
         return 0
     fi
-    timeout "$limit" "$@" > "$LOGS/$name.log" 2>&1
+    # -k: a step that ignores the TERM at its limit is killed 15 s later
+    timeout -k 15 "$limit" "$@" > "$LOGS/$name.log" 2>&1
 }
 
 # step_end NAME STATUS START CUT [END]: records the step that ran from START to END (default:
@@ -146,7 +166,7 @@ step_end() {
     local name=$1 status=$2 start=$3 cut=$4 end=${5:-$(now)} line
     if [ "$status" -eq 124 ] && [ "$cut" -eq 1 ]; then
         echo "=== $name: cut at the budget after $(( end - start )) s; left for the next call"
-        left+=("$name")
+        leave "$name" $(( end - start ))s "cut at the budget (GPU_CHECK_SECONDS=$BUDGET): $(tail -n 1 "$LOGS/$name.log" | cut -c1-80)"
         return 0
     fi
     line=$(grep -E '(passed, [0-9]+ failed|^ours |^torch |^SKIP|ERROR SUMMARY|BLEU =|identical|lines differ|^real|^attention, |^dry run)' "$LOGS/$name.log" | tail -n 1)
@@ -262,27 +282,35 @@ if [ "$DRY" = 1 ] || { want sanitize && [ -n "$SANITIZER" ] &&
         $SANITIZER --tool racecheck --kernel-name-exclude "$LIBRARY_KERNELS" "$(command -v true)" > /dev/null 2>&1; }; then
     RACE+=(--kernel-name-exclude "$LIBRARY_KERNELS")
 fi
-if want sanitize && [ -n "$SANITIZER" ]; then
-    queue memcheck-ops $SAN --tool memcheck build/test_ops --device cuda --precision bf16
-    queue memcheck-model $SAN --tool memcheck build/test_cuda --quick
-    queue memcheck-batched env TRANSFORMER_ATTENTION=batched $SAN --tool memcheck build/test_ops --device cuda --precision bf16 --section "Scaled Dot-Product Attention"
-    queue memcheck-tiled env TRANSFORMER_ATTENTION=tiled $SAN --tool memcheck build/test_ops --device cuda --precision bf16 --section "Scaled Dot-Product Attention"
-    run_queue
-    # every op in both precisions: bf16 has kernels of its own (the fused attention, the
-    # decoding step's attention, the loss and top-k over bf16 logits)
-    queue racecheck-ops "${RACE[@]}" build/test_ops --device cuda --precision fp32
-    queue racecheck-ops-bf16 "${RACE[@]}" build/test_ops --device cuda --precision bf16
-    # test_cuda a part at a time, each launching its kernels fewer times (--sanitize: racecheck
-    # took about 50 ms a launch on an H100, and the training part whole ran past 313 s); the
-    # bf16 loss curve (--part curve) runs the training part's kernels for more steps, so it is
-    # left out
-    for part in step resume step-profile reference alone ensemble decode-profile; do
-        queue racecheck-model-$part "${RACE[@]}" build/test_cuda --quick --sanitize --part $part
-    done
-    run_queue
-elif want sanitize; then
-    skip sanitizer "compute-sanitizer not on PATH nor beside nvcc"
-fi
+# sanitize_stage: the memchecks side by side, then the racechecks side by side. Here, after the
+# tests; with GPU_CHECK_SANITIZE_LAST=1 after the translations instead (before the diagnostics),
+# so that a call that needs both the racechecks and bench-decode runs the steps whose time is
+# known first and gives the racechecks, whose time side by side is not measured yet, the rest
+# of its budget, rather than the other way round.
+sanitize_stage() {
+    if want sanitize && [ -n "$SANITIZER" ]; then
+        queue memcheck-ops $SAN --tool memcheck build/test_ops --device cuda --precision bf16
+        queue memcheck-model $SAN --tool memcheck build/test_cuda --quick
+        queue memcheck-batched env TRANSFORMER_ATTENTION=batched $SAN --tool memcheck build/test_ops --device cuda --precision bf16 --section "Scaled Dot-Product Attention"
+        queue memcheck-tiled env TRANSFORMER_ATTENTION=tiled $SAN --tool memcheck build/test_ops --device cuda --precision bf16 --section "Scaled Dot-Product Attention"
+        run_queue
+        # every op in both precisions: bf16 has kernels of its own (the fused attention, the
+        # decoding step's attention, the loss and top-k over bf16 logits)
+        queue racecheck-ops "${RACE[@]}" build/test_ops --device cuda --precision fp32
+        queue racecheck-ops-bf16 "${RACE[@]}" build/test_ops --device cuda --precision bf16
+        # test_cuda a part at a time, each launching its kernels fewer times (--sanitize: racecheck
+        # took about 50 ms a launch on an H100, and the training part whole ran past 313 s); the
+        # bf16 loss curve (--part curve) runs the training part's kernels for more steps, so it is
+        # left out
+        for part in step resume step-profile reference alone ensemble decode-profile; do
+            queue racecheck-model-$part "${RACE[@]}" build/test_cuda --quick --sanitize --part $part
+        done
+        run_queue
+    elif want sanitize; then
+        skip sanitizer "compute-sanitizer not on PATH nor beside nvcc"
+    fi
+}
+[ "${GPU_CHECK_SANITIZE_LAST:-0}" = 1 ] || sanitize_stage
 
 # The training benchmark: the paper's batches of about 25,000 source + 25,000 target tokens.
 if want bench; then
@@ -320,7 +348,8 @@ translate_on() {
 }
 if want translate && [ -z "${MODEL-}" ] && [[ " ${left[*]-} " == *" train "* ]]; then
     echo "=== translate, bench-decode: wait for train's model (left for the next call)"
-    left+=("translate" "bench-decode")
+    leave translate - "waits for train's model"
+    leave bench-decode - "waits for train's model"
 elif want translate && { [ "$DRY" = 1 ] || { [ -f "$M" ] && [ -f data/corpus/default/test.en ]; }; }; then
     for beam in 1 4; do
         translate_on "gpu-fp32-beam$beam" cuda fp32 $beam
@@ -343,6 +372,8 @@ elif want translate; then
     skip translate "no model at $M, or no data/corpus/default"
     step bench-decode bash bench/bench_translate_gpu.sh "$M"   # the synthetic batch alone
 fi
+
+[ "${GPU_CHECK_SANITIZE_LAST:-0}" = 1 ] && sanitize_stage
 
 # Where a step's time goes, for the speed work that follows (last: the issues' checks come
 # first): every kernel of a step (ncu), the products tuned, the classifier's chunks, big op by

@@ -47,9 +47,17 @@ builds (and trains) again. What is cut is listed at the end (exit status 3); a l
 names the stages still owed (e.g. STAGES="build translate diagnose"), and GPU_CHECK_SKIP the
 steps a short call leaves out (they SKIP and stay owed). What the GPU issues owed on 2026-11-29,
 after two runs (racecheck over test_cuda and over test_ops in bf16, bench-decode's CTranslate2
-rows, which need a trained model), in one call:
-     command: STAGES="build sanitize train translate" GPU_CHECK_SKIP="memcheck-* racecheck-ops gpu-* cpu-* bleu-*" GPU_CHECK_TRAIN_TIME=1m GPU_CHECK_SECONDS=500 LOG_DIR=$OUT make gpu-check
-     carry:   ["data/corpus", ".whl"]                         timeout_s: 560
+rows, which need a trained model), in one call: the build, the 1-minute training run and
+bench-decode first (4 to 6 minutes by estimate), then the 8 racechecks side by side with the rest
+of the budget (GPU_CHECK_SANITIZE_LAST=1: their time side by side is not measured yet; cut at
+the budget, they say LEFT and their logs so far come back):
+     command: STAGES="build sanitize train translate" GPU_CHECK_SANITIZE_LAST=1 GPU_CHECK_SKIP="memcheck-* racecheck-ops gpu-* cpu-* bleu-*" GPU_CHECK_TRAIN_TIME=1m GPU_CHECK_SECONDS=540 LOG_DIR=$OUT make gpu-check
+     carry:   ["data/corpus", ".whl"]                         timeout_s: 600
+then give_back at once (a start of 1-2 minutes, 600 s and the transfers fit the 15 minutes).
+After a failed start, status's budget_left_s less 180 is the timeout_s (at most 600), and
+GPU_CHECK_SECONDS that less 60.
 The sanitizer steps run side by side (SANITIZE_JOBS=9; 1: one at a time). `GPU_CHECK_DRY=1
-GPU_CHECK_DRY_STEP=30 make gpu-check` lists the steps in order here, running none.
+GPU_CHECK_DRY_STEP=30 make gpu-check` lists the steps in order here, running none. $OUT gets
+summary.txt, state and logs.tar.gz after every step, so a call killed at timeout_s still
+brings back what it did. The call sends the checkout the session started in: run gpu-pack there.
 EOF

@@ -79,6 +79,22 @@ dry "$T/s" "$T/s.txt" GPU_CHECK_SKIP="memcheck-* gpu-bf16-*" STAGES="sanitize tr
     grep -q '^bench-decode	' "$T/s/.gpu-check/state"
 check $? "GPU_CHECK_SKIP=\"memcheck-* gpu-bf16-*\": those 6 steps SKIP, unrecorded; the others run"
 
+# GPU_CHECK_SANITIZE_LAST=1 (the next session's call): the training run and bench-decode first,
+# then the sanitizer steps with the rest of the budget, before the diagnostics.
+dry "$T/l" "$T/l.txt" GPU_CHECK_SANITIZE_LAST=1 GPU_CHECK_SKIP="memcheck-* racecheck-ops gpu-* cpu-* bleu-*" \
+    STAGES="build sanitize train translate diagnose"
+a=$(line_of "$T/l.txt" train) b=$(line_of "$T/l.txt" bench-decode) c=$(line_of "$T/l.txt" racecheck-ops-bf16)
+d=$(line_of "$T/l.txt" racecheck-model-decode-profile) e=$(line_of "$T/l.txt" ncu-kernels)
+[ -n "$a" ] && [ -n "$b" ] && [ -n "$c" ] && [ -n "$d" ] && [ -n "$e" ] && [ "$a" -lt "$b" ] && [ "$b" -lt "$c" ] &&
+    [ "$d" -lt "$e" ] && [ "$(grep -c '^=== racecheck-' "$T/l.txt")" -eq 9 ] && [ "$(cat "$T/rc")" = 0 ]
+check $? "GPU_CHECK_SANITIZE_LAST=1: train ($a), bench-decode ($b), then the racechecks ($c-$d), the diagnostics after ($e)"
+# The budget cuts that batch: each cut step a LEFT line in summary.txt, none in the state.
+dry "$T/m" "$T/m.txt" GPU_CHECK_SANITIZE_LAST=1 GPU_CHECK_SKIP="memcheck-* racecheck-ops gpu-* cpu-* bleu-*" \
+    STAGES="build sanitize train translate" GPU_CHECK_DRY_STEP=110 GPU_CHECK_SECONDS=500
+[ "$(cat "$T/rc")" = 3 ] && [ "$(grep -c '^racecheck-[a-z0-9-]* *LEFT .*cut at the budget' "$T/m/.gpu-check/out/summary.txt")" -eq 8 ] &&
+    grep -q '^bench-decode  *dry ' "$T/m/.gpu-check/out/summary.txt" && ! grep -q '^racecheck-' "$T/m/.gpu-check/state"
+check $? "a budget that cuts the racechecks: exit status 3, 8 LEFT lines in summary.txt, none in the state, bench-decode done"
+
 # 2. A budget: gpu, build and the 8 tests (20 s each), the memchecks, then the racechecks (20 s a
 # batch) fit 250 s; the rest is left, exit status 3.
 dry "$T/b" "$T/b1.txt" GPU_CHECK_DRY_STEP=20 GPU_CHECK_SECONDS=250
