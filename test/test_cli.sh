@@ -36,7 +36,7 @@ check $? "spaces and tabs around lines, and a line of only them: the same 4 outp
 # carriage returns at either end too (training drops " \t\r"; a leading \r had been encoded as a
 # byte): the same source scores the same
 printf 'sun moon ||| sol luna\n\r sun moon \r ||| sol luna\n' | "$B"/translate --model "$M" --score > "$T/cr.txt" 2> /dev/null
-s=$?; [ $s -eq 0 ] && [ "$(sed -n 1p "$T/cr.txt")" = "$(sed -n 2p "$T/cr.txt")" ]
+s=$?; [ $s -eq 0 ] && [ "$(wc -l < "$T/cr.txt")" -eq 2 ] && [ -n "$(sed -n 1p "$T/cr.txt")" ] && [ "$(sed -n 1p "$T/cr.txt")" = "$(sed -n 2p "$T/cr.txt")" ]
 check $? "CR sun moon CR scores as sun moon (exit $s): $(tr '\n' ' ' < "$T/cr.txt")"
 "$B"/translate --model "$M" --beam 1 < "$T/in.txt" > "$T/greedy.txt"
 s=$?; [ $s -eq 0 ] && [ "$(wc -l < "$T/greedy.txt")" -eq 4 ] && [ -z "$(sed -n 2p "$T/greedy.txt")" ] && [ -n "$(sed -n 1p "$T/greedy.txt")" ]
