@@ -204,7 +204,8 @@ sed 's/$/\r/' "$T/corpus/train.en" > "$T/d/train.en"; sed 's/$/\r/' "$T/corpus/t
 data_section() {  # the checkpoint's tensors (parameters, Adam state): the bytes after the header
     python3 -c 'import sys, struct; f = open(sys.argv[1], "rb").read(); n = struct.unpack("<Q", f[:8])[0]; sys.stdout.buffer.write(f[8 + n:])' "$1"
 }
-cmp -s "$T/crlf/vocab.bpe" "$T/lf/vocab.bpe" &&
+[ $s1 -eq 0 ] && [ -s "$T/crlf/ckpt-00000002.safetensors" ] && [ -s "$T/lf/ckpt-00000002.safetensors" ] &&
+    cmp -s "$T/crlf/vocab.bpe" "$T/lf/vocab.bpe" &&
     [ "$(data_section "$T/crlf/ckpt-00000002.safetensors" | md5sum)" = "$(data_section "$T/lf/ckpt-00000002.safetensors" | md5sum)" ]
 check $? "CRLF training data (exit $s1): the same vocabulary and parameters as LF"
 no_adam() { python3 -c 'import sys, json, struct; f = open(sys.argv[1], "rb"); n = struct.unpack("<Q", f.read(8))[0]; sys.exit(any(k.startswith("optimizer") for k in json.loads(f.read(n))))' "$1"; }
