@@ -68,10 +68,10 @@ best_step() {  # best_step RUN COLUMN
 }
 best_is_logged() {  # best_is_logged RUN COLUMN WHAT
     best=$(best_step "$1" "$2")
-    head -n 30 "$T/corpus/dev.en" | "$B"/translate --model "$1/best.safetensors" > "$T/best.txt"
-    head -n 30 "$T/corpus/dev.en" | "$B"/translate --model "$(ckpt "$1" "$best")" > "$T/at_best.txt"
-    cmp -s "$T/best.txt" "$T/at_best.txt"
-    check $? "best.safetensors translates as ckpt-$best, the $3"
+    head -n 30 "$T/corpus/dev.en" | "$B"/translate --model "$1/best.safetensors" > "$T/best.txt"; s1=$?
+    head -n 30 "$T/corpus/dev.en" | "$B"/translate --model "$(ckpt "$1" "$best")" > "$T/at_best.txt"; s2=$?
+    [ $s1 -eq 0 ] && [ $s2 -eq 0 ] && [ -n "$best" ] && [ "$(wc -l < "$T/best.txt")" -eq 30 ] && cmp -s "$T/best.txt" "$T/at_best.txt"
+    check $? "best.safetensors translates as ckpt-$best, the $3 (exit $s1, $s2)"
 }
 # The step at which early stopping with patience N ends, from log.csv's evaluations of
 # column C (7: dev BLEU, higher is better; 6: dev loss, lower is better); else the last one.
