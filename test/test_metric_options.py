@@ -179,7 +179,7 @@ def compare_many(what, corpora, options, compare):
                 bad.append(f"{o}: {d}")
     for b in bad[:3]:
         print("  differs:", b)
-    check(not bad, f"{what}: {len(options)} option sets × {len(corpora)} corpora ({len(bad)} differ)")
+    check(not bad and options and corpora, f"{what}: {len(options)} option sets × {len(corpora)} corpora ({len(bad)} differ)")
 
 
 cases = bleu_cases_dir()
