@@ -274,6 +274,13 @@ steps=$(awk -F, 'NR > 1 { printf "%s ", $2 }' "$T/stale/log.csv")
     grep -q "log.csv: left by an earlier run, started afresh" "$T/stale.log" &&
     grep -q "best.safetensors: left by an earlier run, removed" "$T/stale.log"
 check $? "a new run where an earlier one left log.csv and best.safetensors: log.csv holds its steps alone ('$steps', want '1 2 '), best.safetensors gone ($(ls "$T/stale" | tr '\n' ' ')), exit $s"
+# ... but not a best.safetensors the new run reads: --init-from DIR/best.safetensors --out DIR
+# fine-tunes from it (it had been removed before it was read: "cannot open", the model lost).
+mkdir -p "$T/ftbest" && cp "$T/run/best.safetensors" "$T/ftbest/best.safetensors"
+"$B"/train $TB --init-from "$T/ftbest/best.safetensors" --out "$T/ftbest" --max-steps 2 --eval-every 0 --no-eval \
+    > "$T/ftbest.log" 2>&1; s=$?
+[ $s -eq 0 ] && cmp -s "$T/run/best.safetensors" "$T/ftbest/best.safetensors" && [ -e "$(ckpt "$T/ftbest" 2)" ]
+check $? "--init-from DIR/best.safetensors --out DIR: fine-tunes from it, the file kept (exit $s: $(grep -m1 'error' "$T/ftbest.log"))"
 
 # ---- --average 1: the final report names the model it scored, the last checkpoint -----------
 # (its lines had said "averaged", and "test, last checkpoint, beam" repeated the same score)

@@ -528,9 +528,13 @@ static bool setup(Run& r) {
         return fail(r.opt.out_dir + " already holds checkpoints: pass --resume to continue that run, or another --out");
     // A new run starts its own log.csv (csv_row) and best.safetensors: ones in --out were left by
     // a run that ended before its first checkpoint (else this one would be refused or resume it).
+    // A best.safetensors this run reads (--init-from, --vocab) stays: the run's first best
+    // replaces it.
     if (!resuming && dist_is_root() && fs::exists(r.path("log.csv")))
         std::printf("%s: left by an earlier run, started afresh\n", r.path("log.csv").c_str());
-    if (!resuming && dist_is_root() && fs::exists(r.path("best.safetensors"))) {
+    const bool best_is_input = same_file(r.path("best.safetensors"), r.opt.init_from) ||
+                               same_file(r.path("best.safetensors"), r.opt.vocab_file);
+    if (!resuming && dist_is_root() && fs::exists(r.path("best.safetensors")) && !best_is_input) {
         if (!fs::remove(r.path("best.safetensors"), ec))
             return fail("cannot remove " + r.path("best.safetensors") + ": " + ec.message());
         std::printf("%s: left by an earlier run, removed\n", r.path("best.safetensors").c_str());
