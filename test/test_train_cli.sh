@@ -235,6 +235,15 @@ limit=$(head -c 20000 "$(ckpt "$T/res7" 4)" | tr ',' '\n' | sed -n 's/.*"time_li
 kept=$(cd "$T/resbk" && echo ckpt-*.safetensors)
 [ $s -eq 0 ] && [ "$kept" = "ckpt-00000006.safetensors ckpt-00000008.safetensors" ] && grep -q "^averaged 2 checkpoints" "$T/resbk.log"
 check $? "--resume alone keeps --save-every-steps 2, --keep 2, --average 2: checkpoints '$kept', $(grep -m1 '^averaged' "$T/resbk.log"), exit $s"
+# Any value the options take reads back from the checkpoint: durations past 10^15 s, a --lr-scale
+# below 1e-300 and a --clip-norm past 1e300 (a --log-every of 10^16 s had been refused as 'a
+# damaged or edited checkpoint').
+big=10000000000000000
+"$B"/train --config tiny --d-model 32 --d-ff 64 $V --data "$T/corpus" --out "$T/resbig" --max-steps 2 --time $big \
+    --save-every $big --log-every $big --lr-scale 1e-310 --clip-norm 1e301 --no-eval > /dev/null 2>&1
+"$B"/train --out "$T/resbig" --resume --max-steps 4 --no-eval > "$T/resbig.log" 2>&1; s=$?
+[ $s -eq 0 ] && [ -e "$(ckpt "$T/resbig" 4)" ]
+check $? "--resume of a run with --time, --save-every, --log-every $big s, --lr-scale 1e-310, --clip-norm 1e301: exit $s $(grep -m1 error "$T/resbig.log")"
 # Without --data: from another folder, or for other languages, a message saying what to do (it
 # had run the default corpus's script, not found there, or built English-Spanish for de-en).
 (cd "$T" && "$BA"/train --max-steps 1 --out "$T/nodata" > /dev/null 2> "$T/err.txt"); s=$?

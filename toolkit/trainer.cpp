@@ -264,6 +264,9 @@ struct MetaReader {
         if (error.empty()) error = "metadata \"" + std::string(key) + "\" is '" + text.substr(0, 40) + "', not a valid value";
     }
 };
+// The options' own bound for durations, --lr-scale and --clip-norm (any finite value), so that
+// every checkpoint ./train writes reads back (a --log-every of 10^16 s had been refused).
+constexpr double kAnyFinite = std::numeric_limits<double>::max();
 // A number as metadata text that reads back to the same double ("nan" for NAN).
 static std::string exact_text(double v) {
     char buf[40];
@@ -349,12 +352,12 @@ static bool restore_data_options(Run& r) {
 // --early-stopping, --no-eval-bleu) and the bookkeeping (--save-every, --save-every-steps,
 // --keep, --average, --log-every).
 static void restore_budget(Run& r, MetaReader& in) {
-    if (!given(r, "--save-every")) in.real("save_every", &r.opt.save_every_s, 0, 1e15);
+    if (!given(r, "--save-every")) in.real("save_every", &r.opt.save_every_s, 0, kAnyFinite);
     if (!given(r, "--save-every-steps")) in.integer<int64_t>("save_every_steps", &r.opt.save_every_steps, 0);
     if (!given(r, "--keep")) in.integer("keep", &r.opt.keep, 1);
     if (!given(r, "--average")) in.integer("average", &r.opt.average, 0);
-    if (!given(r, "--log-every")) in.real("log_every", &r.opt.log_every_s, 0, 1e15);
-    if (!given(r, "--time")) in.real("time_limit", &r.opt.time_limit_s, 0, 1e15);
+    if (!given(r, "--log-every")) in.real("log_every", &r.opt.log_every_s, 0, kAnyFinite);
+    if (!given(r, "--time")) in.real("time_limit", &r.opt.time_limit_s, 0, kAnyFinite);
     if (!given(r, "--max-steps")) in.integer<int64_t>("max_steps", &r.opt.max_steps, 0);
     if (!given(r, "--max-epochs")) in.integer<int64_t>("max_epochs", &r.opt.max_epochs, 0);
     if (!given(r, "--eval-every")) in.integer<int64_t>("eval_every", &r.opt.eval_every_steps, 0);
@@ -375,8 +378,8 @@ static bool restore_options(Run& r, const Metadata& meta) {
     in.integer("accum", &r.opt.accum, 1);
     in.integer("warmup", &r.opt.warmup, 1);
     in.integer("seed", &r.opt.seed);
-    in.real("lr_scale", &r.opt.lr_scale, 1e-300, 1e300);
-    in.real("clip_norm", &r.opt.clip_norm, 0, 1e300);
+    in.real("lr_scale", &r.opt.lr_scale, std::numeric_limits<double>::denorm_min(), kAnyFinite);
+    in.real("clip_norm", &r.opt.clip_norm, 0, kAnyFinite);
     r.time_before = 0;
     in.real("time_used", &r.time_before, 0, 1e15);
     in.real("adam_beta1", &r.opt.adam.beta1, 0, 0.99999999);
