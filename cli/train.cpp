@@ -93,7 +93,8 @@ static void add_model_options(Options& o, CommandLine& c) {
     o.add("--label-smoothing", &t.cfg.label_smoothing, "epsilon_ls", in_range_open(0, 1));
     o.add_flag("--pre-ln", &t.cfg.pre_ln, "pre-LN instead of the paper's post-LN");
     o.add_flag("--learned-pos", &t.cfg.learned_pos, "learned positions instead of sinusoids");
-    o.add("--max-len", &t.cfg.max_len, "longest training sentence in tokens (longer pairs are skipped)",
+    o.add("--max-len", &t.cfg.max_len,
+          "positions of the longest training sentence: its tokens and </s> (longer pairs are skipped)",
           in_range(2, kMaxWidth));
     o.add("--vocab-size", &t.vocab_size, "joint BPE vocabulary size",
           in_range(Tokenizer::kFirstChar, Tokenizer::kMaxVocab));
