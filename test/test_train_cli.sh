@@ -303,6 +303,10 @@ check $? "--average 1: the report's lines '$lines' name the last checkpoint, onc
 "$B"/train $TA $V --out "$T/keep2" --max-steps 6 --save-every-steps 2 --keep 2 --average 5 --no-eval > "$T/keep2.log" 2>&1; s=$?
 [ $s -eq 0 ] && grep -q "^--average 5: only 2 checkpoints in $T/keep2 (--keep 2)" "$T/keep2.log" && grep -q "^averaged 2 checkpoints" "$T/keep2.log"
 check $? "--keep 2 --average 5: $(grep -m1 -- '^--average' "$T/keep2.log"), exit $s"
+# with --keep 5 the run wrote only 2: the line does not blame --keep (it had said '(--keep 5)')
+"$B"/train $TA $V --out "$T/keep5" --max-steps 4 --save-every-steps 2 --no-eval > "$T/keep5.log" 2>&1; s=$?
+[ $s -eq 0 ] && grep -q "^--average 5: only 2 checkpoints in $T/keep5\$" "$T/keep5.log"
+check $? "--keep 5 --average 5, 2 checkpoints written: $(grep -m1 -- '^--average' "$T/keep5.log"), exit $s"
 
 # ---- ./average --last N DIR -----------------------------------------------------------------
 "$B"/average --last 3 --out "$T/last.safetensors" "$T/run2" > /dev/null

@@ -1002,9 +1002,10 @@ static bool final_evaluation(Run& r) {
     // average.safetensors (./translate's default model) holds parameters only: the average of
     // the last --average checkpoints, or the last checkpoint's parameters alone (0, 1, or one)
     std::vector<std::string> last(ckpts.end() - std::min<size_t>(ckpts.size(), std::max(1, r.opt.average)), ckpts.end());
-    if (r.opt.average > 1 && last.size() < (size_t)r.opt.average)
-        std::printf("--average %d: only %zu checkpoint%s in %s (--keep %d)\n", r.opt.average, last.size(),
-                    last.size() == 1 ? "" : "s", r.opt.out_dir.c_str(), r.opt.keep);
+    if (r.opt.average > 1 && last.size() < (size_t)r.opt.average)   // --keep the cause only when below
+        std::printf("--average %d: only %zu checkpoint%s in %s%s\n", r.opt.average, last.size(),
+                    last.size() == 1 ? "" : "s", r.opt.out_dir.c_str(),
+                    r.opt.keep < r.opt.average ? (" (--keep " + std::to_string(r.opt.keep) + ")").c_str() : "");
     std::string err;
     if (!average_checkpoints(last, r.path("average.safetensors"), &err)) return fail(err);
     if (last.size() > 1) {
