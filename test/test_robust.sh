@@ -76,6 +76,13 @@ for kv in "warmup:abc" "accum:0" "adam_beta2:1.5" "lr_scale:nan" "seed:-1" "best
     "$B"/train $TA --data "$T/corpus" --out "$T/resume-meta" --resume --max-steps 6 > /dev/null 2> "$T/err.txt"; s=$?
     expect "--resume from a checkpoint whose metadata says ${kv%%:*} '${kv#*:}'" 1 "metadata \"${kv%%:*}\" is '${kv#*:}', not a valid value"
 done
+# ... and every value ./train writes reads back: a best dev loss of inf, the largest counts
+for kv in "best_value:inf" "best_value:nan" "evals_since_best:9223372036854775807"; do
+    mkdir -p "$T/resume-meta" && rm -f "$T/resume-meta/"*.safetensors
+    rewrite_meta "$C" "$T/resume-meta/ckpt-00000004.safetensors" "h['__metadata__']['${kv%%:*}'] = '${kv#*:}'"
+    "$B"/train $TA --data "$T/corpus" --out "$T/resume-meta" --resume --max-steps 6 > /dev/null 2> "$T/err.txt"; s=$?
+    [ $s -eq 0 ]; check $? "--resume from a checkpoint whose metadata says ${kv%%:*} '${kv#*:}': resumes (exit $s) $(head -c 120 "$T/err.txt")"
+done
 damage "$C" "$T/flip-header.safetensors" 'i = f.index(b"\"data_offsets\": [0, "); f[i + 20] ^= 0x01'
 translate_with "$T/flip-header.safetensors"; expect "one bit flipped in the header (an offset)" 1 "data_offsets do not match\|overlaps\|truncated"
 damage "$C" "$T/flip-vocab.safetensors" 'i = f.index(b"merge "); f[i + 12] ^= 0x01'

@@ -16,6 +16,7 @@
 #include <limits>
 #include <sstream>
 #include <stdexcept>
+#include <type_traits>
 #include <unistd.h>
 
 #include "toolkit/bleu_score.h"
@@ -231,22 +232,28 @@ struct MetaReader {
         if (!s) return;
         const bool negative = !s->empty() && (*s)[0] == '-';
         const size_t digits = negative ? 1 : 0;
-        errno = 0;
         bool ok = s->size() > digits && s->find_first_not_of("0123456789", digits) == std::string::npos;
-        long double x = 0;
-        if (ok && negative) x = std::strtoll(s->c_str(), nullptr, 10);
-        if (ok && !negative) x = std::strtoull(s->c_str(), nullptr, 10);
-        ok = ok && errno != ERANGE && x >= (long double)lo && x <= (long double)hi;
-        if (ok) *v = (T)x;
+        errno = 0;
+        T x{};
+        if (ok && negative) {   // (compared in the type that holds the text's value, not in a float)
+            const long long n = std::strtoll(s->c_str(), nullptr, 10);
+            ok = std::is_signed<T>::value && errno != ERANGE && n >= (long long)lo && n <= (long long)hi;
+            x = (T)n;
+        } else if (ok) {
+            const unsigned long long n = std::strtoull(s->c_str(), nullptr, 10);
+            ok = errno != ERANGE && hi >= 0 && n <= (unsigned long long)hi && (lo <= 0 || n >= (unsigned long long)lo);
+            x = (T)n;
+        }
+        if (ok) *v = x;
         else bad(key, *s);
     }
-    // A finite number in [lo, hi] (or "nan" where nan_ok).
-    void real(const char* key, double* v, double lo, double hi, bool nan_ok = false) {
+    // A finite number in [lo, hi] (or, where any_ok, any number: nan and inf included).
+    void real(const char* key, double* v, double lo, double hi, bool any_ok = false) {
         const std::string* s = find(key);
         if (!s) return;
         char* end = nullptr;
         const double x = std::strtod(s->c_str(), &end);
-        if (!s->empty() && !*end && ((std::isfinite(x) && x >= lo && x <= hi) || (nan_ok && std::isnan(x)))) *v = x;
+        if (!s->empty() && !*end && (any_ok || (std::isfinite(x) && x >= lo && x <= hi))) *v = x;
         else bad(key, *s);
     }
     void real(const char* key, float* v, double lo, double hi) {
@@ -443,7 +450,7 @@ static bool setup_validation(Run& r, const Metadata* resume_meta) {
                     ": resume with --best-metric " + saved);
     MetaReader in{*resume_meta, ""};
     r.best.value = NAN;
-    in.real("best_value", &r.best.value, -1e300, 1e300, /*nan_ok=*/true);
+    in.real("best_value", &r.best.value, 0, 0, /*any_ok=*/true);   // nan: none yet
     double best_step = -1;
     in.real("best_step", &best_step, -1, 9e18);
     r.best.step = (int64_t)best_step;
