@@ -198,6 +198,15 @@ for i in 1 2; do echo "suno moono staro skyo seao lando treeo rocko fireo raino 
 "$B"/train $TA --data "$T/d" --out "$T/devlong" --max-steps 1 --max-len 12 --eval-every 1 --no-eval-bleu > "$T/out.txt" 2>&1; s=$?
 [ $s = 0 ] && grep -q '^dev,1,[^,]*,[^,]*,[^,]*,[0-9]' "$T/devlong/log.csv" && grep -q '^step *1 | dev loss [0-9]' "$T/out.txt"
 check $? "dev pairs all longer than --max-len 12: the dev loss is computed on them (exit $s: $(grep '^dev,1' "$T/devlong/log.csv"))"
+# ... up to 1,024 tokens, as ./translate takes: a dev line past that (its attention alone would
+# take gigabytes at 100,000 tokens) is left out, and said
+awk 'BEGIN { for (i = 0; i < 1100; i++) printf "x%c ", 97 + i % 26; print "" }' > "$T/d/long.txt"
+{ cat "$T/d/long.txt"; echo "sun moon"; } > "$T/d/dev.en"
+{ cat "$T/d/long.txt"; echo "suno moono"; } > "$T/d/dev.es"
+"$B"/train $TA --data "$T/d" --out "$T/devhuge" --max-steps 1 --max-len 12 --eval-every 1 --no-eval-bleu > "$T/out.txt" 2>&1; s=$?
+[ $s = 0 ] && grep -q '^data: .*, 2 dev (1 longer than 1024 tokens: not in the dev loss)' "$T/out.txt" &&
+    grep -q '^dev,1,[^,]*,[^,]*,[^,]*,[0-9]' "$T/devhuge/log.csv"
+check $? "a dev line of 1,100 words: left out of the dev loss and said, the other counted (exit $s: $(grep -m1 '^data: .* dev' "$T/out.txt"))"
 rm -f "$T/d"/dev.*
 cp "$T/corpus/train.en" "$T/corpus/train.es" "$T/d/"; head -n 3 "$T/corpus/train.en" | sed '2s/.*//' > "$T/d/dev.en"; head -n 3 "$T/corpus/train.es" > "$T/d/dev.es"
 data_case "an empty line in the dev data: refused (it must stay aligned)" 1 "dev.en:2: empty line"

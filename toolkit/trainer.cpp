@@ -589,6 +589,16 @@ static bool setup_data_parallel(Run& r) {
     return true;
 }
 
+// The longest dev pair (in positions, </s> included) the dev loss takes: with sinusoids every
+// pair up to ./translate's 1,024 tokens (beyond, a single line's attention would take gigabytes),
+// with learned positions the table's size.
+static int dev_loss_max_len(const Run& r) {
+    if (r.model.cfg.learned_pos) return r.model.cfg.max_len;
+    int longest = 0;
+    for (const SentencePair& p : r.dev.pairs) longest = std::max(longest, (int)std::max(p.src.size(), p.tgt.size()) + 1);
+    return std::max(r.model.cfg.max_len, std::min(longest, 1025));
+}
+
 static void print_summary(const Run& r) {
     if (r.opt.quiet) return;
     config_print(r.model.cfg, r.model.layout.total);
@@ -596,13 +606,15 @@ static void print_summary(const Run& r) {
     if (r.opt.max_len_ratio > 0)
         std::snprintf(ratio, sizeof ratio, ", %zu as one side over %g times the other's length",
                       r.sampler.skipped_ratio(), r.opt.max_len_ratio);
-    // learned positions: dev pairs past the table are left out of the dev loss (dev_loss), said here
+    // dev pairs past dev_loss_max_len are left out of the dev loss, said here
     size_t dev_past = 0;
-    for (const SentencePair& p : r.dev.pairs)
-        dev_past += r.model.cfg.learned_pos && std::max(p.src.size(), p.tgt.size()) + 1 > (size_t)r.model.cfg.max_len;
+    const int dev_max = dev_loss_max_len(r);
+    for (const SentencePair& p : r.dev.pairs) dev_past += std::max(p.src.size(), p.tgt.size()) + 1 > (size_t)dev_max;
     char dev_note[96] = "";
-    if (dev_past > 0)
+    if (dev_past > 0 && r.model.cfg.learned_pos)
         std::snprintf(dev_note, sizeof dev_note, " (%zu past the learned position table: not in the dev loss)", dev_past);
+    else if (dev_past > 0)
+        std::snprintf(dev_note, sizeof dev_note, " (%zu longer than %d tokens: not in the dev loss)", dev_past, dev_max - 1);
     std::printf("data: %zu train pairs (%zu skipped as longer than %d tokens%s, %zu empty), %zu dev%s, %zu test\n",
                 r.sampler.pairs_kept(), r.sampler.skipped_long(), r.model.cfg.max_len - 1, ratio,   // + </s>
                 r.train.skipped_empty, r.dev.pairs.size(), dev_note, r.test.pairs.size());
@@ -686,10 +698,7 @@ static double dev_loss(Run& r) {
     if (!r.have_dev || r.dev.pairs.empty() || !dist_is_root()) return NAN;
     BatchSampler s;
     BatchingOptions bo;
-    bo.max_len = r.model.cfg.max_len;
-    if (!r.model.cfg.learned_pos)   // sinusoids reach any length: every dev pair counts, none left out
-        for (const SentencePair& p : r.dev.pairs)
-            bo.max_len = std::max(bo.max_len, (int)std::max(p.src.size(), p.tgt.size()) + 1);
+    bo.max_len = dev_loss_max_len(r);
     bo.max_src_tokens = bo.max_tgt_tokens = std::max(r.opt.max_tokens, bo.max_len);
     bo.shuffle = false;
     std::string err;
