@@ -1,5 +1,5 @@
 // test/fuzz/fuzz_translate.cpp — ./translate's line handling (cli/translate.cpp: LineReader on
-// stdin, then Translator::encode: CR, spaces and tabs at the ends, invalid UTF-8, --replace-invalid, --max-input-tokens,
+// stdin, then Translator::encode: spaces, tabs and CRs at the ends, invalid UTF-8, --replace-invalid, --max-input-tokens,
 // --split-long, --split-sentences) on arbitrary stdin bytes. The first byte holds the switches
 // and the token limit. Checked: the lines read are the input's lines; a line is refused only for
 // invalid UTF-8 (without --replace-invalid) or length (without --split-long: the line's, or with
@@ -25,8 +25,7 @@ static void check_line(Translator& t, std::string line) {
     std::vector<std::vector<int>> pieces;
     std::string err;
     bool ok = t.encode(line, &pieces, &err);
-    if (!line.empty() && line.back() == '\r') line.pop_back();
-    line = std::string(trim(line, " \t"));   // (as training)
+    line = std::string(trim(line, " \t\r"));   // (as training: cli/line_check.h)
     bool valid = invalid_utf8_at(line) < 0;
     if (!valid && !t.opt.replace_invalid) {
         FUZZ_CHECK(!ok && err.find("invalid UTF-8") != std::string::npos, "invalid UTF-8 refused");
