@@ -15,7 +15,6 @@
 // is an argument (stdin); any other word starting with '-' must be a known option.
 #pragma once
 #include <cctype>
-#include <cerrno>
 #include <cmath>
 #include <cstdint>
 #include <cstdio>
@@ -24,6 +23,8 @@
 #include <limits>
 #include <string>
 #include <vector>
+
+#include "toolkit/numbers.h"
 
 // The values an option accepts: the interval from lo to hi, each end included unless open.
 struct Bounds {
@@ -263,27 +264,15 @@ private:
     // A whole decimal number that fits T and lies in b.
     template <class T> static std::string parse_integer(const std::string& s, const Bounds& b, T* v) {
         using L = std::numeric_limits<T>;
-        size_t i = !s.empty() && (s[0] == '+' || s[0] == '-') ? 1 : 0;
-        if (s.size() <= i || s.find_first_not_of("0123456789", i) != std::string::npos)
-            return "expects a whole number, not '" + s + "'";
-        errno = 0;
-        bool fits;
-        long double x;
-        if (s[0] == '-') {
-            long long n = std::strtoll(s.c_str(), nullptr, 10);
-            fits = errno != ERANGE && (long double)n >= (long double)L::min();
-            x = n;
-        } else {
-            unsigned long long n = std::strtoull(s.c_str(), nullptr, 10);
-            fits = errno != ERANGE && (long double)n <= (long double)L::max();
-            x = n;
-        }
-        if (!fits) {
+        T x{};
+        const Decimal read = parse_decimal(s, &x, "+-");
+        if (read == Decimal::not_a_number) return "expects a whole number, not '" + s + "'";
+        if (read == Decimal::out_of_range) {
             std::string r = range_text(b);
             return out_of_range(s, r.empty() ? std::to_string(L::min()) + ".." + std::to_string(L::max()) : r);
         }
         if (!b.contains((double)x)) return out_of_range(s, range_text(b));
-        *v = (T)x;
+        *v = x;
         return "";
     }
     // A finite number written in decimal that fits T and lies in b.

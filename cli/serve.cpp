@@ -38,6 +38,7 @@
 
 #include "toolkit/batch_queue.h"
 #include "toolkit/json.h"
+#include "toolkit/numbers.h"
 
 void add_serve_options(Options* opts, ServeOptions* o) {
     opts->section("server (--serve)");
@@ -48,12 +49,12 @@ void add_serve_options(Options* opts, ServeOptions* o) {
                          std::string host = colon == std::string::npos ? "127.0.0.1" : s.substr(0, colon);
                          std::string port = colon == std::string::npos ? s : s.substr(colon + 1);
                          if (host.size() > 2 && host.front() == '[' && host.back() == ']') host = host.substr(1, host.size() - 2);
-                         if (host.empty() || port.empty() || port.size() > 5 ||
-                             port.find_first_not_of("0123456789") != std::string::npos || std::stoi(port) > 65535)
+                         int number = 0;
+                         if (host.empty() || parse_decimal(port, &number, "") != Decimal::ok || number > 65535)
                              return false;
                          o->address = s;
                          o->host = host;
-                         o->port = std::stoi(port);
+                         o->port = number;
                          return true;
                      });
     opts->add("--batch-wait", &o->batch_wait_ms, "ms a batch waits for more lines (until --batch-tokens)", in_range(0, 10000));

@@ -17,6 +17,7 @@
 #include "tokenizer.h"
 #include "toolkit/files.h"
 #include "toolkit/json.h"
+#include "toolkit/numbers.h"
 
 namespace fs = std::filesystem;
 
@@ -325,15 +326,11 @@ bool read_parameters(SafeTensorsFile& file, const ParamLayout& layout, const std
     return true;
 }
 
-// Decimal digits only, at most `max` (strtoull alone took "-3" as 2^64 - 3, " 7", "+7" and
-// wrapped past 2^64: a resumed run whose step read -3 trained on NaN updates).
-static bool parse_u64(const Metadata& meta, const char* key, uint64_t* out, uint64_t max = UINT64_MAX) {
+// A metadata value of digits only (toolkit/numbers.h: strtoull alone took "-3" as 2^64 - 3,
+// " 7" and "+7", and wrapped past 2^64: a resumed run whose step read -3 trained on NaN updates).
+template <class T> static bool metadata_count(const Metadata& meta, const char* key, T* out) {
     auto it = meta.find(key);
-    if (it == meta.end() || it->second.empty() || it->second.find_first_not_of("0123456789") != std::string::npos)
-        return false;
-    errno = 0;
-    *out = std::strtoull(it->second.c_str(), nullptr, 10);
-    return errno != ERANGE && *out <= max;
+    return it != meta.end() && parse_decimal(it->second, out, "") == Decimal::ok;
 }
 
 // Reads the parameters (and, for training, Adam's state) into the model's buffers: straight
@@ -429,14 +426,14 @@ bool checkpoint_load(Model* m, const std::string& path, Metadata* meta, std::str
         if (!diff.empty()) return fail("config differs from the model's: " + diff);
         training = training && m->adam_m;
     }
-    uint64_t step = 0, forwards = 0, seed = 0;
-    if (!parse_u64(file.metadata, "step", &step, INT64_MAX)) return fail("metadata has no valid \"step\"");
+    int64_t step = 0;
+    if (!metadata_count(file.metadata, "step", &step)) return fail("metadata has no valid \"step\"");
     model_unpack_weights(m);   // (packed and int8 copies of the weights about to be overwritten)
     model_dequantize(m);
     if (!read_model_buffers(file, m, training, error)) return false;
-    m->step = (int64_t)step;
-    if (parse_u64(file.metadata, "train_forwards", &forwards, INT64_MAX)) m->train_forwards = (int64_t)forwards;
-    if (parse_u64(file.metadata, "dropout_seed", &seed)) m->dropout_seed = seed;
+    m->step = step;
+    metadata_count(file.metadata, "train_forwards", &m->train_forwards);
+    metadata_count(file.metadata, "dropout_seed", &m->dropout_seed);
     if (meta) *meta = file.metadata;
     return true;
 }

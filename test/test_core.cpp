@@ -19,6 +19,7 @@
 #include "test/profile_check.h"
 #include "model/checkpoint.h"
 #include "test/ref_case.h"
+#include "toolkit/numbers.h"
 #include "transformer.h"
 
 // fp32 tolerances, relative to the reference tensor's largest magnitude.
@@ -634,6 +635,61 @@ static void checkpoint_refusals() {
           "refuses to write over a FIFO, which stays a FIFO -> \"%s\"", err.c_str());
 }
 
+// toolkit/numbers.h, which reads checkpoint metadata and every integer option: the whole text
+// digits (after an allowed sign), a value past the type's range told apart from a non-number.
+static void decimal_numbers() {
+    struct Case {
+        const char* text;
+        const char* signs;
+        Decimal want;
+        long long value;   // int64_t's reading when ok
+    };
+    const Case cases[] = {
+        {"0", "", Decimal::ok, 0},
+        {"42", "", Decimal::ok, 42},
+        {"9223372036854775807", "", Decimal::ok, INT64_MAX},
+        {"9223372036854775808", "", Decimal::out_of_range, 0},
+        {"99999999999999999999", "", Decimal::out_of_range, 0},
+        {"-3", "", Decimal::not_a_number, 0},
+        {"+7", "", Decimal::not_a_number, 0},
+        {"-3", "-", Decimal::ok, -3},
+        {"+7", "-", Decimal::not_a_number, 0},
+        {"+7", "+-", Decimal::ok, 7},
+        {"-9223372036854775808", "+-", Decimal::ok, INT64_MIN},
+        {"-9223372036854775809", "+-", Decimal::out_of_range, 0},
+        {"", "+-", Decimal::not_a_number, 0},
+        {"-", "+-", Decimal::not_a_number, 0},
+        {" 7", "+-", Decimal::not_a_number, 0},
+        {"7 ", "+-", Decimal::not_a_number, 0},
+        {"0x10", "+-", Decimal::not_a_number, 0},
+        {"1e3", "+-", Decimal::not_a_number, 0},
+        {"--1", "+-", Decimal::not_a_number, 0},
+    };
+    for (const Case& c : cases) {
+        int64_t v = 12345;
+        const Decimal got = parse_decimal(std::string(c.text), &v, c.signs);
+        const bool ok = got == c.want && (got == Decimal::ok ? v == c.value : v == 12345);
+        check(ok, "parse_decimal<int64_t>(\"%s\", signs \"%s\"): result %d (want %d), value %lld", c.text, c.signs,
+              (int)got, (int)c.want, (long long)v);
+    }
+    // the type's own range: an unsigned type refuses a negative, a narrow one its overflow
+    uint64_t u = 1;
+    Decimal got = parse_decimal(std::string("-1"), &u, "-");
+    check(got == Decimal::out_of_range && u == 1, "parse_decimal<uint64_t>(\"-1\"): result %d, value left (%llu)",
+          (int)got, (unsigned long long)u);
+    got = parse_decimal(std::string("18446744073709551615"), &u, "");
+    check(got == Decimal::ok && u == UINT64_MAX, "parse_decimal<uint64_t>(\"18446744073709551615\"): 2^64 - 1 (%llu)",
+          (unsigned long long)u);
+    int i = 1;
+    got = parse_decimal(std::string("2147483648"), &i, "");
+    check(got == Decimal::out_of_range && i == 1, "parse_decimal<int>(\"2147483648\"): result %d, value left (%d)",
+          (int)got, i);
+    got = parse_decimal(std::string("-2147483648"), &i, "-");
+    check(got == Decimal::ok && i == INT32_MIN, "parse_decimal<int>(\"-2147483648\"): INT_MIN (%d)", i);
+    const std::string with_nul("\0" "5", 2);   // a NUL is not a sign
+    check(parse_decimal(with_nul, &i, "+-") == Decimal::not_a_number, "parse_decimal(\"\\0" "5\"): not a number");
+}
+
 int main(int argc, char** argv) {
     if (argc > 1) g_ref_dir = argv[1];
     char tmpl[] = "/tmp/test_core.XXXXXX";
@@ -668,6 +724,8 @@ int main(int argc, char** argv) {
     config_round_trip();
     checkpoint_file_layout();
     checkpoint_refusals();
+    std::printf("-- decimal numbers (toolkit/numbers.h)\n");
+    decimal_numbers();
     std::string cmd = "rm -rf " + g_tmp_dir;
     if (std::system(cmd.c_str()) != 0) std::printf("warning: could not remove %s\n", g_tmp_dir.c_str());
     return check_summary("core");

@@ -258,6 +258,9 @@ echo "sun moon" > "$T/stdin.txt"
 refused 2 "--sampling" --sampling topp:0
 refused 2 "--sampling" --sampling topp:1.5
 refused 2 "--sampling" --sampling topk:0
+refused 2 "--sampling" --sampling topk:+5
+refused 2 "--sampling" --sampling topk:1000001
+refused 2 "--sampling" --sampling topk:99999999999999999999
 refused 2 "--sampling" --sampling topx:3
 refused 2 "--temperature" --sampling topk:5 --temperature 0
 refused 2 "--temperature" --sampling topk:5 --temperature -1

@@ -12,15 +12,16 @@
 #include <cstdlib>
 
 #include "tokenizer.h"
+#include "toolkit/numbers.h"
 #include "toolkit/thread_governor.h"
 
 bool parse_sampling(const std::string& s, DecodeOptions* d) {
     char* end = nullptr;
     const std::string value = s.size() > 5 ? s.substr(5) : "";
-    if (s.rfind("topk:", 0) == 0 && !value.empty() && value.find_first_not_of("0123456789") == std::string::npos) {
-        const long k = std::strtol(value.c_str(), &end, 10);
-        if (k < 1 || k > 1000000) return false;
-        d->sample_topk = (int)k, d->sample_topp = 1.0f;
+    int k = 0;
+    if (s.rfind("topk:", 0) == 0) {
+        if (parse_decimal(value, &k, "") != Decimal::ok || k < 1 || k > 1000000) return false;
+        d->sample_topk = k, d->sample_topp = 1.0f;
     } else if (s.rfind("topp:", 0) == 0 && !value.empty()) {
         const double p = std::strtod(value.c_str(), &end);
         if (*end || !((float)p > 0 && p <= 1)) return false;   // 1e-50 is 0 as a float

@@ -16,7 +16,6 @@
 #include <limits>
 #include <sstream>
 #include <stdexcept>
-#include <type_traits>
 #include <unistd.h>
 
 #include "toolkit/bleu_score.h"
@@ -26,6 +25,7 @@
 #include "toolkit/decode.h"
 #include "toolkit/distributed.h"
 #include "toolkit/files.h"
+#include "toolkit/numbers.h"
 #include "toolkit/ter_score.h"
 #include "toolkit/thread_governor.h"
 #include "tokenizer.h"
@@ -230,21 +230,8 @@ struct MetaReader {
                                     T hi = std::numeric_limits<T>::max()) {
         const std::string* s = find(key);
         if (!s) return;
-        const bool negative = !s->empty() && (*s)[0] == '-';
-        const size_t digits = negative ? 1 : 0;
-        bool ok = s->size() > digits && s->find_first_not_of("0123456789", digits) == std::string::npos;
-        errno = 0;
         T x{};
-        if (ok && negative) {   // (compared in the type that holds the text's value, not in a float)
-            const long long n = std::strtoll(s->c_str(), nullptr, 10);
-            ok = std::is_signed<T>::value && errno != ERANGE && n >= (long long)lo && n <= (long long)hi;
-            x = (T)n;
-        } else if (ok) {
-            const unsigned long long n = std::strtoull(s->c_str(), nullptr, 10);
-            ok = errno != ERANGE && hi >= 0 && n <= (unsigned long long)hi && (lo <= 0 || n >= (unsigned long long)lo);
-            x = (T)n;
-        }
-        if (ok) *v = x;
+        if (parse_decimal(*s, &x, "-") == Decimal::ok && x >= lo && x <= hi) *v = x;
         else bad(key, *s);
     }
     // A finite number in [lo, hi] (or, where any_ok, any number: nan and inf included).
@@ -353,12 +340,18 @@ static bool restore_data_options(Run& r) {
     return true;
 }
 
+// A resumed checkpoint's metadata that MetaReader refused.
+static bool fail_damaged(const Run& r, const std::string& error) {
+    return fail(r.resumed_from + ": " + error + " (a damaged or edited checkpoint: resume from an earlier one, or "
+                "start a new run)");
+}
+
 // --resume: each of --time, --max-steps, --max-epochs not given again is the run's, from its
 // checkpoint (the time counts what the run has used already); so are the evaluations that
 // early stopping counts and the best is kept by (--eval-every, --eval-lines, --eval-beam,
 // --early-stopping, --no-eval-bleu) and the bookkeeping (--save-every, --save-every-steps,
 // --keep, --average, --log-every).
-static void restore_budget(Run& r, MetaReader& in) {
+static void restore_schedule(Run& r, MetaReader& in) {
     if (!given(r, "--save-every")) in.real("save_every", &r.opt.save_every_s, 0, kAnyFinite);
     if (!given(r, "--save-every-steps")) in.integer<int64_t>("save_every_steps", &r.opt.save_every_steps, 0);
     if (!given(r, "--keep")) in.integer("keep", &r.opt.keep, 1);
@@ -380,7 +373,7 @@ static void restore_budget(Run& r, MetaReader& in) {
 // in the ranges ./train's options allow. False + message on a value out of them.
 static bool restore_options(Run& r, const Metadata& meta) {
     MetaReader in{meta, ""};
-    restore_budget(r, in);
+    restore_schedule(r, in);
     in.integer("max_tokens", &r.opt.max_tokens, 1);
     in.integer("accum", &r.opt.accum, 1);
     in.integer("warmup", &r.opt.warmup, 1);
@@ -392,8 +385,7 @@ static bool restore_options(Run& r, const Metadata& meta) {
     in.real("adam_beta1", &r.opt.adam.beta1, 0, 0.99999999);
     in.real("adam_beta2", &r.opt.adam.beta2, 0, 0.99999999);
     in.real("adam_eps", &r.opt.adam.eps, 1e-300, 1e300);
-    return in.error.empty() || fail(r.resumed_from + ": " + in.error + " (a damaged or edited checkpoint: resume from "
-                                    "an earlier one, or start a new run)");
+    return in.error.empty() || fail_damaged(r, in.error);
 }
 
 // Fine-tuning (--init-from): the checkpoint's parameters and config (dropout and label
@@ -456,7 +448,7 @@ static bool setup_validation(Run& r, const Metadata* resume_meta) {
     r.best.step = (int64_t)best_step;
     r.best.evals_since = 0;
     in.integer<int64_t>("evals_since_best", &r.best.evals_since, 0);
-    return in.error.empty() || fail(r.resumed_from + ": " + in.error + " (a damaged or edited checkpoint)");
+    return in.error.empty() || fail_damaged(r, in.error);
 }
 
 static bool setup_sampler(Run& r, const Metadata* resume_meta) {
@@ -474,7 +466,7 @@ static bool setup_sampler(Run& r, const Metadata* resume_meta) {
     in.integer<int64_t>("sampler_epoch", &pos.epoch, 0);
     in.integer<int64_t>("sampler_index", &pos.index, 0);
     in.integer("sampler_fingerprint", &fingerprint);
-    if (!in.error.empty()) return fail(r.resumed_from + ": " + in.error + " (a damaged or edited checkpoint)");
+    if (!in.error.empty()) return fail_damaged(r, in.error);
     if (fingerprint != r.sampler.fingerprint())
         return fail("the training data or batching differs from the checkpoint's; resume needs the same data");
     if (!r.sampler.restore(pos, &err)) return fail(err);

@@ -1,0 +1,38 @@
+// toolkit/numbers.h — a whole decimal number read from text, the one way the programs read
+// one: an option's value, a checkpoint's metadata, a port.
+//
+//   int64_t step;
+//   if (parse_decimal(text, &step, "") != Decimal::ok) refuse...;   digits only
+//   parse_decimal(text, &n, "+-")                                   a sign allowed first
+//
+// strtoll alone takes "-3" as 2^64 - 3 for an unsigned type, skips leading spaces, stops at
+// the first non-digit and saturates past its range; here the whole text must be digits (after
+// one of the allowed signs), and a value past T's range is told apart from text that is not a
+// number, so a caller can say which.
+#pragma once
+#include <cerrno>
+#include <cstdlib>
+#include <cstring>
+#include <limits>
+#include <string>
+
+enum class Decimal { ok, not_a_number, out_of_range };
+
+// The whole of s as a number of type T: decimal digits, after one sign from `signs` ("", "-"
+// or "+-"). *v is set only when the result is ok.
+template <class T> Decimal parse_decimal(const std::string& s, T* v, const char* signs) {
+    using L = std::numeric_limits<T>;
+    const size_t sign = !s.empty() && (s[0] == '+' || s[0] == '-') && std::strchr(signs, s[0]) ? 1 : 0;
+    if (s.size() <= sign || s.find_first_not_of("0123456789", sign) != std::string::npos) return Decimal::not_a_number;
+    errno = 0;
+    if (s[0] == '-') {   // (compared in the type that holds the text's value, not in a float)
+        const long long n = std::strtoll(s.c_str(), nullptr, 10);
+        if (errno == ERANGE || n < (long long)L::min()) return Decimal::out_of_range;
+        *v = (T)n;
+    } else {
+        const unsigned long long n = std::strtoull(s.c_str(), nullptr, 10);
+        if (errno == ERANGE || n > (unsigned long long)L::max()) return Decimal::out_of_range;
+        *v = (T)n;
+    }
+    return Decimal::ok;
+}
