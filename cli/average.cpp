@@ -3,7 +3,8 @@
 //
 //   ./average --out avg.safetensors runs/default/ckpt-*.safetensors
 //   ./average --out avg.safetensors --last 5 runs/default      the last 5 checkpoints of a run
-// Inputs whose configs or tokenizers differ are refused, naming the first difference. A write
+// Inputs whose configs or tokenizers differ are refused, naming the first difference, and so is
+// one checkpoint given twice. The average's step is its newest input's. A write
 // that fails (the checkpoint, or stdout: cli/text_io.h) is an error, exit 1.
 #include <cstdio>
 #include <filesystem>
@@ -32,6 +33,19 @@ static int check_target(const std::string& out, const std::vector<std::string>& 
                                  "reads (give another --out)\n", out.c_str(), in.c_str());
             return 2;
         }
+    return -1;
+}
+
+// One checkpoint given twice (a.safetensors a.safetensors, or by another name) would weigh
+// double in the average: a mistake, refused (exit 2). Else -1.
+static int refuse_repeats(const std::vector<std::string>& inputs) {
+    for (size_t i = 0; i < inputs.size(); i++)
+        for (size_t j = 0; j < i; j++)
+            if (same_file(inputs[i], inputs[j])) {
+                std::fprintf(stderr, "average: %s and %s are the same checkpoint: it would count twice in the "
+                                     "average (give each once)\n", inputs[j].c_str(), inputs[i].c_str());
+                return 2;
+            }
     return -1;
 }
 
@@ -82,6 +96,7 @@ int main(int argc, char** argv) {
             return 2;
         }
     if (int status = check_target(out, inputs); status >= 0) return status;
+    if (int status = refuse_repeats(inputs); status >= 0) return status;
     std::string err;
     if (!average_checkpoints(inputs, out, &err)) {
         std::fprintf(stderr, "average: %s\n", err.c_str());

@@ -449,7 +449,8 @@ std::vector<std::string> list_checkpoints(const std::string& dir) {
         if (name.rfind("ckpt-", 0) == 0 && name.size() > 17 &&
             name.compare(name.size() - 12, 12, ".safetensors") == 0 &&
             name.find_first_not_of("0123456789", 5) == name.size() - 12)   // ckpt-<step>: no other name
-            found.push_back({std::atoll(name.c_str() + 5), e.path().string()});
+            if (long long step; parse_decimal(name.substr(5, name.size() - 17), &step, "") == Decimal::ok)
+                found.push_back({step, e.path().string()});   // (not a step past 2^63 - 1)
     }
     std::sort(found.begin(), found.end());
     std::vector<std::string> out;
@@ -480,7 +481,7 @@ bool average_checkpoints(const std::vector<std::string>& inputs, const std::stri
             }
         }
         for (size_t j = 0; j < sum.size(); j++) sum[j] += m.params[j];
-        avg.step = m.step;
+        avg.step = std::max(avg.step, m.step);   // the newest input's, in whatever order they came
     }
     for (size_t j = 0; j < sum.size(); j++) avg.params[j] = (float)(sum[j] / inputs.size());
     Metadata out_meta;

@@ -87,7 +87,7 @@ std::vector<std::string> list_checkpoints(const std::string& dir);
 
 // Averages the parameters of checkpoints of one model element by element (fp32 result,
 // double accumulation). Refuses inputs whose configs or tokenizers differ, naming the first
-// difference. The output has the config, the tokenizer, the last input's step and
+// difference. The output has the config, the tokenizer, the newest input's step and
 // "averaged_from" (the inputs' file names): no Adam state, no data position or run options.
 bool average_checkpoints(const std::vector<std::string>& inputs, const std::string& output,
                          std::string* error);

@@ -249,6 +249,12 @@ same_input_refused "./translate -o the --ensemble" "$T/in.safetensors" "is --ens
 same_input_refused "./translate -o the --ref (--score)" "$T/in.en" "is --ref" "$B"/translate --model "$M" --score --ref "$T/in.en" -o "$T/in.en"
 same_input_refused "./average --out one of its inputs" "$T/in.safetensors" "is the input" "$B"/average --out "$T/in.safetensors" "$M" "$T/in.safetensors"
 same_input_refused "./bpe learn --out one of its inputs" "$T/in.en" "is the input" "$B"/bpe learn --vocab-size 280 --out "$T/in.en" "$T/in.en"
+# One checkpoint given twice (by its name, or by a link) would weigh double in the average.
+for twice in "$T/in.safetensors" "$T/in-link.safetensors"; do
+    "$B"/average --out "$T/twice.safetensors" "$T/in.safetensors" "$M" "$twice" > /dev/null 2> "$T/err.txt"; s=$?
+    [ $s -eq 2 ] && grep -q "are the same checkpoint: it would count twice" "$T/err.txt" && [ ! -e "$T/twice.safetensors" ]
+    check $? "./average A M $(basename "$twice"): refused, exit 2 ($s), nothing written: $(head -c 150 "$T/err.txt")"
+done
 cp "$T/in.txt" "$T/io.txt"; "$B"/translate --model "$M" -i "$T/io.txt" -o "$T/io.txt" 2> /dev/null
 s=$?; [ $s -eq 0 ] && cmp -s "$T/io.txt" "$T/out4.txt"; check $? "./translate -i F -o F: F becomes its translation (exit $s)"
 # Through a link, the file it names is replaced and the link stays (as ./translate -o does).

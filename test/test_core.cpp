@@ -416,14 +416,15 @@ static void checkpoint_listing() {
     const char* names[] = {"ckpt-100000000.safetensors", "ckpt-00000005.safetensors", "ckpt-99999999.safetensors",
                            "ckpt-00000900.safetensors", "best.safetensors", "average.safetensors",
                            "ckpt-00000007.safetensors.tmp", "ckpt-.safetensors", "xckpt-00000001.safetensors",
-                           "ckpt-avg.safetensors", "ckpt-00000009-copy.safetensors", "ckpt-00000011.safetensors.tmp.4242"};
+                           "ckpt-avg.safetensors", "ckpt-00000009-copy.safetensors", "ckpt-00000011.safetensors.tmp.4242",
+                           "ckpt-99999999999999999999.safetensors"};   // (past any step: atoll's overflow)
     for (const char* n : names) write_bytes(dir + "/" + n, "x");
     const std::vector<std::string> got = list_checkpoints(dir);
     const std::vector<std::string> want = {dir + "/ckpt-00000005.safetensors", dir + "/ckpt-00000900.safetensors",
                                            dir + "/ckpt-99999999.safetensors", dir + "/ckpt-100000000.safetensors"};
     std::string listed;
     for (const std::string& g : got) listed += " " + g.substr(dir.size() + 1);
-    check(got == want, "list_checkpoints: steps 5, 900, 99999999, 100000000 in step order, the 8 other files "
+    check(got == want, "list_checkpoints: steps 5, 900, 99999999, 100000000 in step order, the 9 other files "
           "left out (got%s)", listed.c_str());
 }
 

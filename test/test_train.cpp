@@ -201,8 +201,13 @@ static void averaging() {
         for (size_t j = 0; j < want.size(); j++)
             want[j] = (float)(((double)p0[j] + p1[j] + p2[j]) / 3.0);
         check(same_bits(host_params(avg), want), "average equals the element-wise mean (bitwise, %zu floats)", want.size());
-        check(avg.step == 3000, "the average carries the last input's step, 3000 (%lld)", (long long)avg.step);
+        check(avg.step == 3000, "the average carries the newest input's step, 3000 (%lld)", (long long)avg.step);
     }
+    // given newest first (./average ckpt-3000 ckpt-1000 ckpt-2000): still the newest's step
+    Model reordered;
+    const bool reloaded = average_checkpoints({paths[2], paths[0], paths[1]}, out, &err) && load(out, &reordered);
+    check(reloaded && reordered.step == 3000, "inputs newest first: the average carries the newest input's step, 3000 (%lld)",
+          (long long)reordered.step);
     Model other;
     Config c2 = c;
     c2.d_ff = 48;
