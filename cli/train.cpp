@@ -149,6 +149,8 @@ static void add_budget_options(Options& o, CommandLine& c) {
     o.add("--eval-lines", &t.eval_lines, "dev BLEU on the first N dev lines (0: all)", at_least(0));
     o.add("--eval-beam", &t.eval_beam, "beam size for dev BLEU (1: greedy)", in_range(1, 64));
     o.add_flag("--no-eval-bleu", &c.no_eval_bleu, "dev loss only at --eval-every (no dev BLEU)");
+    o.add_flag("--eval-bleu", &c.no_eval_bleu, "dev BLEU at --eval-every (the default; on --resume, undoes the run's --no-eval-bleu)",
+               false);
     o.add_choice("--best-metric", &t.best_metric, {"bleu", "loss"},
                  "best.safetensors by dev BLEU or dev loss", "bleu when dev BLEU is computed, else loss");
     o.add("--early-stopping", &t.early_stopping, "stop after N evaluations without improvement of the best (0: off)",

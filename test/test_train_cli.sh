@@ -159,6 +159,11 @@ for opt in --no-eval-bleu "--best-metric loss"; do
     [ $s -eq 0 ] && [ $b -eq 0 ] && [ -n "$(field "$out/log.csv" dev 10 6)" ] && grep -q "^step .* | best dev loss " "$out.log"
     check $? "./train $opt, then --resume alone: exit $s, step 10 evaluated by dev loss (dev BLEU '$bleu10'): $(grep -m1 -E '^step|error' "$out.log")"
 done
+# --eval-bleu undoes a run's --no-eval-bleu on --resume: dev BLEU again, the best still by dev loss
+"$B"/train --out "$T/res-no-eval" --resume --max-steps 15 --eval-bleu --no-eval > "$T/res-eval-bleu.log" 2>&1; s=$?
+bleu15=$(field "$T/res-no-eval/log.csv" dev 15 7)
+[ $s -eq 0 ] && [ -n "$bleu15" ] && grep -q "^step .* | best dev loss " "$T/res-eval-bleu.log"
+check $? "--no-eval-bleu run resumed with --eval-bleu: exit $s, step 15 has dev BLEU '$bleu15', best still by dev loss: $(grep -m1 -E '^step|error' "$T/res-eval-bleu.log")"
 
 # ---- --max-epochs ---------------------------------------------------------------------------
 "$B"/train $TA $V --out "$T/run4" --max-epochs 2 --max-steps 0 --time 0 --eval-every 0 --no-eval \

@@ -349,8 +349,8 @@ static bool fail_damaged(const Run& r, const std::string& error) {
 // --resume: each of --time, --max-steps, --max-epochs not given again is the run's, from its
 // checkpoint (the time counts what the run has used already); so are the evaluations that
 // early stopping counts and the best is kept by (--eval-every, --eval-lines, --eval-beam,
-// --early-stopping, --no-eval-bleu) and the bookkeeping (--save-every, --save-every-steps,
-// --keep, --average, --log-every).
+// --early-stopping, --no-eval-bleu or --eval-bleu) and the bookkeeping (--save-every,
+// --save-every-steps, --keep, --average, --log-every).
 static void restore_schedule(Run& r, MetaReader& in) {
     if (!given(r, "--save-every")) in.real("save_every", &r.opt.save_every_s, 0, kAnyFinite);
     if (!given(r, "--save-every-steps")) in.integer<int64_t>("save_every_steps", &r.opt.save_every_steps, 0);
@@ -365,7 +365,7 @@ static void restore_schedule(Run& r, MetaReader& in) {
     if (!given(r, "--eval-beam")) in.integer("eval_beam", &r.opt.eval_beam, 1, 64);
     if (!given(r, "--early-stopping")) in.integer("early_stopping", &r.opt.early_stopping, 0);
     int eval_bleu = r.opt.eval_bleu;
-    if (!given(r, "--no-eval-bleu")) in.integer("eval_bleu", &eval_bleu, 0, 1);
+    if (!given(r, "--no-eval-bleu") && !given(r, "--eval-bleu")) in.integer("eval_bleu", &eval_bleu, 0, 1);
     r.opt.eval_bleu = eval_bleu;
 }
 
