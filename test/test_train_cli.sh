@@ -296,6 +296,29 @@ mkdir -p "$T/ftbest" && cp "$T/run/best.safetensors" "$T/ftbest/best.safetensors
 [ $s -eq 0 ] && cmp -s "$T/run/best.safetensors" "$T/ftbest/best.safetensors" && [ -e "$(ckpt "$T/ftbest" 2)" ]
 check $? "--init-from DIR/best.safetensors --out DIR: fine-tunes from it, the file kept (exit $s: $(grep -m1 'error' "$T/ftbest.log"))"
 
+# ---- one ./train at a time in a folder; a cut-short write's temporary file removed ----------
+# A second run in the folder of one that is running is refused, naming its pid (two runs had
+# written one folder's checkpoints, log.csv and average over each other).
+"$B"/train $TA $V --out "$T/locked" --max-steps 100000 --time 60s --save-every-steps 2 --keep 1 --log-every 0 \
+    --eval-every 0 --no-eval > "$T/locked1.log" 2>&1 &
+first=$!
+for i in $(seq 300); do ls "$T/locked"/ckpt-*.safetensors > /dev/null 2>&1 && break; sleep 0.1; done
+"$B"/train --out "$T/locked" --resume --max-steps 3 --no-eval > "$T/locked2.log" 2>&1; s=$?
+kill -TERM $first; wait $first; s1=$?
+[ $s -eq 1 ] && grep -q "another ./train (pid $first) is running in $T/locked: wait for it" "$T/locked2.log" && [ $s1 -eq 130 ]
+check $? "./train --resume in the folder of a running ./train: refused, exit $s ($(grep -m1 error "$T/locked2.log")); the first ended by SIGTERM, exit $s1"
+# A second Ctrl-C or kill -9 in a checkpoint's write leaves NAME.tmp.PID: the next start removes
+# those of the run's files whose process is gone, and keeps a live process's and other files.
+sh -c 'exit 0' & gone=$!; wait $gone
+for f in ckpt-00000007.safetensors.tmp.$gone best.safetensors.tmp.$gone average.safetensors.tmp.$$ notes.txt.tmp.$gone; do
+    echo partial > "$T/locked/$f"
+done
+"$B"/train --out "$T/locked" --resume --max-steps 1 --no-eval > "$T/locked3.log" 2>&1; s=$?
+left=$(cd "$T/locked" && ls | grep '[.]tmp[.]' | tr '\n' ' ')
+[ $s -eq 0 ] && [ "$left" = "average.safetensors.tmp.$$ notes.txt.tmp.$gone " ] &&
+    grep -q "ckpt-00000007.safetensors.tmp.$gone: left by a write that was cut short (process $gone is gone), removed" "$T/locked3.log"
+check $? "a resumed run removes its files' temporaries of a process that is gone, keeps '$left' (exit $s)"
+
 # ---- --average 1: the final report names the model it scored, the last checkpoint -----------
 # (its lines had said "averaged", and "test, last checkpoint, beam" repeated the same score)
 "$B"/train $TA $V --out "$T/avg1" --max-steps 4 --save-every-steps 2 --eval-every 0 --average 1 > "$T/avg1.log" 2>&1; s=$?

@@ -16,6 +16,8 @@
 #include <limits>
 #include <sstream>
 #include <stdexcept>
+#include <fcntl.h>
+#include <sys/file.h>
 #include <unistd.h>
 
 #include "toolkit/bleu_score.h"
@@ -88,7 +90,11 @@ struct Run {
     std::vector<int64_t> poison_steps;   // test-only: attempts whose gradient is made NaN
     int fail_status = 1;                 // exit status when setup or the loop fails
     FILE* csv = nullptr;
-    ~Run() { if (csv) std::fclose(csv); }
+    int out_lock = -1;   // --out's lock file, held while the run lives (lock_out_dir)
+    ~Run() {
+        if (csv) std::fclose(csv);
+        if (out_lock >= 0) close(out_lock);   // (releases the lock)
+    }
     double elapsed() const { return time_before + (now_s() - start); }
     std::string path(const std::string& name) const { return (fs::path(opt.out_dir) / name).string(); }
     std::string data(const std::string& split, const std::string& lang) const {
@@ -495,6 +501,59 @@ static bool drop_rows_past(Run& r, int64_t step) {
 }
 
 // The backend the model runs on (--device, --precision); says so when "auto" finds no GPU.
+// One ./train at a time in a folder: two runs writing one folder's checkpoints, log.csv and
+// average would ruin each other's. The lock (flock on DIR/.train.lock, which holds the pid) goes
+// with the process however it ends, so a killed run leaves none behind. A file system without
+// locks is said, not refused.
+static bool lock_out_dir(Run& r) {
+    const std::string path = r.path(".train.lock");
+    const int fd = open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+    if (fd < 0) return fail("cannot create " + path + ": " + std::strerror(errno));
+    if (flock(fd, LOCK_EX | LOCK_NB) != 0) {
+        const int why = errno;
+        std::string holder;
+        read_file(path, &holder);
+        close(fd);
+        if (why != EWOULDBLOCK) {
+            std::printf("%s: cannot lock (%s): nothing stops another ./train in this folder\n", path.c_str(),
+                        std::strerror(why));
+            return true;
+        }
+        holder = holder.substr(0, holder.find_first_not_of("0123456789"));
+        return fail("another ./train" + (holder.empty() ? "" : " (pid " + holder + ")") + " is running in " +
+                    r.opt.out_dir + ": wait for it to end, or give another --out");
+    }
+    const std::string pid = std::to_string(getpid()) + "\n";
+    if (ftruncate(fd, 0) != 0 || write(fd, pid.data(), pid.size()) != (ssize_t)pid.size()) {
+        close(fd);
+        return fail("cannot write " + path + ": " + std::strerror(errno));
+    }
+    r.out_lock = fd;
+    return true;
+}
+
+// A write cut short (a second Ctrl-C, kill -9, a crash) leaves its temporary file,
+// NAME.tmp.PID (toolkit/files.h), beside the run's files: those of the run's own files whose
+// process is gone are removed at the next start (the lock says no ./train writes here now).
+static void remove_stale_temporaries(const Run& r) {
+    std::error_code ec;
+    for (const auto& e : fs::directory_iterator(r.opt.out_dir, ec)) {
+        const std::string name = e.path().filename().string();
+        const size_t tmp = name.rfind(".tmp.");
+        if (tmp == std::string::npos || !e.is_regular_file()) continue;
+        const std::string file = name.substr(0, tmp);
+        const bool ours = file == "best.safetensors" || file == "average.safetensors" || file == "vocab.bpe" ||
+                          file == "log.csv" || file == "curves.svg" ||
+                          (file.rfind("ckpt-", 0) == 0 && fs::path(file).extension() == ".safetensors");
+        pid_t pid = 0;
+        if (!ours || parse_decimal(name.substr(tmp + 5), &pid, "") != Decimal::ok || pid <= 0) continue;
+        if (kill(pid, 0) == 0 || errno != ESRCH) continue;   // still running (or not ours to ask)
+        if (fs::remove(e.path(), ec))
+            std::printf("%s: left by a write that was cut short (process %d is gone), removed\n",
+                        e.path().string().c_str(), (int)pid);
+    }
+}
+
 static bool setup_backend(const TrainOptions& opt, Model* m, bool verbose) {
     if (opt.precision == "int8") return fail("--precision int8 is for translation; training runs fp32 or bf16");
     std::string err, note;
@@ -520,6 +579,8 @@ static bool setup(Run& r) {
     }
     fs::create_directories(r.opt.out_dir, ec);
     if (ec) return fail("cannot create " + r.opt.out_dir + ": " + ec.message());
+    if (dist_is_root() && !lock_out_dir(r)) return false;
+    if (dist_is_root()) remove_stale_temporaries(r);
     if (r.opt.resume && !restore_data_options(r)) return false;
     if (!ensure_corpus(r)) return false;
     Metadata meta;
