@@ -97,7 +97,7 @@ status=$?
 check $? "--accum 2 on 2 ranks refused on resuming a 2-batch step (exit $status): $(grep -m1 -o -- '--accum .*checkpoint.s [0-9]*' "$T/r1accum.log")"
 $MPIRUN -np 3 "$B"/train $A --max-steps 20 --resume --out "$T/r2to3" > "$T/r2to3.log" 2>&1
 status=$?
-[ $status -ne 0 ] && grep -q "does not divide among 3 ranks" "$T/r2to3.log" && [ ! -e "$T/r2to3/ckpt-00000020.safetensors" ]
+[ $status -eq 2 ] && grep -q "does not divide among 3 ranks" "$T/r2to3.log" && [ ! -e "$T/r2to3/ckpt-00000020.safetensors" ]
 check $? "3 ranks refused for a 2-batch step (exit $status): $(grep -m1 'divide' "$T/r2to3.log" | cut -c1-110)"
 
 # ---- more batches per rank: the same sum in another order ----------------------------------

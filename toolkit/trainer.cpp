@@ -636,7 +636,10 @@ static bool setup(Run& r) {
 // starts from the same state.
 static bool setup_data_parallel(Run& r) {
     std::string err;
-    if (!DataParallelStep::check_accum(r.opt.accum, &err)) return fail(err);
+    if (!DataParallelStep::check_accum(r.opt.accum, &err)) {
+        r.fail_status = 2;   // a usage error, as a contradicting --accum (check_resume_conflicts)
+        return fail(err);
+    }
     if (!dist_check_replicas(r.model, r.sampler.fingerprint(), &err)) return fail(err);
     if (dist_active() && !r.opt.quiet) std::printf("%s\n", dist_describe(r.model).c_str());
     return true;
@@ -1128,7 +1131,7 @@ int run_training(TrainOptions opt) {
     std::signal(SIGXFSZ, SIG_IGN);
     r.opt.accum *= dist_size();   // batches per global step (a resume takes the checkpoint's)
     if (!dist_in_rank_order([&] { return setup(r); })) return r.fail_status;
-    if (!setup_data_parallel(r)) return 1;
+    if (!setup_data_parallel(r)) return r.fail_status;
     print_summary(r);
     std::signal(SIGINT, on_signal);
     std::signal(SIGTERM, on_signal);
