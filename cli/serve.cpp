@@ -97,7 +97,11 @@ std::string json_number(double v, int digits = 9) {
     return buf;
 }
 
-std::string json_error(const std::string& message) { return "{\"error\": " + json_quote(message) + "}"; }
+// A JSON string of text that may hold bytes not ours: JSON is UTF-8 (RFC 8259), and a message
+// can echo a request's raw bytes (an unknown key, a path) or a file name that is not.
+std::string json_text(const std::string& s) { return json_quote(replace_invalid_utf8(s)); }
+
+std::string json_error(const std::string& message) { return "{\"error\": " + json_text(message) + "}"; }
 
 // An HTTP status and, for an error, its message.
 struct Status {
@@ -245,7 +249,7 @@ std::string format_response(const ServeModel& m, const TranslateRequest& req, co
 // ["a", "b"]: strings as a JSON list.
 static std::string json_list(const std::vector<std::string>& items) {
     std::string out = "[";
-    for (const std::string& s : items) out += (out.size() > 1 ? ", " : "") + json_quote(s);
+    for (const std::string& s : items) out += (out.size() > 1 ? ", " : "") + json_text(s);
     return out + "]";
 }
 
@@ -253,7 +257,7 @@ std::string info_json(const ServeModel& m, const ServeOptions& o) {
     const Backend& b = *m.model->backend;
     return std::string("{\"version\": ") + json_quote(kServeApiVersion) +
            ", \"http\": " + json_quote(std::string("cpp-httplib ") + CPPHTTPLIB_VERSION) +
-           ", \"model\": " + json_quote(m.model_path) + ", \"ensemble\": " + json_list(m.ensemble_paths) +
+           ", \"model\": " + json_text(m.model_path) + ", \"ensemble\": " + json_list(m.ensemble_paths) +
            ", \"config\": " + config_to_json(m.model->cfg) +
            ", \"vocab_size\": " + std::to_string(m.tok->vocab_size()) +
            ", \"device\": " + json_quote(b.device() == Device::CUDA ? "cuda" : "cpu") +

@@ -362,6 +362,15 @@ def main():
         found = want_msg.search(msg) if isinstance(want_msg, re.Pattern) else want_msg in msg
         check(status == want_status and found,
               f"POST {shown!r}: {status} (want {want_status}), message: {msg}")
+    # A request's bytes echoed in a message (an unknown key, a path) that are not UTF-8: the answer
+    # is still JSON, which is UTF-8, each bad byte a U+FFFD (they had been copied raw: not JSON).
+    for method, path, body, want in [
+            ("POST", "/translate", b'[{"src": "a", "\xff\xfe": 1}]', 'item 1: unknown key "\ufffd\ufffd"'),
+            ("POST", "/translate", b'[{"src": "a", "\\ud800": 1}]', 'item 1: unknown key "\ufffd\ufffd\ufffd"'),
+            ("GET", "/%FF", None, "no such path: GET /\ufffd ")]:
+        status, out, raw = s.request(method, path, body)
+        msg = out.get("error", "") if isinstance(out, dict) else f"not JSON: {raw[:60]!r}"
+        check(status in (400, 404) and want in msg, f"{method} {path} {body!r}: {status}, message: {ascii(msg)}")
     # --max-request-bytes for the bodies httplib cannot cap by their Content-Length: chunked, and
     # one without a length (read to the end of the connection); both had been read whole.
     def one_answer(c):
