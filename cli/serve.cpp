@@ -147,6 +147,13 @@ Status read_sampling(const Json& v, int item, std::string* value, int* first_ite
     return Status{};
 }
 
+// Whether an item may have this key.
+bool known_key(const std::string& key) {
+    for (const char* k : {"src", "id", "beam", "nbest", "alpha", "sampling", "temperature", "seed"})
+        if (key == k) return true;
+    return false;
+}
+
 // Parses and checks a POST /translate body into *req.
 Status parse_request(const std::string& body, const ServeModel& m, const ServeOptions& o, TranslateRequest* req) {
     Json root;
@@ -177,6 +184,12 @@ Status parse_request(const std::string& body, const ServeModel& m, const ServeOp
         const Json* src = item.get("src");
         if (!src) return fail(400, where + ": no \"src\"");
         if (src->type != Json::STRING) return fail(400, where + ": \"src\" must be a string");
+        // Unknown keys first: of 8 known ones a key given twice shows within the first 9 (an item
+        // of 150,000 distinct keys had taken 28 s of comparing each with each, below).
+        for (const auto& kv : item.members)
+            if (!known_key(kv.first))
+                return fail(400, where + ": unknown key \"" + kv.first +
+                                     "\" (known: src, id, beam, nbest, alpha, sampling, temperature, seed)");
         for (size_t k = 0; k < item.members.size(); k++)
             for (size_t j = 0; j < k; j++)
                 if (item.members[j].first == item.members[k].first)
@@ -190,9 +203,6 @@ Status parse_request(const std::string& body, const ServeModel& m, const ServeOp
             else if (kv.first == "temperature")
                 s = read_option(kv.second, kv.first, n, false, 0, 100, &temperature, &temperature_from);
             else if (kv.first == "seed") s = read_option(kv.second, kv.first, n, true, 0, 9007199254740992.0, &seed, &seed_from);
-            else if (kv.first != "src" && kv.first != "id")
-                s = fail(400, where + ": unknown key \"" + kv.first +
-                                  "\" (known: src, id, beam, nbest, alpha, sampling, temperature, seed)");
             if (s.code != 200) return s;
         }
         req->pieces.emplace_back();

@@ -523,12 +523,21 @@ def main():
     # int8 batched: a line's answer does not depend on the lines it was batched with (attention
     # runs over each sentence's own keys, so a sentence decodes alike alone and in any batch).
     ref8b = translate_stdin(model, pool[:40], "--precision", "int8", "--batch-tokens", "1")
-    sb = Server(model, "--precision", "int8", "--batch-wait", "20")
+    sb = Server(model, "--precision", "int8", "--batch-wait", "20", "--max-request-lines", "200000")
     threads = [threading.Thread(target=client, args=(300 + i, 5, sb, pool[:40], dict(zip(pool[:40], ref8b))))
                for i in range(8)]
     bad = run_all(threads)
     check(len(results) == 40 and not bad,
           f"int8 batched, 8 concurrent clients: 40 answers equal ./translate's, one line a batch {bad[:2]}")
+    # One item of 150,000 distinct keys (2 MB, within these limits): refused at once for its
+    # unknown keys (the check for a key given twice, run first, had compared each with each: 30 s).
+    keys = json.dumps([dict(src="a", **{f"k{i}": 0 for i in range(150000)})]).encode()
+    t0 = time.time()
+    status, out, _ = sb.request("POST", "/translate", keys)
+    took = time.time() - t0
+    msg = (out or {}).get("error", "")
+    check(status == 400 and 'unknown key "k0"' in msg and took < 5,
+          f"an item of 150,000 keys: {status} in {took:.1f} s (want 400 within 5 s), {msg[:60]}")
     sb.stop()
 
     # An ensemble served (the model twice): /info names it, the answers are ./translate's.
