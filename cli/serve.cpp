@@ -223,6 +223,9 @@ Status parse_request(const std::string& body, const ServeModel& m, const ServeOp
         return fail(400, "item " + std::to_string(temperature_from ? temperature_from : seed_from) + ": \"" +
                              (temperature_from ? "temperature" : "seed") + "\" applies to sampling: give \"sampling\" too");
     }
+    // The server's --nbest gives way to a smaller "beam", as its --beam to "sampling": a request
+    // for a greedy search had been refused for an "nbest" it never gave.
+    if (!nbest_from && nbest > beam) nbest = beam;
     if (nbest > beam)
         return fail(400, "\"nbest\" " + json_number(nbest) + " is more than \"beam\" " + json_number(beam) +
                              " (n-best lists come from the beam)");

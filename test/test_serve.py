@@ -550,6 +550,25 @@ def main():
     check(got == ref_ens, f"--ensemble: 30 lines equal ./translate --ensemble's ({status})")
     se.stop()
 
+    # A server's --nbest 3 gives way to a request's smaller "beam" (greedy: one list; beam 2: two),
+    # as its --beam gives way to "sampling" (such requests had been refused, 400, for an "nbest"
+    # they never gave); an "nbest" a request gives must still fit its beam.
+    sn = Server(model, "--nbest", "3")
+    lines = [x for x in pool if x][:5]
+    status, out, raw = sn.translate(items(lines, beam=1))
+    got = [[x["tgt"] for x in o] for o in out] if status == 200 else raw[:100].decode(errors="replace")
+    want = [translate_stdin(model, lines, "--beam", "1")]
+    check(got == want, f'--nbest 3, a request\'s "beam": 1: one list of {len(lines)}, ./translate --beam 1\'s '
+                       f'(first: {str(got)[:60]} vs {str(want)[:60]})')
+    status, out, raw = sn.translate(items(lines, beam=2))
+    ok, worst = same_nbest(status, out, translate_stdin(model, lines, "--beam", "2", "--nbest", "2"), len(lines), 2)
+    check(ok and worst <= 1e-5, f'--nbest 3, a request\'s "beam": 2: two lists, ./translate --beam 2 --nbest 2\'s '
+                                f"(status {status}, largest score difference {worst:.2e}) {raw[:100] if status != 200 else ''}")
+    status, out, _ = sn.translate(items(lines, beam=2, nbest=3))
+    check(status == 400 and '"nbest" 3 is more than "beam" 2' in (out or {}).get("error", ""),
+          f'--nbest 3, a request\'s "beam": 2, "nbest": 3: {status} {out}')
+    sn.stop()
+
     # The per-request timeout; --batch-tokens starting a batch long before --batch-wait.
     st = Server(model, "--batch-wait", "10000", "--request-timeout", "1")
     t0 = time.time()
