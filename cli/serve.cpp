@@ -202,7 +202,8 @@ Status parse_request(const std::string& body, const ServeModel& m, const ServeOp
             else if (kv.first == "sampling") s = read_sampling(kv.second, n, &sampling, &sampling_from);
             else if (kv.first == "temperature")
                 s = read_option(kv.second, kv.first, n, false, 0, 100, &temperature, &temperature_from);
-            else if (kv.first == "seed") s = read_option(kv.second, kv.first, n, true, 0, 9007199254740992.0, &seed, &seed_from);
+            else if (kv.first == "seed")   // to 2^53 - 1: past it a JSON number is not exact (2^53 + 1 is 2^53)
+                s = read_option(kv.second, kv.first, n, true, 0, 9007199254740991.0, &seed, &seed_from);
             if (s.code != 200) return s;
         }
         req->pieces.emplace_back();

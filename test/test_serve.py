@@ -338,6 +338,9 @@ def main():
         (b'[{"src": "a", "seed": 2}]', 400, 'item 1: "seed" applies to sampling'),
         (b'[{"src": "a", "sampling": "topp:0.9", "temperature": 0}]', 400, 'item 1: "temperature" must be more than 0'),
         (b'[{"src": "a", "sampling": "topk:5", "seed": -1}]', 400, 'item 1: "seed" must be an integer'),
+        # 2^53 + 1 reads as 2^53 in a double: it had been accepted, and drawn 2^53's samples
+        (b'[{"src": "a", "sampling": "topk:5", "seed": 9007199254740993}]', 400,
+         'item 1: "seed" must be an integer in 0..9007199254740991'),
         (b'[{"src": "a", "sampling": "topk:5"}, {"src": "b", "sampling": "topk:6"}]', 400,
          'item 2: "sampling" is "topk:6", item 1 said "topk:5"'),
         (b'[{"src": "a"}, {"src": "sun \xff moon"}]', 400, "item 2: invalid UTF-8 at byte 4"),
