@@ -354,6 +354,9 @@ def main():
         # below 1.4e-45 a float is 0: the decoder thread had stopped the whole server on it
         (b'[{"src": "a", "sampling": "topk:5", "temperature": 1e-50}]', 400, 'item 1: "temperature" must be more than 0'),
         (b'[{"src": "a", "sampling": "topp:1e-50"}]', 400, 'item 1: "sampling" must be "topk:K"'),
+        # hex and a leading space, which strtod reads: refused, as in every number option
+        (b'[{"src": "a", "sampling": "topp:0x1p-1"}]', 400, 'item 1: "sampling" must be "topk:K"'),
+        (b'[{"src": "a", "sampling": "topp: 0.5"}]', 400, 'item 1: "sampling" must be "topk:K"'),
     ]
     for body, want_status, want_msg in bad_requests:
         try:

@@ -257,6 +257,8 @@ refused() {  # refused STATUS PATTERN ARGS... (stdin: $T/stdin.txt)
 echo "sun moon" > "$T/stdin.txt"
 refused 2 "--sampling" --sampling topp:0
 refused 2 "--sampling" --sampling topp:1.5
+refused 2 "--sampling" --sampling topp:0x1p-1
+refused 2 "--sampling" --sampling "topp: 0.5"
 refused 2 "--sampling" --sampling topk:0
 refused 2 "--sampling" --sampling topk:+5
 refused 2 "--sampling" --sampling topk:1000001
