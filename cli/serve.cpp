@@ -380,6 +380,7 @@ void add_translate_route(httplib::Server& svr, const ServeModel& m, const ServeO
         if (s.code != 200) return set_json(res, s.code, json_error(s.message));
         auto job = std::make_shared<DecodeJob>();
         job->opt = req.opt;
+        job->lines = req.src.size();   // (its pieces are the sources: /health counts lines)
         for (size_t i = 0; i < req.pieces.size(); i++)
             for (size_t p = 0; p < req.pieces[i].size(); p++) job->add(req.pieces[i][p], ((uint64_t)i << 32) + p);
         if (!queue.run(job, deadline))
@@ -396,7 +397,7 @@ void add_translate_route(httplib::Server& svr, const ServeModel& m, const ServeO
 void add_routes(httplib::Server& svr, const ServeModel& m, const ServeOptions& o, BatchQueue& queue,
                 ServeCounts& counts) {
     svr.Get("/health", [&](const httplib::Request&, httplib::Response& res) {
-        set_json(res, 200, "{\"status\": \"ok\", \"queued_lines\": " + std::to_string(queue.queued_sources()) +
+        set_json(res, 200, "{\"status\": \"ok\", \"queued_lines\": " + std::to_string(queue.queued_lines()) +
                                ", \"requests\": " + std::to_string(counts.requests.load()) + "}");
     });
     svr.Get("/info", [info = info_json(m, o)](const httplib::Request&, httplib::Response& res) {

@@ -576,13 +576,23 @@ def main():
     sn.stop()
 
     # The per-request timeout; --batch-tokens starting a batch long before --batch-wait.
-    st = Server(model, "--batch-wait", "10000", "--request-timeout", "1")
+    st = Server(model, "--batch-wait", "10000", "--request-timeout", "1", "--split-sentences")
     t0 = time.time()
     status, out, _ = st.translate(items(["sun"]))
     took = time.time() - t0
     check(status == 503 and "--request-timeout 1 s" in out.get("error", "") and took < 5,
           f"a request waiting longer than --request-timeout: 503 after {took:.1f} s, {out}")
     check(st.request("GET", "/health")[0] == 200, "healthy after the timeout")
+    # /health's queued_lines counts a request's lines, not the pieces --split-sentences cuts
+    # them into (it had said 3 for this one line), while the request waits for its batch
+    answer = {}
+    t = threading.Thread(target=lambda: answer.update(r=st.translate(items(["Sun is up. Moon is up. Sky is up."]))))
+    t.start()
+    time.sleep(0.3)
+    status, out, _ = st.request("GET", "/health")
+    t.join(CALL_TIMEOUT_S)
+    check(status == 200 and out.get("queued_lines") == 1 and answer["r"][0] == 503,
+          f"/health while a line of 3 sentences waits (--split-sentences): {out} (want queued_lines 1)")
     st.stop()
     sb = Server(model, "--batch-wait", "10000", "--batch-tokens", "60")
     t0 = time.time()

@@ -89,6 +89,13 @@ size_t BatchQueue::queued_sources() {
     return n;
 }
 
+size_t BatchQueue::queued_lines() {
+    std::lock_guard<std::mutex> lock(mu_);
+    size_t n = 0;
+    for (const auto& j : queue_) n += j->lines;
+    return n;
+}
+
 long run_decoder(Model* model, BatchQueue* q, int batch_tokens) {
     long batches = 0;
     std::vector<std::shared_ptr<DecodeJob>> batch;

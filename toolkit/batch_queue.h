@@ -32,6 +32,8 @@ struct DecodeJob {
     std::vector<std::vector<int>> sources;   // token ids, each ending with </s>; {} = empty line
     std::vector<uint64_t> streams;           // sampling: each source's random stream (decode.h)
     size_t tokens = 0;                       // sum of the sources' lengths
+    size_t lines = 0;                        // the request's lines, set by its thread (a line cut
+                                             // by --split-long is several sources)
     Clock::time_point arrived;               // set by BatchQueue::run
     std::vector<std::vector<Hypothesis>> hyps;   // the result: per source, best first
     bool done = false;                       // guarded by the queue's mutex
@@ -65,8 +67,10 @@ public:
     void complete(const std::vector<std::shared_ptr<DecodeJob>>& batch);
     // No more jobs will come: next_batch returns what is queued at once, then false.
     void close();
-    // Lines (sources) queued and not yet taken by the decoder.
+    // Sources queued and not yet taken by the decoder.
     size_t queued_sources();
+    // The jobs' lines (DecodeJob::lines) queued and not yet taken by the decoder.
+    size_t queued_lines();
 
 private:
     Settings s_;
