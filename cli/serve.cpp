@@ -486,7 +486,8 @@ int serve(const ServeModel& m, const ServeOptions& o) {
         while (!svr.is_running() && !listened) std::this_thread::sleep_for(std::chrono::milliseconds(1));
         if (!listened) svr.stop();
     });
-    long batches = run_decoder(m.model, &queue, m.batch_tokens);   // until the queue is closed
+    // until the queue is closed; --batch-tokens is sized for --beam (a request's larger beam: fewer)
+    long batches = run_decoder(m.model, &queue, m.batch_tokens, m.defaults.sampling ? 1 : m.defaults.beam);
     listener.join();
     const int sig = g_stop_signal;
     if (!sig) on_stop_signal(0);   // the server ended by itself: release the watcher

@@ -995,6 +995,21 @@ static void batch_queue_rules() {
         if (same_search(base, o.second) || same_search(o.second, base)) shared += std::string(" ") + o.first;
     check(same_search(base, base) && shared.empty(), "batch queue: jobs share a batch only with every option equal "
           "(%zu options tried one at a time; shared despite:%s)", other.size(), shared.empty() ? " none" : shared.c_str());
+    // a model batch's tokens for a request's beam, --batch-tokens 4000 sized for --beam 4: rows
+    // (sentences x beam) no more than the server's own
+    struct BeamCase { int beam; bool sampling; int want; } beam_cases[] = {
+        {4, false, 4000}, {1, false, 4000}, {2, true, 4000}, {8, false, 2000}, {16, false, 1000}, {6, false, 2666}};
+    for (const BeamCase& c : beam_cases) {
+        DecodeOptions o;
+        o.beam = c.beam, o.sampling = c.sampling;
+        const int got = batch_tokens_for_beam(o, 4000, 4);
+        check(got == c.want, "batch queue: --batch-tokens 4000 at --beam 4, a request's beam %d%s: %d tokens a model "
+              "batch (want %d)", c.beam, c.sampling ? " (sampling: one row a sentence)" : "", got, c.want);
+    }
+    DecodeOptions wide;
+    wide.beam = 64;
+    const int one = batch_tokens_for_beam(wide, 10, 1);
+    check(one == 1, "batch queue: --batch-tokens 10 at --beam 1, a request's beam 64: %d token (want 1: one sentence)", one);
 }
 
 // max_output_length: floor(a * length + b) with a as the user wrote it in decimal (0.29 x 100

@@ -96,7 +96,13 @@ size_t BatchQueue::queued_lines() {
     return n;
 }
 
-long run_decoder(Model* model, BatchQueue* q, int batch_tokens) {
+int batch_tokens_for_beam(const DecodeOptions& opt, int batch_tokens, int sized_for_beam) {
+    const int beam = opt.sampling ? 1 : opt.beam;
+    if (beam <= sized_for_beam) return batch_tokens;
+    return (int)std::max<long long>(1, (long long)batch_tokens * sized_for_beam / beam);
+}
+
+long run_decoder(Model* model, BatchQueue* q, int batch_tokens, int sized_for_beam) {
     long batches = 0;
     std::vector<std::shared_ptr<DecodeJob>> batch;
     while (q->next_batch(&batch)) {
@@ -106,7 +112,8 @@ long run_decoder(Model* model, BatchQueue* q, int batch_tokens) {
             sources.insert(sources.end(), j->sources.begin(), j->sources.end());
             in.stream.insert(in.stream.end(), j->streams.begin(), j->streams.end());
         }
-        std::vector<std::vector<Hypothesis>> hyps = decode_sorted(model, sources, batch[0]->opt, batch_tokens, &in);
+        const int tokens = batch_tokens_for_beam(batch[0]->opt, batch_tokens, sized_for_beam);
+        std::vector<std::vector<Hypothesis>> hyps = decode_sorted(model, sources, batch[0]->opt, tokens, &in);
         size_t k = 0;
         for (const auto& j : batch) {
             j->hyps.assign(hyps.begin() + (long)k, hyps.begin() + (long)(k + j->sources.size()));

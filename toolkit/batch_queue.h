@@ -6,7 +6,7 @@
 //   BatchQueue q({batch_tokens, std::chrono::milliseconds(5), true});
 //   request threads:  auto job = std::make_shared<DecodeJob>(); job->opt = ...; job->add(ids, i);
 //                     if (!q.run(job, deadline)) ...timed out...;  job->hyps[i] ...
-//   decoding thread:  run_decoder(&model, &q, batch_tokens);   returns after q.close()
+//   decoding thread:  run_decoder(&model, &q, batch_tokens, beam);   returns after q.close()
 //
 // When a batch starts: the decoder waits, from the arrival of the oldest queued job, until
 // the queued source tokens (lines + </s>) of jobs with the oldest job's options reach
@@ -83,7 +83,14 @@ private:
     void take_batch(std::vector<std::shared_ptr<DecodeJob>>* batch);
 };
 
+// The padded source tokens of one model batch for a search of opt's beam, when batch_tokens
+// was sized for a beam of sized_for_beam (the server's --beam): a batch's memory (the cache, the
+// logits) grows with its rows, sentences x beam, so a request's larger beam takes
+// proportionally fewer tokens a batch (at least 1: one sentence), a smaller beam or sampling
+// (one row a sentence) all of them.
+int batch_tokens_for_beam(const DecodeOptions& opt, int batch_tokens, int sized_for_beam);
+
 // The decoding loop: takes batches from q until it is closed and empty, decodes each with
-// decode_sorted (batch_tokens padded source tokens per model batch) and completes them.
-// Returns the number of batches decoded.
-long run_decoder(Model* model, BatchQueue* q, int batch_tokens);
+// decode_sorted (batch_tokens padded source tokens per model batch at the beam sized_for_beam:
+// batch_tokens_for_beam) and completes them. Returns the number of batches decoded.
+long run_decoder(Model* model, BatchQueue* q, int batch_tokens, int sized_for_beam);
