@@ -1044,6 +1044,9 @@ __global__ void attention_backward_key_tiled_kernel(T* dkv, const float* dS, con
     float* ds = acc_v + (size_t)tl.rows * s.dv;      // (rows, chunk + 1) dS of a chunk, per key
     float* pd = ds + (size_t)tl.rows * PC;           // (rows, chunk + 1) dropout(P) of a chunk
     for (int e = threadIdx.x; e < tl.rows * (s.dk + s.dv); e += blockDim.x) acc_k[e] = 0.0f;   // and acc_v
+    // A tile whose keys no query sees (causal, its first key past the last query: Lk > Lq) runs
+    // no chunk below, whose barriers would otherwise separate these zeros from the warps' reads.
+    __syncthreads();
     const int from = queries_from(s, tt.r0);   // queries before it see none of the tile's keys
     for (int i0 = from; i0 < s.Lq; i0 += tl.chunk) {
         const int nq = min(tl.chunk, s.Lq - i0);

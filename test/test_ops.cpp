@@ -1126,12 +1126,16 @@ const AttnCase ATTN_CASES[] = {
     {"decoder self causal, PAD inside", 2, 18, 18, 2, 5, 4, true, true, 0.1f, 6},
     // more keys than the CPU's vectorised softmax keeps in registers (256)
     {"cross, 300 keys", 2, 3, 300, 1, 4, 3, false, false, 0.0f},
+    // the causal mask with more keys than queries (transformer.h allows it; the model's causal
+    // attention is self-attention): the GPU's second tile of 32 keys is seen by no query, its dK
+    // and dV are 0 (the tiled key kernel had read its shared accumulators before they were zeroed)
+    {"cross causal, keys past the queries", 1, 4, 40, 1, 4, 3, false, true, 0.0f},
 };
 
 // Inputs laid out as model.cpp lays them out. Self-attention: q, k, v in one qkv buffer
 // (B*L, 2*H*dk + H*dv), keys at column H*dk, values at 2*H*dk; cross-attention: q (B*Lq, H*dk)
-// and kv (B*Lk, H*dk + H*dv). Key tokens: sentence b's first len[b] keys, PAD after (the
-// first sentence full); the decoder's start with <s>.
+// and kv (B*Lk, H*dk + H*dv), causal as the case says. Key tokens: sentence b's first len[b]
+// keys, PAD after (the first sentence full); the decoder's start with <s>.
 struct AttnData {
     AttentionShape s;
     Vec q, kv;   // self: q is empty and kv is the qkv buffer
@@ -1145,7 +1149,7 @@ AttnData attention_data(const Backend& be, const AttnCase& c, uint32_t site) {
         a.s = {c.B, c.Lq, c.Lq, c.H, c.dk, c.dv, 2 * qk + vv, 0, 2 * qk + vv, qk, 2 * qk, c.causal};
         a.kv = rand_x(be, (size_t)c.B * c.Lq * (2 * qk + vv), -1.5f, 1.5f);
     } else {
-        a.s = {c.B, c.Lq, c.Lk, c.H, c.dk, c.dv, qk, 0, qk + vv, 0, qk, false};
+        a.s = {c.B, c.Lq, c.Lk, c.H, c.dk, c.dv, qk, 0, qk + vv, 0, qk, c.causal};
         a.q = rand_x(be, (size_t)c.B * c.Lq * qk, -1.5f, 1.5f);
         a.kv = rand_x(be, (size_t)c.B * c.Lk * (qk + vv), -1.5f, 1.5f);
     }
