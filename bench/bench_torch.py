@@ -27,12 +27,13 @@ attention: --device cuda --precision bf16 --config base (make gpu-check, beside
         bwd_ms=.. tflops=..
 decode: "small" config, random init: 200 source sentences of 20 tokens (19 + </s>) in one
         batch; every hypothesis is FORCED to exactly 20 target tokens (</s> gets log-prob -inf,
-        so nothing stops early), greedy and beam 4 (alpha 0.6) with the fast batched decoders.
-        tokens_per_s = output tokens (200 * 20) / second.
+        so nothing stops early), greedy and beam 4 (alpha 0.6) with the fast batched decoders,
+        each the median of --repeats runs (default 3, as build/bench_decode's) after a greedy
+        warm-up on 8 sentences. tokens_per_s = output tokens (200 * 20) / second.
         Prints: torch decode <greedy|beam4> tokens_per_s=X ms=Y
         --weights FILE.safetensors loads a checkpoint (tensors named as in DESIGN.md, config
         JSON in __metadata__["config"]); --input FILE decodes lines of token ids instead
-        (no forced length; max length a*len+b), --batch N in batches of N sentences sorted
+        (no forced length; max length a*len+b; one timed run, as ours), --batch N in batches of N sentences sorted
         by length, --output F writes the hypotheses (ids) to F.greedy and F.beam4.
         --device cuda (make bench-translate DEVICE=cuda): the same decoders on the GPU (every tensor they
         make is put there by torch.set_default_device), --precision bf16 under bf16 autocast;
@@ -278,10 +279,15 @@ def read_sources(path):
     return srcs
 
 
-def timed(fn):
-    t0 = time.perf_counter()
-    out = fn()
-    return out, 1000.0 * (time.perf_counter() - t0)
+def timed(fn, runs=1):
+    """(fn()'s last result, the median ms of `runs` calls: the upper one of an even count, as
+    build/bench_decode takes it)"""
+    ms = []
+    for _ in range(runs):
+        t0 = time.perf_counter()
+        out = fn()
+        ms.append(1000.0 * (time.perf_counter() - t0))
+    return out, sorted(ms)[len(ms) // 2]
 
 
 def decode_model(args):
@@ -321,14 +327,15 @@ def run_decode(args):
         return out
 
     timed(lambda: in_batches(lambda s: R.greedy_fast(model, s, a, b, force), srcs[:8], 0))  # warm-up
-    greedy, ms_g = timed(lambda: run(lambda s: R.greedy_fast(model, s, a, b, force)))
-    beam, ms_b = timed(lambda: run(lambda s: R.beam_fast(model, s, args.beam, args.alpha, a, b, force)))
+    runs = 1 if args.input else args.repeats   # as build/bench_decode: --input once, synthetic the median
+    greedy, ms_g = timed(lambda: run(lambda s: R.greedy_fast(model, s, a, b, force)), runs)
+    beam, ms_b = timed(lambda: run(lambda s: R.beam_fast(model, s, args.beam, args.alpha, a, b, force)), runs)
     where = f"{torch.cuda.get_device_name()}, {args.precision}" if args.device == "cuda" else f"cpu, {args.precision}"
     for label, outs, ms in (("greedy", greedy, ms_g), (f"beam{args.beam}", beam, ms_b)):
         n_tok = sum(len(o[0]) for o in outs)
         print(f"torch decode {label} tokens_per_s={n_tok / ms * 1000:.0f} ms={ms:.1f}"
               f" sentences_per_s={len(srcs) / ms * 1000:.1f}"
-              f"  # {len(srcs)} sentences, {n_tok} output tokens, {where}", flush=True)
+              f"  # {len(srcs)} sentences, {n_tok} output tokens, median of {runs} runs, {where}", flush=True)
         if args.output:
             with open(f"{args.output}.{label}", "w") as f:
                 for o in outs:
@@ -368,6 +375,8 @@ def main():
                     "attention: its heads and d_k")
     ap.add_argument("--sentences", type=int, default=DEC_SENTS,
                     help=f"decode, synthetic: source sentences (default {DEC_SENTS})")
+    ap.add_argument("--repeats", type=int, default=3,
+                    help="decode, synthetic: timed runs, the median printed (default 3, as build/bench_decode)")
     ap.add_argument("--length", type=int, default=DEC_LEN,
                     help=f"decode, synthetic: source tokens incl. </s> and forced output tokens (default {DEC_LEN})")
     ap.add_argument("--tokens", type=int, default=25000,

@@ -35,6 +35,12 @@ torch_checks() {
     check $? "bench.sh train, PyTorch on the reference BLAS: refusal, no ratio, PyTorch not run: $(refusal "$T/bench.txt")"
     grep -q '^# CPU: ' "$T/bench.txt" && grep -q '^# PyTorch [0-9]' "$T/bench.txt" && grep -q '^# BLAS: ' "$T/bench.txt"
     check $? "bench.sh prints the environment it measured (CPU and cores, PyTorch version, BLAS)"
+    # the synthetic decode (bench.sh decode): PyTorch's time is the median of as many runs as ours
+    runs=$("$BUILD/bench_decode" --help 2>&1 | sed -n 's/.*--repeats .*\[\([0-9]*\)\]$/\1/p')
+    $PY bench/bench_torch.py decode --config tiny --sentences 2 --length 3 --threads 1 > "$T/decode.txt" 2>&1
+    grep -q "^torch decode greedy .* median of ${runs:-?} runs" "$T/decode.txt" &&
+        grep -q "^torch decode beam4 .* median of ${runs:-?} runs" "$T/decode.txt"
+    check $? "bench_torch.py decode times the median of bench_decode's ${runs:-?} runs: $(grep -m1 -e '^torch decode beam4' -e Error "$T/decode.txt")"
 
     . bench/torch_env.sh   # TORCH: the environment bench.sh gives PyTorch
     if [ ! -f "$LIB/openblas-openmp/libblas.so.3" ] || [ ! -f "$TCMALLOC" ]; then
