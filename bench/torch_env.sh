@@ -16,6 +16,9 @@
 #                       status 0 when a ratio against PyTorch may be printed
 #   ct2_anchor MODEL    the same for CTranslate2 (bench/bench_ct2.py --check)
 # `make bench-deps` installs what they need; without it they refuse to print ratios.
+# Ours runs a fixed THREADS, as the side it is compared with: the thread governor
+# (toolkit/thread_governor.h) is turned off here too, for a script run without make.
+export TRANSFORMER_THREADS_GOVERNOR=0
 PY=${PYTHON:-/usr/bin/python3}
 CT2=${CT2_PYTHON:-python3}
 THREADS=${THREADS:-$(nproc)}

@@ -9,7 +9,8 @@
 #   - OpenBLAS pinned to its Prescott kernel (OPENBLAS_CORETYPE), and tcmalloc left out;
 #   - CTranslate2 forced to its generic kernels (CT2_FORCE_CPU_ISA=GENERIC);
 #   - and bench/torch_env.sh's own environment passes the same checks when the packages of
-#     `make bench-deps` are installed.
+#     `make bench-deps` are installed, and turns our thread governor off;
+#   - bench_torch.py decode times the median of as many runs as bench_decode.
 # What cannot run here (no torch, no OpenBLAS, no ctranslate2, an older CPU) prints SKIP and
 # why, and is not counted. Ends with "bench_env: N passed, M failed".
 set -u
@@ -82,6 +83,11 @@ ct2_checks() {
         $CT2 bench/bench_ct2.py --check --weights "$M" > "$T/ct2best.txt" 2>&1
     check $? "CTranslate2 as installed passes: $(grep -m1 -e '^anchor' -e '^no ratio' "$T/ct2best.txt")"
 }
+
+# a comparison script run by hand (not through make) times ours at fixed threads too
+(unset TRANSFORMER_THREADS_GOVERNOR; BUILD=$BUILD; . bench/torch_env.sh; [ "${TRANSFORMER_THREADS_GOVERNOR:-}" = 0 ] &&
+    env | grep -q '^TRANSFORMER_THREADS_GOVERNOR=0$')
+check $? "bench/torch_env.sh turns the thread governor off (TRANSFORMER_THREADS_GOVERNOR=0, exported)"
 
 if ! $PY -c 'import torch' 2> /dev/null; then
     skip "PyTorch anchor checks: $PY cannot import torch (apt-get install python3-torch)"
