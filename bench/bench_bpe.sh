@@ -7,13 +7,15 @@
 # Compares `bpe learn` with `spm_train --model_type=bpe --character_coverage=1.0` and
 # `bpe encode` with `spm_encode` (Debian package sentencepiece), prints seconds and ratios,
 # checks that decode(encode(text)) reproduces the text, and exits 1 if ours is slower.
-# Both tools use their default thread counts (SentencePiece: 16 threads; ours: all cores).
+# The same threads on both sides: learning on THREADS (default: all cores; spm_train
+# --num_threads, ours OMP_NUM_THREADS), encoding on one (spm_encode has no threads).
 set -euo pipefail
 
 EN=${1:-data/corpus/default/train.en}
 ES=${2:-data/corpus/default/train.es}
 VOCAB_SIZE=${VOCAB_SIZE:-8000}
 BPE=${BPE:-./bpe}
+THREADS=${THREADS:-$(nproc)}
 
 for f in "$EN" "$ES"; do
     [ -r "$f" ] || { echo "bench_bpe: cannot read $f (run 'make data' first, or pass two files)" >&2; exit 1; }
@@ -23,7 +25,7 @@ if ! command -v spm_train >/dev/null || ! command -v spm_encode >/dev/null; then
     echo "bench_bpe: SKIP, spm_train/spm_encode not installed (apt-get install sentencepiece)"
     exit 0
 fi
-echo "# CPU: $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ *//'); $(nproc) cores; load average $(cut -d' ' -f1 /proc/loadavg)"
+echo "# CPU: $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ *//'); $(nproc) cores; learning on $THREADS threads, encoding on 1; load average $(cut -d' ' -f1 /proc/loadavg)"
 echo "# SentencePiece $(dpkg-query -W -f='${Version}' sentencepiece 2> /dev/null || echo '(version unknown)'); ours: ./bpe"
 
 tmp=$(mktemp -d)
@@ -35,10 +37,10 @@ calc() { awk "BEGIN { print $1 }"; }   # calc EXPR: floating-point arithmetic an
 # seconds CMD...: runs CMD, prints the elapsed wall-clock seconds.
 seconds() { local t0; t0=$(now); "$@"; calc "$(now) - $t0"; }
 
-ours_learn=$(seconds "$BPE" learn --vocab-size "$VOCAB_SIZE" --out "$tmp/vocab.bpe" "$EN" "$ES" 2>/dev/null)
+ours_learn=$(seconds env OMP_NUM_THREADS="$THREADS" "$BPE" learn --vocab-size "$VOCAB_SIZE" --out "$tmp/vocab.bpe" "$EN" "$ES" 2>/dev/null)
 spm_learn=$(seconds spm_train --input="$EN,$ES" --model_prefix="$tmp/spm" --model_type=bpe \
-    --vocab_size="$VOCAB_SIZE" --character_coverage=1.0 --minloglevel=2 2>/dev/null)
-ours_enc=$(seconds sh -c "'$BPE' encode --vocab '$tmp/vocab.bpe' < '$tmp/all.txt' > '$tmp/ours.ids'")
+    --vocab_size="$VOCAB_SIZE" --character_coverage=1.0 --num_threads="$THREADS" --minloglevel=2 2>/dev/null)
+ours_enc=$(seconds sh -c "OMP_NUM_THREADS=1 '$BPE' encode --vocab '$tmp/vocab.bpe' < '$tmp/all.txt' > '$tmp/ours.ids'")
 spm_enc=$(seconds sh -c "spm_encode --model='$tmp/spm.model' < '$tmp/all.txt' > '$tmp/spm.pieces'")
 
 "$BPE" decode --vocab "$tmp/vocab.bpe" < "$tmp/ours.ids" > "$tmp/ours.txt"
