@@ -3,7 +3,8 @@
 # gpu-check runs it): ours (build/bench_train, bf16) against test/reference.py's model in
 # PyTorch on the same GPU in the same run, eager under bf16 autocast and torch.compile of it
 # (bench/bench_torch.py train --device cuda), the same config and the same synthetic batch:
-# pairs of 25 + 25 tokens, TOKENS (default 25,000, the paper's batch) source tokens a step.
+# pairs of 25 + 25 tokens, TOKENS (default 25,000, the paper's batch) source tokens a step;
+# each side the median of 10 steps after 3 warm-up steps.
 # Prints a table (ms a step, tokens/s counting both sides, ours' MFU against the dense bf16
 # peak and against the large product it times, peak GPU memory, PyTorch's time over ours) and,
 # last, one line per config:
@@ -27,7 +28,9 @@ gpu_env bench_train_gpu
 summary=""
 row config side "ms/step" "tokens/s" "MFU (989)" "MFU (meas.)" "GPU MB" "PyTorch time / ours"
 for c in ${BENCH_CONFIGS:-base big}; do
-    "$BUILD/bench_train" --device cuda --precision bf16 --config "$c" --tokens "$TOKENS" ${BENCH_TRAIN_ARGS:-} > "$tmp/ours.txt" 2>&1
+    # the warm-up and timed steps of bench_torch.py train --device cuda: the median of 10 after 3
+    "$BUILD/bench_train" --device cuda --precision bf16 --config "$c" --tokens "$TOKENS" --warmup 3 --steps 10 \
+        ${BENCH_TRAIN_ARGS:-} > "$tmp/ours.txt" 2>&1
     ours=$(grep -h "^ours train $c " "$tmp/ours.txt")
     [ -n "$ours" ] || { echo "# ours $c failed: $(tail -n 1 "$tmp/ours.txt")"; continue; }
     oms=$(value "$ours" ms_per_step)
