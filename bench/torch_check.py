@@ -20,7 +20,8 @@ environment as the PyTorch side (bench/torch_env.sh) and print a ratio only when
      --threads threads (the cores the benchmark gives both sides; best of 5) reaches
      --min-fraction (default 0.3) of --peak-gflops, this machine's fp32 peak on those
      threads (build/fp32_peak: the larger of threads x its one-thread FMA rate and its
-     all-thread rate). Measured on a quiet 2-core Emerald Rapids VM (peak 350 GFLOP/s):
+     all-thread rate; without --peak-gflops the speed is unchecked and there is no ratio).
+     Measured on a quiet 2-core Emerald Rapids VM (peak 350 GFLOP/s):
      OpenBLAS with its SkylakeX kernel 312 GFLOP/s = 0.89, with the Prescott kernel it picks
      by itself 65.5 = 0.19, the reference BLAS 3.9 = 0.01. When 1-3 fail the
      verdict is known and the matmul is not timed (the reference BLAS would take a minute),
@@ -196,6 +197,9 @@ def main():
                 why.append(f"its 2048^3 matmul runs at {gf:.1f} GFLOP/s, below {args.min_fraction:.2f} "
                            f"of this machine's fp32 peak ({args.peak_gflops:.1f} GFLOP/s; or the machine "
                            f"is busy: load average {os.getloadavg()[0]:.2f})")
+        else:
+            why.append(f"no fp32 peak to hold its {gf:.1f} GFLOP/s matmul against (--peak-gflops: "
+                       f"bench/torch_env.sh measures it with $BUILD/fp32_peak, which is not built)")
         print(line)
     if why:
         print("no ratio: " + "; ".join(why))

@@ -9,7 +9,8 @@
 #   - OpenBLAS pinned to its Prescott kernel (OPENBLAS_CORETYPE), and tcmalloc left out;
 #   - CTranslate2 forced to its generic kernels (CT2_FORCE_CPU_ISA=GENERIC);
 #   - and bench/torch_env.sh's own environment passes the same checks when the packages of
-#     `make bench-deps` are installed, and turns our thread governor off;
+#     `make bench-deps` are installed, and turns our thread governor off; without this
+#     machine's fp32 peak (build/fp32_peak) the matmul's speed is unchecked: no ratio;
 #   - bench_torch.py decode times the median of as many runs as bench_decode.
 # What cannot run here (no torch, no OpenBLAS, no ctranslate2, an older CPU) prints SKIP and
 # why, and is not counted. Ends with "bench_env: N passed, M failed".
@@ -62,6 +63,10 @@ torch_checks() {
     check $? "without tcmalloc: $(refusal "$T/nomalloc.txt")"
     $TORCH $PY bench/torch_check.py --no-speed > "$T/best.txt" 2>&1
     check $? "bench/torch_env.sh's environment passes: $(grep -m1 -e '^anchor' -e '^no ratio' "$T/best.txt")"
+    # the matmul timed but no fp32 peak to hold it against (BUILD without fp32_peak): no verdict of speed
+    $TORCH $PY bench/torch_check.py --threads "$THREADS" > "$T/nopeak.txt" 2>&1
+    [ $? -eq 1 ] && grep -q '^no ratio: no fp32 peak' "$T/nopeak.txt"
+    check $? "the matmul with no fp32 peak to hold it against: $(grep -m1 -e '^anchor' -e '^no ratio' "$T/nopeak.txt")"
 }
 
 ct2_checks() {
