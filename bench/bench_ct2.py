@@ -25,7 +25,8 @@ Conversion (exact same function as test/reference.py's Transformer):
   stored explicitly, so CT2's own (concatenated, 1-based) table is never used.
   Vocabulary: id i <-> token string "<pad>" "<unk>" "<s>" "</s>" for 0..3, str(i) otherwise.
 Decoding: source = ids + "</s>" (the spec's add_source_eos is False: CT2 does not append it),
-  decoder starts from <s>; sentences sorted by length, batches of --batch (100) sentences, each
+  decoder starts from <s>; sentences sorted by length, batches of --batch (100) sentences (or
+  --batch-tokens, ours' batches: sentences x longest <= N source tokens), each
   batch with max_decoding_length = (longest source incl. </s>) + 50 (CT2 takes one limit per
   call; ours is per sentence: a*len+b with a=1, b=50; the limit counts </s>); no input
   truncation. Beam: length_penalty 0.6 -- CT2 ranks finished hypotheses by logP / |Y|^alpha
@@ -239,17 +240,29 @@ def read_sources(path):
     return srcs
 
 
-def decode(translator, srcs, batch, beam, alpha, max_len_b):
-    """srcs sorted by length, batches of `batch`, one translate_batch call per batch (its
-    max_decoding_length from its longest source). -> hypotheses (ids incl. </s>) in input
-    order."""
-    order = sorted(range(len(srcs)), key=lambda i: len(srcs[i]))
+def sorted_batches(lengths, batch, batch_tokens=0):
+    """Index lists of the sources sorted by length (stable): `batch` sentences each, or with
+    batch_tokens > 0 ours' batches (toolkit/decode.cpp's decode_sorted): as many sentences as
+    keep their count x the longest's length within batch_tokens (bench_torch.py's too)."""
+    order = sorted(range(len(lengths)), key=lambda i: lengths[i])
+    start = 0
+    while start < len(order):
+        end = min(start + batch, len(order)) if batch_tokens <= 0 else start + 1
+        while batch_tokens > 0 and end < len(order) and (end + 1 - start) * lengths[order[end]] <= batch_tokens:
+            end += 1
+        yield order[start:end]
+        start = end
+
+
+def decode(translator, srcs, batch, beam, alpha, max_len_b, batch_tokens=0):
+    """srcs sorted by length, batches of `batch` (or of batch_tokens, as ours), one
+    translate_batch call per batch (its max_decoding_length from its longest source).
+    -> hypotheses (ids incl. </s>) in input order."""
     out = [None] * len(srcs)
-    for start in range(0, len(order), batch):
-        idx = order[start:start + batch]
+    for idx in sorted_batches([len(s) for s in srcs], batch, batch_tokens):
         chunk = [srcs[i] for i in idx]
         results = translator.translate_batch(
-            chunk, max_batch_size=batch, batch_type="examples", beam_size=beam,
+            chunk, max_batch_size=len(chunk), batch_type="examples", beam_size=beam,
             length_penalty=alpha if beam > 1 else 0.0, return_end_token=True,
             max_input_length=0, max_decoding_length=max(len(s) for s in chunk) + max_len_b)
         for i, r in zip(idx, results):
@@ -334,6 +347,9 @@ def main():
     ap.add_argument("--device", choices=["cpu", "cuda"], default="cpu",
                     help="where CTranslate2 decodes (cuda: with --types float16,bfloat16,float32)")
     ap.add_argument("--batch", type=int, default=100, help="sentences per batch (default 100)")
+    ap.add_argument("--batch-tokens", type=int, default=0,
+                    help="instead of --batch, ours' batches: sorted by length, sentences x longest <= N "
+                    "source tokens (build/bench_decode --batch-tokens)")
     ap.add_argument("--beam", type=int, default=4, help="beam size of the beam run (default 4)")
     ap.add_argument("--alpha", type=float, default=0.6, help="length penalty (default 0.6)")
     ap.add_argument("--max-len-b", type=int, default=50,
@@ -361,7 +377,8 @@ def main():
     srcs = read_sources(args.input)
     print(f"# ctranslate2 {ctranslate2.__version__}, {args.device} compute types "
           f"{sorted(ctranslate2.get_supported_compute_types(args.device))}, intra_threads "
-          f"{args.threads}, inter_threads 1, {len(srcs)} sentences, batch {args.batch}",
+          f"{args.threads}, inter_threads 1, {len(srcs)} sentences, "
+          + (f"batches of {args.batch_tokens} source tokens" if args.batch_tokens > 0 else f"batch {args.batch}"),
           flush=True)
     with tempfile.TemporaryDirectory(prefix="ct2-") as tmp:
         root = args.model_dir or tmp
@@ -379,7 +396,7 @@ def main():
                 decode(translator, srcs[:args.batch], args.batch, beam, args.alpha,
                        args.max_len_b)  # warm-up
                 t0 = time.perf_counter()
-                outs = decode(translator, srcs, args.batch, beam, args.alpha, args.max_len_b)
+                outs = decode(translator, srcs, args.batch, beam, args.alpha, args.max_len_b, args.batch_tokens)
                 ms = 1000.0 * (time.perf_counter() - t0)
                 n_tok = sum(len(o) for o in outs)
                 print(f"ct2 decode {label} {q} sentences_per_s={len(srcs) / ms * 1000:.1f} "

@@ -34,7 +34,7 @@ decode: "small" config, random init: 200 source sentences of 20 tokens (19 + </s
         --weights FILE.safetensors loads a checkpoint (tensors named as in DESIGN.md, config
         JSON in __metadata__["config"]); --input FILE decodes lines of token ids instead
         (no forced length; max length a*len+b; one timed run, as ours), --batch N in batches of N sentences sorted
-        by length, --output F writes the hypotheses (ids) to F.greedy and F.beam4.
+        by length (--batch-tokens N: as ours, sentences x longest <= N), --output F writes the hypotheses (ids) to F.greedy and F.beam4.
         --device cuda (make bench-translate DEVICE=cuda): the same decoders on the GPU (every tensor they
         make is put there by torch.set_default_device), --precision bf16 under bf16 autocast;
         --config picks the random-weights model, --sentences and --length the synthetic batch.
@@ -321,7 +321,7 @@ def run_decode(args):
 
     def run(decoder):
         with torch.autocast(args.device, dtype=torch.bfloat16, enabled=bf16):
-            out = in_batches(decoder, srcs, args.batch)
+            out = in_batches(decoder, srcs, args.batch, args.batch_tokens)
         if args.device == "cuda":
             torch.cuda.synchronize()
         return out
@@ -342,15 +342,27 @@ def run_decode(args):
                     f.write(" ".join(str(t) for t in o[0] if t != R.EOS) + "\n")
 
 
-def in_batches(decoder, srcs, batch):
+def sorted_batches(lengths, batch, batch_tokens=0):
+    """Index lists of the sources sorted by length (stable): `batch` sentences each, or with
+    batch_tokens > 0 ours' batches (toolkit/decode.cpp's decode_sorted): as many sentences as
+    keep their count x the longest's length within batch_tokens (bench_ct2.py's too)."""
+    order = sorted(range(len(lengths)), key=lambda i: lengths[i])
+    start = 0
+    while start < len(order):
+        end = min(start + batch, len(order)) if batch_tokens <= 0 else start + 1
+        while batch_tokens > 0 and end < len(order) and (end + 1 - start) * lengths[order[end]] <= batch_tokens:
+            end += 1
+        yield order[start:end]
+        start = end
+
+
+def in_batches(decoder, srcs, batch, batch_tokens=0):
     """decoder(list of sources) over srcs sorted by length in batches of `batch` sentences
-    (0: all at once), results in input order."""
-    if batch <= 0:
+    (0: all at once) or of batch_tokens as ours, results in input order."""
+    if batch <= 0 and batch_tokens <= 0:
         return decoder(srcs)
-    order = sorted(range(len(srcs)), key=lambda i: len(srcs[i]))
     out = [None] * len(srcs)
-    for start in range(0, len(order), batch):
-        idx = order[start:start + batch]
+    for idx in sorted_batches([len(s) for s in srcs], batch, batch_tokens):
         for i, o in zip(idx, decoder([srcs[i] for i in idx])):
             out[i] = o
     return out
@@ -389,6 +401,9 @@ def main():
                     "and OUTPUT.beamK")
     ap.add_argument("--batch", type=int, default=0,
                     help="decode: sentences per batch, sorted by length (default 0: all at once)")
+    ap.add_argument("--batch-tokens", type=int, default=0,
+                    help="decode: instead of --batch, ours' batches: sorted by length, sentences x longest "
+                    "<= N source tokens (build/bench_decode --batch-tokens)")
     ap.add_argument("--beam", type=int, default=4, help="decode: beam size (default 4)")
     ap.add_argument("--alpha", type=float, default=0.6, help="decode: length penalty alpha")
     ap.add_argument("--max-len-a", type=float, default=1.0, help="decode: max len = a*len + b")

@@ -11,8 +11,8 @@
 #   2. The real test set with a trained model (MODEL, default runs/default/average.safetensors,
 #      and its vocab.bpe; skipped when absent): as ./translate decodes it (sorted by length,
 #      --batch-tokens BATCH_TOKENS, default 16000, max length len + 50), ours bf16 and fp32,
-#      PyTorch fp32 (batches of 100 sentences), CTranslate2 float16 and bfloat16 (batches of
-#      100), each with its BLEU against the reference translations.
+#      PyTorch fp32 and CTranslate2 float16 and bfloat16 in the same batches (--batch-tokens:
+#      sentences x longest <= BATCH_TOKENS), each with its BLEU against the reference translations.
 # CTranslate2's PyPI wheel is built for CUDA 12 and loads cuBLAS as libcublas.so.12 (dlopen, then
 # its 9 functions by name). Where only CUDA 13's cuBLAS is present (the GPU machine's image), a
 # forwarding libcublas.so.12 is made here (no code of its own: it names nvcc's libcublas.so.13
@@ -77,14 +77,14 @@ for f in "$MODEL" "$VOCAB" "$DATA/test.en" "$DATA/test.es"; do
 done
 bleu() { ./bpe decode --vocab "$VOCAB" < "$1" | ./bleu "$DATA/test.es" --score-only; }
 ./bpe encode --vocab "$VOCAB" < "$DATA/test.en" > "$tmp/src.ids"
-echo "$MODEL on $(wc -l < "$tmp/src.ids") test sentences (ours: --batch-tokens $BATCH_TOKENS):"
+echo "$MODEL on $(wc -l < "$tmp/src.ids") test sentences (every decoder in ours' batches: --batch-tokens $BATCH_TOKENS):"
 for p in bf16 fp32; do
     "$BUILD/bench_decode" --device cuda --precision $p --model "$MODEL" --input "$tmp/src.ids" \
         --batch-tokens "$BATCH_TOKENS" --output "$tmp/ours-$p" > "$tmp/ours-$p.txt" 2>&1 ||
         echo "# ours $p failed: $(tail -n 1 "$tmp/ours-$p.txt")"
 done
 [ $torch_ok = 1 ] && $PY bench/bench_torch.py decode --device cuda --weights "$MODEL" --input "$tmp/src.ids" \
-    --batch 100 --output "$tmp/torch" > "$tmp/torch.txt" 2>&1
+    --batch-tokens "$BATCH_TOKENS" --output "$tmp/torch" > "$tmp/torch.txt" 2>&1
 ct2_lib=${LD_LIBRARY_PATH:-}
 if ! $CT2 -c 'import ctypes; ctypes.CDLL("libcublas.so.12")' 2> /dev/null; then
     # CUDA 13's cuBLAS: beside nvcc (through its links, as the Makefile finds CUDA_HOME), in
@@ -106,7 +106,7 @@ if ! $CT2 -c 'import ctypes; ctypes.CDLL("libcublas.so.12")' 2> /dev/null; then
 fi
 if $CT2 -c 'import ctranslate2' 2> /dev/null; then
     env LD_LIBRARY_PATH="$ct2_lib" $CT2 bench/bench_ct2.py --device cuda --types float16,bfloat16 --input "$tmp/src.ids" \
-        --weights "$MODEL" --output "$tmp/ct2" > "$tmp/ct2.txt" 2>&1
+        --batch-tokens "$BATCH_TOKENS" --weights "$MODEL" --output "$tmp/ct2" > "$tmp/ct2.txt" 2>&1
     ct2_why=$(grep -v '^#' "$tmp/ct2.txt" | grep -v '^ct2 decode' | tail -n 1)
     # no row: its log's end, which the rows' one line may not explain (its folder is removed)
     grep -q '^ct2 decode' "$tmp/ct2.txt" || tail -n 8 "$tmp/ct2.txt" | sed 's/^/# ct2: /'

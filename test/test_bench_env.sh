@@ -11,7 +11,8 @@
 #   - and bench/torch_env.sh's own environment passes the same checks when the packages of
 #     `make bench-deps` are installed, and turns our thread governor off; without this
 #     machine's fp32 peak (build/fp32_peak) the matmul's speed is unchecked: no ratio;
-#   - bench_torch.py decode times the median of as many runs as bench_decode.
+#   - bench_torch.py decode times the median of as many runs as bench_decode, and it and
+#     bench_ct2.py take ours' batches with --batch-tokens (bench_translate_gpu.sh).
 # What cannot run here (no torch, no OpenBLAS, no ctranslate2, an older CPU) prints SKIP and
 # why, and is not counted. Ends with "bench_env: N passed, M failed".
 set -u
@@ -43,6 +44,11 @@ torch_checks() {
     grep -q "^torch decode greedy .* median of ${runs:-?} runs" "$T/decode.txt" &&
         grep -q "^torch decode beam4 .* median of ${runs:-?} runs" "$T/decode.txt"
     check $? "bench_torch.py decode times the median of bench_decode's ${runs:-?} runs: $(grep -m1 -e '^torch decode beam4' -e Error "$T/decode.txt")"
+    # --batch-tokens (bench_translate_gpu.sh): ours' batches, toolkit/decode.cpp's decode_sorted
+    # (sorted by length, stable; sentences x longest <= N): lengths 3 5 5 9 2 at N = 10
+    $PY -B -c 'import sys; sys.path.insert(0, "bench"); import bench_torch as b
+sys.exit(list(b.sorted_batches([3, 5, 5, 9, 2], 100, 10)) != [[4, 0], [1, 2], [3]])' > "$T/batches.txt" 2>&1
+    check $? "bench_torch.py --batch-tokens decodes in ours' batches $(tail -n 1 "$T/batches.txt")"
 
     . bench/torch_env.sh   # TORCH: the environment bench.sh gives PyTorch
     if [ ! -f "$LIB/openblas-openmp/libblas.so.3" ] || [ ! -f "$TCMALLOC" ]; then
@@ -82,6 +88,9 @@ ct2_checks() {
     CT2_FORCE_CPU_ISA=GENERIC $CT2 bench/bench_ct2.py --check --weights "$M" > "$T/ct2.txt" 2>&1
     [ $? -eq 1 ] && grep -q '^no ratio for CTranslate2: its kernels run with ISA GENERIC' "$T/ct2.txt"
     check $? "CTranslate2 forced to its generic kernels: $(refusal "$T/ct2.txt")"
+    $CT2 -B -c 'import sys; sys.path.insert(0, "bench"); import bench_ct2 as b
+sys.exit(list(b.sorted_batches([3, 5, 5, 9, 2], 100, 10)) != [[4, 0], [1, 2], [3]])' > "$T/batches.txt" 2>&1
+    check $? "bench_ct2.py --batch-tokens decodes in ours' batches $(tail -n 1 "$T/batches.txt")"
     grep -q '^# CTranslate2 [0-9]' "$T/ct2.txt"
     check $? "CTranslate2's version is printed: $(grep -m1 '^# CTranslate2 [0-9]' "$T/ct2.txt")"
     env -u CT2_FORCE_CPU_ISA -u CT2_USE_MKL -u MKL_ENABLE_INSTRUCTIONS -u MKL_CBWR \
