@@ -15,7 +15,9 @@
 // sacreBLEU's CLI, lines are rstripped, and an empty reference line is a reference of no
 // tokens (sacreBLEU 2.6.0 scores it so; this program refused it before). Unlike it, stdin
 // is read like a file: a tab stays in the line (sacreBLEU would read several systems) and
-// a lone '\r' does not end one (sacreBLEU reads stdin with universal newlines). Options:
+// a lone '\r' does not end one (sacreBLEU reads stdin with universal newlines). Text that is
+// not UTF-8 is refused, as sacreBLEU refuses it (a gzip file too: sacreBLEU decompresses *.gz,
+// this program does not). Options:
 // cli/options.h; reading and checked writing: cli/text_io.h.
 #include <algorithm>
 #include <charconv>
@@ -29,6 +31,7 @@
 
 #include "cli/options.h"
 #include "cli/text_io.h"
+#include "tokenizer.h"   // invalid_utf8_at
 #include "toolkit/bleu_score.h"
 #include "toolkit/json.h"   // json_quote (json.dumps with ensure_ascii=False for these fields)
 #include "toolkit/significance.h"
@@ -36,13 +39,32 @@
 
 namespace {
 
-// Reads a file ("-" is stdin) into a string; exits with a message on failure.
+// Exits with a message when text is not UTF-8: sacreBLEU decodes its files as UTF-8 and stops
+// there, where the metrics here would score the bad bytes as characters of their own (a number
+// sacreBLEU never gives). A gzip file (sacreBLEU reads *.gz) is said as such.
+void require_utf8(const std::string& path, const std::string& text) {
+    const long bad = invalid_utf8_at(text);   // tokenizer.h
+    if (bad < 0) return;
+    const char* name = path == "-" ? "stdin" : path.c_str();
+    if (text.compare(0, 2, "\x1f\x8b") == 0) {
+        std::fprintf(stderr, "bleu: %s is gzip-compressed: ./bleu reads plain UTF-8 text (gunzip it first)\n", name);
+        std::exit(1);
+    }
+    const size_t line_start = text.rfind('\n', (size_t)bad) + 1;   // npos + 1 = 0: the first line
+    std::fprintf(stderr, "bleu: %s:%zu: invalid UTF-8 (byte 0x%02X at byte %zu): the files must be UTF-8, as sacreBLEU reads them\n",
+                 name, (size_t)std::count(text.begin(), text.begin() + bad, '\n') + 1, (unsigned char)text[bad],
+                 (size_t)bad - line_start + 1);
+    std::exit(1);
+}
+
+// Reads a file ("-" is stdin) into a string; exits with a message on failure or when it is not UTF-8.
 std::string read_text(const std::string& path) {
     std::string text, why;
     if (!read_file(path, &text, &why)) {
         std::fprintf(stderr, "bleu: cannot read %s: %s\n", path.c_str(), why.c_str());
         std::exit(1);   // as a line-count mismatch: the input, not the usage
     }
+    require_utf8(path, text);
     return text;
 }
 

@@ -145,6 +145,15 @@ check $? "./bleu - (the reference on stdin, the hypotheses too): refused, exit 2
 "$B"/bleu "$T/no-such-ref.txt" < "$T/corpus/test.es" > /dev/null 2> "$T/err.txt"; s=$?
 [ $s -eq 1 ] && grep -q "cannot read .*no-such-ref.txt: No such file" "$T/err.txt"
 check $? "./bleu MISSING: exit 1 ($s), the reason: $(head -c 100 "$T/err.txt")"
+# text that is not UTF-8 is refused, as sacreBLEU refuses it (its bytes had been scored as characters)
+printf 'un caf\351 noir\n' > "$T/latin1.txt"
+"$B"/bleu "$T/latin1.txt" < "$T/latin1.txt" > "$T/bleu-bad.txt" 2> "$T/err.txt"; s=$?
+[ $s -eq 1 ] && [ ! -s "$T/bleu-bad.txt" ] && grep -q "latin1.txt:1: invalid UTF-8 (byte 0xE9 at byte 7)" "$T/err.txt"
+check $? "./bleu on Latin-1 text: exit 1 ($s), no score ($(head -c 40 "$T/bleu-bad.txt")), the reason: $(head -c 100 "$T/err.txt")"
+gzip -c "$T/corpus/test.es" > "$T/test.es.gz"
+"$B"/bleu "$T/test.es.gz" --hyp "$T/test.es.gz" > "$T/bleu-bad.txt" 2> "$T/err.txt"; s=$?
+[ $s -eq 1 ] && [ ! -s "$T/bleu-bad.txt" ] && grep -q "test.es.gz is gzip-compressed" "$T/err.txt"
+check $? "./bleu FILE.gz (sacreBLEU decompresses it): exit 1 ($s), no score ($(head -c 40 "$T/bleu-bad.txt")), the reason: $(head -c 100 "$T/err.txt")"
 
 # Every program's --help (and each ./bpe command's) exits 0, lists its options and shows each
 # default (an unset choice said "[]").
