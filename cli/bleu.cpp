@@ -378,6 +378,10 @@ int main(int argc, char** argv) {
                 return 1;
             }
     }
+    if (systems[0].empty()) {   // a score of nothing: sacreBLEU refuses it ("contains no sentence")
+        std::fprintf(stderr, "bleu: no lines to score: %s and %s are empty\n", names[0].c_str(), a.refs[0].c_str());
+        return 1;
+    }
     try {
         std::vector<std::string> outputs;   // one system's, a metric each
         for (const std::string& m : metrics) {

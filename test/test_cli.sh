@@ -154,6 +154,13 @@ gzip -c "$T/corpus/test.es" > "$T/test.es.gz"
 "$B"/bleu "$T/test.es.gz" --hyp "$T/test.es.gz" > "$T/bleu-bad.txt" 2> "$T/err.txt"; s=$?
 [ $s -eq 1 ] && [ ! -s "$T/bleu-bad.txt" ] && grep -q "test.es.gz is gzip-compressed" "$T/err.txt"
 check $? "./bleu FILE.gz (sacreBLEU decompresses it): exit 1 ($s), no score ($(head -c 40 "$T/bleu-bad.txt")), the reason: $(head -c 100 "$T/err.txt")"
+: > "$T/empty.txt"   # no lines: no score, as sacreBLEU ("contains no sentence"); an empty line is scored
+"$B"/bleu "$T/empty.txt" < "$T/empty.txt" > "$T/bleu-bad.txt" 2> "$T/err.txt"; s=$?
+[ $s -eq 1 ] && [ ! -s "$T/bleu-bad.txt" ] && grep -q "no lines to score" "$T/err.txt"
+check $? "./bleu EMPTY < EMPTY: exit 1 ($s), no score ($(head -c 40 "$T/bleu-bad.txt")), the reason: $(head -c 100 "$T/err.txt")"
+echo > "$T/empty-line.txt"
+"$B"/bleu "$T/empty-line.txt" < "$T/empty-line.txt" > "$T/bleu.txt"; s=$?
+[ $s -eq 0 ] && grep -q "BLEU = 0.00 .*hyp_len = 0 ref_len = 0" "$T/bleu.txt"; check $? "./bleu on one empty line: BLEU 0, as sacreBLEU (exit $s)"
 
 # Every program's --help (and each ./bpe command's) exits 0, lists its options and shows each
 # default (an unset choice said "[]").
