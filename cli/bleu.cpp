@@ -204,10 +204,11 @@ std::string with_test(const std::string& signature, const std::string& fields) {
     return signature.substr(0, bar) + "|" + fields + signature.substr(bar);
 }
 
+// v with width decimals, as long as it takes (BLEU with a --smooth-value of 1e300: 227 digits).
 std::string fixed(double v, int width) {
-    char buf[64];
-    std::snprintf(buf, sizeof buf, "%.*f", width, v);
-    return buf;
+    std::string out((size_t)std::snprintf(nullptr, 0, "%.*f", width, v), '\0');
+    std::snprintf(out.data(), out.size() + 1, "%.*f", width, v);   // the '\0' over out's own
+    return out;
 }
 
 // " (μ = 38.52 ± 1.02)": sacreBLEU prints it when the mean is positive.

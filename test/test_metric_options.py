@@ -23,7 +23,8 @@ the signatures. --sentence-level: each line's score line (BLEU with effective or
 the signature against sacreBLEU's sentence_score under seven option sets of BLEU, chrF and TER.
 --format json: sacreBLEU's JSON (Score.format(is_json=True), a list for several metrics; the
 score rounded to --width and printed as Python's repr) for six cases of metrics, options, widths
-and --confidence, its version field aside. Bad option values refused.
+and --confidence, its version field aside. A floor of 1e300: a score of 227 digits and its signature
+printed whole, as sacreBLEU prints them. Bad option values refused.
 
 Usage: python3 test/test_metric_options.py [PROGRAM_DIR [BUILD_DIR]]    Ends with "metric_options: N passed, M failed".
 Without the sacrebleu package it says SKIP and why; REQUIRE_SACREBLEU=1 (CI) makes that a failure.
@@ -281,6 +282,23 @@ for b in bad[:3]:
     print("  differs:", b)
 check(not bad, f"--format json: {len(JSON_CASES)} metric, option, width (1, 2, 3, 17) and --confidence cases × 6 corpora "
       f"print sacreBLEU's JSON, its version field aside ({len(bad)} differ)")
+
+# ---- a floor of 1e300: a score, precisions and a signature of hundreds of digits, printed whole -------
+# (as sacreBLEU prints them; fixed buffers had cut the line, the signature's "]" and --format json's number)
+
+huge = ("13a", False, "floor", 1e300)
+hyps, ref_streams = ["a b c d"], [["a x y z"]]   # orders 2..4 match nothing: each takes the floor
+d = compare_bleu(hyps, ref_streams, huge)
+score = bleu_metric(*huge).corpus_score(hyps, ref_streams).score
+out = run_bleu(hyps, ref_streams, "bleu", bleu_args(*huge), score_only=True)
+files = [write("ref0.txt", ref_streams[0])]
+json_out = subprocess.run([bleu, *files, "--hyp", write("hyp.txt", hyps), "--width", "2", "--format", "json",
+                           *bleu_args(*huge)], capture_output=True, text=True).stdout.split("\n")[:-1]
+json_theirs = theirs_json(hyps, ref_streams, [bleu_metric(*huge)], 2, 1)
+check(d is None and out == [f"{score:.15f}"] and json_out == json_theirs,
+      f"--smooth-method floor --smooth-value 1e300 (BLEU {score:.3g}): the line and signature ({d or 'equal'}), "
+      f"--score-only ({len(out[0])} characters, sacreBLEU's {len(f'{score:.15f}')}) and --format json "
+      f"({[l for l in json_out if 'score' in l][:1]} == {[l for l in json_theirs if 'score' in l][:1]}) equal sacreBLEU's")
 
 # ---- refused values --------------------------------------------------------------------------------
 

@@ -26,6 +26,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdarg>
 #include <cstdio>
 #include <stdexcept>
 #include <string_view>
@@ -37,6 +38,20 @@
 #include "toolkit/unicode_classes.h"
 
 namespace {
+
+// printf into a string as long as the text: floor's or add-k's --smooth-value may be as large as
+// 1e300, and the score, the precisions and the signature then run to hundreds of digits, which
+// sacreBLEU prints whole (a fixed buffer had cut them, the signature's "]" with them).
+__attribute__((format(printf, 1, 2))) std::string printed(const char* format, ...) {
+    va_list args, again;
+    va_start(args, format);
+    va_copy(again, args);
+    std::string out((size_t)std::vsnprintf(nullptr, 0, format, args), '\0');
+    std::vsnprintf(out.data(), out.size() + 1, format, again);   // the '\0' over out's own
+    va_end(again);
+    va_end(args);
+    return out;
+}
 
 // ---- Python's notion of white space (str.split, str.rstrip) ----------------------------
 
@@ -449,11 +464,7 @@ BleuStats corpus_bleu(const std::vector<std::string>& hyps, const std::vector<st
 
 std::string bleu_signature(int nrefs, const BleuOptions& opt) {
     std::string smooth = opt.smooth_method;
-    if (const double value = smooth_value_of(opt); value >= 0) {   // f'[{value:.2f}]'
-        char text[64];
-        std::snprintf(text, sizeof text, "[%.2f]", value);
-        smooth += text;
-    }
+    if (const double value = smooth_value_of(opt); value >= 0) smooth += printed("[%.2f]", value);   // f'[{value:.2f}]'
     return "nrefs:" + std::to_string(nrefs) + "|case:" + (opt.lowercase ? "lc" : "mixed") +
            "|eff:" + (opt.effective_order ? "yes" : "no") + "|tok:" + opt.tokenize +
            "|smooth:" + smooth;
@@ -463,13 +474,8 @@ std::string format_bleu(const BleuStats& s, int width, const BleuOptions& opt) {
     double p[kMaxOrder];
     bleu_precisions(s, p, opt);
     double ratio = s.ref_len ? (double)s.sys_len / (double)s.ref_len : 0.0;
-    char buf[256];
-    std::snprintf(buf, sizeof buf,
-                  "BLEU = %.*f %.1f/%.1f/%.1f/%.1f (BP = %.3f ratio = %.3f hyp_len = %lld "
-                  "ref_len = %lld)",
-                  width, s.bleu, p[0], p[1], p[2], p[3], s.bp, ratio, (long long)s.sys_len,
-                  (long long)s.ref_len);
-    return buf;
+    return printed("BLEU = %.*f %.1f/%.1f/%.1f/%.1f (BP = %.3f ratio = %.3f hyp_len = %lld ref_len = %lld)",
+                   width, s.bleu, p[0], p[1], p[2], p[3], s.bp, ratio, (long long)s.sys_len, (long long)s.ref_len);
 }
 
 // ---- chrF (Popović 2015) and chrF++ (2017), as sacreBLEU 2.6.0's CHRF ----------------------
