@@ -181,7 +181,11 @@ int cmd_decode(const BpeOptions& o) {
             ids.push_back(v);
             p = r.ptr;
         }
-        out += tok.decode(ids);
+        const std::string line = tok.decode(ids);
+        if (line.find('\n') != std::string::npos)   // it would end the line early: one line in, one out
+            die("line " + std::to_string(ln + 1) + ": the ids decode to a newline byte (id " +
+                std::to_string(Tokenizer::kFirstByte + '\n') + "), which would split the line ('bpe encode' never gives it)");
+        out += line;
         out.push_back('\n');
     }
     write_stdout(out);

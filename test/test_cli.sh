@@ -366,6 +366,9 @@ check $? "--pieces --ids: the last one counts (ids)"
 echo "5 300" | "$B"/bpe decode --vocab "$V/two.bpe" > /dev/null 2> "$T/err.txt"
 s=$?; [ $s -eq 1 ] && grep -q "line 1: expected ids in \[0, 300), got '300'" "$T/err.txt"
 check $? "./bpe decode of id 300 with a 300-id vocabulary: refused, exit 1 ($s): $(head -c 80 "$T/err.txt")"
+printf '105 14 106\n' | "$B"/bpe decode --vocab "$V/two.bpe" > "$V/split.txt" 2> "$T/err.txt"   # id 14: byte 0x0A
+s=$?; [ $s -eq 1 ] && [ ! -s "$V/split.txt" ] && grep -q "line 1: the ids decode to a newline byte (id 14)" "$T/err.txt"
+check $? "./bpe decode of the newline byte's id: refused, exit 1 ($s), not 2 lines for 1 ($(wc -l < "$V/split.txt")): $(head -c 80 "$T/err.txt")"
 
 # A broken pipe ends quietly with the conventional status (SIGPIPE: 141 in sh), not an error.
 awk 'BEGIN { for (i = 0; i < 20000; i++) print "sun moon star" }' > "$T/many.txt"
