@@ -28,7 +28,13 @@ done
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 value() { echo "$1" | tr ' ' '\n' | sed -n "s/^$2=//p"; }
-bleu() { ./bpe decode --vocab "$VOCAB" < "$1" | ./bleu "$DATA/test.es" --score-only; }
+# BLEU of a decoder's ids as ./translate would print them: a byte outside a valid character as
+# U+FFFD (./bpe decode keeps the bytes, and ./bleu, as sacreBLEU, refuses text that is not UTF-8)
+bleu() {
+    ./bpe decode --vocab "$VOCAB" < "$1" |
+        python3 -c 'import sys; sys.stdout.write(sys.stdin.buffer.read().decode("utf-8", "replace"))' |
+        ./bleu "$DATA/test.es" --score-only
+}
 export OMP_NUM_THREADS=$THREADS
 
 ./bpe encode --vocab "$VOCAB" < "$DATA/test.en" > "$tmp/src.ids"

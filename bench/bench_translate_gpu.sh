@@ -75,7 +75,13 @@ echo
 for f in "$MODEL" "$VOCAB" "$DATA/test.en" "$DATA/test.es"; do
     [ -f "$f" ] || { echo "# the real test set: not run, $f not found (train first, or MODEL=...)"; exit 0; }
 done
-bleu() { ./bpe decode --vocab "$VOCAB" < "$1" | ./bleu "$DATA/test.es" --score-only; }
+# BLEU of a decoder's ids as ./translate would print them: a byte outside a valid character as
+# U+FFFD (./bpe decode keeps the bytes, and ./bleu, as sacreBLEU, refuses text that is not UTF-8)
+bleu() {
+    ./bpe decode --vocab "$VOCAB" < "$1" |
+        python3 -c 'import sys; sys.stdout.write(sys.stdin.buffer.read().decode("utf-8", "replace"))' |
+        ./bleu "$DATA/test.es" --score-only
+}
 ./bpe encode --vocab "$VOCAB" < "$DATA/test.en" > "$tmp/src.ids"
 echo "$MODEL on $(wc -l < "$tmp/src.ids") test sentences (every decoder in ours' batches: --batch-tokens $BATCH_TOKENS):"
 for p in bf16 fp32; do
