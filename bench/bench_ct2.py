@@ -60,6 +60,9 @@ import time
 
 import numpy as np
 
+sys.dont_write_bytecode = True  # no bench/__pycache__ from importing batching.py
+from batching import sorted_batches  # noqa: E402  (bench/, this script's folder)
+
 try:
     import ctranslate2
     from ctranslate2.specs import common_spec, transformer_spec
@@ -238,20 +241,6 @@ def read_sources(path):
                 ids.append(EOS)
             srcs.append([token_of(i) for i in ids])
     return srcs
-
-
-def sorted_batches(lengths, batch, batch_tokens=0):
-    """Index lists of the sources sorted by length (stable): `batch` sentences each, or with
-    batch_tokens > 0 ours' batches (toolkit/decode.cpp's decode_sorted): as many sentences as
-    keep their count x the longest's length within batch_tokens (bench_torch.py's too)."""
-    order = sorted(range(len(lengths)), key=lambda i: lengths[i])
-    start = 0
-    while start < len(order):
-        end = min(start + batch, len(order)) if batch_tokens <= 0 else start + 1
-        while batch_tokens > 0 and end < len(order) and (end + 1 - start) * lengths[order[end]] <= batch_tokens:
-            end += 1
-        yield order[start:end]
-        start = end
 
 
 def decode(translator, srcs, batch, beam, alpha, max_len_b, batch_tokens=0):

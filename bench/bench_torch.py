@@ -54,6 +54,7 @@ sys.dont_write_bytecode = True  # no test/__pycache__ from importing reference.p
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "test"))
 import reference as R  # noqa: E402
 from torch_check import loaded_libraries  # noqa: E402  (bench/, this script's folder)
+from batching import sorted_batches  # noqa: E402  (bench/, this script's folder)
 
 # name: (layers, d_model, d_ff, heads, vocab, sentence pairs, timed steps)
 CONFIGS = {
@@ -340,20 +341,6 @@ def run_decode(args):
             with open(f"{args.output}.{label}", "w") as f:
                 for o in outs:
                     f.write(" ".join(str(t) for t in o[0] if t != R.EOS) + "\n")
-
-
-def sorted_batches(lengths, batch, batch_tokens=0):
-    """Index lists of the sources sorted by length (stable): `batch` sentences each, or with
-    batch_tokens > 0 ours' batches (toolkit/decode.cpp's decode_sorted): as many sentences as
-    keep their count x the longest's length within batch_tokens (bench_ct2.py's too)."""
-    order = sorted(range(len(lengths)), key=lambda i: lengths[i])
-    start = 0
-    while start < len(order):
-        end = min(start + batch, len(order)) if batch_tokens <= 0 else start + 1
-        while batch_tokens > 0 and end < len(order) and (end + 1 - start) * lengths[order[end]] <= batch_tokens:
-            end += 1
-        yield order[start:end]
-        start = end
 
 
 def in_batches(decoder, srcs, batch, batch_tokens=0):
