@@ -68,11 +68,6 @@ public:
                       return std::string();
                   });
     }
-    // Whether s is a number written in decimal ("2", "-0.5", "1e-9"): what strtod reads besides
-    // (hex "0x10", "inf", "nan", leading spaces) is not.
-    static bool decimal_text(const std::string& s) {
-        return !s.empty() && s.find_first_not_of("0123456789+-.eE") == std::string::npos;
-    }
     // One of a fixed list of words; --help shows `unset` as the default while none is chosen
     // (a default that depends on the device or on other options).
     void add_choice(const char* name, std::string* v, std::vector<std::string> choices, const char* help,

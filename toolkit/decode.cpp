@@ -23,8 +23,7 @@ bool parse_sampling(const std::string& s, DecodeOptions* d) {
         if (parse_decimal(value, &k, "") != Decimal::ok || k < 1 || k > 1000000) return false;
         d->sample_topk = k, d->sample_topp = 1.0f;
     } else if (s.rfind("topp:", 0) == 0 && !value.empty()) {
-        // decimal, as every number option (cli/options.h): strtod also reads hex and leading spaces
-        if (value.find_first_not_of("0123456789+-.eE") != std::string::npos) return false;
+        if (!decimal_text(value)) return false;   // as every number option: strtod also reads hex, spaces
         const double p = std::strtod(value.c_str(), &end);
         if (*end || !((float)p > 0 && p <= 1)) return false;   // 1e-50 is 0 as a float
         d->sample_topp = (float)p, d->sample_topk = 0;

@@ -1,5 +1,6 @@
-// toolkit/numbers.h — a whole decimal number read from text, the one way the programs read
-// one: an option's value, a checkpoint's metadata, a port.
+// toolkit/numbers.h — numbers read from text, the one way the programs read them: a whole
+// decimal number (an option's value, a checkpoint's metadata, a port), and whether a real
+// number is written in decimal (before strtod reads it).
 //
 //   int64_t step;
 //   if (parse_decimal(text, &step, "") != Decimal::ok) refuse...;   digits only
@@ -35,4 +36,10 @@ template <class T> Decimal parse_decimal(const std::string& s, T* v, const char*
         *v = (T)n;
     }
     return Decimal::ok;
+}
+
+// Whether s is a number written in decimal ("2", "-0.5", "1e-9"): what strtod reads besides
+// (hex "0x10", "inf", "nan", leading spaces) is not.
+inline bool decimal_text(const std::string& s) {
+    return !s.empty() && s.find_first_not_of("0123456789+-.eE") == std::string::npos;
 }
