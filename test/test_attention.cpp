@@ -20,6 +20,7 @@
 #include "toolkit/attention_view.h"
 #include "toolkit/curves.h"
 #include "toolkit/decode.h"
+#include "toolkit/files.h"
 #include "toolkit/svg.h"
 
 // ---------------------------------------------------------------------------------------------
@@ -218,14 +219,14 @@ static void write_files(Model* m, const Tokenizer& tok, const std::string& dir) 
     model_attention(m, source, h.tokens, &a);
     std::string err;
     InspectOptions io;
-    bool ok = write_file_atomic(dir + "/pieces.svg", attention_svg(tok, io, 1, source, h.tokens, a), &err);
+    bool ok = write_file_replacing(dir + "/pieces.svg", attention_svg(tok, io, 1, source, h.tokens, a), &err);
     io.words = true;
     io.layer = 1;
-    ok = ok && write_file_atomic(dir + "/words.svg", attention_svg(tok, io, 1, source, h.tokens, a), &err);
+    ok = ok && write_file_replacing(dir + "/words.svg", attention_svg(tok, io, 1, source, h.tokens, a), &err);
     char head[160];
     std::snprintf(head, sizeof head, "{\"S\": %d, \"T\": %d, \"H\": %d, \"n_enc\": %d, \"n_dec\": %d, ", a.S, a.T,
                   a.H, a.n_enc, a.n_dec);
-    ok = ok && write_file_atomic(dir + "/maps.json", std::string(head) + "\"enc\": " + json_array(a.enc) +
+    ok = ok && write_file_replacing(dir + "/maps.json", std::string(head) + "\"enc\": " + json_array(a.enc) +
                                  ", \"dec\": " + json_array(a.dec) + ", \"cross\": " + json_array(a.cross) + "}\n", &err);
     // Three logs, each written as log{name}.csv and drawn as curves{name}.svg:
     // "": as resumed runs, other helpers' events and missing values leave it (unknown event
@@ -258,7 +259,7 @@ static void write_files(Model* m, const Tokenizer& tok, const std::string& dir) 
     };
     for (const auto& l : logs) {
         const std::string csv = dir + "/log" + l.name + ".csv";
-        ok = ok && write_file_atomic(csv, l.csv, &err);
+        ok = ok && write_file_replacing(csv, l.csv, &err);
         ok = ok && draw_training_curves(csv, dir + "/curves" + l.name + ".svg", &err);
     }
     check(ok, "pictures written to %s %s", dir.c_str(), err.c_str());

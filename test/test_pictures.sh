@@ -73,6 +73,11 @@ absorb $SVG curves "$T/run/curves.svg" "$T/run/log.csv"
 rm "$T/run/curves.svg"
 "$B"/train --out "$T/run" --redraw-curves; check $? "./train --redraw-curves redraws curves.svg from log.csv"
 absorb $SVG curves "$T/run/curves.svg" "$T/run/log.csv"
+# curves.svg is written as every output is (toolkit/files.h): a link is followed, not replaced.
+mv "$T/run/curves.svg" "$T/kept.svg" && ln -s "$T/kept.svg" "$T/run/curves.svg" && : > "$T/kept.svg"
+"$B"/train --out "$T/run" --redraw-curves > /dev/null
+s=$?; [ $s -eq 0 ] && [ -L "$T/run/curves.svg" ] && [ -s "$T/kept.svg" ]
+check $? "--redraw-curves through a link to curves.svg: the link stays, the file it names is redrawn (exit $s)"
 "$B"/train --out "$T/missing" --redraw-curves 2> "$T/err.txt"
 s=$?; [ $s -eq 1 ] && grep -q "cannot read" "$T/err.txt"; check $? "--redraw-curves without a log.csv: error, exit 1 ($s)"
 

@@ -7,6 +7,7 @@
 #include <filesystem>
 
 #include "tokenizer.h"
+#include "toolkit/files.h"
 #include "toolkit/svg.h"
 
 namespace fs = std::filesystem;
@@ -365,6 +366,6 @@ bool inspect_translation(Model* m, const Tokenizer& tok, const InspectOptions& o
     if (opt.dir.empty() || !picture) return true;
     char name[32];
     std::snprintf(name, sizeof name, "%06ld.svg", line_number);
-    return write_file_atomic((fs::path(opt.dir) / name).string(),
+    return write_file_replacing((fs::path(opt.dir) / name).string(),
                              attention_svg(tok, opt, line_number, source, target, maps), error);
 }

@@ -7,6 +7,7 @@
 #include <cstdlib>
 #include <vector>
 
+#include "toolkit/files.h"
 #include "toolkit/svg.h"
 
 namespace {
@@ -242,5 +243,5 @@ bool draw_training_curves(const std::string& log_path, const std::string& svg_pa
         *error = log_path + ": " + err;
         return false;
     }
-    return write_file_atomic(svg_path, svg, error);
+    return write_file_replacing(svg_path, svg, error);
 }

@@ -1,10 +1,8 @@
 // svg.cpp — the SVG writer of svg.h: escaping, elements, atomic file write.
 #include "toolkit/svg.h"
 
-#include <cerrno>
 #include <cmath>
 #include <cstdio>
-#include <cstring>
 
 #include "tokenizer.h"   // utf8_char
 
@@ -117,24 +115,4 @@ std::string Svg::finish() {
     std::string doc = head + body_ + "</svg>\n";
     body_.clear();
     return doc;
-}
-
-bool write_file_atomic(const std::string& path, const std::string& text, std::string* error) {
-    const std::string tmp = path + ".tmp";
-    std::FILE* f = std::fopen(tmp.c_str(), "wb");
-    if (!f) {
-        *error = "cannot write " + path + ": " + std::strerror(errno);
-        return false;
-    }
-    bool ok = std::fwrite(text.data(), 1, text.size(), f) == text.size();
-    ok = std::fflush(f) == 0 && ok;
-    int err = errno;
-    ok = std::fclose(f) == 0 && ok;
-    if (!ok || std::rename(tmp.c_str(), path.c_str()) != 0) {
-        if (ok) err = errno;
-        std::remove(tmp.c_str());
-        *error = "cannot write " + path + ": " + std::strerror(err ? err : EIO);
-        return false;
-    }
-    return true;
 }

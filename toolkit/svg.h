@@ -1,12 +1,13 @@
 // svg.h — a small writer of self-contained SVG files, shared by the pictures the programs
 // draw: attention maps (toolkit/attention_view.cpp, ./translate --attention) and training
 // curves (toolkit/curves.cpp, ./train's curves.svg). No dependency: the text is built in
-// memory and written in one go (atomically: a temporary file, then a rename).
+// memory and written in one go by toolkit/files.h's write_file_replacing (a temporary file,
+// then a rename).
 //
 //   Svg svg(400, 300);                          // a white canvas of 400 x 300 px
 //   svg.text(10, 20, "a < b & \"c\"", "font-size=\"12\"");   // text is escaped
 //   svg.rect(10, 30, 50, 20, attr("fill", "#08519c") + attr("fill-opacity", 0.5));
-//   if (!write_file_atomic("out.svg", svg.finish(), &err)) ...
+//   if (!write_file_replacing("out.svg", svg.finish(), &err)) ...
 //
 // Every text and attribute value passes through xml_escape (&, <, >, ", '), so a sentence may
 // hold any character; what XML 1.0 forbids (control characters other than tab, newline and
@@ -52,7 +53,3 @@ private:
     std::string body_;
     int open_groups_ = 0;
 };
-
-// Writes text to path through a temporary file in the same folder and a rename, so a reader
-// never sees half a file; false + *error naming the file on any failure.
-bool write_file_atomic(const std::string& path, const std::string& text, std::string* error);
