@@ -34,6 +34,7 @@
 #include "tokenizer.h"   // invalid_utf8_at
 #include "toolkit/bleu_score.h"
 #include "toolkit/json.h"   // json_quote (json.dumps with ensure_ascii=False for these fields)
+#include "toolkit/numbers.h"   // printed
 #include "toolkit/significance.h"
 #include "toolkit/ter_score.h"
 
@@ -205,11 +206,7 @@ std::string with_test(const std::string& signature, const std::string& fields) {
 }
 
 // v with width decimals, as long as it takes (BLEU with a --smooth-value of 1e300: 227 digits).
-std::string fixed(double v, int width) {
-    std::string out((size_t)std::snprintf(nullptr, 0, "%.*f", width, v), '\0');
-    std::snprintf(out.data(), out.size() + 1, "%.*f", width, v);   // the '\0' over out's own
-    return out;
-}
+std::string fixed(double v, int width) { return printed("%.*f", width, v); }
 
 // " (μ = 38.52 ± 1.02)": sacreBLEU prints it when the mean is positive.
 std::string estimate_text(const Estimate& e, int width) {

@@ -26,32 +26,18 @@
 
 #include <algorithm>
 #include <cmath>
-#include <cstdarg>
 #include <cstdio>
 #include <stdexcept>
 #include <string_view>
 #include <unordered_map>
 
 #include "tokenizer.h"   // utf8_units
+#include "toolkit/numbers.h"   // printed
 #include "toolkit/regex_rules.h"
 #include "toolkit/ter_score.h"   // py_lower
 #include "toolkit/unicode_classes.h"
 
 namespace {
-
-// printf into a string as long as the text: floor's or add-k's --smooth-value may be as large as
-// 1e300, and the score, the precisions and the signature then run to hundreds of digits, which
-// sacreBLEU prints whole (a fixed buffer had cut them, the signature's "]" with them).
-__attribute__((format(printf, 1, 2))) std::string printed(const char* format, ...) {
-    va_list args, again;
-    va_start(args, format);
-    va_copy(again, args);
-    std::string out((size_t)std::vsnprintf(nullptr, 0, format, args), '\0');
-    std::vsnprintf(out.data(), out.size() + 1, format, again);   // the '\0' over out's own
-    va_end(again);
-    va_end(args);
-    return out;
-}
 
 // ---- Python's notion of white space (str.split, str.rstrip) ----------------------------
 

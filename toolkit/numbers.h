@@ -1,6 +1,7 @@
 // toolkit/numbers.h — numbers read from text, the one way the programs read them: a whole
 // decimal number (an option's value, a checkpoint's metadata, a port), and whether a real
-// number is written in decimal (before strtod reads it).
+// number is written in decimal (before strtod reads it); and numbers written into text as long
+// as they take (printed).
 //
 //   int64_t step;
 //   if (parse_decimal(text, &step, "") != Decimal::ok) refuse...;   digits only
@@ -12,6 +13,8 @@
 // number, so a caller can say which.
 #pragma once
 #include <cerrno>
+#include <cstdarg>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <limits>
@@ -42,4 +45,17 @@ template <class T> Decimal parse_decimal(const std::string& s, T* v, const char*
 // (hex "0x10", "inf", "nan", leading spaces) is not.
 inline bool decimal_text(const std::string& s) {
     return !s.empty() && s.find_first_not_of("0123456789+-.eE") == std::string::npos;
+}
+
+// printf into a string as long as the text: a score with a --smooth-value of 1e300 runs to
+// hundreds of digits, which sacreBLEU prints whole (a fixed buffer would cut them).
+__attribute__((format(printf, 1, 2))) inline std::string printed(const char* format, ...) {
+    va_list args, again;
+    va_start(args, format);
+    va_copy(again, args);
+    std::string out((size_t)std::vsnprintf(nullptr, 0, format, args), '\0');
+    std::vsnprintf(out.data(), out.size() + 1, format, again);   // the '\0' over out's own
+    va_end(again);
+    va_end(args);
+    return out;
 }
