@@ -145,7 +145,7 @@ Args parse_args(int argc, char** argv, std::vector<std::string>* metrics) {
     o.add("--paired-bs-n", &a.paired_bs_n, "resamples of --paired-bs", in_range(2, 1000000));
     o.add_flag("--paired-ar", &a.paired_ar, "paired approximate randomization: each --hyp after the first against the first");
     o.add("--paired-ar-n", &a.paired_ar_n, "trials of --paired-ar", in_range(1, 1000000));
-    o.add("--seed", &a.seed, "the resamples' seed, as sacreBLEU's SACREBLEU_SEED (NumPy's default_rng)", in_range(1, 4294967295.0));
+    o.add("--seed", &a.seed, "the resamples' seed, as sacreBLEU's SACREBLEU_SEED (NumPy's default_rng; not 0, with which sacreBLEU's paired tests draw unseeded)", in_range(1, 4294967295.0));
     std::vector<std::string> files;
     if (!o.parse(argc, argv, &files)) std::exit(o.exit_code());
     *metrics = metric_list(o, a.metrics);

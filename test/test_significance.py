@@ -116,7 +116,7 @@ draws_bin = os.path.join(build_dir, "test_bleu")
 rng_means = random.Random(3)
 bad = []
 for seed, n, bits, count in [(12345, 1581, 0, 5000), (12345, 3, 31, 100), (1, 1, 33, 10), (7, 2, 1000, 999),
-                             (4294967295, 2147483649, 64, 2000), (99, 1000003, 7, 3001)]:
+                             (4294967295, 2147483649, 64, 2000), (99, 1000003, 7, 3001), (0, 5, 9, 50)]:
     run = subprocess.run([draws_bin, "--numpy-draws", str(seed), str(n), str(bits), str(count)], capture_output=True,
                          text=True)
     g = np.random.default_rng(seed)
@@ -126,7 +126,7 @@ for seed, n, bits, count in [(12345, 1581, 0, 5000), (12345, 3, 31, 100), (1, 1,
     if run.returncode != 0 or got[:2] != [want_bits, want_idx]:
         bad.append(f"seed {seed}, n {n}, {bits} bits, {count} indices")
 check(not bad, f"NumpyGenerator's bits then choice == NumPy {np.__version__}'s default_rng(seed).integers(2, bool) then .choice(n) "
-      f"for 6 seeds and ranges (a range past 2^31: Lemire's rejection){': ' + '; '.join(bad) if bad else ''}")
+      f"for 7 seeds (0 among them) and ranges (a range past 2^31: Lemire's rejection){': ' + '; '.join(bad) if bad else ''}")
 
 # ---- Python's statistics.mean (--confidence's mean): ties, magnitudes, float32 values
 import statistics
@@ -229,6 +229,21 @@ check(not differ, f"8 random corpora × {len(OPTION_SETS)} metric option sets (B
       "zh+none; chrF order 4+1, beta 3, white space, eps smoothing; chrF lowercase beta 1; TER normalized, no "
       f"punctuation, case-sensitive): --confidence, --paired-bs, --paired-ar equal sacreBLEU's to 17 decimals ({len(differ)} differ)")
 
+# ---- chrF's eps smoothing on resamples of empty lines: a resample of empty hypotheses scores a
+# float32 0 (its orders' F-betas are float32 zeros), of empty hypotheses and references a Python
+# 1e-14; which one decides the dtype of the scores' array, and so the mean's arithmetic.
+eps_chrf = {"chrf": lambda: CHRF(char_order=4, word_order=1, eps_smoothing=True)}
+eps_options = ("--chrf-char-order", "4", "--chrf-word-order", "1", "--chrf-eps-smoothing")
+differ = compare_all("empty hypotheses", [["the cat", "a dog ran", "sat"]], [["", "", "the cat"], ["", "a dog", ""]],
+                     bs_n=200, ar_n=300, ar_confidence=100, metrics=eps_chrf, options=eps_options)
+differ += compare_all("empty hypotheses and references", [["", "", "the cat"]], [["", "", "the cat"], ["", "a", ""]],
+                      bs_n=200, ar_n=300, ar_confidence=100, metrics=eps_chrf, options=eps_options)
+for d in differ[:3]:
+    print("  " + d)
+check(not differ, "chrF with eps smoothing, 3 lines of which 2 empty (resamples of empty hypotheses, and of empty "
+      "hypotheses and references): --confidence, --paired-bs, --paired-ar equal sacreBLEU's to 17 decimals "
+      f"({len(differ)} differ)")
+
 # ---- the printed lines and signatures
 ref_file, h1, h2 = write("r.txt", ["the cat sat on the mat"] * 3), write("h1.txt", ["the cat sat"] * 3), \
     write("h2.txt", ["the cat sat on a mat"] * 3)
@@ -253,7 +268,8 @@ for args, why in [([h1, "--hyp", h2], "two --hyp without a paired test"),
                   ([h1, "--paired-bs"], "a paired test of one system"),
                   ([h1, "--hyp", h2, "--paired-bs", "--paired-ar"], "both paired tests"),
                   (["-", "--hyp", "-", "--paired-bs"], "stdin as two systems"),
-                  ([h1, "--seed", "0"], "--seed 0"),
+                  ([h1, "--seed", "0"], "--seed 0 (sacreBLEU's paired tests draw unseeded then)"),
+                  ([h1, "--seed", "4294967296"], "--seed 2^32 (NumPy's seed of two words)"),
                   ([h1, "--confidence-n", "1"], "--confidence-n 1")]:
     run = subprocess.run([bleu, ref_file, "--hyp", *args], capture_output=True, text=True, input="")
     check(run.returncode == 2 and run.stderr.strip() != "",

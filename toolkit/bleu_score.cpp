@@ -538,13 +538,38 @@ void check_chrf_options(const ChrfOptions& opt) {
     if (opt.beta < 0 || opt.beta > 1000) throw std::invalid_argument("chrF: beta 0..1000");
 }
 
+// A number as Python holds one in sacreBLEU's chrF of a bootstrap resample: a Python float (or
+// int) until it meets a float32 statistic, then float32 (NumPy 2's weak Python scalars, NEP 50:
+// the Python number is rounded to float32 and the operation done in float32). Which of the two
+// a score ends as decides the dtype of the array of scores (toolkit/significance.cpp): with
+// eps smoothing a resample of empty hypotheses scores a float32 0, of empty hypotheses and
+// references a Python 1e-14.
+struct NumpyScalar {
+    double v;
+    bool f32;
+    NumpyScalar(int x) : v(x), f32(false) {}
+    NumpyScalar(double x) : v(x), f32(false) {}
+    NumpyScalar(float x) : v(x), f32(true) {}
+    template <typename Op> static NumpyScalar apply(NumpyScalar a, NumpyScalar b, Op op) {
+        if (a.f32 || b.f32) return NumpyScalar(op((float)a.v, (float)b.v));
+        return NumpyScalar(op(a.v, b.v));
+    }
+    friend NumpyScalar operator+(NumpyScalar a, NumpyScalar b) { return apply(a, b, [](auto x, auto y) { return x + y; }); }
+    friend NumpyScalar operator*(NumpyScalar a, NumpyScalar b) { return apply(a, b, [](auto x, auto y) { return x * y; }); }
+    friend NumpyScalar operator/(NumpyScalar a, NumpyScalar b) { return apply(a, b, [](auto x, auto y) { return x / y; }); }
+    NumpyScalar& operator+=(NumpyScalar b) { return *this = *this + b; }
+    NumpyScalar& operator/=(NumpyScalar b) { return *this = *this / b; }
+    friend bool operator>(NumpyScalar a, NumpyScalar b) { return a.v > b.v; }
+    friend bool operator==(NumpyScalar a, NumpyScalar b) { return a.v == b.v; }
+};
+
 // sacreBLEU's _compute_f_score on stats[3 * order ...] = (hyp, ref, match), in Real's arithmetic
-// (double: its Python ints; float: the float32 sums of its bootstrap resamples).
-template <typename Real>
-static Real chrf_score_of(const Real* stats, const ChrfOptions& opt) {
+// (double: its Python ints; NumpyScalar of float: the float32 sums of its bootstrap resamples).
+template <typename Real, typename Stat>
+static Real chrf_score_of(const Stat* stats, const ChrfOptions& opt) {
     const size_t orders = (size_t)(opt.char_order + opt.word_order);
     const Real eps = Real(1e-16), factor = Real(opt.beta * opt.beta);
-    Real avg_prec = 0, avg_rec = 0, f_sum = 0;
+    Real avg_prec = 0.0, avg_rec = 0.0, f_sum = 0.0;
     int effective_order = 0;
     for (size_t i = 0; i < orders; i++) {
         const Real n_hyp = stats[3 * i], n_ref = stats[3 * i + 1], n_match = stats[3 * i + 2];
@@ -558,7 +583,7 @@ static Real chrf_score_of(const Real* stats, const ChrfOptions& opt) {
             effective_order++;
         }
     }
-    if (opt.eps_smoothing) return 100 * f_sum / Real(orders);
+    if (opt.eps_smoothing) return 100 * f_sum / Real((int)orders);
     if (effective_order == 0) {
         avg_prec = avg_rec = 0;
     } else {
@@ -571,16 +596,20 @@ static Real chrf_score_of(const Real* stats, const ChrfOptions& opt) {
     return 100 * score;
 }
 
-double chrf_score_double(const double* stats, const ChrfOptions& opt) { return chrf_score_of(stats, opt); }
+double chrf_score_double(const double* stats, const ChrfOptions& opt) { return chrf_score_of<double>(stats, opt); }
 
 double chrf_compute_score(const ChrfStats& s) {
     std::vector<double> flat;
     for (const auto& order : s.stats)
         for (int64_t v : order) flat.push_back((double)v);
-    return chrf_score_of(flat.data(), s.opt);
+    return chrf_score_of<double>(flat.data(), s.opt);
 }
 
-float chrf_score_float32(const float* stats, const ChrfOptions& opt) { return chrf_score_of(stats, opt); }
+double chrf_score_float32(const float* stats, const ChrfOptions& opt, bool* is_float32) {
+    const NumpyScalar score = chrf_score_of<NumpyScalar>(stats, opt);
+    *is_float32 = score.f32;
+    return score.v;
+}
 
 // One line's statistics against one reference's n-grams (sacreBLEU's _get_match_statistics per
 // order): [hypothesis n-grams (0 when the reference has none of the order), reference n-grams,

@@ -135,9 +135,10 @@ std::vector<ChrfStats> chrf_segment_stats(const std::vector<std::string>& hyps,
 double chrf_compute_score(const ChrfStats& s);
 // The same of statistics held as doubles (stats[3 * order ...] = hyp, ref, match).
 double chrf_score_double(const double* stats, const ChrfOptions& opt);
-// ... and held in float32, as sacreBLEU scores its bootstrap resamples: every step in float32
-// arithmetic.
-float chrf_score_float32(const float* stats, const ChrfOptions& opt);
+// ... and held in float32, as sacreBLEU scores its bootstrap resamples: each step in float32
+// once a float32 statistic is in it, before that in Python's double; *is_float32 says which the
+// score is (NumPy then holds the resamples' scores as float32 when all are).
+double chrf_score_float32(const float* stats, const ChrfOptions& opt, bool* is_float32);
 
 // "nrefs:1|case:mixed|eff:yes|nc:6|nw:0|space:no"
 std::string chrf_signature(const ChrfOptions& opt = {}, int nrefs = 1);

@@ -65,8 +65,9 @@ Score32 score_float32(const SegmentTable& t, const float* sum) {
         if (sum[1] > 0) return {100.0f * (sum[0] / sum[1]), true};
         return {sum[0] > 0 ? 100.0 : 0.0, false};
     }
-    const float s = chrf_score_float32(sum, t.opt.chrf);
-    return {s, s != 0};   // 0 only from _compute_f_score's `return 0.0` branches
+    bool f32 = false;
+    const double s = chrf_score_float32(sum, t.opt.chrf, &f32);
+    return {s, f32};
 }
 
 // ---- arrays of scores, as NumPy holds them ---------------------------------------------------
