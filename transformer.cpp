@@ -1140,13 +1140,13 @@ public:
     void* alloc(size_t bytes) override {
         if (bytes == 0) return nullptr;
         void* p = std::aligned_alloc(64, (bytes + 63) / 64 * 64);
-        if (!p) {
-            std::fprintf(stderr, "%s: error: out of memory allocating %.1f MB on the CPU: lower --max-tokens "
-                                 "(training; --accum keeps the step's size) or --batch-tokens (translation; or --beam)\n",
-                         program_invocation_short_name, bytes / 1e6);
-            std::exit(1);
-        }
-        return p;
+        if (p) return p;
+        char what[200];
+        std::snprintf(what, sizeof what, "out of memory allocating %.1f MB on the CPU: lower --max-tokens "
+                      "(training; --accum keeps the step's size) or --batch-tokens (translation; or --beam)", bytes / 1e6);
+        if (throw_out_of_memory) throw OutOfMemory(what);
+        std::fprintf(stderr, "%s: error: %s\n", program_invocation_short_name, what);
+        std::exit(1);
     }
     void release(void* p) override { std::free(p); }
     int time_mark() override {

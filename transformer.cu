@@ -2063,8 +2063,14 @@ public:
         void* p = nullptr;
         cudaError_t e = cudaMalloc(&p, bytes);
         if (e != cudaSuccess) {
-            std::fprintf(stderr, "CUDA: cannot allocate %.1f MB of GPU memory (%s; %.1f MB held already)\n",
-                         bytes / 1e6, cudaGetErrorString(e), in_use_ / 1e6);
+            char what[240];
+            std::snprintf(what, sizeof what, "CUDA: cannot allocate %.1f MB of GPU memory (%s; %.1f MB held already)",
+                          bytes / 1e6, cudaGetErrorString(e), in_use_ / 1e6);
+            if (e == cudaErrorMemoryAllocation && throw_out_of_memory) {
+                (void)cudaGetLastError();   // (not sticky: cleared, so that the next launch's check passes)
+                throw OutOfMemory(std::string(what) + ": lower --batch-tokens (or --beam)");
+            }
+            std::fprintf(stderr, "%s\n", what);
             cuda_check(e, "cudaMalloc", __FILE__, __LINE__);
         }
         sizes_[p] = bytes;

@@ -12,6 +12,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <memory>
+#include <stdexcept>
 #include <string>
 #include <vector>
 
@@ -193,6 +194,11 @@ struct SearchState {
     int* count;               // (1) the next step's rows
 };
 
+// What Backend::alloc throws when throw_out_of_memory is set and the memory is not there.
+struct OutOfMemory : std::runtime_error {
+    using std::runtime_error::runtime_error;
+};
+
 class Backend {
 public:
     virtual ~Backend() = default;
@@ -204,8 +210,11 @@ public:
     virtual size_t floatx_size() const { return precision() == Precision::BF16 ? 2 : 4; }
     virtual std::string describe() const = 0;   // e.g. "CPU, 2 OpenMP threads, fp32"
     // Device memory, uninitialised, 64-byte aligned; nullptr for 0 bytes. Out of memory ends
-    // the program with a message naming the size.
+    // the program with a message naming the size and what to lower, or throws OutOfMemory with
+    // it when throw_out_of_memory is set: a server's (cli/serve.cpp) answers the request whose
+    // batch asked with an error and goes on, as it lets std::bad_alloc be thrown.
     virtual void* alloc(size_t bytes) = 0;
+    bool throw_out_of_memory = false;
     virtual void release(void* p) = 0;
     // Waits until the work queued on the device is done (timing; a no-op on the CPU).
     virtual void synchronize() {}

@@ -19,8 +19,9 @@
 // it takes queued jobs together, up to --batch-tokens or --batch-wait, whichever comes first.
 // Errors are JSON {"error": "..."}: 400 bad JSON, types, values, UTF-8 or line length
 // (naming the item), 413 body or line count over the limits, 404 unknown path, 503 a request
-// not answered within --request-timeout. SIGTERM / SIGINT: stop accepting, answer the
-// requests in flight, return 0.
+// not answered within --request-timeout, or whose batch ran out of memory (the device's or the
+// host's: that batch's requests get the error, the server goes on with the next). SIGTERM /
+// SIGINT: stop accepting, answer the requests in flight, return 0.
 // Built without cpp-httplib (the Makefile's HTTP=0, chosen when httplib.h is not found, as on a
 // GPU machine's image), the options stay and --serve is refused with a message.
 #include "cli/serve.h"
@@ -397,6 +398,7 @@ void add_translate_route(httplib::Server& svr, const ServeModel& m, const ServeO
         if (!queue.run(job, deadline))
             return set_json(res, 503, json_error("not translated within --request-timeout " +
                                                  json_number(o.request_timeout_s) + " s"));
+        if (!job->error.empty()) return set_json(res, 503, json_error("not translated: " + job->error));
         counts.requests++;
         counts.lines += (long)req.src.size();
         set_json(res, 200, format_response(m, req, *job));
@@ -463,9 +465,12 @@ int bind_server(httplib::Server& svr, const ServeModel& m, const ServeOptions& o
 }  // namespace
 
 int serve(const ServeModel& m, const ServeOptions& o) {
-    // A request that runs out of memory is its own 500 (httplib's exception handler), not the
-    // end of the server: the command-line programs' exit on a failed allocation is undone here.
+    // A request that runs out of memory is answered with an error, not the end of the server:
+    // the command-line programs' exit on a failed allocation is undone here, the host's (a
+    // handler's is httplib's 500; the decoder's, its batch's 503) and the model's backends'.
     std::set_new_handler(nullptr);
+    m.model->backend->throw_out_of_memory = true;
+    for (Model* member : m.model->ensemble) member->backend->throw_out_of_memory = true;
     if (m.defaults.beam > o.max_request_beam) {
         std::fprintf(stderr, "translate: --beam %d is more than --max-request-beam %d\n", m.defaults.beam,
                      o.max_request_beam);

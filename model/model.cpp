@@ -284,10 +284,11 @@ static void reserve_cache(Model* m, size_t rows, size_t kept) {
     const auto held = [&] { return std::min(most, ds.cache_bytes / (row_bytes * c.n_dec)); };
     std::vector<floatX*> old = ds.cache;
     void* old_mem = nullptr;
-    if (held() < rows) {
+    if (held() < rows) {   // (the new allocation first: out of memory leaves the old one whole)
+        void* grown = ops.alloc(row_bytes * c.n_dec * rows);
         old_mem = ds.cache_mem;
+        ds.cache_mem = grown;
         ds.cache_bytes = row_bytes * c.n_dec * rows;
-        ds.cache_mem = ops.alloc(ds.cache_bytes);
     }
     ds.cache_rows = held();
     ds.cache.assign(c.n_dec, nullptr);
@@ -330,7 +331,9 @@ static void reserve_arena(Model* m, size_t bytes) {
     Activations* a = m->acts;
     if (bytes <= a->arena_bytes) return;
     bytes = std::max(bytes, a->arena_bytes + a->arena_bytes / 8);
-    m->backend->release(a->arena);
+    m->backend->release(a->arena);   // (none held while allocating: out of memory leaves none)
+    a->arena = nullptr;
+    a->arena_bytes = 0;
     a->arena = m->backend->alloc(bytes);
     a->arena_bytes = bytes;
 }
@@ -350,6 +353,8 @@ static const floatX* position_table(Model* m, int L) {
     if (a->pos_len < L) {
         const int len = std::max(L, 2 * a->pos_len);
         m->backend->release(a->pos_table);
+        a->pos_table = nullptr;
+        a->pos_len = 0;
         a->pos_table = (floatX*)m->backend->alloc((size_t)len * m->cfg.d_model * fx);
         m->backend->positional_table(a->pos_table, len, m->cfg.d_model);
         a->pos_len = len;
@@ -934,6 +939,8 @@ static void start_search(Model* m, const SearchSetup& setup) {
     const size_t bytes = plan_search(ds, setup.beam, setup.nbest, m->cfg.vocab, measure);
     if (bytes > ds.search_bytes) {
         ops.release(ds.search_mem);
+        ds.search_mem = nullptr;
+        ds.search_bytes = 0;
         ds.search_mem = ops.alloc(bytes);
         ds.search_bytes = bytes;
     }

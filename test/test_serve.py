@@ -183,6 +183,45 @@ def items(lines, **opts):
     return [dict(src=line, id=1, **opts) for line in lines]
 
 
+def out_of_memory(model, pool, expected):
+    """A batch that runs out of memory (the server's address space limited below what a beam-16
+    request of 50 lines takes, as memory pressure would) is answered 503 naming it, and the server
+    goes on: /health, then the same request answered right once the memory is back. (The server
+    had ended: the CPU backend's allocation exits the program, and std::bad_alloc in the decoding
+    thread was not caught.) One malloc arena (MALLOC_ARENA_MAX=1): a new connection's thread then
+    reserves no 64 MB arena of its own."""
+    if os.environ.get("SANITIZED") == "1":
+        print("SKIP out of memory in a batch: AddressSanitizer reserves more address space than the limit "
+              "(make test checks it)", flush=True)
+        return
+    import resource
+    os.environ["MALLOC_ARENA_MAX"] = "1"
+    so = Server(model, "--batch-wait", "1", "--serve-threads", "2")
+    del os.environ["MALLOC_ARENA_MAX"]
+    rng = random.Random(5)
+    big = [" ".join(rng.choice(WORDS) for _ in range(18)) for _ in range(50)]
+    want = translate_stdin(model, big, "--beam", "16")
+    first = answer_errors(*so.translate(items(pool[:2]))[:2], pool[:2], expected)   # threads and buffers started
+    size_kb = int(re.search(r"VmSize:\s+(\d+) kB", open(f"/proc/{so.proc.pid}/status").read()).group(1))
+    limits = resource.prlimit(so.proc.pid, resource.RLIMIT_AS)
+    resource.prlimit(so.proc.pid, resource.RLIMIT_AS, ((size_kb + 16 * 1024) * 1024, limits[1]))
+    try:
+        status, out, raw = so.translate(items(big, beam=16))
+        resource.prlimit(so.proc.pid, resource.RLIMIT_AS, limits)
+    except (OSError, http.client.HTTPException) as e:   # the server gone
+        status, out, raw = f"no answer ({e!r}; server exit {so.proc.wait(10)})", None, b""
+    error = (out or {}).get("error", "") if isinstance(out, dict) else raw[:100]
+    check(first == "" and status == 503 and "out of memory" in error,
+          f"a beam-16 request of 50 lines under an address-space limit 16 MB above the server's size: 503 "
+          f"({status}), {error!r}")
+    alive = so.proc.poll() is None and so.request("GET", "/health")[0] == 200
+    status, out, _ = so.translate(items(big, beam=16)) if alive else ("server gone", None, b"")
+    got = [x["tgt"] for x in out[0]] if status == 200 else status
+    check(alive and got == want, f"the server goes on: /health 200, and with the limit lifted the same request "
+                                 f"equals ./translate --beam 16 ({'yes' if got == want else str(got)[:80]})")
+    so.stop()
+
+
 def main():
     signal.signal(signal.SIGALRM, on_alarm)
     signal.alarm(TOTAL_TIMEOUT_S)
@@ -604,6 +643,8 @@ def main():
                                               f"{decode_30:.1f} s) {err}")
     sb.stop()
 
+    out_of_memory(model, pool, expected)
+
     # SIGTERM while a request waits: it is answered, new connections are refused, exit 0.
     sg = Server(model, "--batch-wait", "2000")
     answer = {}
@@ -679,7 +720,34 @@ def main_cuda():
                                           f"{len(results) - len(bad)}/20 equal the CPU's ./translate {bad[:2]}")
     code = s.stop()
     check(code == 0, f"SIGTERM: the GPU server exits 0 ({code})")
+    device_out_of_memory(model, pool, expected)
     return 0
+
+
+def device_out_of_memory(model, pool, expected):
+    """On the emulator, whose device memory CUDA_EMULATOR_MEMORY_MB sets: a request whose batch the
+    device has no room for is answered 503 naming cudaMalloc's failure, and the server goes on
+    (the CUDA backend's allocation had ended the program)."""
+    if not os.environ.get("TRANSFORMER_CUDA_EMULATOR"):
+        print("SKIP out of GPU memory in a batch: a real GPU's memory cannot be limited here", flush=True)
+        return
+    os.environ["CUDA_EMULATOR_MEMORY_MB"] = "40"
+    so = Server(model, "--device", "cuda", "--precision", "fp32", "--batch-wait", "1", "--max-request-lines", "200")
+    del os.environ["CUDA_EMULATOR_MEMORY_MB"]
+    rng = random.Random(5)
+    big = [" ".join(rng.choice(WORDS) for _ in range(18)) for _ in range(200)]
+    small = [x for x in pool if x][:3]
+    first = answer_errors(*so.translate(items(small))[:2], small, expected)
+    try:
+        status, out, raw = so.translate(items(big, beam=16))
+    except (OSError, http.client.HTTPException) as e:   # the server gone
+        status, out, raw = f"no answer ({e!r}; server exit {so.proc.wait(10)})", None, b""
+    error = (out or {}).get("error", "") if isinstance(out, dict) else raw[:100]
+    check(first == "" and status == 503 and "cannot allocate" in error and "out of memory" in error,
+          f"40 MB of emulated device memory: a beam-16 request of 200 lines is answered 503 ({status}), {error!r}")
+    after = answer_errors(*so.translate(items(small))[:2], small, expected) if so.proc.poll() is None else "server gone"
+    check(after == "", f"... and the server goes on: the next request equals the CPU's ./translate {after}")
+    so.stop()
 
 
 def served_by_this_build():

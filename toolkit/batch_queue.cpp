@@ -2,6 +2,8 @@
 #include "toolkit/batch_queue.h"
 
 #include <algorithm>
+#include <new>
+#include <stdexcept>
 
 #include "numerics.h"
 
@@ -113,11 +115,17 @@ long run_decoder(Model* model, BatchQueue* q, int batch_tokens, int sized_for_be
             in.stream.insert(in.stream.end(), j->streams.begin(), j->streams.end());
         }
         const int tokens = batch_tokens_for_beam(batch[0]->opt, batch_tokens, sized_for_beam);
-        std::vector<std::vector<Hypothesis>> hyps = decode_sorted(model, sources, batch[0]->opt, tokens, &in);
-        size_t k = 0;
-        for (const auto& j : batch) {
-            j->hyps.assign(hyps.begin() + (long)k, hyps.begin() + (long)(k + j->sources.size()));
-            k += j->sources.size();
+        try {
+            std::vector<std::vector<Hypothesis>> hyps = decode_sorted(model, sources, batch[0]->opt, tokens, &in);
+            size_t k = 0;
+            for (const auto& j : batch) {
+                j->hyps.assign(hyps.begin() + (long)k, hyps.begin() + (long)(k + j->sources.size()));
+                k += j->sources.size();
+            }
+        } catch (const std::bad_alloc&) {
+            for (const auto& j : batch) j->error = "out of memory decoding its batch: lower --batch-tokens (or the beam)";
+        } catch (const std::exception& e) {   // OutOfMemory (transformer.h), from either backend
+            for (const auto& j : batch) j->error = e.what();
         }
         q->complete(batch);
         batches++;

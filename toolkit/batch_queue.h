@@ -14,7 +14,9 @@
 // arrival order until batch_tokens is reached (the oldest one always). Jobs with other
 // options (beam, n-best, alpha, sampling and its seed) wait for a later batch. With batching
 // off every job is decoded alone, in arrival order. A job whose requester gave up (timeout) is
-// dropped if it has not started, and its result discarded if it has.
+// dropped if it has not started, and its result discarded if it has. A batch that fails (out
+// of memory: the model's backend set to throw) gives each of its jobs the error, and the
+// decoder goes on with the next batch.
 #pragma once
 #include <chrono>
 #include <condition_variable>
@@ -22,6 +24,7 @@
 #include <deque>
 #include <memory>
 #include <mutex>
+#include <string>
 #include <vector>
 
 #include "toolkit/decode.h"
@@ -36,6 +39,7 @@ struct DecodeJob {
                                              // by --split-long is several sources)
     Clock::time_point arrived;               // set by BatchQueue::run
     std::vector<std::vector<Hypothesis>> hyps;   // the result: per source, best first
+    std::string error;                       // instead of hyps: why its batch failed (out of memory)
     bool done = false;                       // guarded by the queue's mutex
     bool cancelled = false;                  // guarded by the queue's mutex
 
