@@ -297,8 +297,9 @@ struct Translator {
             }
             for (size_t j = 0; j < joined.size(); j++) {
                 std::string extra = whole ? inspect(first_line + (long)i + 1, sources[first], hyps[first][j], j == 0) : "";
-                std::printf("%ld ||| %s ||| %.6f ||| %.6f%s\n", first_line + (long)i, joined[j].text.c_str(),
-                            joined[j].score, joined[j].logprob, extra.c_str());
+                char numbers[64];   // (the text is written whole: a NUL byte in it ends no line)
+                std::snprintf(numbers, sizeof numbers, " ||| %.6f ||| %.6f", joined[j].score, joined[j].logprob);
+                write_stdout(std::to_string(first_line + (long)i) + " ||| " + joined[j].text + numbers + extra + '\n');
             }
         }
         flush_stdout();   // ends the program on a write error (a full disk, a closed pipe)

@@ -39,6 +39,10 @@ n=$(wc -l < "$IN")
 field 1 "$T/nbest.txt" | uniq > "$T/ids.txt"
 seq 0 $((n - 1)) | cmp -s - "$T/ids.txt"; check $? "--nbest 3: lines numbered 0..$((n - 1)) in input order ($(head -n 1 "$T/ids.txt")..$(tail -n 1 "$T/ids.txt"))"
 [ "$(wc -l < "$T/nbest.txt")" -eq $((3 * n)) ]; check $? "--nbest 3: 3 entries per line ($(wc -l < "$T/nbest.txt") for $n lines)"
+# a NUL byte in a translation (here forced by a prefix: a model can copy one from its source)
+# is written whole in an n-best line, as in the 1-best output (printf's %s had cut the text there)
+printf 'sun ||| luno\000sol moon\n' | tr --prefix-inline --beam 2 --nbest 2 | head -n 1 | command tr '\000' @ > "$T/nul.txt"
+grep -q '^0 ||| luno@sol moon' "$T/nul.txt"; check $? "--nbest: a NUL byte in a translation kept with the text after it: $(head -c 60 "$T/nul.txt")"
 awk 'BEGIN { for (i = 0; i < 30; i++) printf "sun moon "; print "" }' > "$T/long.txt"
 tr --split-long --max-input-tokens 16 --nbest 2 < "$T/long.txt" > "$T/long_nbest.txt"
 s=$?; [ $s -eq 0 ] && [ "$(wc -l < "$T/long_nbest.txt")" -eq 2 ] && [ "$(field 1 "$T/long_nbest.txt" | sort -u)" = 0 ]
