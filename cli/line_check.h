@@ -37,8 +37,8 @@ struct LineRules {
 // helps)") on bad input. *clean (optional) gets the text that was encoded.
 inline bool check_line(const Tokenizer& tok, std::string line, const LineRules& rules, const std::string& where,
                        std::vector<std::vector<int>>* pieces, std::string* err, std::string* clean = nullptr) {
+    const long bad = invalid_utf8_at(line);   // (checked first: the byte's place in the line as given)
     line = std::string(trim(line, " \t\r"));   // as read_text_lines trims the training data
-    long bad = invalid_utf8_at(line);
     if (bad >= 0 && !rules.replace_invalid) {
         *err = where + ": invalid UTF-8 at byte " + std::to_string(bad) + " (--replace-invalid substitutes U+FFFD)";
         return false;

@@ -239,6 +239,8 @@ check $? "CRLF input lines: the same 2 translations as LF (exit $s1, $s2)"
 [ $s -eq 0 ] && cmp -s "$T/lf.out" "$T/nofinal.out"; check $? "no final newline: the last line translated and ended with a newline (exit $s)"
 printf 'sun\000moon\n' | "$B"/translate --model "$M" > "$T/out.txt" 2> "$T/err.txt"; s=$?
 [ $s -eq 0 ] && [ "$(wc -l < "$T/out.txt")" -eq 1 ]; check $? "a NUL byte in a line: translated as a byte, one output line (exit $s)"
+printf '  \tsun \377 moon\n' | "$B"/translate --model "$M" > "$T/out.txt" 2> "$T/err.txt"; s=$?
+expect "invalid UTF-8 after leading blanks: its byte counted in the line as given (it had been counted after them: byte 4)" 1 "line 1: invalid UTF-8 at byte 7 "
 "$B"/translate --model "$M" < /dev/null > "$T/out.txt" 2> "$T/err.txt"; s=$?
 [ $s -eq 0 ] && [ ! -s "$T/out.txt" ]; check $? "empty input: no output, exit 0 ($s)"
 head -c 1048576 /dev/zero | tr '\0' 'a' > "$T/mb.txt"; echo >> "$T/mb.txt"; echo "sun" >> "$T/mb.txt"
