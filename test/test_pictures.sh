@@ -111,6 +111,13 @@ absorb $SVG lines "$T/words/000003.svg" 1
 "$B"/translate --model "$M" --nbest 2 --alignment < "$T/in.txt" > "$T/nbest.txt"; s=$?
 [ $s -eq 0 ] && awk -F ' \\|\\|\\| ' 'NF != 5 { bad = 1 } END { exit bad || NR == 0 }' "$T/nbest.txt"
 check $? "--nbest 2 --alignment: every line 'LINE ||| text ||| score ||| logprob ||| pairs' (exit $s, $(wc -l < "$T/nbest.txt") lines)"
+# a translation holding a line break (here a prefix's '\r'; a model's byte pieces, row 63) is
+# printed with a space there: --alignment counts its words as printed, one pair per word (the
+# '\r' had joined the two words into one: 'luno solo ||| 0-0', every later index one short)
+printf 'sun moon ||| luno\rsol\n' | "$B"/translate --model "$M" --prefix-inline --alignment > "$T/break.txt"; s=$?
+awk -F ' \\|\\|\\| ' '{ w = split($1, x, " "); n = split($2, y, " "); sub(/.*-/, "", y[n]) }
+    END { exit !(NR == 1 && w >= 2 && n == w && y[n] == w - 1) }' "$T/break.txt"
+check $? "--alignment of a translation with a carriage return (printed as a space): a pair for each of its words (exit $s): $(cat "$T/break.txt")"
 # --alignment's default layer is the decoder's last (2 in --config tiny): the same pairs as
 # --alignment-layer 2 on the 20 test lines, where layer 1 (the check's control) gives others.
 for layer in "" 1 2; do

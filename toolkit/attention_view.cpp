@@ -33,7 +33,7 @@ std::string inspect_options_error(const InspectOptions& opt, const Config& cfg) 
 // ---------------------------------------------------------------------------------------------
 static bool is_special(int id) { return id >= 0 && id < Tokenizer::kNumSpecials; }
 
-std::vector<int> piece_words(const Tokenizer& tok, const std::vector<int>& ids, int* n_words) {
+std::vector<int> piece_words(const Tokenizer& tok, const std::vector<int>& ids, int* n_words, bool line_breaks) {
     std::vector<int> word(ids.size(), -1);
     int words = 0;
     bool in_word = false;
@@ -42,7 +42,7 @@ std::vector<int> piece_words(const Tokenizer& tok, const std::vector<int>& ids, 
         if (is_special(ids[i])) continue;
         int first = -1;
         for (char c : tok.piece_bytes(ids[i])) {
-            if (c == ' ') { in_word = false; continue; }
+            if (c == ' ' || (line_breaks && (c == '\n' || c == '\r'))) { in_word = false; continue; }
             if (!in_word) words++, in_word = true;
             if (first < 0) first = words - 1;
         }
@@ -359,7 +359,7 @@ bool inspect_translation(Model* m, const Tokenizer& tok, const InspectOptions& o
             int n_src = 0, n_tgt = 0;
             const int layer = (opt.alignment_layer > 0 ? opt.alignment_layer : default_alignment_layer(m->cfg)) - 1;
             pairs = hard_alignment(cross_attention_mean(maps, layer), maps.T, maps.S,
-                                   piece_words(tok, source, &n_src), piece_words(tok, target, &n_tgt));
+                                   piece_words(tok, source, &n_src), piece_words(tok, target, &n_tgt, true));
         }
         *suffix = " ||| " + format_alignment(pairs);
     }

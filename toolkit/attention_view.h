@@ -6,7 +6,8 @@
 // over (source, produced target), no dropout, which computes what the cached decoder computed
 // while searching, up to float rounding.
 //
-// Words are split by spaces (U+0020) as Moses, Marian and fairseq split them. A BPE piece
+// Words are split by spaces (U+0020) as Moses, Marian and fairseq split them (a translation's
+// also by the line breaks it prints as spaces: its words are those of the printed line). A BPE piece
 // belongs to the word holding its first non-space byte (a piece of spaces only, to the next
 // word); </s> and <s> belong to no word.
 //
@@ -39,8 +40,10 @@ int default_alignment_layer(const Config& cfg);
 std::string inspect_options_error(const InspectOptions& opt, const Config& cfg);
 
 // The word (0-based, split by spaces) of each piece of ids, -1 for specials (and for pieces
-// of a text with no word at all); *n_words receives the text's word count.
-std::vector<int> piece_words(const Tokenizer& tok, const std::vector<int>& ids, int* n_words);
+// of a text with no word at all); *n_words receives the text's word count. line_breaks: '\n'
+// and '\r' split words too (a translation's: Tokenizer::decode_text prints them as spaces).
+std::vector<int> piece_words(const Tokenizer& tok, const std::vector<int>& ids, int* n_words,
+                             bool line_breaks = false);
 
 // Hard alignment from attention (T, S) (rows: target pieces, columns: source pieces, each row a
 // distribution): for each target word, the source word with the most attention mass (the
