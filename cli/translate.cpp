@@ -440,6 +440,9 @@ static bool check_extra_options(Options& opts, int argc, char** argv, TranslateO
         bad = "--score scores given targets: --prefix, --prefix-inline and --sampling do not apply";
     else if (!o.prefix.empty() && o.prefix_inline)
         bad = "--prefix FILE and --prefix-inline exclude each other";
+    else if ((o.ref == "-" || o.prefix == "-") && (o.input.empty() || o.input == "-"))
+        bad = std::string(o.ref == "-" ? "--ref" : "--prefix") + " - reads stdin, which holds the input lines: "
+              "give those with -i FILE";
     else if (o.device == "cuda" && o.precision == "int8")
         bad = "--precision int8 runs on the CPU: --device cpu (or auto), or fp32/bf16 on the GPU";
     else if (o.score && (given(argc, argv, "--beam") || given(argc, argv, "--nbest") ||

@@ -298,5 +298,11 @@ printf 'sun\n' > "$T/stdin.txt"
 refused 1 "two.txt has 2 lines, the input 1" --score --ref "$T/two.txt"
 refused 1 "two.txt has 2 lines, the input 1" --prefix "$T/two.txt"
 refused 1 "cannot read" --score --ref "$T/missing.txt"
+# "-" (stdin) for --ref or --prefix when stdin is the input too: refused at once (it had read all
+# of stdin as targets, then said "- has 1 lines, the input 0"); with -i FILE it reads stdin
+refused 2 "--prefix - reads stdin, which holds the input lines: give those with -i FILE" --prefix -
+refused 2 "--ref - reads stdin" --score --ref - -i -
+printf 'luno\n' | tr --prefix - -i "$T/stdin.txt" > "$T/prefixed_stdin.txt"; s=$?
+[ $s -eq 0 ] && grep -q '^luno' "$T/prefixed_stdin.txt"; check $? "--prefix - -i FILE: the prefixes from stdin (exit $s): $(cat "$T/prefixed_stdin.txt")"
 
 check_summary translate_options
