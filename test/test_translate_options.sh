@@ -231,6 +231,14 @@ echo old > "$T/perm.txt"; chmod 640 "$T/perm.txt"; echo old > "$T/target.txt"; l
 tr -i "$IN" -o "$T/perm.txt" && tr -i "$IN" -o "$T/link.txt" && [ "$(stat -c %a "$T/perm.txt")" = 640 ] &&
     [ -L "$T/link.txt" ] && cmp -s "$T/perm.txt" "$T/stdout.txt" && cmp -s "$T/target.txt" "$T/stdout.txt"
 check $? "-o over a file keeps its permissions ($(stat -c %a "$T/perm.txt")); -o through a link writes the linked file, the link stays"
+# a dangling link: its file is created and the link stays, as '> link' does; a link into a missing
+# folder is an error (either link had been replaced by a regular file, exit 0)
+ln -s new.txt "$T/dangling.txt"; ln -s "$T/missing/out.txt" "$T/nowhere.txt"
+tr -i "$IN" -o "$T/dangling.txt"; s=$?
+tr -i "$IN" -o "$T/nowhere.txt" 2> "$T/err.txt"; s1=$?
+[ $s -eq 0 ] && [ -L "$T/dangling.txt" ] && cmp -s "$T/new.txt" "$T/stdout.txt" && [ $s1 -eq 1 ] && [ -L "$T/nowhere.txt" ] &&
+    grep -q "cannot create $T/missing/out.txt.tmp" "$T/err.txt"
+check $? "-o through a dangling link creates its file, the link stays (exit $s); into a missing folder: exit 1 ($s1), $(head -c 100 "$T/err.txt")"
 printf 'sun\nsun \377\n' > "$T/bad.txt"
 tr -i "$T/bad.txt" -o "$T/never.txt" 2> "$T/err.txt"; s=$?
 [ $s -eq 1 ] && [ ! -e "$T/never.txt" ] && ! ls "$T" | grep -q '\.tmp\.'

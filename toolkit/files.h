@@ -46,12 +46,26 @@ inline bool same_file(const std::string& a, const std::string& b) {
            sa.st_ino == sb.st_ino;
 }
 
-// The file that writing `path` replaces: the file a link names, else path itself. False +
-// *error when path exists and is not a regular file.
+// Where a link that names no existing file points (followed link by link, as `> path` would
+// create it); path itself when it is no link.
+inline std::string dangling_link_end(const std::string& path) {
+    std::filesystem::path p = path;
+    std::error_code ec;
+    for (int hops = 0; hops < 40 && std::filesystem::is_symlink(p, ec); hops++) {
+        const std::filesystem::path to = std::filesystem::read_symlink(p, ec);
+        if (ec) break;
+        p = to.is_absolute() ? to : p.parent_path() / to;
+    }
+    return p.string();
+}
+
+// The file that writing `path` replaces: the file a link names (or would name: a dangling
+// link's, to be created), else path itself. False + *error when path exists and is not a
+// regular file.
 inline bool replacement_target(const std::string& path, std::string* target, std::string* error) {
     struct stat st;
     if (stat(path.c_str(), &st) != 0) {   // nothing there yet
-        *target = path;
+        *target = dangling_link_end(path);
         return true;
     }
     if (!S_ISREG(st.st_mode)) {
