@@ -32,9 +32,11 @@
 #include <omp.h>
 static int max_threads() { return omp_get_max_threads(); }
 static int thread_id() { return omp_get_thread_num(); }
+static int team_size() { return omp_get_num_threads(); }   // the threads of this region
 #else
 static int max_threads() { return 1; }
 static int thread_id() { return 0; }
+static int team_size() { return 1; }
 #endif
 
 namespace cpu {
@@ -189,8 +191,10 @@ void linear_forward(float* Y, const float* X, const float* W, const float* b, in
 
 // Inside a parallel region: the columns [c0, c1) of `cols` this thread owns; false if none.
 // Reductions over rows split by columns need no combining step, so they are deterministic.
+// Split among the region's threads, which may be fewer than max_threads() (OMP_THREAD_LIMIT,
+// OMP_DYNAMIC, a region nested in a caller's): columns of threads that never came were not summed.
 static bool owned_columns(int cols, int* c0, int* c1) {
-    const int nt = max_threads() > cols ? 1 : max_threads(), t = thread_id();
+    const int nt = team_size() > cols ? 1 : team_size(), t = thread_id();
     if (t >= nt) return false;
     *c0 = (int)((long)cols * t / nt);
     *c1 = (int)((long)cols * (t + 1) / nt);

@@ -577,6 +577,27 @@ void test_linear_forward(Backend& be, Backend* cpu) {
     }
 }
 
+// On the CPU, run() called by the first thread of a parallel region of 2 (into *out): the op's own
+// parallel region then has a team of one thread while omp_get_max_threads() still counts 2 or more,
+// as under OMP_THREAD_LIMIT or OMP_DYNAMIC's smaller teams. (The column sums had split the columns
+// by that count: the one thread summed its share and left the others' columns undone.) false, and
+// nothing run, off the CPU or with one OpenMP thread.
+template <class Out, class Run>
+bool run_in_team_of_one(Backend& be, Run run, Out* out) {
+#ifdef _OPENMP
+    if (be.device() != Device::CPU || omp_get_max_threads() < 2) return false;
+    const int levels = omp_get_max_active_levels();
+    omp_set_max_active_levels(1);   // the op's region nested inside: one thread
+#pragma omp parallel num_threads(2)
+    if (omp_get_thread_num() == 0) *out = run(be);
+    omp_set_max_active_levels(levels);
+    return true;
+#else
+    (void)be, (void)run, (void)out;
+    return false;
+#endif
+}
+
 // dX = dY W + dX_beta dX (or dX nullptr); dW += dY^T X; db += sum dY (or db nullptr).
 void test_linear_backward(Backend& be, Backend* cpu) {
     enum { NO_DX, DX_BETA0, DX_BETA1, DX_BETA_HALF };
@@ -621,6 +642,8 @@ void test_linear_backward(Backend& be, Backend* cpu) {
         grad_vs_fd(name + " dW", w64, loss, got.dW, &dW0);
         if (c.bias) grad_vs_fd(name + " db", b64, loss, got.db, &db0);
         else same(name + " db untouched", got.db, db0);
+        Out nested;
+        if (c.bias && run_in_team_of_one(be, run, &nested)) same(name + " db in a team of 1 thread", nested.db, got.db);
         if (cpu) {
             Out ref = run(*cpu);
             if (c.dx != NO_DX) vs_cpu(name + " dX", got.dX, ref.dX, TOL.cross_bwd);
@@ -705,6 +728,11 @@ void test_relu(Backend& be, Backend* cpu) {
         same(name + " in place (dx == dy), with db", got.dx_inplace, dx);
         close(name + " db vs float64", got.db, db64, TOL.bwd);
         same(name + " db = linear_backward's", got.db, got.db_unfused);
+        Out nested;
+        if (run_in_team_of_one(be, run, &nested)) {
+            same(name + " in place, with db, in a team of 1 thread", nested.dx_inplace, got.dx_inplace);
+            same(name + " db in a team of 1 thread", nested.db, got.db);
+        }
         DVec x64 = D(x), dy64 = D(dy);
         auto loss = [&] {
             double s = 0;
@@ -886,6 +914,12 @@ void same_with_one_thread(Backend& be, const std::string& name, const Out& got, 
     same(name + " dx, 1 thread = " + std::to_string(saved), one.dx, got.dx);
     same(name + " dg, 1 thread = " + std::to_string(saved), one.dg, got.dg);
     same(name + " db, 1 thread = " + std::to_string(saved), one.db, got.db);
+    Out nested;
+    if (run_in_team_of_one(be, run, &nested)) {
+        same(name + " dx, in a team of 1 thread", nested.dx, got.dx);
+        same(name + " dg, in a team of 1 thread", nested.dg, got.dg);
+        same(name + " db, in a team of 1 thread", nested.db, got.db);
+    }
 #else
     (void)be, (void)name, (void)got, (void)run;
 #endif
