@@ -87,8 +87,8 @@ BpeOptions parse_options(const std::string& cmd, int argc, char** argv) {
     if (cmd == "learn") {
         o.usage_suffix(" INPUT...");
         o.add("--vocab-size", &b.vocab_size,
-              "total ids including 4 specials and 256 byte pieces (required)",
-              in_range(Tokenizer::kFirstChar, Tokenizer::kMaxVocab));
+              "total ids including 4 specials and 256 byte pieces",
+              in_range(Tokenizer::kFirstChar, Tokenizer::kMaxVocab), [] { return std::string("required"); });
         o.add("--out", &b.out, "where to write the vocabulary (text, see tokenizer.cpp; required)", "FILE");
     } else {
         o.usage_suffix(cmd == "encode" ? " < text > ids" : " < ids > text");
