@@ -26,7 +26,10 @@
 // GPU machine's image), the options stay and --serve is refused with a message.
 #include "cli/serve.h"
 
+#include <arpa/inet.h>   // ntohs
+#include <netinet/in.h>
 #include <signal.h>
+#include <sys/socket.h>
 #include <unistd.h>
 
 #include <atomic>
@@ -438,6 +441,25 @@ void add_routes(httplib::Server& svr, const ServeModel& m, const ServeOptions& o
     });
 }
 
+// Debian's cpp-httplib (compiled, 0.11) listens with a backlog of 5 connections: a burst of
+// clients beyond it overflowed the accept queue and some had their connection reset (64
+// clients at once: 31 of 640 requests). listen() again on the socket listening on `port`
+// (found among the descriptors: httplib does not expose it) widens the queue.
+void widen_listen_queue(int port) {
+    for (int fd = 0; fd < 1024; fd++) {
+        int listening = 0;
+        socklen_t len = sizeof listening;
+        sockaddr_storage addr{};
+        socklen_t addr_len = sizeof addr;
+        if (getsockopt(fd, SOL_SOCKET, SO_ACCEPTCONN, &listening, &len) != 0 || !listening ||
+            getsockname(fd, (sockaddr*)&addr, &addr_len) != 0)
+            continue;
+        const int bound = addr.ss_family == AF_INET6 ? ntohs(((sockaddr_in6*)&addr)->sin6_port)
+                                                     : ntohs(((sockaddr_in*)&addr)->sin_port);
+        if (bound == port) (void)::listen(fd, SOMAXCONN);
+    }
+}
+
 // Binds --serve's address (port 0: any free one) and installs the stop handlers; the port
 // bound, or -1 after saying why not.
 int bind_server(httplib::Server& svr, const ServeModel& m, const ServeOptions& o) {
@@ -448,6 +470,7 @@ int bind_server(httplib::Server& svr, const ServeModel& m, const ServeOptions& o
                      errno ? std::strerror(errno) : "address not available");
         return -1;
     }
+    widen_listen_queue(port);
     std::string err;
     if (!install_stop_handlers(&err)) {
         std::fprintf(stderr, "translate: %s\n", err.c_str());
