@@ -26,8 +26,6 @@
 // GPU machine's image), the options stay and --serve is refused with a message.
 #include "cli/serve.h"
 
-#include <arpa/inet.h>   // ntohs
-#include <netinet/in.h>
 #include <signal.h>
 #include <sys/socket.h>
 #include <unistd.h>
@@ -345,17 +343,19 @@ struct ServeCounts {
     std::atomic<long> requests{0}, lines{0};
 };
 
-// The connection pool (--serve-threads), the body limit (--max-request-bytes) and the socket.
-void configure_server(httplib::Server& svr, const ServeOptions& o) {
+// The connection pool (--serve-threads), the body limit (--max-request-bytes) and the socket
+// (*listening: the listening socket's descriptor, once bound).
+void configure_server(httplib::Server& svr, const ServeOptions& o, int* listening) {
     const int threads = o.threads;
     svr.new_task_queue = [threads] { return new httplib::ThreadPool((size_t)threads); };
     svr.set_payload_max_length((size_t)o.max_request_bytes);
     svr.set_tcp_nodelay(true);
     // SO_REUSEADDR alone: httplib's default adds SO_REUSEPORT, with which a second server
     // could bind the same port and silently take half the connections.
-    svr.set_socket_options([](socket_t sock) {
+    svr.set_socket_options([listening](socket_t sock) {
         int yes = 1;
         setsockopt(sock, SOL_SOCKET, SO_REUSEADDR, &yes, sizeof yes);
+        *listening = sock;
     });
     svr.set_keep_alive_max_count(1000);
 }
@@ -441,28 +441,9 @@ void add_routes(httplib::Server& svr, const ServeModel& m, const ServeOptions& o
     });
 }
 
-// Debian's cpp-httplib (compiled, 0.11) listens with a backlog of 5 connections: a burst of
-// clients beyond it overflowed the accept queue and some had their connection reset (64
-// clients at once: 31 of 640 requests). listen() again on the socket listening on `port`
-// (found among the descriptors: httplib does not expose it) widens the queue.
-void widen_listen_queue(int port) {
-    for (int fd = 0; fd < 1024; fd++) {
-        int listening = 0;
-        socklen_t len = sizeof listening;
-        sockaddr_storage addr{};
-        socklen_t addr_len = sizeof addr;
-        if (getsockopt(fd, SOL_SOCKET, SO_ACCEPTCONN, &listening, &len) != 0 || !listening ||
-            getsockname(fd, (sockaddr*)&addr, &addr_len) != 0)
-            continue;
-        const int bound = addr.ss_family == AF_INET6 ? ntohs(((sockaddr_in6*)&addr)->sin6_port)
-                                                     : ntohs(((sockaddr_in*)&addr)->sin_port);
-        if (bound == port) (void)::listen(fd, SOMAXCONN);
-    }
-}
-
 // Binds --serve's address (port 0: any free one) and installs the stop handlers; the port
 // bound, or -1 after saying why not.
-int bind_server(httplib::Server& svr, const ServeModel& m, const ServeOptions& o) {
+int bind_server(httplib::Server& svr, const ServeModel& m, const ServeOptions& o, const int* listening) {
     int port = o.port;
     bool bound = port == 0 ? (port = svr.bind_to_any_port(o.host)) > 0 : svr.bind_to_port(o.host, port);
     if (!bound) {
@@ -470,7 +451,10 @@ int bind_server(httplib::Server& svr, const ServeModel& m, const ServeOptions& o
                      errno ? std::strerror(errno) : "address not available");
         return -1;
     }
-    widen_listen_queue(port);
+    // Debian's cpp-httplib (compiled, 0.11) listens with a backlog of 5 connections: a burst of
+    // clients beyond it overflowed the accept queue and some had their connection reset (64
+    // clients at once: 31 of 640 requests). listen() again on the bound socket widens it.
+    if (*listening >= 0) (void)::listen(*listening, SOMAXCONN);
     std::string err;
     if (!install_stop_handlers(&err)) {
         std::fprintf(stderr, "translate: %s\n", err.c_str());
@@ -506,9 +490,10 @@ int serve(const ServeModel& m, const ServeOptions& o) {
     BatchQueue queue(qs);
     ServeCounts counts;
     httplib::Server svr;
-    configure_server(svr, o);
+    int listening = -1;
+    configure_server(svr, o, &listening);
     add_routes(svr, m, o, queue, counts);
-    if (bind_server(svr, m, o) < 0) return 1;
+    if (bind_server(svr, m, o, &listening) < 0) return 1;
 
     std::atomic<bool> listened{false};
     std::thread listener([&] {

@@ -308,7 +308,7 @@ def main():
     # A burst of 128 clients connecting at once, 5 requests each (1-30 copies of a line), each on
     # a new connection: every one answered. cpp-httplib listens with a queue of 5 connections; the queue
     # overflowed and some connections were reset (64 at once: 31 of 640), until the server
-    # widened it (widen_listen_queue).
+    # widened it (bind_server).
     threads = [threading.Thread(target=client, args=(600 + i, 5, s), kwargs=dict(pool=[x for x in pool if x][:1]))
                for i in range(128)]
     start = time.time()
