@@ -45,7 +45,11 @@ At its best (--check; bench/bench_translate.sh prints no CTranslate2 ratio unles
   "no ratio for CTranslate2: ..." (exit 1).
 Prints: ct2 decode <greedy|beam4> <int8|float32> sentences_per_s=X tokens_per_s=Y ms=Z
   tokens = output tokens including </s> (as bench/bench_torch.py counts them); timed after a
-  warm-up of one batch. --output P writes the hypotheses (ids, without </s>) to
+  warm-up: the same search on the first --warmup sentences (default: --batch) in one batch,
+  untimed (as build/bench_decode --warmup and bench_torch.py --warmup); then
+  "# warm-up <greedy|beam4> <type>: N sentences in one batch" and
+  "# batches <greedy|beam4> <type>: N N ..." (each batch's sentences, in decoding order).
+  --output P writes the hypotheses (ids, without </s>) to
   P.<greedy|beam4>.<int8|float32>.
 """
 import argparse
@@ -243,13 +247,16 @@ def read_sources(path):
     return srcs
 
 
-def decode(translator, srcs, batch, beam, alpha, max_len_b, batch_tokens=0):
+def decode(translator, srcs, batch, beam, alpha, max_len_b, batch_tokens=0, sizes=None):
     """srcs sorted by length, batches of `batch` (or of batch_tokens, as ours), one
-    translate_batch call per batch (its max_decoding_length from its longest source).
+    translate_batch call per batch (its max_decoding_length from its longest source); each
+    batch's sentence count appended to `sizes` when given.
     -> hypotheses (ids incl. </s>) in input order."""
     out = [None] * len(srcs)
     for idx in sorted_batches([len(s) for s in srcs], batch, batch_tokens):
         chunk = [srcs[i] for i in idx]
+        if sizes is not None:
+            sizes.append(len(chunk))
         results = translator.translate_batch(
             chunk, max_batch_size=len(chunk), batch_type="examples", beam_size=beam,
             length_penalty=alpha if beam > 1 else 0.0, return_end_token=True,
@@ -339,6 +346,9 @@ def main():
     ap.add_argument("--batch-tokens", type=int, default=0,
                     help="instead of --batch, ours' batches: sorted by length, sentences x longest <= N "
                     "source tokens (build/bench_decode --batch-tokens)")
+    ap.add_argument("--warmup", type=int, default=None,
+                    help="before each timed search, that search on the first N sentences in one batch, "
+                    "untimed (default: --batch; build/bench_decode --warmup, bench_torch.py --warmup)")
     ap.add_argument("--beam", type=int, default=4, help="beam size of the beam run (default 4)")
     ap.add_argument("--alpha", type=float, default=0.6, help="length penalty (default 0.6)")
     ap.add_argument("--max-len-b", type=int, default=50,
@@ -382,15 +392,19 @@ def main():
                                                 inter_threads=1, intra_threads=args.threads)
             for beam in beams:
                 label = "greedy" if beam == 1 else f"beam{beam}"
-                decode(translator, srcs[:args.batch], args.batch, beam, args.alpha,
-                       args.max_len_b)  # warm-up
+                warmup = args.batch if args.warmup is None else args.warmup
+                if warmup > 0:   # untimed: the same search on the first sentences, one batch
+                    decode(translator, srcs[:warmup], warmup, beam, args.alpha, args.max_len_b)
+                    print(f"# warm-up {label} {q}: {len(srcs[:warmup])} sentences in one batch", flush=True)
+                sizes = []
                 t0 = time.perf_counter()
-                outs = decode(translator, srcs, args.batch, beam, args.alpha, args.max_len_b, args.batch_tokens)
+                outs = decode(translator, srcs, args.batch, beam, args.alpha, args.max_len_b, args.batch_tokens, sizes)
                 ms = 1000.0 * (time.perf_counter() - t0)
                 n_tok = sum(len(o) for o in outs)
                 print(f"ct2 decode {label} {q} sentences_per_s={len(srcs) / ms * 1000:.1f} "
                       f"tokens_per_s={n_tok / ms * 1000:.0f} ms={ms:.1f}"
                       f"  # {len(srcs)} sentences, {n_tok} output tokens", flush=True)
+                print(f"# batches {label} {q}: " + " ".join(str(n) for n in sizes), flush=True)
                 if args.output:
                     with open(f"{args.output}.{label}.{q}", "w") as f:
                         for o in outs:

@@ -3,7 +3,8 @@
 // (same config, same weights, same token ids).
 //
 //   build/bench_decode [--model FILE | --config NAME] [--input IDS] [--output PREFIX]
-//                      [--device cpu|cuda] [--precision fp32|int8|bf16]
+//                      [--device cpu|cuda] [--precision fp32|int8|bf16] [--warmup N]
+//                      [--searches greedy,beam4]
 // Without --input: 200 source sentences of 20 tokens (19 + </s>) in one batch (--sentences,
 // --length), every hypothesis forced to exactly as many output tokens (</s> is never chosen,
 // as in bench_torch.py), greedy and beam 4, the median of --repeats runs. Without --model: the
@@ -13,8 +14,14 @@
 // ./translate takes for the search, decode.h's default_batch_tokens), max length
 // a * len + b; one timed run; --output writes the hypotheses (ids) to PREFIX.greedy and
 // PREFIX.beam4; on the GPU then a second pass, whose time says what the first spent once.
+// --warmup N: before each timed search, the same search on the first N sources (input order)
+// in one batch, untimed (bench_torch.py and bench_ct2.py take the same option, so that
+// bench_translate.sh warms every decoder up alike). --searches: the searches to time (default
+// greedy,beam4), one per process when bench_translate.sh checks the load before each.
 // Prints:
 //   ours decode greedy|beam4 tokens_per_s=.. ms=.. sentences_per_s=..
+//   # batches greedy|beam4: the sentences of each batch decode_sorted made (--input), in order
+//   # warm-up greedy|beam4: N sentences in one batch (--warmup)
 // --profile: then greedy and beam 4 once more with every op timed (model/profile.h), as
 // "# profile" lines under a "# profile greedy|beam4" heading: each op's ms a decoding run, its
 // share of the unprofiled run, TFLOP/s and GB/s.
@@ -80,7 +87,8 @@ static double milliseconds_since(std::chrono::steady_clock::time_point t0) {
 
 int main(int argc, char** argv) {
     std::string model_path, input, output, precision = "fp32", device = "cpu", config = "small";
-    int sentences = 200, length = 20, repeats = 3, batch_tokens = 0, cache_steps = 0;
+    int sentences = 200, length = 20, repeats = 3, batch_tokens = 0, cache_steps = 0, warmup = 0;
+    std::string searches = "greedy,beam4";
     bool profile = false;
     Options o("bench_decode", "Times batched greedy and beam-4 decoding.");
     o.add("--model", &model_path, "checkpoint (default: the --config preset, random weights)", "FILE");
@@ -95,6 +103,8 @@ int main(int argc, char** argv) {
     o.add("--batch-tokens", &batch_tokens, "with --input: padded source tokens per batch (0: ./translate's default for the search)");
     o.add("--cache-steps", &cache_steps, "steps of R rows the decoding cache starts with (0: the device's choice, -1: the GPU's on any "
           "device, a large number: the length limit's at once)");
+    o.add("--warmup", &warmup, "before each timed search, that search on the first N sources in one batch, untimed");
+    o.add("--searches", &searches, "the searches to time: greedy, beam4 or both, comma-separated", "LIST");
     o.add_flag("--profile", &profile, "then each search once more timed op by op (\"# profile\" lines)");
     if (!o.parse(argc, argv)) return o.exit_code();
     Model m;
@@ -119,17 +129,35 @@ int main(int argc, char** argv) {
     auto batch_tokens_for = [&](const DecodeOptions& opt) {
         return batch_tokens > 0 ? batch_tokens : default_batch_tokens(*m.backend, opt.beam);
     };
+    std::vector<int> batch_sizes;
     auto decode = [&](const DecodeOptions& opt) {
-        auto hyps = input.empty() ? decode_batch(&m, sources, opt) : decode_sorted(&m, sources, opt, batch_tokens_for(opt));
+        auto hyps = input.empty() ? decode_batch(&m, sources, opt)
+                                  : decode_sorted(&m, sources, opt, batch_tokens_for(opt), nullptr, &batch_sizes);
         m.backend->synchronize();
         return hyps;
     };
+    std::vector<int> beams;
+    for (std::stringstream ss(searches); ss.good();) {
+        std::string s;
+        std::getline(ss, s, ',');
+        if (s == "greedy" || s == "beam4") beams.push_back(s == "greedy" ? 1 : 4);
+        else if (!s.empty()) { std::fprintf(stderr, "bench_decode: --searches: greedy or beam4, not '%s'\n", s.c_str()); return 2; }
+    }
+    if (beams.empty()) { std::fprintf(stderr, "bench_decode: --searches names no search\n"); return 2; }
     std::vector<double> median_ms;
-    for (int beam : {1, 4}) {
+    for (int beam : beams) {
         DecodeOptions opt;
         opt.beam = beam;
         if (input.empty()) opt.force_length = length;
         const char* label = beam == 1 ? "greedy" : "beam4";
+        if (warmup > 0) {   // untimed: the same search on the first sources, one batch
+            std::vector<std::vector<int>> first;
+            for (const auto& src : sources)
+                if ((int)first.size() < warmup && !src.empty()) first.push_back(src);
+            if (!first.empty()) decode_batch(&m, first, opt);
+            m.backend->synchronize();
+            std::printf("# warm-up %s: %zu sentences in one batch\n", label, first.size());
+        }
         std::vector<double> ms;
         std::vector<std::vector<Hypothesis>> hyps;
         for (int r = 0; r < (input.empty() ? repeats : 1); r++) {
@@ -138,6 +166,11 @@ int main(int argc, char** argv) {
             ms.push_back(milliseconds_since(t0));
         }
         if (!input.empty() && !output.empty()) write_hypotheses(output + "." + label, hyps);
+        if (!input.empty()) {
+            std::printf("# batches %s:", label);
+            for (int n : batch_sizes) std::printf(" %d", n);
+            std::printf("\n");
+        }
         std::sort(ms.begin(), ms.end());
         const double med = ms[ms.size() / 2];
         median_ms.push_back(med);
@@ -167,13 +200,13 @@ int main(int argc, char** argv) {
     }
     if (profile) {
         ProfiledBackend* p = profile_model(&m);
-        for (int i = 0; i < 2; i++) {
+        for (size_t i = 0; i < beams.size(); i++) {
             DecodeOptions opt;
-            opt.beam = i == 0 ? 1 : 4;
+            opt.beam = beams[i];
             if (input.empty()) opt.force_length = length;
             p->reset();
             decode(opt);
-            std::printf("# profile %s\n", i == 0 ? "greedy" : "beam4");
+            std::printf("# profile %s\n", beams[i] == 1 ? "greedy" : "beam4");
             profile_print(stdout, p->report(), 1, median_ms[i], "run");
         }
     }

@@ -28,9 +28,13 @@ attention: --device cuda --precision bf16 --config base (make gpu-check, beside
 decode: "small" config, random init: 200 source sentences of 20 tokens (19 + </s>) in one
         batch; every hypothesis is FORCED to exactly 20 target tokens (</s> gets log-prob -inf,
         so nothing stops early), greedy and beam 4 (alpha 0.6) with the fast batched decoders,
-        each the median of --repeats runs (default 3, as build/bench_decode's) after a greedy
-        warm-up on 8 sentences. tokens_per_s = output tokens (200 * 20) / second.
-        Prints: torch decode <greedy|beam4> tokens_per_s=X ms=Y
+        each the median of --repeats runs (default 3, as build/bench_decode's) after a warm-up:
+        the same search on the first --warmup (8) sentences in one batch, untimed (as
+        build/bench_decode --warmup and bench_ct2.py --warmup). --searches greedy,beam picks the
+        searches. tokens_per_s = output tokens (200 * 20) / second.
+        Prints: torch decode <greedy|beam4> tokens_per_s=X ms=Y, and with --input
+        "# batches <greedy|beam4>: N N ..." (each batch's sentences, in decoding order), and
+        "# warm-up <greedy|beam4>: N sentences in one batch"
         --weights FILE.safetensors loads a checkpoint (tensors named as in DESIGN.md, config
         JSON in __metadata__["config"]); --input FILE decodes lines of token ids instead
         (no forced length; max length a*len+b; one timed run, as ours), --batch N in batches of N sentences sorted
@@ -320,36 +324,50 @@ def run_decode(args):
     a, b = args.max_len_a, args.max_len_b
     bf16 = args.precision == "bf16"
 
-    def run(decoder):
+    def run(decoder, sources, batch, batch_tokens, sizes=None):
         with torch.autocast(args.device, dtype=torch.bfloat16, enabled=bf16):
-            out = in_batches(decoder, srcs, args.batch, args.batch_tokens)
+            out = in_batches(decoder, sources, batch, batch_tokens, sizes)
         if args.device == "cuda":
             torch.cuda.synchronize()
         return out
 
-    timed(lambda: in_batches(lambda s: R.greedy_fast(model, s, a, b, force), srcs[:8], 0))  # warm-up
     runs = 1 if args.input else args.repeats   # as build/bench_decode: --input once, synthetic the median
-    greedy, ms_g = timed(lambda: run(lambda s: R.greedy_fast(model, s, a, b, force)), runs)
-    beam, ms_b = timed(lambda: run(lambda s: R.beam_fast(model, s, args.beam, args.alpha, a, b, force)), runs)
+    decoders = {"greedy": lambda s: R.greedy_fast(model, s, a, b, force),
+                "beam": lambda s: R.beam_fast(model, s, args.beam, args.alpha, a, b, force)}
     where = f"{torch.cuda.get_device_name()}, {args.precision}" if args.device == "cuda" else f"cpu, {args.precision}"
-    for label, outs, ms in (("greedy", greedy, ms_g), (f"beam{args.beam}", beam, ms_b)):
+    for search in [x for x in args.searches.split(",") if x]:
+        if search not in decoders:
+            sys.exit(f"--searches: greedy or beam, not '{search}'")
+        label = "greedy" if search == "greedy" else f"beam{args.beam}"
+        if args.warmup > 0:   # untimed: the same search on the first sources, one batch
+            run(decoders[search], srcs[:args.warmup], 0, 0)
+            print(f"# warm-up {label}: {len(srcs[:args.warmup])} sentences in one batch", flush=True)
+        sizes = []
+        outs, ms = timed(lambda: run(decoders[search], srcs, args.batch, args.batch_tokens, sizes), runs)
         n_tok = sum(len(o[0]) for o in outs)
         print(f"torch decode {label} tokens_per_s={n_tok / ms * 1000:.0f} ms={ms:.1f}"
               f" sentences_per_s={len(srcs) / ms * 1000:.1f}"
               f"  # {len(srcs)} sentences, {n_tok} output tokens, median of {runs} runs, {where}", flush=True)
+        if args.input:
+            print(f"# batches {label}: " + " ".join(str(n) for n in sizes[-len(sizes) // runs:]), flush=True)
         if args.output:
             with open(f"{args.output}.{label}", "w") as f:
                 for o in outs:
                     f.write(" ".join(str(t) for t in o[0] if t != R.EOS) + "\n")
 
 
-def in_batches(decoder, srcs, batch, batch_tokens=0):
+def in_batches(decoder, srcs, batch, batch_tokens=0, sizes=None):
     """decoder(list of sources) over srcs sorted by length in batches of `batch` sentences
-    (0: all at once) or of batch_tokens as ours, results in input order."""
+    (0: all at once) or of batch_tokens as ours, results in input order; each batch's sentence
+    count appended to `sizes` when given."""
     if batch <= 0 and batch_tokens <= 0:
+        if sizes is not None:
+            sizes.append(len(srcs))
         return decoder(srcs)
     out = [None] * len(srcs)
     for idx in sorted_batches([len(s) for s in srcs], batch, batch_tokens):
+        if sizes is not None:
+            sizes.append(len(idx))
         for i, o in zip(idx, decoder([srcs[i] for i in idx])):
             out[i] = o
     return out
@@ -391,6 +409,11 @@ def main():
     ap.add_argument("--batch-tokens", type=int, default=0,
                     help="decode: instead of --batch, ours' batches: sorted by length, sentences x longest "
                     "<= N source tokens (build/bench_decode --batch-tokens)")
+    ap.add_argument("--warmup", type=int, default=8,
+                    help="decode: before each timed search, that search on the first N sources in one batch, "
+                    "untimed (default 8; build/bench_decode --warmup, bench_ct2.py --warmup)")
+    ap.add_argument("--searches", default="greedy,beam",
+                    help="decode: comma-separated searches to time (default greedy,beam)")
     ap.add_argument("--beam", type=int, default=4, help="decode: beam size (default 4)")
     ap.add_argument("--alpha", type=float, default=0.6, help="decode: length penalty alpha")
     ap.add_argument("--max-len-a", type=float, default=1.0, help="decode: max len = a*len + b")

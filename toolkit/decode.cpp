@@ -162,8 +162,9 @@ std::vector<std::vector<Hypothesis>> decode_batch(Model* m,
 std::vector<std::vector<Hypothesis>> decode_sorted(Model* m,
                                                    const std::vector<std::vector<int>>& sources,
                                                    const DecodeOptions& opt, int batch_tokens,
-                                                   const DecodeInputs* in) {
+                                                   const DecodeInputs* in, std::vector<int>* batch_sizes) {
     std::vector<std::vector<Hypothesis>> results(sources.size());
+    if (batch_sizes) batch_sizes->clear();
     std::vector<size_t> order;
     for (size_t i = 0; i < sources.size(); i++) {
         if (sources[i].empty()) results[i] = {Hypothesis{}};
@@ -184,6 +185,7 @@ std::vector<std::vector<Hypothesis>> decode_sorted(Model* m,
             if (in && !in->prefix.empty()) batch_in.prefix.push_back(in->prefix[order[i]]);
             batch_in.stream.push_back(in && !in->stream.empty() ? in->stream[order[i]] : order[i]);
         }
+        if (batch_sizes) batch_sizes->push_back((int)(end - begin));
         std::vector<std::vector<Hypothesis>> out = decode_batch(m, batch, opt, &batch_in);
         for (size_t i = begin; i < end; i++) results[order[i]] = std::move(out[i - begin]);
         begin = end;

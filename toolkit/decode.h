@@ -87,11 +87,14 @@ std::vector<std::vector<Hypothesis>> decode_batch(Model* m,
 
 // Decodes many sentences: sorted by length, cut into batches of at most batch_tokens padded
 // source tokens, results returned in the input order. An empty source (no tokens) gives one
-// empty hypothesis without running the model.
+// empty hypothesis without running the model. batch_sizes (when given) receives each batch's
+// sentence count, in decoding order (bench/bench_translate.sh compares them with the other
+// decoders' batches).
 std::vector<std::vector<Hypothesis>> decode_sorted(Model* m,
                                                    const std::vector<std::vector<int>>& sources,
                                                    const DecodeOptions& opt, int batch_tokens,
-                                                   const DecodeInputs* inputs = nullptr);
+                                                   const DecodeInputs* inputs = nullptr,
+                                                   std::vector<int>* batch_sizes = nullptr);
 
 // Scoring (teacher forcing, model_score): the log-probability of each target (ids without
 // </s>; </s> is scored after them) given its source (ids ending with </s>), in batches of at
