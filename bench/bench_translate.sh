@@ -3,15 +3,32 @@
 # bf16 and int8) against test/reference.py's batched, cached PyTorch decoder and CTranslate2, same
 # weights, same token ids, same machine, greedy and beam 4. `make bench-translate` runs it on
 # the model that `make && ./train` leaves in runs/default/.
-#   MODEL   checkpoint (default runs/default/average.safetensors); its vocab.bpe beside it
-#   DATA    corpus folder with test.en / test.es (default data/corpus/default)
-#   THREADS cores for every decoder (default: all)
-# Ours: build/bench_decode --input (as ./translate: sorted by length, batches of ./translate's
-# default size). PyTorch: bench/bench_torch.py decode --input --batch 100 (sorted, 100
-# sentences a batch) in bench/torch_env.sh's environment, fp32 and bf16 (CPU autocast: the
-# linear layers in bf16, the log-softmax in fp32, as ours bf16). CTranslate2 (int8 and
-# float32, bench/bench_ct2.py, batches of 100) with `python3` (CT2_PYTHON), which needs the
-# ctranslate2 wheel (make bench-deps). The speed-up column is against PyTorch fp32.
+#   MODEL        checkpoint (default runs/default/average.safetensors); its vocab.bpe beside it
+#   DATA         corpus folder with test.en / test.es (default data/corpus/default)
+#   THREADS      cores for every decoder (default: all)
+#   BATCH_TOKENS the batches every decoder gets (default 4000, ./translate's on the CPU)
+#   WARMUP       the warm-up every decoder gets (default 8 sentences)
+#   SMOKE=1      a smoke run (test_bench_env.sh: a tiny model and test set): every decoder is run
+#                whatever its anchor says, and each one's batches are printed; its numbers mean
+#                nothing
+# Every decoder decodes the same batches: sorted by length (stable), as many sentences as keep
+# their count x the longest's length within BATCH_TOKENS (toolkit/decode.cpp's decode_sorted;
+# bench/batching.py's sorted_batches for the others, given --batch-tokens). ./translate's own
+# default for int8 with a beam is 2,000 tokens: here int8 too takes BATCH_TOKENS, so that no
+# decoder's batches differ (BATCH_TOKENS=2000 for int8's beam at its default). Each prints the
+# sentences of each batch it decoded ("# batches ..."); the script compares them with ours fp32's
+# and says "the same batches" or which decoder's differ. Every decoder warms up alike: before each
+# timed search, the same search on the first WARMUP sentences in one batch, untimed (--warmup). All
+# run THREADS threads: ours and PyTorch OMP_NUM_THREADS (PyTorch torch.set_num_threads too),
+# CTranslate2 intra_threads (inter_threads 1). Each decoder, precision and search is its own
+# process and its own timed run (one pass over the test set), and just before each the load is
+# checked (bench/torch_env.sh's load_check: the cores other work held over a second); a run that
+# began on a busy machine is marked, and the count printed under the table.
+# Ours: build/bench_decode --input --batch-tokens. PyTorch: bench/bench_torch.py decode --input
+# --batch-tokens in bench/torch_env.sh's environment, fp32 and bf16 (CPU autocast: the linear
+# layers in bf16, the log-softmax in fp32, as ours bf16). CTranslate2 (int8 and float32,
+# bench/bench_ct2.py --batch-tokens) with `python3` (CT2_PYTHON), which needs the ctranslate2
+# wheel (make bench-deps). The speed-up column is against PyTorch fp32.
 #
 # The anchors are checked first (bench/torch_check.py, bench/bench_ct2.py --check) and the
 # environment printed: a decoder not at its best is not run, and its rows say why
@@ -21,6 +38,9 @@ MODEL=${1:-runs/default/average.safetensors}
 VOCAB=${VOCAB:-$(dirname "$MODEL")/vocab.bpe}
 DATA=${DATA:-data/corpus/default}
 BUILD=${BUILD:-build}
+BATCH_TOKENS=${BATCH_TOKENS:-4000}
+WARMUP=${WARMUP:-8}
+SMOKE=${SMOKE:-0}
 . bench/torch_env.sh   # PY, CT2, THREADS, TORCH, print_environment, torch_anchor, ct2_anchor
 for f in "$MODEL" "$VOCAB" "$DATA/test.en" "$DATA/test.es"; do
     [ -f "$f" ] || { echo "bench_translate: $f not found (train first: make && ./train)" >&2; exit 1; }
@@ -38,55 +58,104 @@ bleu() {
 export OMP_NUM_THREADS=$THREADS
 
 ./bpe encode --vocab "$VOCAB" < "$DATA/test.en" > "$tmp/src.ids"
+[ "$SMOKE" = 1 ] && echo "# SMOKE=1: a smoke run, every decoder run whatever its anchor says: the numbers mean nothing"
 print_environment
-echo "# $MODEL, $(wc -l < "$tmp/src.ids") test sentences"
+echo "# $MODEL, $(wc -l < "$tmp/src.ids") test sentences; every decoder: batches of $BATCH_TOKENS tokens (--batch-tokens), warm-up $WARMUP sentences a search, $THREADS threads"
 torch_ok=1; ct2_ok=1
 torch_anchor > "$tmp/torch.anchor" || torch_ok=0
 ct2_anchor "$MODEL" > "$tmp/ct2.anchor" || ct2_ok=0
 cat "$tmp/torch.anchor" "$tmp/ct2.anchor"
+if [ "$SMOKE" = 1 ]; then
+    [ $torch_ok = 1 ] || ! $PY -c 'import torch' 2> /dev/null || { torch_ok=1; echo "# SMOKE: PyTorch run all the same"; }
+    [ $ct2_ok = 1 ] || ! $CT2 -c 'import ctranslate2' 2> /dev/null || { ct2_ok=1; echo "# SMOKE: CTranslate2 run all the same"; }
+fi
+runs=0; busy=0
+exec 3>&1   # the load lines go to the output, whatever the decoder's is redirected to
+# timed WHAT COMMAND...: the load checked, then the command (one timed run)
+timed() {
+    runs=$((runs + 1))
+    load_check "$1" >&3 || busy=$((busy + 1))
+    shift
+    "$@"
+}
+common="--input $tmp/src.ids --batch-tokens $BATCH_TOKENS --warmup $WARMUP"
 for p in fp32 bf16 int8; do
-    "$BUILD/bench_decode" --model "$MODEL" --input "$tmp/src.ids" --precision $p --output "$tmp/ours-$p" > "$tmp/ours-$p.txt"
+    for k in greedy beam4; do
+        timed "ours $p $k" "$BUILD/bench_decode" --model "$MODEL" $common --precision $p --searches $k \
+            --output "$tmp/ours-$p" > "$tmp/ours-$p.$k.txt"
+    done
+    cat "$tmp/ours-$p.greedy.txt" "$tmp/ours-$p.beam4.txt" > "$tmp/ours-$p.txt"
 done
 : > "$tmp/torch.txt"; : > "$tmp/ct2.txt"
 if [ $torch_ok = 1 ]; then   # fp32, and bf16 under CPU autocast (the baseline of ours bf16)
     for p in fp32 bf16; do
-        $TORCH $PY bench/bench_torch.py decode --weights "$MODEL" --input "$tmp/src.ids" --batch 100 \
-            --threads "$THREADS" --precision $p --output "$tmp/torch-$p" | grep '^torch decode' > "$tmp/torch-$p.txt"
+        for k in greedy beam4; do
+            timed "PyTorch $p $k" $TORCH $PY bench/bench_torch.py decode --weights "$MODEL" $common \
+                --searches ${k%4} --threads "$THREADS" --precision $p --output "$tmp/torch-$p" > "$tmp/torch-$p.$k.txt"
+        done
+        cat "$tmp/torch-$p.greedy.txt" "$tmp/torch-$p.beam4.txt" > "$tmp/torch-$p.txt"
     done
     cp "$tmp/torch-fp32.txt" "$tmp/torch.txt"
     for k in greedy beam4; do cp "$tmp/torch-fp32.$k" "$tmp/torch.$k"; cp "$tmp/torch-bf16.$k" "$tmp/torch_bf16.$k"; done
 fi
 if [ $ct2_ok = 1 ]; then
-    $CT2 bench/bench_ct2.py --input "$tmp/src.ids" --weights "$MODEL" --threads "$THREADS" --output "$tmp/ct2" \
-        | grep '^ct2 decode' > "$tmp/ct2.txt"
+    for q in float32 int8; do
+        for k in greedy beam4; do
+            timed "CTranslate2 $q $k" $CT2 bench/bench_ct2.py --weights "$MODEL" $common --threads "$THREADS" \
+                --types $q --modes ${k%4} --output "$tmp/ct2" >> "$tmp/ct2.txt"
+        done
+    done
 fi
+# what each decoder reported: its batches (the sentences of each, in order) and its warm-up
+batches() { grep -h "^# batches $1:" "$2" 2> /dev/null | head -n 1 | cut -d: -f2- | sed 's/^ *//'; }
+warmup() { grep -h "^# warm-up $1:" "$2" 2> /dev/null | head -n 1 | cut -d: -f2- | sed 's/^ *//'; }
 printf '%-7s | %-22s | %12s %10s | %9s | %6s\n' search decoder "sentences/s" "tokens/s" "speed-up" BLEU
 for k in greedy beam4; do
-    base=$(value "$(grep "decode $k " "$tmp/torch.txt" || true)" sentences_per_s)
+    base=$(value "$(grep "^torch decode $k " "$tmp/torch.txt" || true)" sentences_per_s)
+    ref=$(batches $k "$tmp/ours-fp32.txt"); ref_warm=$(warmup $k "$tmp/ours-fp32.txt")
+    differ=""; ndec=0
     for side in torch torch_bf16 ct2-float32 ct2-int8 ours-fp32 ours-bf16 ours-int8; do
         case $side in
             torch*) p=$([ $side = torch ] && echo fp32 || echo bf16)
-                   line=$(grep "decode $k " "$tmp/torch-$p.txt" 2> /dev/null || true); name="PyTorch $p"
-                   [ -n "$line" ] || { printf '%-7s | %-22s | %s\n' $k "$name" "not run: $(grep '^no ratio' "$tmp/torch.anchor")"; continue; } ;;
-            ct2-*) line=$(grep "decode $k ${side#ct2-} " "$tmp/ct2.txt" || true); name="CTranslate2 ${side#ct2-}"
+                   line=$(grep "^torch decode $k " "$tmp/torch-$p.txt" 2> /dev/null || true); name="PyTorch $p"
+                   [ -n "$line" ] || { printf '%-7s | %-22s | %s\n' $k "$name" "not run: $(grep '^no ratio' "$tmp/torch.anchor")"; continue; }
+                   got=$(batches $k "$tmp/torch-$p.txt"); warm=$(warmup $k "$tmp/torch-$p.txt") ;;
+            ct2-*) line=$(grep "^ct2 decode $k ${side#ct2-} " "$tmp/ct2.txt" || true); name="CTranslate2 ${side#ct2-}"
                    [ -n "$line" ] || { printf '%-7s | %-22s | %s\n' $k "$name" "not run: $(grep '^no ratio' "$tmp/ct2.anchor")"; continue; }
-                   cp "$tmp/ct2.$k.${side#ct2-}" "$tmp/$side.$k" ;;
-            *) line=$(grep "decode $k " "$tmp/$side.txt"); name="ours ${side#ours-}" ;;
+                   cp "$tmp/ct2.$k.${side#ct2-}" "$tmp/$side.$k"
+                   got=$(batches "$k ${side#ct2-}" "$tmp/ct2.txt"); warm=$(warmup "$k ${side#ct2-}" "$tmp/ct2.txt") ;;
+            *) line=$(grep "decode $k " "$tmp/$side.txt"); name="ours ${side#ours-}"
+               got=$(batches $k "$tmp/$side.txt"); warm=$(warmup $k "$tmp/$side.txt") ;;
         esac
+        ndec=$((ndec + 1))
+        [ "$SMOKE" = 1 ] && echo "# batches $k, $name: $got; warm-up: $warm"
+        [ -n "$got" ] && [ "$got" = "$ref" ] || differ="$differ, $name's batches ($(echo "$got" | wc -w))"
+        [ -n "$warm" ] && [ "$warm" = "$ref_warm" ] || differ="$differ, $name's warm-up (${warm:-none})"
         s=$(value "$line" sentences_per_s)
         speedup=$([ -n "$base" ] && awk "BEGIN { printf \"%.2fx\", $s / $base }" || echo "no ratio")
         printf '%-7s | %-22s | %12s %10s | %9s | %6s\n' $k "$name" "$s" "$(value "$line" tokens_per_s)" \
             "$speedup" "$(bleu "$tmp/$side.$k")"
     done
+    if [ -z "$differ" ]; then
+        echo "#   $k: the same batches for all $ndec decoders: $(echo "$ref" | wc -w) batches of $BATCH_TOKENS tokens, warm-up $ref_warm"
+    else
+        echo "#   $k: BATCHES DIFFER from ours fp32's ($(echo "$ref" | wc -w) batches, warm-up ${ref_warm:-none}): ${differ#, }: no fair ratio"
+    fi
     if [ -f "$tmp/torch.$k" ]; then
         if cmp -s "$tmp/torch.$k" "$tmp/ours-fp32.$k"; then same="identical"; else
             same="$(paste -d'\n' "$tmp/torch.$k" "$tmp/ours-fp32.$k" | paste - - | awk -F'\t' '$1 != $2' | wc -l) lines differ"; fi
         echo "#   $k: ours fp32 vs PyTorch outputs: $same"
         ours=$(value "$(grep "decode $k " "$tmp/ours-bf16.txt")" sentences_per_s)
-        theirs=$(value "$(grep "decode $k " "$tmp/torch-bf16.txt")" sentences_per_s)
+        theirs=$(value "$(grep "^torch decode $k " "$tmp/torch-bf16.txt")" sentences_per_s)
         echo "#   $k: ours bf16 vs PyTorch bf16 (CPU autocast): $(awk "BEGIN { printf \"%.2fx\", $ours / $theirs }")"
     fi
 done
+echo "# threads: ours OMP_NUM_THREADS=$OMP_NUM_THREADS;$(sed -n 's/^# torch [^,]*, threads \([0-9]*\),.*/ PyTorch \1;/p' "$tmp/torch-fp32.greedy.txt" 2> /dev/null | head -n 1)$(sed -n 's/.*intra_threads \([0-9]*\),.*/ CTranslate2 intra_threads \1/p' "$tmp/ct2.txt" | head -n 1)"
+if [ $busy -gt 0 ]; then
+    echo "# load: $busy of $runs timed runs began on a busy machine (BUSY above): their times and ratios are unreliable; run again on a quiet machine"
+else
+    echo "# load: all $runs timed runs began on a quiet machine"
+fi
 [ $torch_ok = 1 ] || grep '^no ratio' "$tmp/torch.anchor"
 [ $ct2_ok = 1 ] || grep '^no ratio' "$tmp/ct2.anchor"
 exit 0

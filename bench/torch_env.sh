@@ -15,6 +15,11 @@
 #   torch_anchor        the PyTorch side's environment and verdict (bench/torch_check.py);
 #                       status 0 when a ratio against PyTorch may be printed
 #   ct2_anchor MODEL    the same for CTranslate2 (bench/bench_ct2.py --check)
+#   load_check WHAT     just before a timed run (nothing of the benchmark's running): one line
+#                       "# load before WHAT: load average L, B of N cores busy over S s" from
+#                       /proc/stat over LOAD_SAMPLE seconds (default 1), ending "BUSY: ..." with
+#                       status 1 when other work held more than half a core of the THREADS the
+#                       run is about to use (its time, and any ratio from it, are then unreliable)
 # `make bench-deps` installs what they need; without it they refuse to print ratios.
 # Ours runs a fixed THREADS, as the side it is compared with: the thread governor
 # (toolkit/thread_governor.h) is turned off here too, for a script run without make.
@@ -47,6 +52,23 @@ torch_anchor() {
         return 1
     fi
     $TORCH $PY bench/torch_check.py --threads "$THREADS" ${PEAK_GFLOPS:+--peak-gflops "$PEAK_GFLOPS"}
+}
+
+LOAD_SAMPLE=${LOAD_SAMPLE:-1}
+load_check() {
+    _s0=$(head -n 1 /proc/stat)
+    sleep "$LOAD_SAMPLE"
+    _s1=$(head -n 1 /proc/stat)
+    # cpu user nice system idle iowait irq softirq steal ...: idle = idle + iowait; steal is busy
+    awk -v a="$_s0" -v b="$_s1" -v n="$(nproc)" -v t="$THREADS" -v what="$1" -v s="$LOAD_SAMPLE" \
+        -v l="$(cut -d' ' -f1 /proc/loadavg)" 'BEGIN {
+        split(a, x, " "); split(b, y, " "); tot = 0; idle = 0
+        for (i = 2; i <= 9; i++) { d = y[i] - x[i]; tot += d; if (i == 5 || i == 6) idle += d }
+        busy = tot > 0 ? n * (tot - idle) / tot : 0
+        hot = n - busy < t - 0.5
+        printf "# load before %s: load average %s, %.1f of %d cores busy over %s s%s\n", what, l, busy, n, s,
+            hot ? sprintf(" BUSY: other work holds more than half a core of the %d threads used; this run'"'"'s time is unreliable", t) : ""
+        exit hot }'
 }
 
 ct2_anchor() {

@@ -12,7 +12,12 @@
 #     `make bench-deps` are installed, and turns our thread governor off; without this
 #     machine's fp32 peak (build/fp32_peak) the matmul's speed is unchecked: no ratio;
 #   - bench_torch.py decode times the median of as many runs as bench_decode, and it and
-#     bench_ct2.py take ours' batches with --batch-tokens (bench_translate_gpu.sh).
+#     bench_ct2.py take ours' batches with --batch-tokens (bench_translate_gpu.sh);
+#   - bench_translate.sh (the CPU test set) in its smoke mode (SMOKE=1, a tiny model and 12
+#     test lines at 40 tokens a batch): every decoder that runs here reports the same batches
+#     (more than one) and the same warm-up as ours fp32, and the script says so; a load line
+#     before each timed run; the same threads for all; and with PyTorch put back on batches of
+#     100 sentences (a stand-in interpreter rewriting --batch-tokens), it says they differ.
 # What cannot run here (no torch, no OpenBLAS, no ctranslate2, an older CPU) prints SKIP and
 # why, and is not counted. Ends with "bench_env: N passed, M failed".
 set -u
@@ -98,6 +103,61 @@ sys.exit(list(b.sorted_batches([3, 5, 5, 9, 2], 100, 10)) != [[4, 0], [1, 2], [3
     check $? "CTranslate2 as installed passes: $(grep -m1 -e '^anchor' -e '^no ratio' "$T/ct2best.txt")"
 }
 
+# bench_translate.sh's smoke run: a tiny model, 12 test lines, batches of 40 tokens (3 batches)
+translate_checks() {
+    toy_corpus "$T/tcorpus"
+    mkdir -p "$T/tdata"
+    head -n 12 "$T/tcorpus/test.en" > "$T/tdata/test.en"
+    head -n 12 "$T/tcorpus/test.es" > "$T/tdata/test.es"
+    "$B"/train --config tiny --d-model 32 --d-ff 64 --vocab-size 300 --data "$T/tcorpus" --max-tokens 400 --warmup 20 \
+        --log-every 1000s --eval-every 0 --no-eval --max-steps 4 --device cpu --out "$T/trun" > "$T/trun.log" 2>&1
+    [ -f "$T/trun/average.safetensors" ] || { check 1 "a tiny model for bench_translate.sh: $(tail -n 1 "$T/trun.log")"; return; }
+    n=3 sides=1   # ours fp32, bf16, int8; PyTorch's two and CTranslate2's two where they import
+    $PY -c 'import torch' 2> /dev/null && n=$((n + 2)) sides=$((sides + 1))
+    $CT2 -c 'import ctranslate2' 2> /dev/null && n=$((n + 2)) sides=$((sides + 1))
+    SMOKE=1 LOAD_SAMPLE=0.1 BATCH_TOKENS=40 DATA="$T/tdata" BUILD="$BUILD" \
+        bash bench/bench_translate.sh "$T/trun/average.safetensors" > "$T/translate.txt" 2>&1
+    s=$?
+    ok=0
+    for k in greedy beam4; do
+        lists=$(sed -n "s/^# batches $k, [^:]*: //p" "$T/translate.txt")
+        [ "$(echo "$lists" | grep -c .)" -eq $n ] && [ "$(echo "$lists" | sort -u | wc -l)" -eq 1 ] &&
+            [ "$(echo "$lists" | head -n 1 | cut -d';' -f1 | wc -w)" -ge 2 ] &&
+            grep -q "^#   $k: the same batches for all $n decoders: " "$T/translate.txt" || ok=1
+    done
+    [ $s -eq 0 ] && [ $ok -eq 0 ]
+    check $? "bench_translate.sh SMOKE=1: exit $s, the same batches and warm-up for all $n decoders: $(sed -n 's/^# batches greedy, ours fp32: //p' "$T/translate.txt")"
+    [ "$(grep -c '^# load before ' "$T/translate.txt")" -eq $((2 * n)) ] && grep -q '^# load: ' "$T/translate.txt"
+    check $? "bench_translate.sh checks the load before each of its $((2 * n)) timed runs ($(grep -c '^# load before ' "$T/translate.txt") lines)"
+    th=$(grep '^# threads: ' "$T/translate.txt" | grep -oE '(=| )[0-9]+(;|$)' | tr -d '=; ')
+    [ "$(echo "$th" | grep -c .)" -eq $sides ] && [ "$(echo "$th" | sort -u | wc -l)" -eq 1 ]
+    check $? "bench_translate.sh: every decoder on the same threads: $(grep '^# threads: ' "$T/translate.txt")"
+    # PyTorch back on 100-sentence batches (the script before 2026-11-30): the comparison says so
+    if $PY -c 'import torch' 2> /dev/null; then
+        cat > "$T/py100" << ZZ
+#!/bin/sh
+# $PY with bench_torch.py's --batch-tokens N replaced by --batch 100
+prev=
+for a; do
+    shift
+    if [ "\$prev" = --batch-tokens ]; then set -- "\$@" 100; prev=; continue; fi
+    prev=\$a
+    if [ "\$a" = --batch-tokens ]; then set -- "\$@" --batch; else set -- "\$@" "\$a"; fi
+done
+exec $PY "\$@"
+ZZ
+        chmod +x "$T/py100"
+        SMOKE=1 LOAD_SAMPLE=0.1 BATCH_TOKENS=40 DATA="$T/tdata" BUILD="$BUILD" PYTHON="$T/py100" CT2_PYTHON=false \
+            bash bench/bench_translate.sh "$T/trun/average.safetensors" > "$T/translate100.txt" 2>&1
+        s=$?
+        [ $s -eq 0 ] && grep -q "^#   greedy: BATCHES DIFFER from ours fp32's (3 batches, .*PyTorch fp32's batches (1)" "$T/translate100.txt" &&
+            ! grep -q "the same batches for all" "$T/translate100.txt"
+        check $? "bench_translate.sh with PyTorch on 100-sentence batches: exit $s, $(grep -m1 'BATCHES DIFFER' "$T/translate100.txt" | cut -c1-160)"
+    else
+        skip "bench_translate.sh with PyTorch on 100-sentence batches: $PY cannot import torch"
+    fi
+}
+
 # a comparison script run by hand (not through make) times ours at fixed threads too
 (unset TRANSFORMER_THREADS_GOVERNOR; BUILD=$BUILD; . bench/torch_env.sh; [ "${TRANSFORMER_THREADS_GOVERNOR:-}" = 0 ] &&
     env | grep -q '^TRANSFORMER_THREADS_GOVERNOR=0$')
@@ -117,5 +177,6 @@ elif [ "$avx2" != 1 ]; then
 else
     ct2_checks
 fi
+translate_checks
 
 check_summary bench_env
