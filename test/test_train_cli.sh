@@ -254,6 +254,15 @@ check $? "--resume of a run with --time, --save-every, --log-every $big s, --lr-
 (cd "$T" && "$BA"/train --max-steps 1 --out "$T/nodata" > /dev/null 2> "$T/err.txt"); s=$?
 [ $s -eq 1 ] && grep -q "no data/make_corpus.py to build the default corpus: run ./train from the repository's folder, or give --data" "$T/err.txt"
 check $? "./train from another folder without --data: exit 1 ($s), $(head -c 150 "$T/err.txt")"
+# A default corpus cut short (train.* written, no .complete stamp: make_corpus.py writes it last,
+# after dev and test): the script runs again (here a stand-in that stamps the folder). It had
+# trained on the half-built folder without dev and test, silently (data: ..., 0 dev, 0 test).
+mkdir -p "$T/half/data/corpus/default"; cp "$T/corpus/train.en" "$T/corpus/train.es" "$T/half/data/corpus/default/"
+printf 'import sys\nprint("stand-in make_corpus ran")\nopen(sys.argv[2] + "/.complete", "w").close()\n' > "$T/half/data/make_corpus.py"
+(cd "$T/half" && "$BA"/train --config tiny --d-model 32 --d-ff 64 $V --no-eval --max-steps 1 --out run1 > "$T/half1.txt" 2>&1); s1=$?
+(cd "$T/half" && "$BA"/train --config tiny --d-model 32 --d-ff 64 $V --no-eval --max-steps 1 --out run2 > "$T/half2.txt" 2>&1); s2=$?
+[ $s1 -eq 0 ] && [ $s2 -eq 0 ] && grep -q "stand-in make_corpus ran" "$T/half1.txt" && ! grep -q "stand-in" "$T/half2.txt"
+check $? "default corpus without its .complete stamp: make_corpus.py runs again; once stamped, not (exit $s1, $s2)"
 "$B"/train --src de --tgt en --max-steps 1 --out "$T/nodata" > /dev/null 2> "$T/err.txt"; s=$?
 [ $s -eq 1 ] && grep -q "the default corpus is English-Spanish (en, es): for de-en give --data DIR" "$T/err.txt"
 check $? "./train --src de --tgt en without --data: exit 1 ($s), $(head -c 150 "$T/err.txt")"

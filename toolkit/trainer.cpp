@@ -111,9 +111,13 @@ static bool fail(const std::string& msg) {
 // ---------------------------------------------------------------------------------------------
 // Set-up
 // ---------------------------------------------------------------------------------------------
+// The default corpus is complete when make_corpus.py's stamp (DIR/.complete, written after every
+// file) is there too: without it a build was cut short (train.* written, dev and test not; or one
+// side of a rebuild replaced), and the script runs again, as it rebuilds such a folder.
 static bool ensure_corpus(Run& r) {
     const std::string src = r.data("train", r.opt.src_lang), tgt = r.data("train", r.opt.tgt_lang);
-    if (fs::exists(src) && fs::exists(tgt)) return true;
+    const bool stamped = !r.opt.build_default_corpus || fs::exists(fs::path(r.opt.data_dir) / ".complete");
+    if (fs::exists(src) && fs::exists(tgt) && stamped) return true;
     if (r.opt.build_default_corpus && (r.opt.src_lang != "en" || r.opt.tgt_lang != "es"))
         return fail("the default corpus is English-Spanish (en, es): for " + r.opt.src_lang + "-" + r.opt.tgt_lang +
                     " give --data DIR holding train." + r.opt.src_lang + " and train." + r.opt.tgt_lang);

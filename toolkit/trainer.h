@@ -31,7 +31,7 @@ struct TrainOptions {
     // Data: PREFIX.SRC / PREFIX.TGT text files (aligned lines).
     std::string data_dir = "data/corpus/default";
     std::string src_lang = "en", tgt_lang = "es";
-    bool build_default_corpus = true;  // run data/make_corpus.py when data_dir is the default and missing
+    bool build_default_corpus = true;  // run data/make_corpus.py when data_dir is the default and missing or incomplete
     int vocab_size = 8000;
     // Batching and optimisation.
     int max_tokens = 4000;            // padded source tokens and target tokens per batch
