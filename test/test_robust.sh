@@ -207,6 +207,14 @@ awk 'BEGIN { for (i = 0; i < 1100; i++) printf "x%c ", 97 + i % 26; print "" }' 
 [ $s = 0 ] && grep -q '^data: .*, 2 dev (1 longer than 1024 tokens: not in the dev loss)' "$T/out.txt" &&
     grep -q '^dev,1,[^,]*,[^,]*,[^,]*,[0-9]' "$T/devhuge/log.csv"
 check $? "a dev line of 1,100 words: left out of the dev loss and said, the other counted (exit $s: $(grep -m1 '^data: .* dev' "$T/out.txt"))"
+# ... and dev BLEU and the final report translate such a line from its first 1,024 tokens, as
+# ./translate takes no more, and say so (a dev file of old Mac line ends, one line of 600 verses,
+# had stopped ./train at its first evaluation: out of memory allocating 96483.8 MB)
+"$B"/train --config tiny --d-model 32 --d-ff 64 --vocab-size 300 --max-tokens 400 --time 0 --save-every 0 --beam 1 \
+    --data "$T/d" --out "$T/devcut" --max-steps 1 --max-len 12 --eval-every 1 > "$T/out.txt" 2>&1; s=$?
+[ $s = 0 ] && grep -q '^dev, .*\[1 source line longer than 1024 tokens: its first 1024 tokens translated\]' "$T/out.txt" &&
+    grep -q '^dev,1,[^,]*,[^,]*,[^,]*,[0-9][^,]*,[0-9]' "$T/devcut/log.csv"
+check $? "a dev line of 1,100 words: dev BLEU and the report translate its first 1,024 tokens, and say so (exit $s: $(grep -o '\[1 source line[^]]*\]' "$T/out.txt"))"
 rm -f "$T/d"/dev.*
 cp "$T/corpus/train.en" "$T/corpus/train.es" "$T/d/"; head -n 3 "$T/corpus/train.en" | sed '2s/.*//' > "$T/d/dev.en"; head -n 3 "$T/corpus/train.es" > "$T/d/dev.es"
 data_case "an empty line in the dev data: refused (it must stay aligned)" 1 "dev.en:2: empty line"

@@ -193,16 +193,20 @@ std::vector<std::vector<Hypothesis>> decode_sorted(Model* m,
     return results;
 }
 
+int eval_source_limit(const Model* m) {
+    return std::min(output_position_limit(m) - 1, kEvalSourceTokens);   // room for </s>
+}
+
 std::vector<std::string> translate_lines(Model* m, const Tokenizer& tok,
                                          const std::vector<std::string>& lines,
                                          const DecodeOptions& opt, int batch_tokens, size_t* cut) {
     std::vector<std::vector<int>> sources = tok.encode_lines(lines);
-    const int limit = output_position_limit(m);   // learned positions: the table's size
+    const size_t limit = (size_t)eval_source_limit(m);
     if (cut) *cut = 0;
     for (size_t i = 0; i < lines.size(); i++) {
         if (sources[i].empty()) continue;
-        if (sources[i].size() >= (size_t)limit) {   // no room for </s>: its first limit - 1 tokens
-            sources[i].resize((size_t)limit - 1);
+        if (sources[i].size() > limit) {   // its first `limit` tokens
+            sources[i].resize(limit);
             if (cut) (*cut)++;
         }
         sources[i].push_back(EOS_ID);

@@ -109,8 +109,12 @@ std::vector<Hypothesis> score_sorted(Model* m, const std::vector<std::vector<int
 struct Tokenizer;
 // Text in, text out: encodes each line (+ </s>), decode_sorted, detokenizes the best
 // hypothesis (without </s>). An empty line gives an empty line. A line longer than a learned
-// position table (tokens + </s> > max_len) is translated from its first max_len - 1 tokens;
-// *cut (when given) counts those lines.
+// position table (tokens + </s> > max_len) is translated from its first max_len - 1 tokens,
+// one longer than kEvalSourceTokens (sinusoids) from its first kEvalSourceTokens, as
+// ./translate takes at most 1,024 (beyond, one line's attention takes gigabytes); *cut (when
+// given) counts those lines. eval_source_limit: the tokens a line keeps.
+constexpr int kEvalSourceTokens = 1024;
+int eval_source_limit(const Model* m);
 std::vector<std::string> translate_lines(Model* m, const Tokenizer& tok,
                                          const std::vector<std::string>& lines,
                                          const DecodeOptions& opt, int batch_tokens, size_t* cut = nullptr);

@@ -656,7 +656,7 @@ static int dev_loss_max_len(const Run& r) {
     if (r.model.cfg.learned_pos) return r.model.cfg.max_len;
     int longest = 0;
     for (const SentencePair& p : r.dev.pairs) longest = std::max(longest, (int)std::max(p.src.size(), p.tgt.size()) + 1);
-    return std::max(r.model.cfg.max_len, std::min(longest, 1025));
+    return std::max(r.model.cfg.max_len, std::min(longest, kEvalSourceTokens + 1));
 }
 
 static void print_summary(const Run& r) {
@@ -714,6 +714,13 @@ static bool csv_row(Run& r, const char* event, double loss, double lr, double de
 
 struct Scores { double bleu = NAN; std::string line; double seconds = 0; size_t sentences = 0; };
 
+// What a source line cut for translation (translate_lines) was longer than: the learned position
+// table, or the 1,024 tokens ./translate takes.
+static std::string cut_limit(const Model& m) {
+    if (eval_source_limit(&m) < kEvalSourceTokens) return "the learned position table (" + std::to_string(m.cfg.max_len) + ")";
+    return std::to_string(kEvalSourceTokens) + " tokens";
+}
+
 // Translates src with `beam` (1: greedy) and scores the output against ref with corpus BLEU;
 // with_line: also the report's line, BLEU's with chrF and TER beside it.
 static Scores score_lines(Model* m, const Tokenizer& tok, const std::vector<std::string>& src,
@@ -734,9 +741,8 @@ static Scores score_lines(Model* m, const Tokenizer& tok, const std::vector<std:
         if (with_line)
             s.line = format_bleu(b) + ", " + format_chrf(corpus_chrf(hyp, ref)) + ", " +
                      format_ter(corpus_ter_multi(hyp, {ref})) +
-                     (cut ? " [" + std::to_string(cut) + (cut == 1 ? " source line" : " source lines") + " longer than the learned position table (" +
-                                std::to_string(m->cfg.max_len) + (cut == 1 ? "): its first " : "): their first ") + std::to_string(m->cfg.max_len - 1) +
-                                " tokens translated]"
+                     (cut ? " [" + std::to_string(cut) + (cut == 1 ? " source line" : " source lines") + " longer than " + cut_limit(*m) +
+                                (cut == 1 ? ": its first " : ": their first ") + std::to_string(eval_source_limit(m)) + " tokens translated]"
                           : "");
     } catch (const std::exception& e) {
         fail(std::string("BLEU: ") + e.what());
