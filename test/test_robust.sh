@@ -215,6 +215,12 @@ check $? "a dev line of 1,100 words: left out of the dev loss and said, the othe
 [ $s = 0 ] && grep -q '^dev, .*\[1 source line longer than 1024 tokens: its first 1024 tokens translated\]' "$T/out.txt" &&
     grep -q '^dev,1,[^,]*,[^,]*,[^,]*,[0-9][^,]*,[0-9]' "$T/devcut/log.csv"
 check $? "a dev line of 1,100 words: dev BLEU and the report translate its first 1,024 tokens, and say so (exit $s: $(grep -o '\[1 source line[^]]*\]' "$T/out.txt"))"
+# ... and a dev set of that line alone (no pair in the dev loss) still prints its evaluations:
+# dev BLEU was computed, logged and kept best.safetensors, without a line on the terminal
+cp "$T/d/long.txt" "$T/d/dev.en"; cp "$T/d/long.txt" "$T/d/dev.es"
+"$B"/train $TA --data "$T/d" --out "$T/devnoloss" --max-steps 1 --max-len 12 --eval-every 1 > "$T/out.txt" 2>&1; s=$?
+[ $s = 0 ] && grep -q '^step *1 | dev loss - | dev BLEU [0-9.]* (1 lines, greedy' "$T/out.txt"
+check $? "dev pairs all past the dev loss's 1,024 tokens: each evaluation's line still says its dev BLEU (exit $s: $(grep -m1 '^step *1 |' "$T/out.txt"))"
 rm -f "$T/d"/dev.*
 cp "$T/corpus/train.en" "$T/corpus/train.es" "$T/d/"; head -n 3 "$T/corpus/train.en" | sed '2s/.*//' > "$T/d/dev.en"; head -n 3 "$T/corpus/train.es" > "$T/d/dev.es"
 data_case "an empty line in the dev data: refused (it must stay aligned)" 1 "dev.en:2: empty line"

@@ -882,8 +882,9 @@ static bool evaluate(Run& r, double lr) {
     if (!r.dev_src.empty()) bleu = score_lines(&r.model, r.tok, r.dev_src, r.dev_ref, r.opt.eval_beam, r.opt, false);
     if (!csv_row(r, "dev", NAN, lr, dl, bleu.bleu, NAN) || !redraw_curves(r)) return false;
     if (!update_best(r, r.best.metric == "bleu" ? bleu.bleu : dl)) return false;
-    if (r.opt.quiet || std::isnan(dl)) return true;
-    std::printf("step %6lld | dev loss %.4f", (long long)r.model.step, dl);
+    if (r.opt.quiet || (std::isnan(dl) && std::isnan(bleu.bleu))) return true;   // no dev set
+    if (std::isnan(dl)) std::printf("step %6lld | dev loss -", (long long)r.model.step);   // no pair in it: the data line
+    else std::printf("step %6lld | dev loss %.4f", (long long)r.model.step, dl);
     if (!std::isnan(bleu.bleu))
         std::printf(" | dev BLEU %.2f (%zu lines, %s, %.1f s)", bleu.bleu, bleu.sentences,
                     r.opt.eval_beam == 1 ? "greedy" : ("beam " + std::to_string(r.opt.eval_beam)).c_str(),
