@@ -57,11 +57,25 @@ static std::string line_problem(const std::string& line) {
     return "";
 }
 
+// Empty, or what a file that is not UTF-8 text at all is (gzip, UTF-16), said as ./bleu says it.
+static std::string encoding_problem(const std::string& text) {
+    if (text.compare(0, 2, "\x1f\x8b") == 0)
+        return "is gzip-compressed: the data must be plain UTF-8 text, one sentence per line (gunzip it first)";
+    if (text.compare(0, 2, "\xff\xfe") == 0 || text.compare(0, 2, "\xfe\xff") == 0)
+        return "is UTF-16 (it starts with a UTF-16 byte-order mark): the data must be UTF-8 (iconv -f UTF-16 -t UTF-8)";
+    return "";
+}
+
 bool read_text_lines(const std::string& path, std::vector<std::string>* lines,
                      std::string* error) {
     std::string text, why;
     if (!read_file(path, &text, &why)) {   // toolkit/files.h; a folder is "Is a directory"
         *error = "cannot read " + path + ": " + why;
+        return false;
+    }
+    why = encoding_problem(text);
+    if (!why.empty()) {
+        *error = path + " " + why;
         return false;
     }
     lines->clear();

@@ -75,8 +75,8 @@ bool load_parallel(const std::string& src_path, const std::string& tgt_path,
 
 // ---- lower-level pieces (used by load_parallel; exposed for tools and tests) -------------
 
-// Reads a UTF-8 text file into stripped lines. Errors: unreadable file, invalid UTF-8 or a
-// NUL byte ("FILE:LINE: ..."). Empty lines are kept (as "") for the caller to judge.
+// Reads a UTF-8 text file into stripped lines. Errors: unreadable file, a gzip or UTF-16 file
+// (said as such), invalid UTF-8 or a NUL byte ("FILE:LINE: ..."). Empty lines are kept (as "") for the caller to judge.
 bool read_text_lines(const std::string& path, std::vector<std::string>* lines,
                      std::string* error);
 
