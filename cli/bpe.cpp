@@ -24,6 +24,7 @@
 #include "model/checkpoint.h"
 #include "tokenizer.h"
 #include "toolkit/files.h"
+#include "toolkit/parallel_data.h"   // read_text_lines
 
 namespace {
 
@@ -109,12 +110,12 @@ int cmd_learn(const BpeOptions& o) {
         if (same_file(o.out, path)) die("--out " + o.out + " is the input " + path + ": it would be replaced", 2);
     auto t0 = std::chrono::steady_clock::now();
     std::vector<std::string> lines;
-    for (const std::string& path : o.inputs) {
-        std::string text, why;
-        if (!read_file(path, &text, &why)) die("cannot read '" + path + "': " + why);
-        split_lines(text, &lines);
+    for (const std::string& path : o.inputs) {   // read and checked as ./train reads its data
+        std::vector<std::string> part;
+        std::string why;
+        if (!read_text_lines(path, &part, &why)) die(why);
+        lines.insert(lines.end(), part.begin(), part.end());
     }
-    for (std::string& line : lines) line = std::string(trim(line, " \t\r"));   // as ./train reads its data
     Tokenizer tok;
     try { tok = Tokenizer::learn(lines, o.vocab_size); }
     catch (const std::exception& e) { die(e.what()); }

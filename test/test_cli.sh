@@ -290,6 +290,14 @@ for l in en es; do sed 's/$/ \r/' "$T/corpus/train.$l" > "$T/crlf.$l"; done
 "$B"/bpe learn --vocab-size 300 --out "$T/learnt-crlf.bpe" "$T/crlf.en" "$T/crlf.es" 2> /dev/null; s2=$?
 [ $s -eq 0 ] && [ $s2 -eq 0 ] && cmp -s "$T/learnt.bpe" "$T/run/vocab.bpe" && cmp -s "$T/learnt-crlf.bpe" "$T/run/vocab.bpe"
 check $? "./bpe learn train.en train.es (and the same with space-CR line ends) = ./train's vocab.bpe (exit $s, $s2)"
+# ... and refuses the files ./train refuses, with its message (it had learnt a vocabulary from a
+# gzip file's bytes, from invalid UTF-8 and NUL bytes, exit 0)
+gzip -c "$T/corpus/train.en" > "$T/train.en.gz"; printf 'sun\nmo\377on\n' > "$T/bad.en"
+"$B"/bpe learn --vocab-size 300 --out "$T/gz.bpe" "$T/train.en.gz" 2> "$T/err.txt"; s=$?
+"$B"/bpe learn --vocab-size 300 --out "$T/bad.bpe" "$T/corpus/train.es" "$T/bad.en" 2> "$T/err2.txt"; s2=$?
+[ $s -eq 1 ] && [ $s2 -eq 1 ] && grep -q "train.en.gz is gzip-compressed" "$T/err.txt" && grep -q "bad.en:2: invalid UTF-8 (byte 0xFF at byte 3)" "$T/err2.txt" &&
+    [ ! -e "$T/gz.bpe" ] && [ ! -e "$T/bad.bpe" ]
+check $? "./bpe learn of a gzip file, of invalid UTF-8: refused as ./train refuses them (exit $s, $s2: $(cat "$T/err.txt" "$T/err2.txt" | tr '\n' ' ' | head -c 160))"
 # A write that fails (past a file-size limit) leaves the old vocabulary whole, no temporary file.
 (trap '' XFSZ; ulimit -f 1; exec "$B"/bpe learn --vocab-size 300 --out "$T/plain.bpe" "$T/corpus/train.en" "$T/corpus/train.es") 2> "$T/err.txt"
 s=$?; [ $s -eq 1 ] && grep -q "File too large" "$T/err.txt" && "$B"/bpe learn --vocab-size 280 --out "$T/again.bpe" "$T/corpus/train.en" 2> /dev/null &&
