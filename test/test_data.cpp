@@ -192,6 +192,17 @@ static void test_cache(const Tokenizer& tok) {
     check(ok && contains(note, "stale") && again[0] != first[0] && again[1] == first[1],
           "edited text file (same size) -> stale cache rebuilt (%s)", note.c_str());
 
+    // ... and one of the same size AND modification time (cp -p, rsync -a, tar restore it): the
+    // text's hash tells (the size and time had keyed the cache: the old ids, trusted)
+    encode_file_cached(src, tok, true, &first, &note, &err);
+    text[0] = text[0] == 'q' ? 'r' : 'q';
+    old_time = fs::last_write_time(src);
+    write_text(src, text);
+    fs::last_write_time(src, old_time);
+    ok = encode_file_cached(src, tok, true, &again, &note, &err);
+    check(ok && contains(note, "stale") && again[0] != first[0] && again[1] == first[1],
+          "edited text file (same size, same modification time) -> stale cache rebuilt (%s)", note.c_str());
+
     ok = encode_file_cached(src, tok, false, &again, &note, &err);
     check(ok && again.size() == 300, "use_cache=false encodes without the cache (%s)",
           note.c_str());

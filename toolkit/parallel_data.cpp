@@ -66,14 +66,10 @@ static std::string encoding_problem(const std::string& text) {
     return "";
 }
 
-bool read_text_lines(const std::string& path, std::vector<std::string>* lines,
-                     std::string* error) {
-    std::string text, why;
-    if (!read_file(path, &text, &why)) {   // toolkit/files.h; a folder is "Is a directory"
-        *error = "cannot read " + path + ": " + why;
-        return false;
-    }
-    why = encoding_problem(text);
+// The checked, stripped lines of `text`, the bytes of the file `path` (named in errors).
+static bool text_lines(const std::string& path, const std::string& text,
+                       std::vector<std::string>* lines, std::string* error) {
+    std::string why = encoding_problem(text);
     if (!why.empty()) {
         *error = path + " " + why;
         return false;
@@ -96,6 +92,16 @@ bool read_text_lines(const std::string& path, std::vector<std::string>* lines,
     return true;
 }
 
+bool read_text_lines(const std::string& path, std::vector<std::string>* lines,
+                     std::string* error) {
+    std::string text, why;
+    if (!read_file(path, &text, &why)) {   // toolkit/files.h; a folder is "Is a directory"
+        *error = "cannot read " + path + ": " + why;
+        return false;
+    }
+    return text_lines(path, text, lines, error);
+}
+
 // ============================================================ the ids cache
 //
 // File layout (host byte order, little-endian on every machine this project targets; a
@@ -103,11 +109,11 @@ bool read_text_lines(const std::string& path, std::vector<std::string>* lines,
 //
 //   offset  size            field
 //   0       8               magic "AIAYNIDS"
-//   8       4   uint32      version (1)
+//   8       4   uint32      version (2)
 //   12      4   uint32      header size in bytes (64)
 //   16      8   uint64      tokenizer fingerprint
 //   24      8   uint64      text file size in bytes
-//   32      8   int64       text file modification time (ns, file clock)
+//   32      8   uint64      hash of the text file's bytes (Hasher below)
 //   40      8   uint64      n_lines
 //   48      8   uint64      n_ids
 //   56      8   uint64      checksum of bytes [0, 56) and of everything after the header
@@ -115,13 +121,14 @@ bool read_text_lines(const std::string& path, std::vector<std::string>* lines,
 //   ...     4 * n_ids       int32 ids (an empty line has no ids)
 //
 // A cache is used only when every field matches (magic, version, fingerprint, text size and
-// time), the file size is exactly what the counts say, the offsets are monotone, every id is
+// hash: the text is read on every use, which costs milliseconds, the encoding it saves
+// seconds), the file size is exactly what the counts say, the offsets are monotone, every id is
 // below the vocabulary size, and the checksum agrees.
 
 namespace {
 
 constexpr char kCacheMagic[8] = {'A', 'I', 'A', 'Y', 'N', 'I', 'D', 'S'};
-constexpr uint32_t kCacheVersion = 1;
+constexpr uint32_t kCacheVersion = 2;   // 1: the text's modification time, not its hash
 constexpr size_t kHeaderSize = 64;
 
 struct CacheHeader {
@@ -130,7 +137,7 @@ struct CacheHeader {
     uint32_t header_size;
     uint64_t fingerprint;
     uint64_t text_size;
-    int64_t text_mtime;
+    uint64_t text_hash;
     uint64_t n_lines;
     uint64_t n_ids;
     uint64_t checksum;
@@ -139,7 +146,7 @@ static_assert(sizeof(CacheHeader) == kHeaderSize, "cache header layout");
 
 struct TextStamp {
     uint64_t size = 0;
-    int64_t mtime_ns = 0;
+    uint64_t hash = 0;
 };
 
 // A fast 64-bit hash over 8-byte words (tail zero-padded): detects corruption, not attacks.
@@ -173,18 +180,12 @@ uint64_t cache_checksum(const CacheHeader& hd, const std::vector<uint64_t>& offs
     return hs.h;
 }
 
-bool stat_text(const std::string& path, TextStamp* st, std::string* error) {
-    std::error_code ec;
-    auto size = fs::file_size(path, ec);
-    auto time = ec ? fs::file_time_type{} : fs::last_write_time(path, ec);
-    if (ec) {
-        *error = "cannot read " + path + ": " + ec.message();
-        return false;
-    }
-    st->size = size;
-    st->mtime_ns = (int64_t)std::chrono::duration_cast<std::chrono::nanoseconds>(
-                       time.time_since_epoch()).count();
-    return true;
+// The stamp a cache keeps of its text: the size and a hash of the bytes (a text edited with its
+// size and modification time kept, as cp -p, rsync -a or tar restore them, is another text).
+TextStamp stamp_of(const std::string& text) {
+    Hasher hs;
+    hs.add(text.data(), text.size());
+    return {text.size(), hs.h};
 }
 
 // Reads and validates a cache. False + *why ("stale: ...", "corrupt: ...") when unusable.
@@ -200,7 +201,7 @@ bool read_cache(const std::string& path, uint64_t fingerprint, int vocab, const 
         return false;
     }
     if (hd.fingerprint != fingerprint) { *why = "stale: other tokenizer"; return false; }
-    if (hd.text_size != st.size || hd.text_mtime != st.mtime_ns) {
+    if (hd.text_size != st.size || hd.text_hash != st.hash) {
         *why = "stale: the text file changed";
         return false;
     }
@@ -242,7 +243,7 @@ bool write_cache(const std::string& path, uint64_t fingerprint, const TextStamp&
     hd.header_size = kHeaderSize;
     hd.fingerprint = fingerprint;
     hd.text_size = st.size;
-    hd.text_mtime = st.mtime_ns;
+    hd.text_hash = st.hash;
     hd.n_lines = ids.size();
     std::vector<uint64_t> offsets(1, 0);
     std::vector<int32_t> flat;
@@ -283,11 +284,16 @@ struct Side {
     size_t n_lines() const { return from_cache ? ids.size() : lines.size(); }
 };
 
-// Step 1: stat the text, try the cache, else read and check the text.
+// Step 1: read the text, try the cache, else check and split the text.
 bool open_side(const std::string& path, const Tokenizer& tok, bool use_cache, Side* s,
                std::string* error) {
     s->path = path;
-    if (!stat_text(path, &s->stamp, error)) return false;
+    std::string text;
+    if (!read_file(path, &text, error)) {   // toolkit/files.h; a folder is "Is a directory"
+        *error = "cannot read " + path + ": " + *error;
+        return false;
+    }
+    s->stamp = stamp_of(text);
     std::string why = "not used";
     if (use_cache && read_cache(cache_path(path, tok.fingerprint()), tok.fingerprint(),
                                 tok.vocab_size(), s->stamp, &s->ids, &why)) {
@@ -296,7 +302,7 @@ bool open_side(const std::string& path, const Tokenizer& tok, bool use_cache, Si
         return true;
     }
     s->note = why;
-    return read_text_lines(path, &s->lines, error);
+    return text_lines(path, text, &s->lines, error);
 }
 
 // Step 2: encode the text (when not from the cache) and write the cache.

@@ -20,12 +20,12 @@
 // aligned with the reference translations.
 //
 // Cache: the ids of each text file are stored beside it as FILE.ids-<fingerprint hex>.bin,
-// keyed by the tokenizer's fingerprint and the text file's size and modification time. The
-// binary format (magic, version, counts, offsets, ids, checksum) is described in parallel_data.cpp;
-// a cache that is stale, truncated or corrupt is rebuilt (never trusted), and an unwritable
-// folder only costs the re-encoding next time. (A text edited without changing its size
-// AND modification time, e.g. restored with `cp -p`, would not be noticed.) Caches of
-// other tokenizers stay beside the text until deleted: rm FILE.ids-*.bin.
+// keyed by the tokenizer's fingerprint and the text file's size and a hash of its bytes (the
+// text is read on every use: milliseconds; a text edited with its size and modification time
+// kept, as cp -p, rsync -a and tar restore them, is noticed). The binary format (magic,
+// version, counts, offsets, ids, checksum) is described in parallel_data.cpp; a cache that is
+// stale, truncated or corrupt is rebuilt (never trusted), and an unwritable folder only costs
+// the re-encoding next time. Caches of other tokenizers stay beside the text until deleted: rm FILE.ids-*.bin.
 //
 // Batches (the paper: "Sentence pairs were batched together by approximate sequence length.
 // Each training batch contained a set of sentence pairs containing approximately 25000 source

@@ -58,7 +58,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     size_t cut = rest.size() * data[1] / 255;
     std::string src = fuzz_write("train.src", rest.data(), cut);
     std::string tgt = fuzz_write("train.tgt", rest.data() + cut, rest.size() - cut);
-    // a fresh text: any cache of an earlier input must not match (size and mtime key it)
+    // a fresh text: any cache of an earlier input must not match (size and hash key it)
     unlink(cache_path(src, fuzz_tokenizer().fingerprint()).c_str());
     unlink(cache_path(tgt, fuzz_tokenizer().fingerprint()).c_str());
     ParallelData plain, cached, again;
