@@ -1319,7 +1319,12 @@ public:
         if (w && F(w) != p) copy(w, p, n * sizeof(float));
     }
 
-    bool quantize_weights(const float* W, int N, int K, std::string* /*error*/) override {
+    bool quantize_weights(const float* W, int N, int K, std::string* error) override {
+        if (K > kInt8MaxDepth) {   // (past it the int32 sums could wrap: a wrong product, silently)
+            *error = "int8 products sum at most " + std::to_string(kInt8MaxDepth) + " inputs exactly; this model has a " +
+                     std::to_string(N) + " x " + std::to_string(K) + " matrix: translate in fp32 or bf16";
+            return false;
+        }
         int8_weights_init(&int8_[W], W, N, K);
         return true;
     }

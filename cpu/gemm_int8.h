@@ -33,6 +33,9 @@ struct Int8Weights {
     std::vector<int32_t> colsum;                    // (N) sum_k q[n][k]
 };
 
+// The deepest product linear_int8 sums exactly in int32: 255 * 127 * K < 2^31.
+constexpr int kInt8MaxDepth = 66000;
+
 // Quantizes and packs W [N, K] (row-major, row stride K) into *w (previous contents replaced).
 void int8_weights_init(Int8Weights* w, const float* W, int N, int K);
 
@@ -49,7 +52,7 @@ float int8_weight_at(const Int8Weights& w, int n, int k);
 // y[M, N] = x[M, K] W^T + bias[N] (bias may be nullptr), then max(y, 0) when relu.
 // x (row stride K) is quantized per row on the fly: sx[m] = max_k |x[m][k]| / 127 and
 // qx = round-to-nearest-even(x * (127 / max_k |x[m][k]|)) in [-127, 127] (a row with max |x|
-// below 1e-30 gives zeros). acc[m][n] = sum_k qx[m][k] q[n][k], exact in int32 (K <= 66000):
+// below 1e-30 gives zeros). acc[m][n] = sum_k qx[m][k] q[n][k], exact in int32 (K <= kInt8MaxDepth):
 //     y[m][n] = fma(float(acc[m][n]), sx[m] * scale[n], bias[n])     (bias 0 when nullptr)
 // with one rounding for the fma (so any implementation gives bitwise the same y).
 // ldy >= N is y's row stride; y's padding is not touched. Inputs must be finite. The quantized

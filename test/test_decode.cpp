@@ -105,6 +105,20 @@ static void int8_decoding(Model* m, const std::vector<std::vector<int>>& sources
     model_dequantize(m);
 }
 
+// Int8 products sum exactly up to kInt8MaxDepth inputs (cpu/gemm_int8.h): a deeper matrix (a
+// d_ff or heads x d_v past it) is refused with a message, not quantized into products whose
+// int32 sums could wrap.
+static void int8_depth_limit() {
+    std::unique_ptr<Backend> cpu = make_cpu_backend();
+    std::vector<float> W((size_t)kInt8MaxDepth + 1, 0.5f);
+    std::string err;
+    const bool deepest = cpu->quantize_weights(W.data(), 1, kInt8MaxDepth, &err);
+    const bool deeper = cpu->quantize_weights(W.data() + 1, 1, kInt8MaxDepth + 1, &err);
+    check(deepest && !deeper && err.find("fp32 or bf16") != std::string::npos,
+          "int8: a 1 x %d matrix is quantized, a 1 x %d one refused (%s)", kInt8MaxDepth, kInt8MaxDepth + 1,
+          err.c_str());
+}
+
 static void reference_decoding() {
     Model m;
     DecodeCase dc;
@@ -1030,6 +1044,7 @@ static void max_output_lengths() {
 int main(int argc, char** argv) {
     if (argc > 1) g_ref_dir = argv[1];
     reference_decoding();
+    int8_depth_limit();
     std::printf("-- cache vs recompute\n");
     cache_matches_recompute();
     cache_grown_by_steps();
