@@ -18,7 +18,7 @@
 #include <system_error>
 #include <unistd.h>
 
-#include "toolkit/files.h"   // read_file
+#include "toolkit/files.h"   // read_file, write_file_replacing
 
 namespace fs = std::filesystem;
 
@@ -234,7 +234,8 @@ bool read_cache(const std::string& path, uint64_t fingerprint, int vocab, const 
     return true;
 }
 
-// Writes a cache under a temporary name and renames it into place (never half-written).
+// Writes a cache through toolkit/files.h's write_file_replacing (a temporary file, fsync'd,
+// renamed into place: never half-written).
 bool write_cache(const std::string& path, uint64_t fingerprint, const TextStamp& st,
                  const std::vector<std::vector<int>>& ids, std::string* why) {
     CacheHeader hd{};
@@ -253,24 +254,10 @@ bool write_cache(const std::string& path, uint64_t fingerprint, const TextStamp&
     }
     hd.n_ids = flat.size();
     hd.checksum = cache_checksum(hd, offsets, flat);
-    std::string tmp = path + ".tmp" + std::to_string((long)getpid());
-    {
-        std::ofstream f(tmp, std::ios::binary | std::ios::trunc);
-        f.write((const char*)&hd, sizeof hd);
-        f.write((const char*)offsets.data(), offsets.size() * 8);
-        f.write((const char*)flat.data(), flat.size() * 4);
-        if (!f.flush()) {
-            *why = "cannot write " + tmp;
-            std::remove(tmp.c_str());
-            return false;
-        }
-    }
-    if (std::rename(tmp.c_str(), path.c_str()) != 0) {
-        *why = "cannot rename " + tmp + ": " + std::strerror(errno);
-        std::remove(tmp.c_str());
-        return false;
-    }
-    return true;
+    std::string bytes((const char*)&hd, sizeof hd);
+    bytes.append((const char*)offsets.data(), offsets.size() * 8);
+    bytes.append((const char*)flat.data(), flat.size() * 4);
+    return write_file_replacing(path, bytes, why);
 }
 
 // One side of a parallel corpus on its way to ids: from the cache, or as text to encode.
