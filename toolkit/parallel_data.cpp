@@ -57,8 +57,13 @@ static std::string line_problem(const std::string& line) {
     return "";
 }
 
-// Empty, or what a file that is not UTF-8 text at all is (gzip, UTF-16), said as ./bleu says it.
+// Empty, or what a file that is not UTF-8 text of lines at all is (gzip, UTF-16, old Mac line
+// ends), said as ./bleu says it.
 static std::string encoding_problem(const std::string& text) {
+    const size_t cr = text.find('\r');
+    if (text.find('\n') == std::string::npos && cr != std::string::npos && cr + 1 < text.size())
+        return "has old Mac line ends (carriage returns, no line feeds), which would make it one line: "
+               "convert them (tr '\\r' '\\n')";
     if (text.compare(0, 2, "\x1f\x8b") == 0)
         return "is gzip-compressed: the data must be plain UTF-8 text, one sentence per line (gunzip it first)";
     if (text.compare(0, 2, "\xff\xfe") == 0 || text.compare(0, 2, "\xfe\xff") == 0)
