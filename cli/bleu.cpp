@@ -95,7 +95,7 @@ std::vector<std::string> metric_list(Options& o, const std::string& list) {
         const std::string m = list.substr(from, comma - from);
         if (m != "bleu" && m != "chrf" && m != "chrf++" && m != "ter")
             std::exit(o.usage_error("--metric " + list + ": each of bleu, chrf, chrf++, ter (comma-separated)"));
-        out.push_back(m);
+        if (std::find(out.begin(), out.end(), m) == out.end()) out.push_back(m);   // once, as sacreBLEU's -m bleu bleu
     }
     return out;
 }

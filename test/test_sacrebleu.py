@@ -189,6 +189,13 @@ out = subprocess.run([os.path.join(program_dir, "bleu"), write("r1.txt", ["The c
 check(out.returncode == 0 and "signature: nrefs:2|case:mixed|eff:no|tok:13a|smooth:exp\n" in out.stdout and
       "signature: nrefs:2|case:mixed|eff:yes|nc:6|nw:0|space:no\n" in out.stdout,
       f"2 reference files: the signatures say nrefs:2 ({out.stdout!r})")
+# A metric named twice is scored once, in the place it was first named, as sacreBLEU's -m bleu chrf bleu.
+twice = subprocess.run([os.path.join(program_dir, "bleu"), write("r1.txt", ["The cat sat."]), "--hyp",
+                        write("h.txt", ["The cat sat."]), "--metric", "bleu,chrf,bleu"], capture_output=True, text=True)
+once = subprocess.run([os.path.join(program_dir, "bleu"), write("r1.txt", ["The cat sat."]), "--hyp",
+                       write("h.txt", ["The cat sat."]), "--metric", "bleu,chrf"], capture_output=True, text=True)
+check(twice.returncode == 0 and twice.stdout == once.stdout and twice.stdout.count("signature:") == 2,
+      f"--metric bleu,chrf,bleu prints bleu,chrf's two blocks, BLEU once ({twice.stdout.count('BLEU =')} BLEU lines)")
 compare_multi("a line empty in every reference file (no tokens, as sacreBLEU scores it)",
               ["a b c d", "b"], [["a b c d", ""], ["b c", " "]])
 compare("an empty reference line (no tokens, as sacreBLEU 2.6.0 scores it)",
