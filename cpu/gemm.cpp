@@ -66,6 +66,7 @@
 // cblas_sgemm.
 #include "cpu/gemm.h"
 
+#include <cerrno>   // program_invocation_short_name (GNU)
 #include <cstdio>
 #include <cstdlib>
 
@@ -227,6 +228,11 @@ public:
             std::free(p_);
             cap_ = (n + 15) & ~size_t(15);
             p_ = static_cast<float*>(std::aligned_alloc(64, cap_ * sizeof(float)));
+            if (!p_) {   // (inside OpenMP's parallel regions: an exception could not leave them)
+                std::fprintf(stderr, "%s: error: out of memory allocating %.1f MB for sgemm's packing\n",
+                             program_invocation_short_name, cap_ * sizeof(float) / 1e6);
+                std::exit(1);
+            }
         }
         return p_;
     }
