@@ -137,7 +137,7 @@ run dist_cuda_emulated env TRANSFORMER_CUDA_EMULATOR="$EMU" TRANSFORMER_NCCL_LIB
     sh test/test_dist_cuda.sh "$BIN"
 run corpus sh test/test_corpus.sh
 run cli sh test/test_cli.sh "$BIN"
-run dist sh test/test_dist.sh "$BIN"
+run dist env DIST_TEST_EMULATOR="$EMU" sh test/test_dist.sh "$BIN"
 run train_cli sh test/test_train_cli.sh "$BIN"
 run pictures sh test/test_pictures.sh "$BUILD" "$BIN"
 run robust bash test/test_robust.sh "$BIN"

@@ -9,6 +9,8 @@
 #     per step do not divide among 3); --accum given again is one rank's, as a refusal says;
 #   - 2 ranks with --accum 2 against one process with --accum 4: the same up to float
 #     summation order (losses within 1e-4);
+#   - ranks on different devices (a GPU rank beside a CPU rank, on the CUDA emulator) or in
+#     different precisions: refused before the first step, the message naming both;
 #   - a killed rank ends the job in bounded time with Open MPI's message naming it, the last
 #     checkpoint intact; a stopped (hung) rank ends it through --dist-timeout's watchdog;
 #     SIGINT to the ranks stops both at one step and rank 0 saves; SIGTERM to one rank alone
@@ -113,6 +115,30 @@ check $? "2 ranks x --accum 2 vs one process --accum 4: 10 logged losses within 
 out=$(python3 test/same_tensors.py "$T/four/ckpt-00000010.safetensors" "$T/twotwo/ckpt-00000010.safetensors" \
       --atol 1e-5 --skip k_proj.bias 2>&1)
 check $? "2 ranks x --accum 2 vs one process --accum 4 after 10 steps: $out"
+
+# ---- ranks on different devices or precisions: refused before the first step --------------
+# A rank that found no GPU (--device auto, a machine with fewer GPUs than ranks) trained on the
+# CPU beside a GPU rank: the two summed gradients by different collectives, and the first step
+# ended in MPI_ERR_TRUNCATE (or waited); ranks in different precisions trained apart to the end.
+# by_rank OUT SCRIPT: a 2-rank run of `sh -c SCRIPT sh ./train $A --max-steps 20 --out OUT`.
+by_rank() {
+    timeout -k 5 60 $MPIRUN -np 2 sh -c "$2" sh "$B"/train $A --max-steps 20 --out "$1" > "$1.log" 2>&1
+}
+by_rank "$T/mixprec" 'if [ "$OMPI_COMM_WORLD_RANK" = 1 ]; then exec "$@" --precision bf16; fi; exec "$@"'
+status=$?
+[ $status -ne 0 ] && grep -q "rank 1 runs on the CPU in bf16, rank 0 on the CPU in fp32" "$T/mixprec.log" &&
+    ! grep -q '^step ' "$T/mixprec.log"
+check $? "rank 1 in bf16, rank 0 in fp32: refused before the first step (exit $status): $(grep -m1 'runs on' "$T/mixprec.log" | cut -c1-100)"
+EMU=${DIST_TEST_EMULATOR:-build/emu/libtransformer_cuda.so}
+if [ -f "$EMU" ]; then
+    by_rank "$T/mixdev" "if [ \"\$OMPI_COMM_WORLD_RANK\" = 0 ]; then export TRANSFORMER_CUDA_EMULATOR=$EMU; fi; exec \"\$@\""
+    status=$?
+    [ $status -ne 0 ] && grep -q "rank 1 runs on the CPU in fp32, rank 0 on the GPU in bf16: every rank needs the same --device" "$T/mixdev.log" &&
+        ! grep -q "MPI_ERR_TRUNCATE" "$T/mixdev.log"
+    check $? "rank 0 on an (emulated) GPU, rank 1 without one: refused, named (exit $status): $(grep -m1 -E 'runs on|MPI_ERR' "$T/mixdev.log" | cut -c1-100)"
+else
+    skip "a GPU rank beside a CPU rank: no CUDA emulator library ($EMU)"
+fi
 
 # ---- a rank that dies or hangs ends the job -------------------------------------------------
 # rank_pid JOB RANK: the pid of that rank (a child of mpirun, itself timeout's child).

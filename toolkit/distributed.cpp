@@ -118,6 +118,18 @@ uint64_t fnv1a(const void* data, size_t bytes, uint64_t h = 1469598103934665603u
     return h;
 }
 
+// A rank's device and precision as one number (dist_check_replicas), and as words. Ranks on
+// different devices would sum their gradients by different collectives (NCCL's or the host's):
+// MPI_ERR_TRUNCATE at the first step, or a wait without end.
+unsigned long long device_code(const Model& m) {
+    return 4 * (unsigned long long)m.backend->device() + (unsigned long long)m.backend->precision();
+}
+std::string device_text(unsigned long long code) {
+    const char* precision[3] = {"fp32", "bf16", "int8"};
+    return std::string(code / 4 == (unsigned long long)Device::CUDA ? "the GPU" : "the CPU") + " in " +
+           precision[std::min<unsigned long long>(code % 4, 2)];
+}
+
 // In place over host floats, in chunks that fit MPI's int counts.
 void mpi_sum_floats(float* x, size_t n) {
     const size_t chunk = (size_t)1 << 30;
@@ -297,16 +309,20 @@ bool dist_check_replicas(const Model& m, uint64_t data_fingerprint, std::string*
     if (!g.active || g.size == 1) return true;
     std::vector<float> p(m.layout.total);
     model_get_params(&m, p.data());
-    const unsigned long long mine[4] = {fnv1a(p.data(), p.size() * sizeof(float)), (unsigned long long)m.step,
-                                        (unsigned long long)m.train_forwards, data_fingerprint};
-    std::vector<unsigned long long> all(4 * (size_t)g.size);
-    MPI_Allgather(mine, 4, MPI_UNSIGNED_LONG_LONG, all.data(), 4, MPI_UNSIGNED_LONG_LONG, MPI_COMM_WORLD);
-    const char* what[4] = {"parameters", "step", "dropout counter", "training data or batching"};
+    const unsigned long long mine[5] = {fnv1a(p.data(), p.size() * sizeof(float)), (unsigned long long)m.step,
+                                        (unsigned long long)m.train_forwards, data_fingerprint, device_code(m)};
+    std::vector<unsigned long long> all(5 * (size_t)g.size);
+    MPI_Allgather(mine, 5, MPI_UNSIGNED_LONG_LONG, all.data(), 5, MPI_UNSIGNED_LONG_LONG, MPI_COMM_WORLD);
+    const char* what[5] = {"parameters", "step", "dropout counter", "training data or batching", "device"};
     for (int r = 1; r < g.size; r++)
-        for (int k = 0; k < 4; k++)
-            if (all[4 * r + k] != all[k]) {
+        for (int k = 0; k < 5; k++)
+            if (all[5 * r + k] != all[k]) {
                 *error = "rank " + std::to_string(r) + "'s " + what[k] + " differ from rank 0's (every rank "
                          "needs the same data at the same path, and on --resume the same checkpoint)";
+                if (k == 4)
+                    *error = "rank " + std::to_string(r) + " runs on " + device_text(all[5 * r + 4]) + ", rank 0 on " +
+                             device_text(all[4]) + ": every rank needs the same --device and --precision (one GPU "
+                             "per rank: as many GPUs on each machine as ranks there, or --device cpu)";
                 return false;
             }
 #else
