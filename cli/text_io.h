@@ -7,7 +7,9 @@
 //   write_stdout(text);  flush_stdout();      a write error ends the program (below)
 //
 // Write errors: guard_stdout() refuses a closed standard output (exit 1; otherwise the next
-// file opened would take descriptor 1 and receive the program's output), gives closed
+// file opened would take descriptor 1 and receive the program's output; a program whose output
+// may go to a file instead, ./translate -o, gives it /dev/null and asks require_stdout() once it
+// knows whether it writes stdout), gives closed
 // stdin/stderr /dev/null so that no file takes their numbers either, and registers an exit
 // handler that flushes and closes stdout: a failed write (a full disk, an I/O error) ends the
 // program with a message naming stdout and exit status 1, whatever main() returned. A broken
@@ -48,6 +50,7 @@ namespace text_io_detail {
 inline std::string program = "program";
 inline std::string stdout_name = "standard output";   // what messages call it (e.g. an -o file)
 inline void (*stdout_cleanup)() = nullptr;             // runs before a write error ends the program
+inline bool stdout_was_closed = false;                 // closed at start: fd 1 holds /dev/null
 
 // A write to stdout failed with error e (0: unknown): a broken pipe ends as SIGPIPE would,
 // anything else with a message and exit status 1. Safe to call from an exit handler.
@@ -83,16 +86,29 @@ inline void exit_when_out_of_memory() {
     });
 }
 
-// See the header comment. Call once, first thing in main().
-inline void guard_stdout(const char* program) {
+// False, after saying so, when standard output was closed at start (guard_stdout's
+// `output_may_be_a_file`): call it once the program knows that it writes stdout.
+inline bool require_stdout() {
+    if (!text_io_detail::stdout_was_closed) return true;
+    std::fprintf(stderr, "%s: standard output is closed; nothing could be written "
+                         "(redirect it to a file, or to /dev/null)\n", text_io_detail::program.c_str());
+    return false;
+}
+
+// See the header comment. Call once, first thing in main(). With output_may_be_a_file, a closed
+// stdout is given /dev/null (so that no file opened meanwhile takes descriptor 1) and refused
+// later, by require_stdout(), only if the program writes it after all.
+inline void guard_stdout(const char* program, bool output_may_be_a_file = false) {
     text_io_detail::program = program;
     exit_when_out_of_memory();
     if (fcntl(STDIN_FILENO, F_GETFD) == -1) open("/dev/null", O_RDONLY);    // takes fd 0
     if (fcntl(STDOUT_FILENO, F_GETFD) == -1) {
-        if (fcntl(STDERR_FILENO, F_GETFD) != -1)
-            std::fprintf(stderr, "%s: standard output is closed; nothing could be written "
-                                 "(redirect it to a file, or to /dev/null)\n", program);
-        std::exit(1);
+        text_io_detail::stdout_was_closed = true;
+        // (fd 0 is open by now: /dev/null takes fd 1)
+        if (!output_may_be_a_file || open("/dev/null", O_WRONLY) != STDOUT_FILENO) {
+            if (fcntl(STDERR_FILENO, F_GETFD) != -1) require_stdout();
+            std::exit(1);
+        }
     }
     if (fcntl(STDERR_FILENO, F_GETFD) == -1) open("/dev/null", O_WRONLY);   // takes fd 2
     std::atexit(text_io_detail::close_stdout_at_exit);

@@ -698,10 +698,12 @@ static void print_summary(const Progress& p) {
 }
 
 int main(int argc, char** argv) {
-    guard_stdout("translate");
+    guard_stdout("translate", /*output_may_be_a_file=*/true);   // -o FILE, --serve: no stdout needed
     Translator t;
     int status = 0;
-    if (!parse_options(argc, argv, &t.opt, &status)) return status;
+    if (!parse_options(argc, argv, &t.opt, &status)) return status == 0 && !require_stdout() ? 1 : status;   // --help
+    const bool to_stdout = t.opt.serve.address.empty() && (t.opt.output.empty() || t.opt.output == "-");
+    if ((t.opt.version || to_stdout) && !require_stdout()) return 1;
     if (t.opt.version) {
         std::printf("translate (Attention Is All You Need in C++/CUDA) %s; checkpoints aiayn-transformer/1; "
                     "backends: cpu%s; --serve: %s\n", kVersion, cuda_built() ? ", cuda" : "",

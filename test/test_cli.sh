@@ -222,6 +222,14 @@ write_fails() {  # write_fails WHAT PATTERN STATUS: STATUS is 1 and stderr ($T/e
 write_fails "./translate > /dev/full" "standard output: No space left" $?
 "$B"/translate --model "$M" < "$T/in.txt" >&- 2> "$T/err.txt"
 write_fails "./translate with stdout closed" "standard output is closed" $?
+# -o FILE writes nothing to stdout: a closed one is no reason to refuse (it had been refused)
+"$B"/translate --model "$M" < "$T/in.txt" -o "$T/closed_out.txt" >&- 2> "$T/err.txt"
+s=$?
+"$B"/translate --model "$M" < "$T/in.txt" > "$T/open_out.txt" 2> /dev/null
+cmp -s "$T/closed_out.txt" "$T/open_out.txt" && [ $s = 0 ] && [ -s "$T/closed_out.txt" ]
+check $? "./translate -o FILE with stdout closed: exit $s, FILE holds stdout's translation ($(head -c 100 "$T/err.txt"))"
+"$B"/translate --help >&- 2> "$T/err.txt"
+write_fails "./translate --help with stdout closed" "standard output is closed" $?
 "$B"/bleu "$T/corpus/test.es" < "$T/corpus/test.es" > /dev/full 2> "$T/err.txt"
 write_fails "./bleu > /dev/full" "standard output: No space left" $?
 "$B"/bleu "$T/corpus/test.es" < "$T/corpus/test.es" >&- 2> "$T/err.txt"
