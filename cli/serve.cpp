@@ -10,7 +10,9 @@
 //                     them), within the server's limits. Item i's sample draws from stream i
 //                     (its pieces: i * 2^32 + piece), as line i of ./translate --sampling does,
 //                     whatever the request is batched with
-//   GET /health       200 {"status": "ok", ...} once the model is loaded
+//   GET /health       200 {"status": "ok", ...} once the model is loaded (queued lines, requests
+//                     answered, requests timed out and how many of their sources were never
+//                     decoded: a timed-out request is dropped, toolkit/batch_queue.h)
 //   GET /info         the model's config, vocabulary size, device, precision, limits, version
 //
 // Threads: cpp-httplib's pool runs the handlers, which check and encode a request's lines
@@ -414,7 +416,10 @@ void add_routes(httplib::Server& svr, const ServeModel& m, const ServeOptions& o
                 ServeCounts& counts) {
     svr.Get("/health", [&](const httplib::Request&, httplib::Response& res) {
         set_json(res, 200, "{\"status\": \"ok\", \"queued_lines\": " + std::to_string(queue.queued_lines()) +
-                               ", \"requests\": " + std::to_string(counts.requests.load()) + "}");
+                               ", \"requests\": " + std::to_string(counts.requests.load()) +
+                               ", \"timed_out\": {\"requests\": " + std::to_string(queue.timed_out()) +
+                               ", \"sources_not_decoded\": " + std::to_string(queue.timed_out_sources_not_decoded()) +
+                               "}}");
     });
     svr.Get("/info", [info = info_json(m, o)](const httplib::Request&, httplib::Response& res) {
         set_json(res, 200, info);
@@ -516,9 +521,11 @@ int serve(const ServeModel& m, const ServeOptions& o) {
     const int sig = g_stop_signal;
     if (!sig) on_stop_signal(0);   // the server ended by itself: release the watcher
     watcher.join();
-    std::fprintf(stderr, "translate: stopped%s: %ld requests, %ld lines, %ld batches\n",
+    std::fprintf(stderr, "translate: stopped%s: %ld requests, %ld lines, %ld batches; %ld requests timed out "
+                         "(%ld of their sources not decoded)\n",
                  sig == SIGTERM ? " (SIGTERM)" : sig == SIGINT ? " (SIGINT)" : " (the listening socket failed)",
-                 counts.requests.load(), counts.lines.load(), batches);
+                 counts.requests.load(), counts.lines.load(), batches, queue.timed_out(),
+                 queue.timed_out_sources_not_decoded());
     return sig ? 0 : 1;
 }
 #endif   // TRANSFORMER_HTTP

@@ -28,7 +28,12 @@ bool BatchQueue::run(const std::shared_ptr<DecodeJob>& job, DecodeJob::Clock::ti
     work_.notify_one();
     if (done_.wait_until(lock, deadline, [&] { return job->done; })) return true;
     job->cancelled = true;
-    queue_.erase(std::remove(queue_.begin(), queue_.end(), job), queue_.end());
+    timed_out_++;
+    auto queued = std::find(queue_.begin(), queue_.end(), job);
+    if (queued != queue_.end()) {   // not taken by the decoder: none of it is decoded
+        not_decoded_ += (long)job->sources.size();
+        queue_.erase(queued);
+    }
     return false;
 }
 
@@ -74,7 +79,11 @@ bool BatchQueue::next_batch(std::vector<std::shared_ptr<DecodeJob>>* batch) {
 
 void BatchQueue::complete(const std::vector<std::shared_ptr<DecodeJob>>& batch) {
     std::lock_guard<std::mutex> lock(mu_);
-    for (const auto& j : batch) j->done = true;
+    for (const auto& j : batch) {
+        j->done = true;
+        if (j->cancelled && j->error.empty())   // its sources left out: no hypotheses
+            for (const auto& h : j->hyps) not_decoded_ += h.empty();
+    }
     done_.notify_all();
 }
 
@@ -98,6 +107,16 @@ size_t BatchQueue::queued_lines() {
     return n;
 }
 
+long BatchQueue::timed_out() {
+    std::lock_guard<std::mutex> lock(mu_);
+    return timed_out_;
+}
+
+long BatchQueue::timed_out_sources_not_decoded() {
+    std::lock_guard<std::mutex> lock(mu_);
+    return not_decoded_;
+}
+
 int batch_tokens_for_beam(const DecodeOptions& opt, int batch_tokens, int sized_for_beam) {
     const int beam = opt.sampling ? 1 : opt.beam;
     if (beam <= sized_for_beam) return batch_tokens;
@@ -109,11 +128,14 @@ long run_decoder(Model* model, BatchQueue* q, int batch_tokens, int sized_for_be
     std::vector<std::shared_ptr<DecodeJob>> batch;
     while (q->next_batch(&batch)) {
         std::vector<std::vector<int>> sources;
+        std::vector<const DecodeJob*> owner;   // per source: its job
         DecodeInputs in;
         for (const auto& j : batch) {
             sources.insert(sources.end(), j->sources.begin(), j->sources.end());
             in.stream.insert(in.stream.end(), j->streams.begin(), j->streams.end());
+            owner.insert(owner.end(), j->sources.size(), j.get());
         }
+        in.dropped = [&owner](size_t source) { return owner[source]->cancelled.load(); };
         const int tokens = batch_tokens_for_beam(batch[0]->opt, batch_tokens, sized_for_beam);
         try {
             std::vector<std::vector<Hypothesis>> hyps = decode_sorted(model, sources, batch[0]->opt, tokens, &in);

@@ -14,10 +14,13 @@
 // arrival order until batch_tokens is reached (the oldest one always). Jobs with other
 // options (beam, n-best, alpha, sampling and its seed) wait for a later batch. With batching
 // off every job is decoded alone, in arrival order. A job whose requester gave up (timeout) is
-// dropped if it has not started, and its result discarded if it has. A batch that fails (out
+// dropped: taken from the queue if it waits there, and if its batch is being decoded, its
+// sources not yet in a model batch are left out (decode_sorted's DecodeInputs::dropped), so that
+// the decoder's time goes to requests still waiting. A batch that fails (out
 // of memory: the model's backend set to throw) gives each of its jobs the error, and the
 // decoder goes on with the next batch.
 #pragma once
+#include <atomic>
 #include <chrono>
 #include <condition_variable>
 #include <cstdint>
@@ -41,7 +44,7 @@ struct DecodeJob {
     std::vector<std::vector<Hypothesis>> hyps;   // the result: per source, best first
     std::string error;                       // instead of hyps: why its batch failed (out of memory)
     bool done = false;                       // guarded by the queue's mutex
-    bool cancelled = false;                  // guarded by the queue's mutex
+    std::atomic<bool> cancelled{false};      // its requester gave up (read by the decoder)
 
     // Adds one source (token ids without </s>; empty for an empty line) and the stream its
     // sample draws from, so that a job's samples do not depend on the jobs batched with it.
@@ -75,6 +78,10 @@ public:
     size_t queued_sources();
     // The jobs' lines (DecodeJob::lines) queued and not yet taken by the decoder.
     size_t queued_lines();
+    // Jobs whose requester gave up (run() returned false), and those jobs' sources that were
+    // never decoded (dropped from the queue, or left out of their batch).
+    long timed_out();
+    long timed_out_sources_not_decoded();
 
 private:
     Settings s_;
@@ -83,6 +90,7 @@ private:
     std::condition_variable done_;   // requesters wait on it
     std::deque<std::shared_ptr<DecodeJob>> queue_;
     bool closed_ = false;
+    long timed_out_ = 0, not_decoded_ = 0;
 
     void take_batch(std::vector<std::shared_ptr<DecodeJob>>* batch);
 };

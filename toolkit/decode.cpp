@@ -172,23 +172,28 @@ std::vector<std::vector<Hypothesis>> decode_sorted(Model* m,
     }
     std::stable_sort(order.begin(), order.end(),
                      [&](size_t a, size_t b) { return sources[a].size() < sources[b].size(); });
-    for (size_t begin = 0; begin < order.size();) {
-        // Longest first within the batch is the last one (sorted): B * S <= batch_tokens.
-        size_t end = begin + 1;
-        while (end < order.size() &&
-               (end + 1 - begin) * sources[order[end]].size() <= (size_t)std::max(batch_tokens, 1))
-            end++;
+    for (size_t next = 0; next < order.size();) {
+        // The next model batch, its longest source last (sorted): B * S <= batch_tokens. A dropped
+        // source is asked about just before it would join one (its requester may have given up
+        // while the batches before were decoded).
+        std::vector<size_t> ids;
+        for (; next < order.size(); next++) {
+            const size_t i = order[next];
+            if (in && in->dropped && in->dropped(i)) continue;
+            if (!ids.empty() && (ids.size() + 1) * sources[i].size() > (size_t)std::max(batch_tokens, 1)) break;
+            ids.push_back(i);
+        }
+        if (ids.empty()) break;
         std::vector<std::vector<int>> batch;
         DecodeInputs batch_in;   // the batch's prefixes and streams (default: input indices)
-        for (size_t i = begin; i < end; i++) {
-            batch.push_back(sources[order[i]]);
-            if (in && !in->prefix.empty()) batch_in.prefix.push_back(in->prefix[order[i]]);
-            batch_in.stream.push_back(in && !in->stream.empty() ? in->stream[order[i]] : order[i]);
+        for (size_t i : ids) {
+            batch.push_back(sources[i]);
+            if (in && !in->prefix.empty()) batch_in.prefix.push_back(in->prefix[i]);
+            batch_in.stream.push_back(in && !in->stream.empty() ? in->stream[i] : i);
         }
-        if (batch_sizes) batch_sizes->push_back((int)(end - begin));
+        if (batch_sizes) batch_sizes->push_back((int)ids.size());
         std::vector<std::vector<Hypothesis>> out = decode_batch(m, batch, opt, &batch_in);
-        for (size_t i = begin; i < end; i++) results[order[i]] = std::move(out[i - begin]);
-        begin = end;
+        for (size_t k = 0; k < ids.size(); k++) results[ids[k]] = std::move(out[k]);
     }
     return results;
 }

@@ -28,6 +28,7 @@
 //   batch it was decoded in. Its logprob is the model's (temperature 1) log-probability.
 #pragma once
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -54,6 +55,10 @@ struct DecodeInputs {
                                             // ids), may be empty
     std::vector<uint64_t> stream;           // sampling: the sentence's random stream id
                                             // (default: its index in the call's sources)
+    // decode_sorted: sources no longer wanted (the service's: their requester gave up), asked
+    // just before a source's model batch is formed; such a source is left out, its result empty
+    // (no hypotheses). Unset: every source is decoded.
+    std::function<bool(size_t source)> dropped;
 };
 
 // Sampling's uniform number in [0, 1) for (seed, stream, step): 24 bits of splitmix64.
@@ -87,7 +92,8 @@ std::vector<std::vector<Hypothesis>> decode_batch(Model* m,
 
 // Decodes many sentences: sorted by length, cut into batches of at most batch_tokens padded
 // source tokens, results returned in the input order. An empty source (no tokens) gives one
-// empty hypothesis without running the model. batch_sizes (when given) receives each batch's
+// empty hypothesis without running the model; one that inputs->dropped says is no longer wanted,
+// none. batch_sizes (when given) receives each batch's
 // sentence count, in decoding order (bench/bench_translate.sh compares them with the other
 // decoders' batches).
 std::vector<std::vector<Hypothesis>> decode_sorted(Model* m,
