@@ -1,7 +1,10 @@
 """test/checks.py — the Python tests' check lines and closing count, as test/check.sh is the
 shell tests': `check(ok, what)` prints "PASS what" or "FAIL what" and counts it;
-`summary(name, skipped)` prints "name: N passed, M failed[, K skipped]" and returns the exit
-status (1 on a failure). A script run as `python3 test/x.py` imports it from its own folder.
+`skip(why)` prints "SKIP why" and counts it apart (never a pass), as check.sh's skip does;
+`summary(name, skipped)` prints "name: N passed, M failed[, K skipped]" (K: skip()'s count plus
+`skipped`) and returns the exit status (1 on a failure). test/run_tests.sh fails a suite that
+prints more SKIP lines than its closing line counts. `python3 test/checks.py` checks these
+counts themselves (suite checks). A script run as `python3 test/x.py` imports it from its own folder.
 For the tests against sacreBLEU: `skip_without_sacrebleu(name, error)`, `write(name, lines)` into a
 scratch folder, `read_lines(path)`, `bleu_cases_dir()`.
 """
@@ -11,6 +14,7 @@ import tempfile
 
 passed = 0
 failed = 0
+skipped_here = 0   # skip()'s count
 
 
 def check(ok, what):
@@ -23,7 +27,15 @@ def check(ok, what):
     return ok
 
 
+def skip(why):
+    """A check that cannot run here: prints "SKIP why" and counts it for summary()."""
+    global skipped_here
+    print(f"SKIP {why}", flush=True)
+    skipped_here += 1
+
+
 def summary(name, skipped=0):
+    skipped += skipped_here
     print(f"{name}: {passed} passed, {failed} failed" + (f", {skipped} skipped" if skipped else ""), flush=True)
     return 1 if failed else 0
 
@@ -63,3 +75,16 @@ def read_lines(path, rstrip=False):
 def bleu_cases_dir():
     """../shared/bleu's BLEU cases, or $BLEU_CASES_DIR."""
     return os.environ.get("BLEU_CASES_DIR", os.path.join("..", "shared", "bleu"))
+
+
+if __name__ == "__main__":   # suite checks: the counts above, in a child Python (its own counters)
+    import subprocess
+    child = ("import sys; sys.path.insert(0, sys.argv[1]); from checks import check, skip, summary; "
+             "check(True, 'a'); skip('b'); skip('c'); check(False, 'd'); sys.exit(summary('t', 1))")
+    r = subprocess.run([sys.executable, "-c", child, os.path.dirname(os.path.abspath(__file__))],
+                       capture_output=True, text=True)
+    want = "PASS a\nSKIP b\nSKIP c\nFAIL d\nt: 1 passed, 1 failed, 3 skipped\n"
+    check(r.stdout == want and r.returncode == 1,
+          f"check, skip and summary: one pass, two skips, one failure and 1 skipped given: {r.stdout!r} "
+          f"(want {want!r}), exit {r.returncode} (want 1)")
+    sys.exit(summary("checks"))

@@ -2,8 +2,9 @@
 # test/run_tests.sh BUILD_DIR [PROGRAM_DIR] — runs every test of `make test` from the repository root, each
 # to its end even when an earlier one fails, and adds up their closing lines
 # ("NAME: N passed, M failed[, K skipped]"). Ends with "tests: N passed, M failed, K skipped";
-# exits 1 on any failure, on a test that crashed or printed no closing line, and on a suite
-# that checked nothing without a SKIP line saying why (skips are counted apart, never passed).
+# exits 1 on any failure, on a test that crashed or printed no closing line, on a suite
+# that checked nothing without a SKIP line saying why (skips are counted apart, never passed),
+# and on one with more SKIP lines than its closing line counts skipped.
 set -u
 BUILD=${1:-build}
 BIN=${2:-.}
@@ -37,6 +38,13 @@ run() {  # run NAME COMMAND...: runs one suite, tees its output, adds its counts
         echo "FAIL $name: exit status $status"
         f=1
     fi
+    # Every SKIP line is counted in the closing line (one may stand for several skipped checks):
+    # a skip left out of the count would be passed over in the total.
+    s=$(grep -c '^SKIP ' "$log")
+    if [ "$s" -gt "$k" ]; then
+        echo "FAIL $name: $s SKIP lines, but its closing line counts $k skipped"
+        f=$((f + 1))
+    fi
     # A suite that checked nothing passes only when it says what it skipped and why.
     if [ "$p" -eq 0 ] && [ "$f" -eq 0 ] && { [ "$k" -eq 0 ] || ! grep -q '^SKIP ' "$log"; }; then
         echo "FAIL $name: it checked nothing (0 passed, 0 failed) and skipped nothing with a reason"
@@ -52,6 +60,8 @@ run() {  # run NAME COMMAND...: runs one suite, tees its output, adds its counts
 run layout python3 test/test_layout.py .
 # make mutants' list of wrong edits: each still applies to the code as it is (the run itself is make mutants)
 run mutants_list python3 test/mutants.py --check
+# the Python tests' counting (test/checks.py): a SKIP is counted apart, never passed over
+run checks python3 test/checks.py
 run core "$BUILD/test_core"
 run ops "$BUILD/test_ops"
 run decode "$BUILD/test_decode"

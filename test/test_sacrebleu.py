@@ -32,7 +32,7 @@ import random
 import subprocess
 import sys
 
-from checks import check, summary, skip_without_sacrebleu, write, read_lines, bleu_cases_dir
+from checks import check, skip, summary, skip_without_sacrebleu, write, read_lines, bleu_cases_dir
 
 program_dir = sys.argv[1] if len(sys.argv) > 1 else "."
 build_dir = sys.argv[2] if len(sys.argv) > 2 else "build"
@@ -100,7 +100,7 @@ if os.path.isfile(expected):
             lines = 30 if case["case"] == "shuffled_words" else 300
             compare_ter(f"{case['case']}, its first {lines} lines", hyps[:lines], [refs[:lines]])
 else:
-    print(f"SKIP the shared BLEU cases: no {expected} (BLEU_CASES_DIR)")
+    skip(f"the shared BLEU cases: no {expected} (BLEU_CASES_DIR)")
 
 # ---- hand-picked lines
 compare("punctuation off a word's end, then its start; one-character words",
@@ -254,8 +254,8 @@ with open(os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "toolki
     table_version = f.read().split('kUnicodeLowerVersion = "')[1].split('"')[0]
 lowercase = os.path.join(build_dir, "test_bleu")
 if unicodedata.unidata_version != table_version:
-    print(f"SKIP str.lower() on every code point: this Python has Unicode {unicodedata.unidata_version}, "
-          f"toolkit/unicode_lower.h was generated from {table_version}")
+    skip(f"str.lower() on every code point: this Python has Unicode {unicodedata.unidata_version}, "
+         f"toolkit/unicode_lower.h was generated from {table_version}")
 elif not os.path.isfile(lowercase):
     check(False, f"str.lower() on every code point: {lowercase} exists (make test builds it)")
 else:

@@ -34,7 +34,7 @@ TRANSLATE = BIN if os.path.isfile(BIN) else os.path.join(BIN, "translate")
 TOTAL_TIMEOUT_S = 900   # the whole test (sanitizer builds are slower)
 CALL_TIMEOUT_S = 120    # one HTTP call
 
-from checks import check, summary
+from checks import check, skip, summary
 
 servers = []
 tmp = tempfile.mkdtemp()
@@ -191,8 +191,8 @@ def out_of_memory(model, pool, expected):
     thread was not caught.) One malloc arena (MALLOC_ARENA_MAX=1): a new connection's thread then
     reserves no 64 MB arena of its own."""
     if os.environ.get("SANITIZED") == "1":
-        print("SKIP out of memory in a batch: AddressSanitizer reserves more address space than the limit "
-              "(make test checks it)", flush=True)
+        skip("out of memory in a batch: AddressSanitizer reserves more address space than the limit "
+             "(make test checks it)")
         return
     import resource
     os.environ["MALLOC_ARENA_MAX"] = "1"
@@ -320,7 +320,7 @@ def main():
         check(len(row) > 2 and int(row[2]) >= 128, f"the server's listen queue holds 128 connections or more "
                                                    f"(ss: {' '.join(row[:4])}; cpp-httplib's own is 5)")
     else:
-        print("SKIP the listen queue's length: no ss (Debian's iproute2) to read it", flush=True)
+        skip("the listen queue's length: no ss (Debian's iproute2) to read it")
 
     # Concurrent requests of two searches (greedy, beam 4) never share a batch: each gets its own.
     greedy = dict(zip(pool, translate_stdin(model, pool, "--beam", "1")))
@@ -723,8 +723,8 @@ def main_cuda():
                            capture_output=True)
     why = probe.stderr.decode(errors="replace").strip().split("\n")[0]
     if re.search(r"no CUDA backend|NVIDIA driver|no CUDA device|sees no", why):
-        print(f"SKIP serve on the GPU: no GPU here and no emulator named ({why})", flush=True)
-        return 1
+        skip(f"serve on the GPU: no GPU here and no emulator named ({why})")
+        return
     model = train_model()
     rng = random.Random(16)
     pool = sorted(set(toy_sentence(rng, 1, 8) for _ in range(60))) + ["", "sun ñ moon"]
@@ -732,7 +732,7 @@ def main_cuda():
     s = Server(model, "--device", "cuda", "--precision", "fp32", "--batch-wait", "20")
     check(s.port is not None, f"--serve with --device cuda starts ({''.join(s.log).strip()[-150:]})")
     if s.port is None:
-        return 0
+        return
     status, out, _ = s.request("GET", "/info")
     check(status == 200 and out["device"] == "cuda" and out["precision"] == "fp32",
           f"GET /info names the GPU: {out.get('device') if out else status}, {out.get('precision') if out else ''}")
@@ -761,7 +761,6 @@ def main_cuda():
     code = s.stop()
     check(code == 0, f"SIGTERM: the GPU server exits 0 ({code})")
     device_out_of_memory(model, pool, expected)
-    return 0
 
 
 def device_out_of_memory(model, pool, expected):
@@ -769,7 +768,7 @@ def device_out_of_memory(model, pool, expected):
     device has no room for is answered 503 naming cudaMalloc's failure, and the server goes on
     (the CUDA backend's allocation had ended the program)."""
     if not os.environ.get("TRANSFORMER_CUDA_EMULATOR"):
-        print("SKIP out of GPU memory in a batch: a real GPU's memory cannot be limited here", flush=True)
+        skip("out of GPU memory in a batch: a real GPU's memory cannot be limited here")
         return
     os.environ["CUDA_EMULATOR_MEMORY_MB"] = "40"
     so = Server(model, "--device", "cuda", "--precision", "fp32", "--batch-wait", "1", "--max-request-lines", "200")
@@ -800,25 +799,20 @@ def served_by_this_build():
     check(r.returncode == 2 and "cpp-httplib" in r.stderr,
           f"built without cpp-httplib, --serve is refused: exit {r.returncode}, {r.stderr.strip()[:200]}")
     if not os.path.isfile(BIN):
-        print("SKIP serve: this ./translate was built without cpp-httplib; the service itself is not tested", flush=True)
+        skip("serve: this ./translate was built without cpp-httplib; the service itself is not tested")
     return False
 
 
-skipped = 0
-try:
+try:   # (every SKIP is counted by checks.skip)
     if os.environ.get("SERVE_DEVICE") == "cuda":
         if served_by_this_build():
-            skipped = main_cuda()
-        elif not os.path.isfile(BIN):
-            skipped = 1
+            main_cuda()
     elif served_by_this_build():
         main()
-    elif not os.path.isfile(BIN):
-        skipped = 1
 except Exception as ex:   # noqa: BLE001 - an error anywhere is a failure, reported
     import traceback
     traceback.print_exc()
     check(False, f"the test ran to its end ({ex!r})")
 finally:
     cleanup()
-sys.exit(summary("serve", skipped))
+sys.exit(summary("serve"))

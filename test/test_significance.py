@@ -20,7 +20,7 @@ import random
 import subprocess
 import sys
 
-from checks import check, summary, skip_without_sacrebleu, write, read_lines, bleu_cases_dir
+from checks import check, skip, summary, skip_without_sacrebleu, write, read_lines, bleu_cases_dir
 
 program_dir = sys.argv[1] if len(sys.argv) > 1 else "."
 build_dir = sys.argv[2] if len(sys.argv) > 2 else "build"
@@ -166,7 +166,7 @@ if os.path.isfile(os.path.join(cases, "dev.es.ref")):
           "--confidence (1,000 resamples), --paired-bs (1,000), --paired-ar (2,000 trials, 500 for the intervals): "
           f"every score, mean, interval and p-value equal sacreBLEU's to 17 decimals ({len(differ)} of 12 differ)")
 else:
-    print(f"SKIP the shared cases: no {os.path.join(cases, 'dev.es.ref')} (BLEU_CASES_DIR)")
+    skip(f"the shared cases: no {os.path.join(cases, 'dev.es.ref')} (BLEU_CASES_DIR)")
 
 # ---- random corpora
 rng = random.Random(11)
