@@ -46,6 +46,11 @@ inline std::vector<std::string> split_lines(const std::string& text) {
     return lines;
 }
 
+// Whether text starts with a UTF-8 byte-order mark (EF BB BF, U+FEFF): the signature Windows
+// Notepad and "UTF-8 with BOM" saving put at a file's start, which says how the file is encoded
+// and is no part of its text (Python reads it so with encoding="utf-8-sig").
+inline bool starts_with_utf8_bom(const std::string& text) { return text.compare(0, 3, "\xEF\xBB\xBF") == 0; }
+
 namespace text_io_detail {
 inline std::string program = "program";
 inline std::string stdout_name = "standard output";   // what messages call it (e.g. an -o file)

@@ -14,7 +14,7 @@
 //
 // Lines available together are translated together (sorted by length, batches of at most
 // --batch-tokens padded source tokens, results restored to input order). An empty line gives
-// an empty line. Invalid UTF-8 and lines longer than --max-input-tokens are errors naming the
+// an empty line; a UTF-8 byte-order mark at the input's start is dropped. Invalid UTF-8 and lines longer than --max-input-tokens are errors naming the
 // line (exit 1) unless --replace-invalid / --split-long say how to handle them. Option values
 // are checked by cli/options.h (exit 2); a failed write to stdout is an error (exit 1,
 // cli/text_io.h).
@@ -55,26 +55,17 @@
 
 // Reads stdin line by line and says whether another line is ready without blocking. A line
 // longer than one read is searched for its newline once: each new chunk from where the
-// previous search stopped, so a line of n bytes costs O(n), not O(n^2 / chunk size).
+// previous search stopped, so a line of n bytes costs O(n), not O(n^2 / chunk size). A UTF-8
+// byte-order mark at the very start of the input is dropped (an encoding signature, not text:
+// translated, it had been three odd tokens glued to the first word).
 class LineReader {
 public:
     bool next(std::string* line) {
-        for (;;) {
-            size_t nl = buf_.find('\n', std::max(pos_, scanned_));
-            if (nl != std::string::npos) {
-                *line = buf_.substr(pos_, nl - pos_);
-                pos_ = nl + 1;
-                return true;
-            }
-            scanned_ = buf_.size();
-            if (eof_) {
-                if (pos_ >= buf_.size()) return false;
-                *line = buf_.substr(pos_);
-                pos_ = buf_.size();
-                return true;
-            }
-            fill();
-        }
+        if (!read_line()) return false;
+        *line = std::move(line_);
+        if (first_ && starts_with_utf8_bom(*line)) line->erase(0, 3);
+        first_ = false;
+        return true;
     }
     bool line_ready() {
         if (buf_.find('\n', pos_) != std::string::npos || (eof_ && pos_ < buf_.size())) return true;
@@ -85,11 +76,31 @@ public:
     int read_error() const { return error_; }   // errno of a failed read (0: none)
 
 private:
-    std::string buf_;
+    std::string buf_, line_;
+    bool first_ = true;    // no line returned yet
     size_t pos_ = 0;       // start of the next line
     size_t scanned_ = 0;   // buf_[pos_, scanned_) holds no newline
     bool eof_ = false;
     int error_ = 0;
+    // The next line, without its newline, into line_; false at the end of the input.
+    bool read_line() {
+        for (;;) {
+            size_t nl = buf_.find('\n', std::max(pos_, scanned_));
+            if (nl != std::string::npos) {
+                line_ = buf_.substr(pos_, nl - pos_);
+                pos_ = nl + 1;
+                return true;
+            }
+            scanned_ = buf_.size();
+            if (eof_) {
+                if (pos_ >= buf_.size()) return false;
+                line_ = buf_.substr(pos_);
+                pos_ = buf_.size();
+                return true;
+            }
+            fill();
+        }
+    }
     void fill() {
         buf_.erase(0, pos_);
         scanned_ -= std::min(scanned_, pos_);
@@ -135,7 +146,8 @@ struct TranslateOptions {
     ServeOptions serve;               // --serve and its limits (cli/serve.h)
 };
 
-// A text file read whole, one line per input line (--ref, --prefix).
+// A text file read whole, one line per input line (--ref, --prefix); a byte-order mark at its
+// start dropped, as the input's.
 struct AlignedFile {
     std::string path;
     std::vector<std::string> lines;
@@ -146,6 +158,7 @@ struct AlignedFile {
             *err = "cannot read " + p + ": " + why;
             return false;
         }
+        if (starts_with_utf8_bom(text)) text.erase(0, 3);
         split_lines(text, &lines);
         return true;
     }
