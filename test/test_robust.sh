@@ -131,7 +131,18 @@ cp -r "$T/run" "$T/vocabfix"; cp "$T/other.bpe" "$T/vocabfix/vocab.bpe"
 check $? "--resume with another vocab.bpe in --out: it is written again from the checkpoint's tokenizer, and said (exit $s)"
 head -n 200 "$T/corpus/train.en" > "$T/fewer.en"; mkdir -p "$T/fewer"; mv "$T/fewer.en" "$T/fewer/train.en"; head -n 200 "$T/corpus/train.es" > "$T/fewer/train.es"
 "$B"/train $TA --data "$T/fewer" --out "$T/conflict" --resume --max-steps 8 > /dev/null 2> "$T/err.txt"; s=$?
-expect "--resume with other training data" 1 "training data or batching differs"
+expect "--resume with other training data" 1 "fewer/train.en is not the text the run trained on"
+mkdir -p "$T/nohash"; cp "$T/conflict"/vocab.bpe "$T/nohash/"; last=$(ls "$T/conflict"/ckpt-* | tail -n 1)
+rewrite_meta "$last" "$T/nohash/$(basename "$last")" 'del h["__metadata__"]["train_src_hash"], h["__metadata__"]["train_tgt_hash"]'
+"$B"/train $TA --data "$T/fewer" --out "$T/nohash" --resume --max-steps 8 > /dev/null 2> "$T/err.txt"; s=$?
+expect "... from a checkpoint without the data's hashes (an older one): the batches tell" 1 "training data or batching differs"
+# Other text of the same sentence lengths ("land" and "tree" swapped in the English: one token each,
+# so the same batches) had resumed silently, training on other sentences
+mkdir -p "$T/swapped" "$T/swapped-run"; cp "$T/corpus/train.es" "$T/swapped/"; cp "$T/run"/* "$T/swapped-run/"
+sed 's/land/@/g; s/tree/land/g; s/@/tree/g' "$T/corpus/train.en" > "$T/swapped/train.en"
+"$B"/train $TA --data "$T/swapped" --out "$T/swapped-run" --resume --max-steps 6 > /dev/null 2> "$T/err.txt"; s=$?
+[ ! -e "$T/swapped-run/ckpt-00000006.safetensors" ] || s="$s, trained"
+expect "--resume with other text of the same sentence lengths (land and tree swapped)" 1 "swapped/train.en is not the text the run trained on (hash [0-9a-f]*, the checkpoint's [0-9a-f]*)"
 mkdir -p "$T/avg-last" && cp "$C" "$T/avg-last/" && cp "$T/run/vocab.bpe" "$T/avg-last/"
 "$B"/average --out "$T/avg-last/ckpt-00000005.safetensors" "$C" > /dev/null 2>&1
 "$B"/train $TA --data "$T/corpus" --out "$T/avg-last" --resume --max-steps 8 > /dev/null 2> "$T/err.txt"; s=$?

@@ -363,6 +363,8 @@ bool load_parallel(const std::string& src_path, const std::string& tgt_path,
     *out = ParallelData();
     out->src_path = src_path;
     out->tgt_path = tgt_path;
+    out->src_hash = src.stamp.hash;
+    out->tgt_hash = tgt.stamp.hash;
     out->lines = src.ids.size();
     size_t first_empty = 0;
     for (size_t i = 0; i < src.ids.size(); i++) {

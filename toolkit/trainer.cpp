@@ -461,6 +461,30 @@ static bool setup_validation(Run& r, const Metadata* resume_meta) {
     return in.error.empty() || fail_damaged(r, in.error);
 }
 
+// The hash of a training file's bytes, as a checkpoint records it (16 hex digits).
+static std::string data_hash_text(uint64_t hash) {
+    char hex[17];
+    std::snprintf(hex, sizeof hex, "%016llx", (unsigned long long)hash);
+    return hex;
+}
+
+// --resume: the training text must be the bytes the run trained on (its checkpoint records a hash
+// of each file), not only text of the same sentence lengths, which would give the same batches
+// and let the run continue silently on other sentences. Checkpoints from before the hashes were
+// recorded are not checked.
+static bool check_resume_data(const Run& r, const Metadata& meta) {
+    const struct { const char* key; uint64_t hash; const std::string& path; } sides[] = {
+        {"train_src_hash", r.train.src_hash, r.train.src_path}, {"train_tgt_hash", r.train.tgt_hash, r.train.tgt_path}};
+    for (const auto& side : sides) {
+        auto it = meta.find(side.key);
+        if (it == meta.end() || it->second == data_hash_text(side.hash)) continue;
+        return fail("--resume: " + side.path + " is not the text the run trained on (hash " + data_hash_text(side.hash) +
+                    ", the checkpoint's " + it->second + "): resume needs the same training data; to train on this "
+                    "data, start a new run from the checkpoint: --init-from " + r.resumed_from + " --out ANOTHER_FOLDER");
+    }
+    return true;
+}
+
 static bool setup_sampler(Run& r, const Metadata* resume_meta) {
     BatchingOptions bo;
     bo.max_src_tokens = bo.max_tgt_tokens = r.opt.max_tokens;
@@ -470,6 +494,7 @@ static bool setup_sampler(Run& r, const Metadata* resume_meta) {
     std::string err;
     if (!r.sampler.build(r.train.pairs, bo, &err)) return fail(err);
     if (!resume_meta) return true;
+    if (!check_resume_data(r, *resume_meta)) return false;
     MetaReader in{*resume_meta, ""};
     SamplerPosition pos{0, 0};
     uint64_t fingerprint = 0;
@@ -801,6 +826,8 @@ static bool save_checkpoint(Run& r) {
         {"sampler_epoch", std::to_string(p.epoch)},
         {"sampler_index", std::to_string(p.index)},
         {"sampler_fingerprint", std::to_string(r.sampler.fingerprint())},
+        {"train_src_hash", data_hash_text(r.train.src_hash)},   // what --resume checks the data against
+        {"train_tgt_hash", data_hash_text(r.train.tgt_hash)},
         {"time_used", std::to_string(r.elapsed())},
         {"max_tokens", std::to_string(r.opt.max_tokens)},
         {"accum", std::to_string(r.opt.accum)},
