@@ -14,7 +14,9 @@ Writes: DIR/{train,dev,test}.{en,es} (one sentence per line, line i of .en trans
         (a stamp written last). Default DIR: data/corpus/default beside this script.
         When the stamp is there and matches the files and this script, it does nothing;
         every file is written under a temporary name and renamed, so an interrupted run
-        leaves no half-written corpus behind.
+        leaves no half-written corpus behind; the temporary file is removed when a write fails
+        or is interrupted (Ctrl-C, SIGTERM), and one left by a run killed outright (kill -9)
+        is removed by the next build.
 
 Pipeline (counts of each step are printed and written to README.md):
   1. dump both modules; parse "$$$Book C:V" records; drop chapter/verse 0 keys (intros).
@@ -56,6 +58,7 @@ import json
 import os
 import re
 import shutil
+import signal
 import subprocess
 import sys
 import time
@@ -408,11 +411,44 @@ def is_complete(out_dir):
         return False
 
 
+OUTPUTS = ["%s.%s" % (s, lang) for s in SPLITS for lang in LANGS] + ["README.md", ".complete"]
+TMP_RE = re.compile(r"^(?P<name>.+)\.tmp(?P<pid>\d+)$")
+
+
 def write_atomic(path, text):
+    """Writes path through path.tmpPID, renamed when complete; the temporary file is removed
+    when the write fails or is interrupted (a full disk, Ctrl-C, SIGTERM)."""
     tmp = "%s.tmp%d" % (path, os.getpid())
-    with open(tmp, "w", encoding="utf-8", newline="\n") as f:
-        f.write(text)
-    os.replace(tmp, path)
+    try:
+        with open(tmp, "w", encoding="utf-8", newline="\n") as f:
+            f.write(text)
+        os.replace(tmp, path)
+    except BaseException:
+        try:
+            os.remove(tmp)
+        except OSError:
+            pass
+        raise
+
+
+def pid_alive(pid):
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except OSError:  # alive, someone else's (EPERM)
+        pass
+    return True
+
+
+def remove_stale_temporaries(out_dir):
+    """Removes OUTPUT.tmpPID files that a run killed outright (kill -9, a power cut) left in
+    out_dir; those of a running build (its PID alive) stay."""
+    for entry in os.listdir(out_dir):
+        m = TMP_RE.match(entry)
+        if m and m.group("name") in OUTPUTS and not pid_alive(int(m.group("pid"))):
+            os.remove(os.path.join(out_dir, entry))
+            log("removed %s, left by an interrupted build" % entry)
 
 
 def readme_text(stats, dropped_chapters, local, seconds):
@@ -435,6 +471,7 @@ def readme_text(stats, dropped_chapters, local, seconds):
 
 def write_corpus(out_dir, splits, stats, dropped_chapters, local, seconds):
     os.makedirs(out_dir, exist_ok=True)
+    remove_stale_temporaries(out_dir)
     try:
         os.remove(stamp_path(out_dir))  # the set is incomplete until the new stamp lands
     except FileNotFoundError:
@@ -465,6 +502,9 @@ def parse_args():
 
 def main():
     args = parse_args()
+    # SIGTERM ends the build as Ctrl-C does, through write_atomic's clean-up (its default action
+    # would leave a temporary file behind)
+    signal.signal(signal.SIGTERM, lambda signum, frame: sys.exit(128 + signum))
     if not args.force and is_complete(args.out):
         log("corpus already complete in %s (delete %s or pass --force to rebuild)"
             % (args.out, stamp_path(args.out)))

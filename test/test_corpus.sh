@@ -66,4 +66,38 @@ out=$("$PY" data/make_corpus.py --out "$DIR")
 echo "$out" | grep -q "already complete"
 check $? "second run does nothing ('$out')"
 
+# Temporary files (X.tmpPID, renamed when complete) never stay behind: a write that fails
+# half-way (a character that cannot be encoded, as a full disk would fail it) removes its own;
+# so does a build ended by SIGTERM in the middle of a write (sent as the file is opened); one
+# that a build killed outright left (the PID of a process now gone) goes at the next build,
+# while a file of that shape that is not one of the corpus's stays.
+T=$(mktemp -d)
+trap 'rm -rf "$T"' EXIT
+"$PY" -c "import sys; sys.path.insert(0, 'data'); import make_corpus as m
+m.write_atomic(sys.argv[1], 'sun\n\udc80\n')" "$T/train.en" 2> /dev/null
+s=$?
+left=$(ls -A "$T")
+[ $s -ne 0 ] && [ -z "$left" ]
+check $? "write_atomic failing half-way: exit $s (want non-zero), left behind: '$left' (want nothing)"
+mkdir "$T/term"
+"$PY" -c "import builtins, os, signal, sys; sys.path.insert(0, 'data'); import make_corpus as m
+def open_then_term(*a, **k):
+    f = builtins.open(*a, **k)
+    if '.tmp' in a[0]: os.kill(os.getpid(), signal.SIGTERM)
+    return f
+m.open = open_then_term
+sys.argv[1:] = ['--out', sys.argv[1]]
+m.main()" "$T/term" > /dev/null 2>&1
+s=$?
+left=$(ls -A "$T/term")
+[ $s -eq 143 ] && [ -z "$left" ]
+check $? "a build ended by SIGTERM as it opens its first file: exit $s (want 143), left behind: '$left' (want nothing)"
+sh -c 'exit 0' & dead=$!; wait $dead
+mkdir "$T/stale"; echo half > "$T/stale/train.en.tmp$dead"; echo mine > "$T/stale/notes.tmp$dead"
+"$PY" data/make_corpus.py --out "$T/stale" > "$T/log" 2>&1
+s=$?
+left=$(cd "$T/stale" && ls -A | grep '\.tmp' | tr '\n' ' ')
+[ $s -eq 0 ] && [ "$left" = "notes.tmp$dead " ] && [ -f "$T/stale/.complete" ] && grep -q "removed train.en.tmp$dead" "$T/log"
+check $? "a build over train.en.tmp$dead left by a killed one: exit $s, .tmp files after it: '$left' (want only notes.tmp$dead, not the corpus's), said"
+
 check_summary corpus
