@@ -149,6 +149,9 @@ Args parse_args(int argc, char** argv, std::vector<std::string>* metrics) {
     std::vector<std::string> files;
     if (!o.parse(argc, argv, &files)) std::exit(o.exit_code());
     *metrics = metric_list(o, a.metrics);
+    if (a.opt.bleu.smooth_value >= 0 && (a.opt.bleu.smooth_method == "exp" || a.opt.bleu.smooth_method == "none"))
+        std::fprintf(stderr, "bleu: note: --smooth-value is floor's and add-k's; %s smoothing ignores it (as sacreBLEU does)\n",
+                     a.opt.bleu.smooth_method.c_str());
     try {
         a.opt.bleu = checked_bleu_options(a.opt.bleu);
     } catch (const std::invalid_argument& e) {

@@ -107,7 +107,9 @@ for name in ("intl", "zh", "char"):
 
 # ---- BLEU's options on corpora ------------------------------------------------------------------
 
-SMOOTHING = [("exp", None), ("floor", None), ("floor", 0.5), ("add-k", None), ("add-k", 2.5), ("none", None)]
+# exp and none with a value: sacreBLEU accepts and ignores it (./bleu had refused it)
+SMOOTHING = [("exp", None), ("exp", 0.3), ("floor", None), ("floor", 0.5), ("add-k", None), ("add-k", 2.5),
+             ("none", None), ("none", 0.3)]
 
 
 def bleu_args(tokenize, lowercase, method, value):
@@ -300,10 +302,21 @@ check(d is None and out == [f"{score:.15f}"] and json_out == json_theirs,
       f"--score-only ({len(out[0])} characters, sacreBLEU's {len(f'{score:.15f}')}) and --format json "
       f"({[l for l in json_out if 'score' in l][:1]} == {[l for l in json_theirs if 'score' in l][:1]}) equal sacreBLEU's")
 
+# ---- a smoothing value for exp or none: ignored, as sacreBLEU ignores it, and said ----------------
+
+for method in ("exp", "none"):
+    args = ["--smooth-method", method, "--smooth-value", "0.2"]
+    out = subprocess.run([bleu, write("ref0.txt", ["a b c d e"]), "--hyp", write("hyp.txt", ["a b c x e"]), "--width", "15", *args],
+                         capture_output=True, text=True)
+    plain = run_bleu(["a b c x e"], [["a b c d e"]], "bleu", ["--smooth-method", method])
+    note = f"--smooth-value is floor's and add-k's; {method} smoothing ignores it"
+    check(out.returncode == 0 and note in out.stderr and out.stdout.split("\n")[:-1] == plain,
+          f"{' '.join(args)}: exit {out.returncode}, the output of --smooth-method {method} alone "
+          f"({out.stdout.split(chr(10))[:1]} == {plain[:1]}), stderr {out.stderr.strip()!r}")
+
 # ---- refused values --------------------------------------------------------------------------------
 
 for args, why in ((["--tokenize", "ja-mecab"], "a tokenizer not offered"),
-                  (["--smooth-method", "exp", "--smooth-value", "0.2"], "a value for exp smoothing"),
                   (["--smooth-method", "floor", "--smooth-value", "-1"], "a negative smoothing value"),
                   (["--smooth-method", "floor", "--smooth-value", "nan"], "a smoothing value not a number"),
                   (["--chrf-char-order", "0"], "character order 0"),

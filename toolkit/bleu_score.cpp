@@ -311,8 +311,9 @@ double smooth_value_of(const BleuOptions& opt) {
 std::string bleu_tokenize(const std::string& line, const std::string& name) { return tokenizer_named(name)(line); }
 
 BleuOptions checked_bleu_options(BleuOptions opt) {
+    // A value given with exp or none is ignored (-1 here), as sacreBLEU ignores it: its CLI and
+    // BLEU() accept it, and its score and signature (smooth:exp) are those without it.
     const double value = smooth_value_of(opt);   // throws on an unknown method
-    if (opt.smooth_value >= 0 && value < 0) throw std::invalid_argument("BLEU: a smoothing value is for floor and add-k only");
     if (value >= 0 && !std::isfinite(value)) throw std::invalid_argument("BLEU: the smoothing value must be finite");
     opt.smooth_value = value;
     tokenizer_named(opt.tokenize);   // throws on an unknown tokenizer

@@ -31,7 +31,7 @@ struct BleuOptions {
 constexpr const char* kBleuTokenizers = "13a, intl, zh, char, none";
 
 // Checks the options (throws std::invalid_argument naming the bad one) and fills in a default
-// smooth_value.
+// smooth_value; one given with exp or none is dropped (-1), as sacreBLEU ignores it.
 BleuOptions checked_bleu_options(BleuOptions opt);
 
 // Corpus statistics and score, as sacreBLEU's BLEUScore reports them.
