@@ -13,8 +13,8 @@
 #     different precisions: refused before the first step, the message naming both;
 #   - a killed rank ends the job in bounded time with Open MPI's message naming it, the last
 #     checkpoint intact; a stopped (hung) rank ends it through --dist-timeout's watchdog;
-#     SIGINT to the ranks stops both at one step and rank 0 saves; SIGTERM to one rank alone
-#     ends every rank as interrupted (exit 130, no final evaluation).
+#     SIGINT to the ranks stops both at one step and rank 0 saves (and alone says it will);
+#     SIGTERM to one rank alone ends every rank as interrupted (exit 130, no final evaluation).
 # Run from the repository root after `make`; the optional argument is the folder holding the
 # programs. SKIPs (counted as neither) without mpirun or without an MPI build of ./train.
 # Ends with "dist: N passed, M failed"; exits non-zero on failure.
@@ -201,6 +201,10 @@ saved=$(ls "$T/int"/ckpt-*.safetensors 2> /dev/null | tail -1)
 [ $TOOK -le 30 ] && grep -q "interrupted: checkpoint saved" "$T/int.log" && [ -n "$saved" ] &&
     "$B"/average --out "$T/int.avg.safetensors" "$saved" > /dev/null 2>&1
 check $? "SIGINT to the ranks: they stop together in ${TOOK} s, rank 0 saves $(basename "${saved:-nothing}")"
+# Rank 0 alone (which alone saves) answers the signal: every rank had promised the checkpoint.
+promised=$(grep -c '^stopping after this step, with a checkpoint' "$T/int.log")
+[ "$promised" -eq 1 ]
+check $? "SIGINT to the ranks: 'stopping after this step, with a checkpoint' said $promised time(s) (1: rank 0's)"
 
 # SIGTERM to rank 1 alone (a scheduler's, one machine's): every rank ends as interrupted, exit
 # 130 and rank 0's message, without the final evaluation (average.safetensors) of a finished run.

@@ -50,15 +50,18 @@ static std::string format_duration(double s) {
 // Ctrl-C or SIGTERM: the run stops after the step (or evaluation) in progress and saves a
 // checkpoint; a second one ends it at once, without that checkpoint (the last one written stays
 // whole: checkpoints are renamed into place). write() and _exit() are async-signal-safe.
+// Data parallelism: rank 0 alone says so (it alone saves; a Ctrl-C reaches every rank, whose
+// lines were the same promise N times); the ranks agree on the stop in budget_left.
 static std::atomic<bool> g_stop_requested{false};
+static volatile std::sig_atomic_t g_signal_quiet = 0;   // set on ranks other than 0
 static void on_signal(int sig) {
     if (g_stop_requested.exchange(true)) {
         static const char again[] = "\ninterrupted again: stopping now, without a checkpoint of this step\n";
-        (void)!write(2, again, sizeof again - 1);
+        if (!g_signal_quiet) (void)!write(2, again, sizeof again - 1);
         _exit(128 + sig);
     }
     static const char first[] = "\nstopping after this step, with a checkpoint (interrupt again to stop at once)\n";
-    (void)!write(2, first, sizeof first - 1);
+    if (!g_signal_quiet) (void)!write(2, first, sizeof first - 1);
 }
 
 // The best evaluation so far by the run's metric (best.safetensors holds its parameters) and
@@ -1171,6 +1174,7 @@ int run_training(TrainOptions opt) {
     if (!dist_in_rank_order([&] { return setup(r); })) return r.fail_status;
     if (!setup_data_parallel(r)) return r.fail_status;
     print_summary(r);
+    g_signal_quiet = !dist_is_root();
     std::signal(SIGINT, on_signal);
     std::signal(SIGTERM, on_signal);
     r.start = now_s();
