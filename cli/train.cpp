@@ -171,7 +171,7 @@ static void add_evaluation_and_device_options(Options& o, CommandLine& c) {
                  "fp32 on the CPU, bf16 on the GPU");
     o.section("Data parallelism (mpirun)");
     add_duration(o, "--dist-timeout", &c.dist_timeout_s,
-                 "end the job when a step's all-reduce waits this long for the other ranks (0: never)");
+                 "end the job when a step's all-reduce or the set-up waits this long for the other ranks (0: never)");
 }
 
 // Options that contradict each other or do not survive conversion to float; "" when fine.

@@ -12,7 +12,8 @@
 #   - ranks on different devices (a GPU rank beside a CPU rank, on the CUDA emulator) or in
 #     different precisions: refused before the first step, the message naming both;
 #   - a killed rank ends the job in bounded time with Open MPI's message naming it, the last
-#     checkpoint intact; a stopped (hung) rank ends it through --dist-timeout's watchdog;
+#     checkpoint intact; a stopped (hung) rank ends it through --dist-timeout's watchdog, and
+#     so does a rank that hangs in set-up;
 #     SIGINT to the ranks stops both at one step and rank 0 saves (and alone says it will);
 #     SIGTERM to one rank alone ends every rank as interrupted (exit 130, no final evaluation).
 # Run from the repository root after `make`; the optional argument is the folder holding the
@@ -185,6 +186,17 @@ check $? "rank 1 stopped (hung): --dist-timeout 3s ends the job in ${TOOK} s, ex
 last=$(ls "$T/hung"/ckpt-*.safetensors 2> /dev/null | tail -1)
 [ -n "$last" ] && "$B"/average --out "$T/hung.avg.safetensors" "$last" > /dev/null 2>&1
 check $? "its last checkpoint is intact (./average reads $(basename "${last:-none}"))"
+
+# A rank that hangs in set-up (rank 1 reads --vocab from a FIFO nobody writes): rank 0 waited
+# in the set-up's barrier forever; --dist-timeout covers it as it covers the steps.
+mkfifo "$T/vocab.fifo"
+timeout -k 5 40 $MPIRUN -np 2 sh -c "if [ \"\$OMPI_COMM_WORLD_RANK\" = 1 ]; then exec \"\$@\" --vocab $T/vocab.fifo; fi; exec \"\$@\"" \
+    sh "$B"/train --config tiny --d-model 32 --d-ff 64 --max-len 60 --data "$T/corpus" --max-tokens 200 --no-eval \
+    --max-steps 5 --dist-timeout 3s --out "$T/setuphang" > "$T/setuphang.log" 2>&1 &
+JOB=$!
+ends
+[ $STATUS -ne 0 ] && [ $STATUS -ne 124 ] && [ $TOOK -le 30 ] && grep -q "rank 0 of 2: the set-up has waited [0-9]* s for the other ranks (--dist-timeout)" "$T/setuphang.log"
+check $? "rank 1 hangs in set-up: --dist-timeout 3s ends the job in ${TOOK} s, exit $STATUS (124: timeout's): $(grep -m1 'set-up has waited' "$T/setuphang.log" | cut -c1-90)"
 
 # SIGINT to the ranks: they agree to stop at the same step and rank 0 saves.
 timeout -k 5 60 $MPIRUN -np 2 "$B"/train $A --max-steps 0 --time 120s --save-every-steps 1000 --out "$T/int" \

@@ -75,7 +75,9 @@ double now_s() {
     return duration<double>(steady_clock::now().time_since_epoch()).count();
 }
 
-// Marks the time this rank spends inside a training collective (the watchdog's clock).
+// Marks the time this rank spends inside a training collective (the watchdog's clock). Step
+// kSetUp: the set-up's collectives (rank after rank, then the replicas' comparison).
+constexpr long long kSetUp = -1;
 struct Waiting {
     explicit Waiting(long long step) { g.waiting_step = step; g.waiting_since = now_s(); }
     ~Waiting() { g.waiting_since = 0; }
@@ -86,10 +88,17 @@ void watchdog_loop() {
         std::this_thread::sleep_for(std::chrono::milliseconds(200));
         const double since = g.waiting_since;
         if (since > 0 && now_s() - since > g.timeout_s) {
-            std::fprintf(stderr,
-                         "train: rank %d of %d: step %lld's all-reduce has waited %.0f s for the other "
-                         "ranks (--dist-timeout): one of them died or hangs; ending the job\n",
-                         g.rank, g.size, g.waiting_step.load(), now_s() - since);
+            if (g.waiting_step == kSetUp)
+                std::fprintf(stderr,
+                             "train: rank %d of %d: the set-up has waited %.0f s for the other ranks "
+                             "(--dist-timeout): one of them died or hangs (or rank 0's set-up, the corpus "
+                             "and BPE, takes longer: raise --dist-timeout); ending the job\n",
+                             g.rank, g.size, now_s() - since);
+            else
+                std::fprintf(stderr,
+                             "train: rank %d of %d: step %lld's all-reduce has waited %.0f s for the other "
+                             "ranks (--dist-timeout): one of them died or hangs; ending the job\n",
+                             g.rank, g.size, g.waiting_step.load(), now_s() - since);
             if (!g.thread_multiple) std::_Exit(1);   // mpirun ends a job whose rank exits unfinalized
             abort_job(1);
         }
@@ -288,7 +297,9 @@ std::string dist_describe(const Model& m) {
 
 void dist_barrier() {
 #ifdef TRANSFORMER_MPI
-    if (g.active) MPI_Barrier(MPI_COMM_WORLD);
+    if (!g.active) return;
+    Waiting w(kSetUp);   // the set-up's only collective: a rank that hangs in it ends the job
+    MPI_Barrier(MPI_COMM_WORLD);
 #endif
 }
 
