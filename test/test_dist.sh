@@ -7,6 +7,7 @@
 #   - --resume of a 2-rank run with 2 ranks, with 1 process (no mpirun), and of a 1-process
 #     --accum 2 run with 2 ranks: bitwise the uninterrupted run; 3 ranks refused (2 batches
 #     per step do not divide among 3); --accum given again is one rank's, as a refusal says;
+#     ranks whose --out differ (rank 1 finds no checkpoint) refused, naming both steps;
 #   - 2 ranks with --accum 2 against one process with --accum 4: the same up to float
 #     summation order (losses within 1e-4);
 #   - ranks on different devices (a GPU rank beside a CPU rank, on the CUDA emulator) or in
@@ -102,6 +103,17 @@ $MPIRUN -np 3 "$B"/train $A --max-steps 20 --resume --out "$T/r2to3" > "$T/r2to3
 status=$?
 [ $status -eq 2 ] && grep -q "does not divide among 3 ranks" "$T/r2to3.log" && [ ! -e "$T/r2to3/ckpt-00000020.safetensors" ]
 check $? "3 ranks refused for a 2-batch step (exit $status): $(grep -m1 'divide' "$T/r2to3.log" | cut -c1-110)"
+
+# --resume where rank 1's --out is another folder (not shared): rank 1 starts afresh beside rank
+# 0's step 10; refused before the first step, naming both steps.
+mkdir -p "$T/r1local"
+cp -r "$T/r2to3" "$T/r2local"
+timeout -k 5 60 $MPIRUN -np 2 sh -c "if [ \"\$OMPI_COMM_WORLD_RANK\" = 1 ]; then exec \"\$@\" --out $T/r1local; fi; exec \"\$@\" --out $T/r2local" \
+    sh "$B"/train $A --max-steps 20 --resume > "$T/rlocal.log" 2>&1
+status=$?
+[ $status -ne 0 ] && grep -q "rank 1 is at step 0, rank 0 at step 10: --resume read another checkpoint (or none)" "$T/rlocal.log" &&
+    [ ! -e "$T/r2local/ckpt-00000020.safetensors" ]
+check $? "--resume with rank 1's --out another folder: refused, naming the steps (exit $status): $(grep -m1 'error (rank 0)' "$T/rlocal.log" | cut -c1-100)"
 
 # ---- more batches per rank: the same sum in another order ----------------------------------
 "$B"/train $A --accum 4 --max-steps 10 --out "$T/four" > /dev/null 2>&1

@@ -326,10 +326,15 @@ bool dist_check_replicas(const Model& m, uint64_t data_fingerprint, std::string*
     MPI_Allgather(mine, 5, MPI_UNSIGNED_LONG_LONG, all.data(), 5, MPI_UNSIGNED_LONG_LONG, MPI_COMM_WORLD);
     const char* what[5] = {"parameters", "step", "dropout counter", "training data or batching", "device"};
     for (int r = 1; r < g.size; r++)
-        for (int k = 0; k < 5; k++)
+        for (int k : {1, 0, 2, 3, 4})   // the step first: it names a --resume that read another checkpoint
             if (all[5 * r + k] != all[k]) {
                 *error = "rank " + std::to_string(r) + "'s " + what[k] + " differ from rank 0's (every rank "
                          "needs the same data at the same path, and on --resume the same checkpoint)";
+                if (k == 1)
+                    *error = "rank " + std::to_string(r) + " is at step " + std::to_string(all[5 * r + 1]) +
+                             ", rank 0 at step " + std::to_string(all[1]) + ": --resume read another checkpoint "
+                             "(or none) on each; every rank reads the last one in --out, which must be the same "
+                             "folder on every rank (on several machines a shared one)";
                 if (k == 4)
                     *error = "rank " + std::to_string(r) + " runs on " + device_text(all[5 * r + 4]) + ", rank 0 on " +
                              device_text(all[4]) + ": every rank needs the same --device and --precision (one GPU "
