@@ -46,6 +46,7 @@ struct State {
     std::atomic<long long> waiting_step{0};
     std::atomic<bool> stop_watchdog{false};
     std::thread watchdog;
+    bool gpus_checked = false;        // dist_check_replicas: no two ranks on one GPU
     bool nccl_decided = false;
     Nccl nccl;                        // loaded and initialised when nccl.comm != nullptr
     long long reduces = 0;            // gradient all-reduces, their seconds (with the wait for
@@ -137,6 +138,38 @@ std::string device_text(unsigned long long code) {
     const char* precision[3] = {"fp32", "bf16", "int8"};
     return std::string(code / 4 == (unsigned long long)Device::CUDA ? "the GPU" : "the CPU") + " in " +
            precision[std::min<unsigned long long>(code % 4, 2)];
+}
+
+// The rank's GPU as the NVIDIA driver names it (device 0 of its CUDA_VISIBLE_DEVICES: its UUID,
+// a MIG instance's under MIG), hashed; 0 when unknown (no driver: the CUDA emulator). Ranks
+// whose CUDA_VISIBLE_DEVICES entries differ in name may still be one GPU ("0" and its UUID,
+// or a list naming it twice): the driver's name is the GPU's own.
+uint64_t gpu_identity() {
+    void* driver = dlopen("libcuda.so.1", RTLD_NOW | RTLD_LOCAL);   // kept loaded (as backend.cpp's)
+    if (!driver) return 0;
+    auto init = (int (*)(unsigned))dlsym(driver, "cuInit");
+    auto get = (int (*)(int*, int))dlsym(driver, "cuDeviceGet");
+    auto uuid = (int (*)(unsigned char*, int))dlsym(driver, "cuDeviceGetUuid_v2");
+    if (!uuid) uuid = (int (*)(unsigned char*, int))dlsym(driver, "cuDeviceGetUuid");
+    unsigned char id[16];
+    int dev = 0;
+    if (!init || !get || !uuid || init(0) != 0 || get(&dev, 0) != 0 || uuid(id, dev) != 0) return 0;
+    return fnv1a(id, sizeof id) | 1;   // never 0
+}
+
+// Two ranks on one GPU (CUDA_VISIBLE_DEVICES listing fewer GPUs than the machine's ranks, or
+// one twice): NCCL refuses them at the first step; through the host they share its memory and
+// time, slower than one process with --accum. False + *error naming the first two.
+bool distinct_gpus(const std::vector<unsigned long long>& gpu, std::string* error) {
+    for (size_t r = 1; r < gpu.size(); r++)
+        for (size_t q = 0; q < r; q++)
+            if (gpu[r] != 0 && gpu[r] == gpu[q]) {
+                *error = "ranks " + std::to_string(q) + " and " + std::to_string(r) + " run on the same GPU: "
+                         "one GPU per rank (each rank takes its local rank's entry of CUDA_VISIBLE_DEVICES: list "
+                         "as many GPUs as ranks on each machine, or run fewer ranks)";
+                return false;
+            }
+    return true;
 }
 
 // In place over host floats, in chunks that fit MPI's int counts.
@@ -324,6 +357,13 @@ bool dist_check_replicas(const Model& m, uint64_t data_fingerprint, std::string*
                                         (unsigned long long)m.train_forwards, data_fingerprint, device_code(m)};
     std::vector<unsigned long long> all(5 * (size_t)g.size);
     MPI_Allgather(mine, 5, MPI_UNSIGNED_LONG_LONG, all.data(), 5, MPI_UNSIGNED_LONG_LONG, MPI_COMM_WORLD);
+    if (!g.gpus_checked) {   // once, before the first step (a rank's GPU stays its own)
+        g.gpus_checked = true;
+        const unsigned long long gpu = m.backend->device() == Device::CUDA ? gpu_identity() : 0;
+        std::vector<unsigned long long> gpus(g.size);
+        MPI_Allgather(&gpu, 1, MPI_UNSIGNED_LONG_LONG, gpus.data(), 1, MPI_UNSIGNED_LONG_LONG, MPI_COMM_WORLD);
+        if (!distinct_gpus(gpus, error)) return false;
+    }
     const char* what[5] = {"parameters", "step", "dropout counter", "training data or batching", "device"};
     for (int r = 1; r < g.size; r++)
         for (int k : {1, 0, 2, 3, 4})   // the step first: it names a --resume that read another checkpoint

@@ -1,0 +1,23 @@
+// test/cuda_emulator/driver_stub.c — the NVIDIA driver's stand-in (libcuda.so.1) for the CUDA
+// emulator: the calls toolkit/distributed.cpp makes to name a rank's GPU (cuInit, cuDeviceGet,
+// cuDeviceGetUuid_v2), so that two MPI ranks given one GPU are seen on a machine without one
+// (test/test_dist.sh compiles it and puts it on LD_LIBRARY_PATH). Device 0's UUID is the first
+// entry of CUDA_VISIBLE_DEVICES ("0" when unset), as a GPU's UUID follows the entry that
+// selects it. Not a driver: no contexts, no memory, one device.
+#include <stdlib.h>
+#include <string.h>
+
+int cuInit(unsigned flags) { return flags == 0 ? 0 : 1; }
+int cuDeviceGetCount(int* count) { *count = 1; return 0; }
+int cuDeviceGet(int* device, int ordinal) {
+    *device = ordinal;
+    return ordinal == 0 ? 0 : 101;   // CUDA_ERROR_INVALID_DEVICE
+}
+int cuDeviceGetUuid_v2(unsigned char uuid[16], int device) {
+    if (device != 0) return 101;
+    const char* visible = getenv("CUDA_VISIBLE_DEVICES");
+    const char* name = visible && *visible ? visible : "0";
+    memset(uuid, 0, 16);
+    for (int i = 0; i < 16 && name[i] && name[i] != ','; i++) uuid[i] = (unsigned char)name[i];
+    return 0;
+}
