@@ -7,7 +7,8 @@
 #   - --resume of a 2-rank run with 2 ranks, with 1 process (no mpirun), and of a 1-process
 #     --accum 2 run with 2 ranks: bitwise the uninterrupted run; 3 ranks refused (2 batches
 #     per step do not divide among 3); --accum given again is one rank's, as a refusal says;
-#     ranks whose --out differ (rank 1 finds no checkpoint) refused, naming both steps;
+#     ranks whose --out differ (rank 1 finds no checkpoint) refused, naming both steps; ranks
+#     that part mid-run (a step skipped on one) found at the end;
 #   - 2 ranks with --accum 2 against one process with --accum 4: the same up to float
 #     summation order (losses within 1e-4);
 #   - ranks on different devices (a GPU rank beside a CPU rank, on the CUDA emulator) or in
@@ -115,6 +116,15 @@ status=$?
 [ $status -ne 0 ] && grep -q "rank 1 is at step 0, rank 0 at step 10: --resume read another checkpoint (or none)" "$T/rlocal.log" &&
     [ ! -e "$T/r2local/ckpt-00000020.safetensors" ]
 check $? "--resume with rank 1's --out another folder: refused, naming the steps (exit $status): $(grep -m1 'error (rank 0)' "$T/rlocal.log" | cut -c1-100)"
+
+# Ranks that part mid-run (test-only: rank 1 alone finds step 3's gradient NaN and skips it) are
+# found at the end, with the step's message, not set-up's --resume one (which had named --out).
+timeout -k 5 60 $MPIRUN -np 2 sh -c 'if [ "$OMPI_COMM_WORLD_RANK" = 1 ]; then export TRAIN_TEST_NONFINITE=3; fi; exec "$@"' \
+    sh "$B"/train $A --max-steps 10 --out "$T/parted" > "$T/parted.log" 2>&1
+status=$?
+[ $status -ne 0 ] && grep -q "error (rank 0): rank 1's step differ from rank 0's" "$T/parted.log" &&
+    ! grep -q -- "--resume read another checkpoint" "$T/parted.log"
+check $? "rank 1 skipping a step alone: found at the end (exit $status): $(grep -m1 'error (rank 0)' "$T/parted.log" | cut -c1-80)"
 
 # ---- more batches per rank: the same sum in another order ----------------------------------
 "$B"/train $A --accum 4 --max-steps 10 --out "$T/four" > /dev/null 2>&1

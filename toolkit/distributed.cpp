@@ -46,7 +46,7 @@ struct State {
     std::atomic<long long> waiting_step{0};
     std::atomic<bool> stop_watchdog{false};
     std::thread watchdog;
-    bool gpus_checked = false;        // dist_check_replicas: no two ranks on one GPU
+    bool replicas_checked = false;    // dist_check_replicas ran (before the first step)
     bool nccl_decided = false;
     Nccl nccl;                        // loaded and initialised when nccl.comm != nullptr
     long long reduces = 0;            // gradient all-reduces, their seconds (with the wait for
@@ -357,8 +357,9 @@ bool dist_check_replicas(const Model& m, uint64_t data_fingerprint, std::string*
                                         (unsigned long long)m.train_forwards, data_fingerprint, device_code(m)};
     std::vector<unsigned long long> all(5 * (size_t)g.size);
     MPI_Allgather(mine, 5, MPI_UNSIGNED_LONG_LONG, all.data(), 5, MPI_UNSIGNED_LONG_LONG, MPI_COMM_WORLD);
-    if (!g.gpus_checked) {   // once, before the first step (a rank's GPU stays its own)
-        g.gpus_checked = true;
+    const bool before_first_step = !g.replicas_checked;
+    g.replicas_checked = true;
+    if (before_first_step) {   // a rank's GPU stays its own: once
         const unsigned long long gpu = m.backend->device() == Device::CUDA ? gpu_identity() : 0;
         std::vector<unsigned long long> gpus(g.size);
         MPI_Allgather(&gpu, 1, MPI_UNSIGNED_LONG_LONG, gpus.data(), 1, MPI_UNSIGNED_LONG_LONG, MPI_COMM_WORLD);
@@ -370,7 +371,7 @@ bool dist_check_replicas(const Model& m, uint64_t data_fingerprint, std::string*
             if (all[5 * r + k] != all[k]) {
                 *error = "rank " + std::to_string(r) + "'s " + what[k] + " differ from rank 0's (every rank "
                          "needs the same data at the same path, and on --resume the same checkpoint)";
-                if (k == 1)
+                if (k == 1 && before_first_step)   // (later, steps apart are a step one rank skipped)
                     *error = "rank " + std::to_string(r) + " is at step " + std::to_string(all[5 * r + 1]) +
                              ", rank 0 at step " + std::to_string(all[1]) + ": --resume read another checkpoint "
                              "(or none) on each; every rank reads the last one in --out, which must be the same "
