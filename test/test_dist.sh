@@ -8,7 +8,7 @@
 #     --accum 2 run with 2 ranks: bitwise the uninterrupted run; 3 ranks refused (2 batches
 #     per step do not divide among 3); --accum given again is one rank's, as a refusal says;
 #     ranks whose --out differ (rank 1 finds no checkpoint) refused, naming both steps; ranks
-#     that part mid-run (a step skipped on one) found at the end;
+#     that part mid-run (a step skipped on one) found at the next --eval-every steps tried;
 #   - 2 ranks with --accum 2 against one process with --accum 4: the same up to float
 #     summation order (losses within 1e-4);
 #   - ranks on different devices (a GPU rank beside a CPU rank, on the CUDA emulator) or in
@@ -118,13 +118,15 @@ status=$?
 check $? "--resume with rank 1's --out another folder: refused, naming the steps (exit $status): $(grep -m1 'error (rank 0)' "$T/rlocal.log" | cut -c1-100)"
 
 # Ranks that part mid-run (test-only: rank 1 alone finds step 3's gradient NaN and skips it) are
-# found at the end, with the step's message, not set-up's --resume one (which had named --out).
+# found at the next --eval-every (10) steps tried, before the checkpoint of step 10: they had
+# been compared at the end alone (20 steps on, ckpt-00000020 written), and with set-up's
+# --resume message.
 timeout -k 5 60 $MPIRUN -np 2 sh -c 'if [ "$OMPI_COMM_WORLD_RANK" = 1 ]; then export TRAIN_TEST_NONFINITE=3; fi; exec "$@"' \
-    sh "$B"/train $A --max-steps 10 --out "$T/parted" > "$T/parted.log" 2>&1
+    sh "$B"/train $A --max-steps 20 --out "$T/parted" > "$T/parted.log" 2>&1
 status=$?
-[ $status -ne 0 ] && grep -q "error (rank 0): rank 1's step differ from rank 0's" "$T/parted.log" &&
-    ! grep -q -- "--resume read another checkpoint" "$T/parted.log"
-check $? "rank 1 skipping a step alone: found at the end (exit $status): $(grep -m1 'error (rank 0)' "$T/parted.log" | cut -c1-80)"
+[ $status -ne 0 ] && grep -q "error (rank 0): rank 1's step differ from rank 0's at rank 0's step 10: the ranks parted" "$T/parted.log" &&
+    ! grep -q -- "--resume read another checkpoint" "$T/parted.log" && [ ! -e "$T/parted/ckpt-00000010.safetensors" ]
+check $? "rank 1 skipping step 3 alone: found at step 10, before its checkpoint (exit $status): $(grep -m1 'error (rank 0)' "$T/parted.log" | cut -c1-100)"
 
 # ---- more batches per rank: the same sum in another order ----------------------------------
 "$B"/train $A --accum 4 --max-steps 10 --out "$T/four" > /dev/null 2>&1

@@ -355,10 +355,13 @@ bool dist_check_replicas(const Model& m, uint64_t data_fingerprint, std::string*
     model_get_params(&m, p.data());
     const unsigned long long mine[5] = {fnv1a(p.data(), p.size() * sizeof(float)), (unsigned long long)m.step,
                                         (unsigned long long)m.train_forwards, data_fingerprint, device_code(m)};
-    std::vector<unsigned long long> all(5 * (size_t)g.size);
-    MPI_Allgather(mine, 5, MPI_UNSIGNED_LONG_LONG, all.data(), 5, MPI_UNSIGNED_LONG_LONG, MPI_COMM_WORLD);
     const bool before_first_step = !g.replicas_checked;
     g.replicas_checked = true;
+    std::vector<unsigned long long> all(5 * (size_t)g.size);
+    {
+        Waiting w(before_first_step ? kSetUp : m.step);   // midway, rank 0 may be evaluating
+        MPI_Allgather(mine, 5, MPI_UNSIGNED_LONG_LONG, all.data(), 5, MPI_UNSIGNED_LONG_LONG, MPI_COMM_WORLD);
+    }
     if (before_first_step) {   // a rank's GPU stays its own: once
         const unsigned long long gpu = m.backend->device() == Device::CUDA ? gpu_identity() : 0;
         std::vector<unsigned long long> gpus(g.size);
@@ -371,6 +374,10 @@ bool dist_check_replicas(const Model& m, uint64_t data_fingerprint, std::string*
             if (all[5 * r + k] != all[k]) {
                 *error = "rank " + std::to_string(r) + "'s " + what[k] + " differ from rank 0's (every rank "
                          "needs the same data at the same path, and on --resume the same checkpoint)";
+                if (!before_first_step)
+                    *error = "rank " + std::to_string(r) + "'s " + what[k] + " differ from rank 0's at rank 0's "
+                             "step " + std::to_string(m.step) + ": the ranks parted during training (a fault "
+                             "on one machine?)";
                 if (k == 1 && before_first_step)   // (later, steps apart are a step one rank skipped)
                     *error = "rank " + std::to_string(r) + " is at step " + std::to_string(all[5 * r + 1]) +
                              ", rank 0 at step " + std::to_string(all[1]) + ": --resume read another checkpoint "

@@ -50,7 +50,9 @@ void dist_barrier();
 bool dist_all_agree(bool mine);
 
 // Checks that every rank holds the same model (parameters, step, dropout counter, the data's
-// fingerprint, the device and precision): after set-up, and at the end. False + *error naming the first rank that differs.
+// fingerprint, the device and precision): after set-up, every --eval-every steps tried, and at
+// the end; the first call also refuses two ranks on one GPU. False + *error naming the first
+// rank that differs.
 bool dist_check_replicas(const Model& m, uint64_t data_fingerprint, std::string* error);
 
 // One global step over `batches` batches (all of them drawn on every rank).

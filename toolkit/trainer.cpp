@@ -1017,6 +1017,19 @@ static double remaining_s(const Run& r, double step_time) {
     return std::min({by_time, by_steps, by_epochs});
 }
 
+// Data parallelism: the ranks compare their models (dist_check_replicas: a hash of the
+// parameters, the step, ...) every --eval-every steps tried, where they were compared at the
+// start and the end alone: ranks that part (a fault, a step one skips) stop there, not after
+// the whole run. By steps tried, the same count on every rank (the step itself could part, and
+// the ranks would then wait in different collectives). A parameter download and hash, rarer
+// than the evaluation beside it.
+static bool replicas_agree_midway(Run& r) {
+    if (!dist_active() || r.opt.eval_every_steps <= 0 || r.attempts % r.opt.eval_every_steps != 0) return true;
+    std::string err;
+    if (!dist_check_replicas(r.model, r.sampler.fingerprint(), &err)) return fail(err);
+    return true;
+}
+
 static bool train_loop(Run& r) {
     double last_log = now_s(), last_save = now_s(), window_loss = 0, window_tokens = 0;
     int window_steps = 0;
@@ -1028,6 +1041,7 @@ static bool train_loop(Run& r) {
                     format_duration(r.elapsed()).c_str());
     while (budget_left(r)) {
         StepResult s = train_step(r);
+        if (!replicas_agree_midway(r)) return false;
         if (s.skipped) {
             if (!note_nonfinite(r, s)) return false;
             continue;
