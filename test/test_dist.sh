@@ -163,22 +163,31 @@ if [ -f "$EMU" ]; then
         ! grep -q "MPI_ERR_TRUNCATE" "$T/mixdev.log"
     check $? "rank 0 on an (emulated) GPU, rank 1 without one: refused, named (exit $status): $(grep -m1 -E 'runs on|MPI_ERR' "$T/mixdev.log" | cut -c1-100)"
     # Two ranks on one GPU (CUDA_VISIBLE_DEVICES=0 for both): the driver's stand-in
-    # (test/cuda_emulator/driver_stub.c) names each rank's GPU by its CUDA_VISIBLE_DEVICES entry.
-    # They had shared it silently (through the host, as here: NCCL refuses them at the first
-    # step, and a real NCCL library would not run on the stand-in driver).
+    # (test/cuda_emulator/driver_stub.c, named by TRANSFORMER_CUDA_EMULATOR_DRIVER) names each
+    # rank's GPU by its CUDA_VISIBLE_DEVICES entry. They had shared it silently (through the
+    # host, as here: NCCL refuses them at the first step).
     mkdir -p "$T/driver"
     if ${CC:-cc} -shared -fPIC -o "$T/driver/libcuda.so.1" test/cuda_emulator/driver_stub.c 2> "$T/driver.log"; then
         G="--device cuda --precision fp32 --max-steps 2"
         for visible in 0 0,1; do
-            timeout -k 5 60 env TRANSFORMER_CUDA_EMULATOR="$EMU" LD_LIBRARY_PATH="$T/driver" CUDA_VISIBLE_DEVICES=$visible \
-                TRANSFORMER_NCCL_LIB=/nonexistent/libtransformer_nccl.so \
-                $MPIRUN -x TRANSFORMER_CUDA_EMULATOR -x LD_LIBRARY_PATH -x CUDA_VISIBLE_DEVICES -x TRANSFORMER_NCCL_LIB -np 2 \
+            timeout -k 5 60 env TRANSFORMER_CUDA_EMULATOR="$EMU" TRANSFORMER_CUDA_EMULATOR_DRIVER="$T/driver/libcuda.so.1" \
+                CUDA_VISIBLE_DEVICES=$visible TRANSFORMER_NCCL_LIB=/nonexistent/libtransformer_nccl.so \
+                $MPIRUN -x TRANSFORMER_CUDA_EMULATOR -x TRANSFORMER_CUDA_EMULATOR_DRIVER -x CUDA_VISIBLE_DEVICES \
+                -x TRANSFORMER_NCCL_LIB -np 2 \
                 "$B"/train $A $G --out "$T/gpu$visible" > "$T/gpu$visible.log" 2>&1
             eval "status_$(echo $visible | tr -d ,)=$?"
         done
         [ "$status_0" -ne 0 ] && grep -q "ranks 0 and 1 run on the same GPU: one GPU per rank" "$T/gpu0.log" &&
             ! grep -q '^step ' "$T/gpu0.log" && [ "$status_01" -eq 0 ]
         check $? "CUDA_VISIBLE_DEVICES=0 for 2 ranks: refused before the first step (exit $status_0): $(grep -m1 'same GPU' "$T/gpu0.log" | cut -c1-80); =0,1 trains (exit $status_01)"
+        # Emulated ranks use no GPU: a machine's driver (here the stand-in as libcuda.so.1 on
+        # LD_LIBRARY_PATH) and CUDA_VISIBLE_DEVICES=0 must not refuse them (make test on a GPU).
+        timeout -k 5 60 env TRANSFORMER_CUDA_EMULATOR="$EMU" LD_LIBRARY_PATH="$T/driver" CUDA_VISIBLE_DEVICES=0 \
+            TRANSFORMER_NCCL_LIB=/nonexistent/libtransformer_nccl.so \
+            $MPIRUN -x TRANSFORMER_CUDA_EMULATOR -x LD_LIBRARY_PATH -x CUDA_VISIBLE_DEVICES -x TRANSFORMER_NCCL_LIB -np 2 \
+            "$B"/train $A $G --out "$T/gpudriver" > "$T/gpudriver.log" 2>&1
+        status=$?
+        check $status "emulated ranks, CUDA_VISIBLE_DEVICES=0, a driver on the machine: not refused (exit $status) $(grep -m1 'same GPU' "$T/gpudriver.log" | cut -c1-60)"
     else
         skip "two ranks on one GPU: cannot compile the driver's stand-in ($(head -1 "$T/driver.log"))"
     fi

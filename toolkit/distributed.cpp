@@ -141,11 +141,16 @@ std::string device_text(unsigned long long code) {
 }
 
 // The rank's GPU as the NVIDIA driver names it (device 0 of its CUDA_VISIBLE_DEVICES: its UUID,
-// a MIG instance's under MIG), hashed; 0 when unknown (no driver: the CUDA emulator). Ranks
-// whose CUDA_VISIBLE_DEVICES entries differ in name may still be one GPU ("0" and its UUID,
-// or a list naming it twice): the driver's name is the GPU's own.
+// a MIG instance's under MIG), hashed; 0 when unknown (no driver). Ranks whose
+// CUDA_VISIBLE_DEVICES entries differ in name may still be one GPU ("0" and its UUID, or a
+// list naming it twice): the driver's name is the GPU's own. Ranks on the CUDA emulator run on
+// no GPU (even where a driver is): they ask the test's stand-in driver when
+// TRANSFORMER_CUDA_EMULATOR_DRIVER names one (test/cuda_emulator/driver_stub.c), else nothing.
 uint64_t gpu_identity() {
-    void* driver = dlopen("libcuda.so.1", RTLD_NOW | RTLD_LOCAL);   // kept loaded (as backend.cpp's)
+    const char* emulator = std::getenv("TRANSFORMER_CUDA_EMULATOR");
+    const char* lib = emulator && *emulator ? std::getenv("TRANSFORMER_CUDA_EMULATOR_DRIVER") : "libcuda.so.1";
+    if (!lib || !*lib) return 0;
+    void* driver = dlopen(lib, RTLD_NOW | RTLD_LOCAL);   // kept loaded (as backend.cpp's)
     if (!driver) return 0;
     auto init = (int (*)(unsigned))dlsym(driver, "cuInit");
     auto get = (int (*)(int*, int))dlsym(driver, "cuDeviceGet");

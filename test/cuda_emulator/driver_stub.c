@@ -1,9 +1,9 @@
 // test/cuda_emulator/driver_stub.c — the NVIDIA driver's stand-in (libcuda.so.1) for the CUDA
 // emulator: the calls toolkit/distributed.cpp makes to name a rank's GPU (cuInit, cuDeviceGet,
 // cuDeviceGetUuid_v2), so that two MPI ranks given one GPU are seen on a machine without one
-// (test/test_dist.sh compiles it and puts it on LD_LIBRARY_PATH). Device 0's UUID is the first
-// entry of CUDA_VISIBLE_DEVICES ("0" when unset), as a GPU's UUID follows the entry that
-// selects it. Not a driver: no contexts, no memory, one device.
+// (test/test_dist.sh compiles it; TRANSFORMER_CUDA_EMULATOR_DRIVER names it). Device 0's UUID
+// is the first entry of CUDA_VISIBLE_DEVICES ("0" when unset), as a GPU's UUID follows the
+// entry that selects it. Not a driver: no contexts, no memory, one device.
 #include <stdlib.h>
 #include <string.h>
 
