@@ -1,10 +1,11 @@
 # test/check.sh — the shell tests' one way to report a result (test/check.h for the C++ ones):
-# sourced by test_cli.sh, test_corpus.sh and test_bench_env.sh.
+# sourced by the shell tests (test_cli.sh, test_corpus.sh, test_bench_env.sh, test_gpu_bench.sh ...).
 #   check STATUS DESCRIPTION    STATUS 0 passes; prints "PASS/FAIL DESCRIPTION" and counts it
 #   skip REASON                 prints "SKIP REASON" and counts it apart (never a pass)
 #   check_summary NAME          prints "NAME: N passed, M failed" (", K skipped" when K > 0);
 #                               status non-zero on a failure
 #   toy_corpus DIR              writes DIR/{train,test}.{en,es}: a toy parallel corpus
+#   tiny_model DIR              the decoding benchmarks' tiny model and 12-line test set (below)
 #   interrupt_and_resume DIR WHAT TRAIN_ARGS...
 #                               Ctrl-C during ./train TRAIN_ARGS: two checks (below)
 passed=0
@@ -35,6 +36,18 @@ toy_corpus() {
         for (j = 0; j < n; j++) { x = w[1 + int(rand() * 10)]; en = en (j ? " " : "") x; es = x "o" (j ? " " : "") es }
         print en > "'"$1"'/train.en"; print es > "'"$1"'/train.es";
         if (i < 20) { print en > "'"$1"'/test.en"; print es > "'"$1"'/test.es" } } }'
+}
+
+# The decoding benchmarks' smoke runs (test_bench_env.sh, test_gpu_bench.sh): DIR/corpus a toy
+# corpus, DIR/data/test.{en,es} its first 12 test lines, DIR/run/average.safetensors (and its
+# vocab.bpe) a tiny model of 4 steps on the CPU, its log in DIR/run.log; the status is ./train's.
+tiny_model() {
+    toy_corpus "$1/corpus"
+    mkdir -p "$1/data"
+    head -n 12 "$1/corpus/test.en" > "$1/data/test.en"
+    head -n 12 "$1/corpus/test.es" > "$1/data/test.es"
+    "$B"/train --config tiny --d-model 32 --d-ff 64 --vocab-size 300 --data "$1/corpus" --max-tokens 400 --warmup 20 \
+        --log-every 1000s --eval-every 0 --no-eval --max-steps 4 --device cpu --out "$1/run" > "$1/run.log" 2>&1
 }
 
 # Ctrl-C (SIGINT) during `$B/train ARGS --out DIR` (a checkpoint every 4 steps; the signal once

@@ -105,18 +105,13 @@ sys.exit(list(b.sorted_batches([3, 5, 5, 9, 2], 100, 10)) != [[4, 0], [1, 2], [3
 
 # bench_translate.sh's smoke run: a tiny model, 12 test lines, batches of 40 tokens (3 batches)
 translate_checks() {
-    toy_corpus "$T/tcorpus"
-    mkdir -p "$T/tdata"
-    head -n 12 "$T/tcorpus/test.en" > "$T/tdata/test.en"
-    head -n 12 "$T/tcorpus/test.es" > "$T/tdata/test.es"
-    "$B"/train --config tiny --d-model 32 --d-ff 64 --vocab-size 300 --data "$T/tcorpus" --max-tokens 400 --warmup 20 \
-        --log-every 1000s --eval-every 0 --no-eval --max-steps 4 --device cpu --out "$T/trun" > "$T/trun.log" 2>&1
-    [ -f "$T/trun/average.safetensors" ] || { check 1 "a tiny model for bench_translate.sh: $(tail -n 1 "$T/trun.log")"; return; }
+    tiny_model "$T/tiny"
+    [ -f "$T/tiny/run/average.safetensors" ] || { check 1 "a tiny model for bench_translate.sh: $(tail -n 1 "$T/tiny/run.log")"; return; }
     n=3 sides=1   # ours fp32, bf16, int8; PyTorch's two and CTranslate2's two where they import
     $PY -c 'import torch' 2> /dev/null && n=$((n + 2)) sides=$((sides + 1))
     $CT2 -c 'import ctranslate2' 2> /dev/null && n=$((n + 2)) sides=$((sides + 1))
-    SMOKE=1 LOAD_SAMPLE=0.1 BATCH_TOKENS=40 DATA="$T/tdata" BUILD="$BUILD" \
-        bash bench/bench_translate.sh "$T/trun/average.safetensors" > "$T/translate.txt" 2>&1
+    SMOKE=1 LOAD_SAMPLE=0.1 BATCH_TOKENS=40 DATA="$T/tiny/data" BUILD="$BUILD" \
+        bash bench/bench_translate.sh "$T/tiny/run/average.safetensors" > "$T/translate.txt" 2>&1
     s=$?
     ok=0
     for k in greedy beam4; do
@@ -147,8 +142,8 @@ done
 exec $PY "\$@"
 ZZ
         chmod +x "$T/py100"
-        SMOKE=1 LOAD_SAMPLE=0.1 BATCH_TOKENS=40 DATA="$T/tdata" BUILD="$BUILD" PYTHON="$T/py100" CT2_PYTHON=false \
-            bash bench/bench_translate.sh "$T/trun/average.safetensors" > "$T/translate100.txt" 2>&1
+        SMOKE=1 LOAD_SAMPLE=0.1 BATCH_TOKENS=40 DATA="$T/tiny/data" BUILD="$BUILD" PYTHON="$T/py100" CT2_PYTHON=false \
+            bash bench/bench_translate.sh "$T/tiny/run/average.safetensors" > "$T/translate100.txt" 2>&1
         s=$?
         [ $s -eq 0 ] && grep -q "^#   greedy: BATCHES DIFFER from ours fp32's (3 batches, .*PyTorch fp32's batches (1)" "$T/translate100.txt" &&
             ! grep -q "the same batches for all" "$T/translate100.txt"

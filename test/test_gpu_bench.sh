@@ -48,12 +48,7 @@ s=$?
 check $? "bench_attention.sh: exit $s, $(grep -c '^ours attention ' "$T/attention.txt") timing lines, a row per length"
 
 # a tiny model and a test set of 12 lines, for the decoding benchmark's second part
-toy_corpus "$T/corpus"
-mkdir -p "$T/data"
-head -n 12 "$T/corpus/test.en" > "$T/data/test.en"
-head -n 12 "$T/corpus/test.es" > "$T/data/test.es"
-"$B"/train --config tiny --d-model 32 --d-ff 64 --vocab-size 300 --data "$T/corpus" --max-tokens 400 --warmup 20 \
-    --log-every 1000s --eval-every 0 --no-eval --max-steps 4 --device cpu --out "$T/run" > "$T/run.log" 2>&1
+tiny_model "$T"
 check $? "a tiny model for the decoding benchmark (exit $?)"
 SYNTHETIC="--config tiny --sentences 4 --length 5" DATA="$T/data" BUILD="$BUILD" \
     bash bench/bench_translate_gpu.sh "$T/run/average.safetensors" > "$T/decode.txt" 2>&1
