@@ -18,8 +18,9 @@ train:  one full training step (forward, backward, Adam) on a fixed synthetic ba
         is per config. Prints: torch train <config> ms_per_step=X tokens_per_s=Y peak_rss_mb=Z
         --device cuda (make gpu-check): the same model on the GPU with the paper's batches
         (--tokens 25000 source + 25000 target tokens a step), eager with bf16 autocast and then
-        torch.compile, 3 warm-up steps, the median of 10: torch train <config>-<eager|compile>
-        ms_per_step=X tokens_per_s=Y peak_gpu_mb=Z
+        torch.compile, --warmup-steps (3) warm-up steps, the median of --steps (10): torch train
+        <config>-<eager|compile> ms_per_step=X tokens_per_s=Y peak_gpu_mb=Z  # ..., W warm-up steps,
+        the median of S (bench/bench_train_gpu.sh compares them with ours')
 attention: --device cuda --precision bf16 --config base (make gpu-check, beside
         build/bench_attention): §3.2's attention alone, forward and backward of torch's
         scaled_dot_product_attention at --lengths, --tokens per batch, the masks the model uses.
@@ -145,7 +146,7 @@ def bench_train(name, steps, bf16=False):
           f"process CPU {cpu_ms:.0f} ms/step (wall > CPU/threads means other load)", flush=True)
 
 
-def bench_train_gpu(name, tokens, steps):
+def bench_train_gpu(name, tokens, steps, warmup):
     """The same model and batch on the GPU: eager with bf16 autocast, then torch.compile of it;
     `tokens` source (and as many target) tokens a step in pairs of 25 + 25."""
     cfg = model_config(name)
@@ -161,16 +162,17 @@ def bench_train_gpu(name, tokens, steps):
         fwd = torch.compile(model) if mode == "compile" else model
         torch.cuda.reset_peak_memory_stats()
         times = []
-        for step in range(1, 3 + steps + 1):   # 3 warm-up steps (compilation included)
+        for step in range(1, warmup + steps + 1):   # the warm-up steps include compilation
             torch.cuda.synchronize()
             t0 = time.perf_counter()
             loss = autocast_step(fwd, opt, step, batch, cfg, "cuda")
             torch.cuda.synchronize()
             times.append(time.perf_counter() - t0)
-        ms = 1000.0 * statistics.median(times[3:])
+        ms = 1000.0 * statistics.median(times[warmup:])
         print(f"torch train {name}-{mode} ms_per_step={ms:.1f} tokens_per_s={2 * n_pairs * SENT_LEN / ms * 1000:.0f} "
               f"peak_gpu_mb={torch.cuda.max_memory_allocated() / 1e6:.0f}  # {torch.cuda.get_device_name()}, "
-              f"bf16 autocast, {n_pairs} pairs of 25 + 25 tokens, loss {float(loss):.3f}", flush=True)
+              f"bf16 autocast, {n_pairs} pairs of 25 + 25 tokens, loss {float(loss):.3f}, "
+              f"{warmup} warm-up steps, the median of {steps}", flush=True)
         del model, opt, fwd
 
 
@@ -243,7 +245,7 @@ def run_train(args):
     if args.device == "cuda":
         gpu_environment()
         for name in names:
-            bench_train_gpu(name, args.tokens, args.steps)
+            bench_train_gpu(name, args.tokens, args.steps, args.warmup_steps)
         return
     for name in names:
         if name not in CONFIGS:
@@ -381,6 +383,8 @@ def main():
     ap.add_argument("--configs", default="tiny,small,base", help="train: comma-separated configs")
     ap.add_argument("--steps", type=int, default=0,
                     help="train: timed steps after 2 warm-up steps (default 5; base 3)")
+    ap.add_argument("--warmup-steps", type=int, default=3,
+                    help="train on cuda: untimed steps before the timed ones (default 3, as bench_train_gpu.sh's)")
     ap.add_argument("--threads", type=int, default=2, help="torch threads (default 2)")
     ap.add_argument("--device", choices=["cpu", "cuda"], default="cpu",
                     help="train: cuda times eager bf16 autocast and torch.compile on the GPU; "

@@ -7,7 +7,8 @@
 //                     [--warmup N] [--no-peak]   (bench/ncu_kernels.sh: one step, nothing else)
 // Prints: ours train CONFIG ms_per_step=.. tokens_per_s=.. matmul_gflops=.. peak_rss_mb=..
 // and on the GPU also peak_gpu_mb=.., mfu_dense=.. (against the bf16 dense peak, 989 TFLOP/s
-// on an H100 SXM) and mfu_measured=.. (against a large cuBLAS product timed in the same run).
+// on an H100 SXM) and mfu_measured=.. (against a large cuBLAS product timed in the same run);
+// its comment ends "W warm-up steps, the median of S" (bench/bench_train_gpu.sh compares them).
 // --profile: then one more step with every op timed (model/profile.h), as "# profile" lines:
 // each op's ms a step, its share of the unprofiled step, TFLOP/s and GB/s.
 // Batches: sentence pairs of 25 source and 25 target tokens; on the CPU 164 pairs (4,100 +
@@ -132,8 +133,9 @@ int main(int argc, char** argv) {
             std::printf(" measured_peak_tflops=%.0f mfu_measured=%.3f", peak, flops / (peak * 1e12));
         }
     }
-    std::printf("  # %s, %d pairs x %d micro-batches of 25 + 25 tokens, logits %d rows at a time\n",
-                m.backend->describe().c_str(), pairs, accum, model_logit_chunk_rows(&m, batch.B * batch.T));
+    std::printf("  # %s, %d pairs x %d micro-batches of 25 + 25 tokens, logits %d rows at a time, %d warm-up steps, "
+                "the median of %d\n", m.backend->describe().c_str(), pairs, accum, model_logit_chunk_rows(&m, batch.B * batch.T),
+                warmup, steps);
     if (profile) {
         ProfiledBackend* p = profile_model(&m);
         train_step();

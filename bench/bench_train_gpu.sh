@@ -4,7 +4,9 @@
 # PyTorch on the same GPU in the same run, eager under bf16 autocast and torch.compile of it
 # (bench/bench_torch.py train --device cuda), the same config and the same synthetic batch:
 # pairs of 25 + 25 tokens, TOKENS (default 25,000, the paper's batch) source tokens a step;
-# each side the median of 10 steps after 3 warm-up steps.
+# each side the median of STEPS (10) steps after WARMUP_STEPS (3) warm-up steps, both given the
+# same counts; each reports its counts, and a line under the table compares them ("the same
+# warm-up" or "WARM-UPS DIFFER ...: no fair ratio").
 # Prints a table (ms a step, tokens/s counting both sides, ours' MFU against the dense bf16
 # peak and against the large product it times, peak GPU memory, PyTorch's time over ours) and,
 # last, one line per config:
@@ -12,15 +14,20 @@
 # Issue 10's targets on an H100: base-model MFU >= 50%, >= 1.5x eager, >= 1.1x torch.compile.
 #   BENCH_CONFIGS   the configs (default "base big")
 #   TOKENS          source tokens a step (default 25000)
-#   BENCH_TRAIN_ARGS more options for build/bench_train (test_gpu_bench.sh: --no-peak --steps 1)
+#   STEPS           timed steps, each side (default 10; test_gpu_bench.sh: 1)
+#   WARMUP_STEPS    untimed steps before them, each side (default 3; test_gpu_bench.sh: 0)
+#   BENCH_TRAIN_ARGS more options for build/bench_train (test_gpu_bench.sh: --no-peak)
 #   PYTHON          the interpreter with a CUDA PyTorch (default python3)
 # Without a GPU it prints SKIP and why, and exits 0.
 set -u
 BUILD=${1:-build}
 TOKENS=${TOKENS:-25000}
+STEPS=${STEPS:-10}
+WARMUP_STEPS=${WARMUP_STEPS:-3}
 . bench/gpu_env.sh   # PY, value, ratio, gpu_env
 percent() { [ -n "$1" ] && awk "BEGIN { printf \"%.1f%%\", 100 * $1 }" || echo "-"; }
 row() { printf '%-6s | %-22s | %9s | %11s | %10s | %10s | %9s | %s\n' "$@" >> "$tmp/table"; }
+counts() { echo "$1" | sed -n 's/.*, \([0-9]* warm-up steps, the median of [0-9]*\)$/\1/p'; }   # of a result line
 
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
@@ -28,20 +35,21 @@ gpu_env bench_train_gpu
 summary=""
 row config side "ms/step" "tokens/s" "MFU (989)" "MFU (meas.)" "GPU MB" "PyTorch time / ours"
 for c in ${BENCH_CONFIGS:-base big}; do
-    # the warm-up and timed steps of bench_torch.py train --device cuda: the median of 10 after 3
-    "$BUILD/bench_train" --device cuda --precision bf16 --config "$c" --tokens "$TOKENS" --warmup 3 --steps 10 \
-        ${BENCH_TRAIN_ARGS:-} > "$tmp/ours.txt" 2>&1
+    "$BUILD/bench_train" --device cuda --precision bf16 --config "$c" --tokens "$TOKENS" --warmup "$WARMUP_STEPS" \
+        --steps "$STEPS" ${BENCH_TRAIN_ARGS:-} > "$tmp/ours.txt" 2>&1
     ours=$(grep -h "^ours train $c " "$tmp/ours.txt")
     [ -n "$ours" ] || { echo "# ours $c failed: $(tail -n 1 "$tmp/ours.txt")"; continue; }
     oms=$(value "$ours" ms_per_step)
     if [ $torch_ok = 1 ]; then
-        $PY bench/bench_torch.py train --device cuda --configs "$c" --tokens "$TOKENS" > "$tmp/torch.txt" 2>&1 ||
+        $PY bench/bench_torch.py train --device cuda --configs "$c" --tokens "$TOKENS" --warmup-steps "$WARMUP_STEPS" \
+            --steps "$STEPS" > "$tmp/torch.txt" 2>&1 ||
             echo "# PyTorch $c failed: $(tail -n 1 "$tmp/torch.txt")"
         [ -s "$tmp/torch-env" ] || grep -h '^# torch' "$tmp/torch.txt" > "$tmp/torch-env"
     fi
     row "$c" "ours bf16" "$oms" "$(value "$ours" tokens_per_s)" "$(percent "$(value "$ours" mfu_dense)")" \
         "$(percent "$(value "$ours" mfu_measured)")" "$(value "$ours" peak_gpu_mb)" ""
     line="ours train $c bf16: $(value "$ours" tokens_per_s) tokens/s, MFU $(percent "$(value "$ours" mfu_dense)") ($(percent "$(value "$ours" mfu_measured)") of measured)"
+    differ=""
     for mode in eager compile; do
         t=$(grep -h "^torch train $c-$mode " "$tmp/torch.txt" 2> /dev/null)
         name="PyTorch $mode"
@@ -51,13 +59,19 @@ for c in ${BENCH_CONFIGS:-base big}; do
             line="$line, no ratio to $name"
             continue
         fi
+        [ "$(counts "$t")" = "$(counts "$ours")" ] || differ="$differ, $name's ($(counts "$t" | grep . || echo unknown))"
         tms=$(value "$t" ms_per_step)
         row "$c" "$name" "$tms" "$(value "$t" tokens_per_s)" - - "$(value "$t" peak_gpu_mb)" "$(ratio "$tms" "$oms")"
         line="$line, $(ratio "$tms" "$oms") $name"
     done
     summary="$summary$line
 "
+    if [ -z "$differ" ]; then
+        echo "#   $c: the same warm-up for every side that ran: $(counts "$ours" | grep . || echo unknown)" >> "$tmp/notes"
+    else
+        echo "#   $c: WARM-UPS DIFFER from ours' ($(counts "$ours")): ${differ#, }: no fair ratio" >> "$tmp/notes"
+    fi
 done
-cat "$tmp/torch-env" "$tmp/table" 2> /dev/null
+cat "$tmp/torch-env" "$tmp/table" "$tmp/notes" 2> /dev/null
 echo
 printf '%s' "$summary"

@@ -13,6 +13,10 @@
 #      --batch-tokens BATCH_TOKENS, default 16000, max length len + 50), ours bf16 and fp32,
 #      PyTorch fp32 and CTranslate2 float16 and bfloat16 in the same batches (--batch-tokens:
 #      sentences x longest <= BATCH_TOKENS), each with its BLEU against the reference translations.
+# Every decoder warms up alike (as bench_translate.sh's): before each timed search, the same search
+# on the first WARMUP (default 8) sentences in one batch, untimed (--warmup); each reports its
+# warm-up ("# warm-up ..."), and under each table the script compares them with ours fp32's (and,
+# on the test set, the batches): "the same warm-up ..." or "WARM-UPS DIFFER ...: no fair ratio".
 # CTranslate2's PyPI wheel is built for CUDA 12 and loads cuBLAS as libcublas.so.12 (dlopen, then
 # its 9 functions by name). Where only CUDA 13's cuBLAS is present (the GPU machine's image), a
 # forwarding libcublas.so.12 is made here (no code of its own: it names nvcc's libcublas.so.13
@@ -28,22 +32,48 @@ DATA=${DATA:-data/corpus/default}
 BUILD=${BUILD:-build}
 CT2=${CT2_PYTHON:-python3}
 BATCH_TOKENS=${BATCH_TOKENS:-16000}
+WARMUP=${WARMUP:-8}
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 . bench/gpu_env.sh   # PY, value, ratio, gpu_env
 row() { printf '%-7s | %-24s | %12s %10s | %9s | %s\n' "$@"; }
+# what a decoder's output FILE reports for search K (greedy|beam4; CTranslate2's: "K TYPE"):
+# its warm-up, its batches (the sentences of each, in order)
+warmup() { grep -h "^# warm-up $1:" "$2" 2> /dev/null | head -n 1 | cut -d: -f2- | sed 's/^ *//'; }
+batches() { grep -h "^# batches $1:" "$2" 2> /dev/null | head -n 1 | cut -d: -f2- | sed 's/^ *//'; }
+# alike K BATCHES NAME:FILE[:KEY]...: the decoders that ran (a result line in FILE) against the
+# first's warm-up (and batches, BATCHES=1) for search K; prints one line under the table
+alike() {
+    local k=$1 with_batches=$2 name file key ref="" ref_w ref_b n=0 differ=""
+    shift 2
+    for d; do
+        name=${d%%:*} file=${d#*:} key=$k
+        case $file in *:*) key="$k ${file#*:}" file=${file%%:*} ;; esac
+        grep -q "decode $key " "$file" 2> /dev/null || continue
+        n=$((n + 1))
+        if [ -z "$ref" ]; then ref=$name ref_w=$(warmup "$key" "$file") ref_b=$(batches "$key" "$file"); continue; fi
+        [ "$(warmup "$key" "$file")" = "$ref_w" ] ||
+            differ="$differ, $name's warm-up ($(warmup "$key" "$file" | grep . || echo none))"
+        [ "$with_batches" = 0 ] || [ "$(batches "$key" "$file")" = "$ref_b" ] || differ="$differ, $name's batches"
+    done
+    if [ -z "$differ" ]; then
+        echo "#   $k: the same warm-up for all $n decoders: ${ref_w:-none}$([ "$with_batches" = 0 ] || echo ", and the same $(echo "$ref_b" | wc -w) batches")"
+    else
+        echo "#   $k: WARM-UPS DIFFER from $ref's (${ref_w:-none}): ${differ#, }: no fair ratio"
+    fi
+}
 
 gpu_env bench_translate_gpu
 
 # ---- 1. the synthetic base-model batch
 synthetic=${SYNTHETIC:-"--config base --sentences 128 --length 25"}
 for p in bf16 fp32; do
-    "$BUILD/bench_decode" --device cuda --precision $p $synthetic --repeats 3 > "$tmp/ours-$p.syn" 2>&1 ||
+    "$BUILD/bench_decode" --device cuda --precision $p $synthetic --repeats 3 --warmup "$WARMUP" > "$tmp/ours-$p.syn" 2>&1 ||
         echo "# ours $p failed: $(tail -n 1 "$tmp/ours-$p.syn")"
 done
 if [ $torch_ok = 1 ]; then
     for p in fp32 bf16; do
-        $PY bench/bench_torch.py decode --device cuda --precision $p $synthetic > "$tmp/torch-$p.syn" 2>&1 ||
+        $PY bench/bench_torch.py decode --device cuda --precision $p $synthetic --warmup "$WARMUP" > "$tmp/torch-$p.syn" 2>&1 ||
             echo "# PyTorch $p failed: $(tail -n 1 "$tmp/torch-$p.syn")"
     done
 fi
@@ -60,6 +90,8 @@ for k in greedy beam4; do
         t=$(value "$line" tokens_per_s)
         row $k "$name" "$(value "$line" sentences_per_s)" "$t" "$(ratio "$t" "$base")" ""
     done
+    alike $k 0 "ours fp32:$tmp/ours-fp32.syn" "ours bf16:$tmp/ours-bf16.syn" "PyTorch fp32:$tmp/torch-fp32.syn" \
+        "PyTorch bf16 autocast:$tmp/torch-bf16.syn"
 done
 ours_beam=$(value "$(grep -h "decode beam4 " "$tmp/ours-bf16.syn" 2> /dev/null)" tokens_per_s)
 torch_beam=$(value "$(grep -h "^torch decode beam4 " "$tmp/torch-fp32.syn" 2> /dev/null)" tokens_per_s)
@@ -83,14 +115,14 @@ bleu() {
         ./bleu "$DATA/test.es" --score-only
 }
 ./bpe encode --vocab "$VOCAB" < "$DATA/test.en" > "$tmp/src.ids"
-echo "$MODEL on $(wc -l < "$tmp/src.ids") test sentences (every decoder in ours' batches: --batch-tokens $BATCH_TOKENS):"
+echo "$MODEL on $(wc -l < "$tmp/src.ids") test sentences (every decoder in ours' batches: --batch-tokens $BATCH_TOKENS, warm-up $WARMUP sentences a search):"
 for p in bf16 fp32; do
     "$BUILD/bench_decode" --device cuda --precision $p --model "$MODEL" --input "$tmp/src.ids" \
-        --batch-tokens "$BATCH_TOKENS" --output "$tmp/ours-$p" > "$tmp/ours-$p.txt" 2>&1 ||
+        --batch-tokens "$BATCH_TOKENS" --warmup "$WARMUP" --output "$tmp/ours-$p" > "$tmp/ours-$p.txt" 2>&1 ||
         echo "# ours $p failed: $(tail -n 1 "$tmp/ours-$p.txt")"
 done
 [ $torch_ok = 1 ] && $PY bench/bench_torch.py decode --device cuda --weights "$MODEL" --input "$tmp/src.ids" \
-    --batch-tokens "$BATCH_TOKENS" --output "$tmp/torch" > "$tmp/torch.txt" 2>&1
+    --batch-tokens "$BATCH_TOKENS" --warmup "$WARMUP" --output "$tmp/torch" > "$tmp/torch.txt" 2>&1
 ct2_lib=${LD_LIBRARY_PATH:-}
 if ! $CT2 -c 'import ctypes; ctypes.CDLL("libcublas.so.12")' 2> /dev/null; then
     # CUDA 13's cuBLAS: beside nvcc (through its links, as the Makefile finds CUDA_HOME), in
@@ -112,7 +144,7 @@ if ! $CT2 -c 'import ctypes; ctypes.CDLL("libcublas.so.12")' 2> /dev/null; then
 fi
 if $CT2 -c 'import ctranslate2' 2> /dev/null; then
     env LD_LIBRARY_PATH="$ct2_lib" $CT2 bench/bench_ct2.py --device cuda --types float16,bfloat16 --input "$tmp/src.ids" \
-        --batch-tokens "$BATCH_TOKENS" --weights "$MODEL" --output "$tmp/ct2" > "$tmp/ct2.txt" 2>&1
+        --batch-tokens "$BATCH_TOKENS" --warmup "$WARMUP" --weights "$MODEL" --output "$tmp/ct2" > "$tmp/ct2.txt" 2>&1
     ct2_why=$(grep -v '^#' "$tmp/ct2.txt" | grep -v '^ct2 decode' | tail -n 1)
     # no row: its log's end, which the rows' one line may not explain (its folder is removed)
     grep -q '^ct2 decode' "$tmp/ct2.txt" || tail -n 8 "$tmp/ct2.txt" | sed 's/^/# ct2: /'
@@ -141,6 +173,8 @@ for k in greedy beam4; do
         s=$(value "$line" sentences_per_s)
         row $k "$name" "$s" "$(value "$line" tokens_per_s)" "$(ratio "$s" "$base")" "$(bleu "$out")"
     done
+    alike $k 1 "ours fp32:$tmp/ours-fp32.txt" "ours bf16:$tmp/ours-bf16.txt" "PyTorch fp32:$tmp/torch.txt" \
+        "CTranslate2 float16:$tmp/ct2.txt:float16" "CTranslate2 bfloat16:$tmp/ct2.txt:bfloat16"
     for p in fp32 bf16; do   # the one-time costs of ours' first pass (bench_decode's second pass)
         sed -n "s/^# $k, a second pass/#   $k: ours $p, a second pass/p" "$tmp/ours-$p.txt"
     done

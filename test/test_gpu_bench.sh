@@ -8,11 +8,16 @@
 # the launches test_cuda --sanitize saves racecheck (CUDA_EMULATOR_LAUNCHES). Their
 # numbers mean nothing here (an emulator is no GPU): what is checked is that each runs to its
 # end, prints its table's rows and result lines, and says why the rows it cannot fill are empty
-# (no CUDA PyTorch, no CTranslate2 on a GPU, no ncu). SKIP without the emulator's library.
+# (no CUDA PyTorch, no CTranslate2 on a GPU, no ncu). Every side of a comparison gets the same
+# warm-up: bench_train_gpu.sh's reports its counts (ours, and PyTorch's where it runs), and
+# bench_translate_gpu.sh's PyTorch rows run on the CPU here (a stand-in interpreter: the same
+# bench_torch.py decode with --device cpu) so that its comparison of the decoders' warm-ups and
+# batches has two sides. SKIP without the emulator's library.
 # Ends with "gpu_bench: N passed, M failed".
 set -u
 BUILD=${1:-build}
 B=${2:-.}
+PY=${PYTHON:-/usr/bin/python3}   # PyTorch's, as test_bench_env.sh's
 . test/check.sh
 if [ -z "${TRANSFORMER_CUDA_EMULATOR:-}" ] || [ ! -f "$TRANSFORMER_CUDA_EMULATOR" ]; then
     skip "the GPU benchmarks' scripts: no CUDA emulator library (TRANSFORMER_CUDA_EMULATOR)"
@@ -35,11 +40,13 @@ chmod +x "$T/bin/nvidia-smi"
 PATH="$T/bin:$PATH"
 export PATH
 
-BENCH_CONFIGS=tiny TOKENS=200 BENCH_TRAIN_ARGS="--no-peak --steps 1 --warmup 0" sh bench/bench_train_gpu.sh "$BUILD" > "$T/train.txt" 2>&1
+BENCH_CONFIGS=tiny TOKENS=200 STEPS=1 WARMUP_STEPS=0 BENCH_TRAIN_ARGS="--no-peak" sh bench/bench_train_gpu.sh "$BUILD" > "$T/train.txt" 2>&1
 s=$?
 [ $s -eq 0 ] && grep -q '^tiny .*| ours bf16 ' "$T/train.txt" && grep -qE '^ours train tiny bf16: [0-9]+ tokens/s' "$T/train.txt" &&
     grep -qE '^tiny .*PyTorch eager .*(not run|x)' "$T/train.txt"
 check $? "bench_train_gpu.sh: exit $s, the table's rows and the result line ($(grep -m1 '^ours train' "$T/train.txt" | cut -c1-90))"
+grep -q '^#   tiny: the same warm-up for every side that ran: 0 warm-up steps, the median of 1$' "$T/train.txt"
+check $? "bench_train_gpu.sh STEPS=1 WARMUP_STEPS=0: $(grep -m1 -e '^#   tiny: ' "$T/train.txt" || echo 'no line comparing the warm-ups')"
 
 CONFIG=tiny TOKENS=200 LENGTHS=10,16 sh bench/bench_attention.sh "$BUILD" > "$T/attention.txt" 2>&1
 s=$?
@@ -50,7 +57,22 @@ check $? "bench_attention.sh: exit $s, $(grep -c '^ours attention ' "$T/attentio
 # a tiny model and a test set of 12 lines, for the decoding benchmark's second part
 tiny_model "$T"
 check $? "a tiny model for the decoding benchmark (exit $?)"
-SYNTHETIC="--config tiny --sentences 4 --length 5" DATA="$T/data" BUILD="$BUILD" \
+# PyTorch "on the GPU" on the CPU: a stand-in interpreter answers the script's CUDA question yes and
+# runs bench_torch.py with --device cpu in $PY (skipped, its rows "not run", where $PY has no torch)
+cat > "$T/bin/torch-on-cpu" << ZZ
+#!/bin/sh
+case "\$*" in *torch.cuda.is_available*) exec $PY -c 'import torch' ;; esac
+prev=
+for a; do
+    shift
+    [ "\$prev" = --device ] && a=cpu
+    prev=\$a
+    set -- "\$@" "\$a"
+done
+exec $PY "\$@"
+ZZ
+chmod +x "$T/bin/torch-on-cpu"
+SYNTHETIC="--config tiny --sentences 4 --length 5" DATA="$T/data" BUILD="$BUILD" PYTHON="$T/bin/torch-on-cpu" BATCH_TOKENS=40 \
     bash bench/bench_translate_gpu.sh "$T/run/average.safetensors" > "$T/decode.txt" 2>&1
 s=$?
 [ $s -eq 0 ] && [ "$(grep -cE '^(greedy|beam4) +\| ours (fp32|bf16) ' "$T/decode.txt")" -eq 8 ] &&
@@ -58,6 +80,16 @@ s=$?
     grep -qE '^(greedy|beam4) +\| PyTorch fp32 .*(not run: .+|[0-9])' "$T/decode.txt" &&
     grep -qE '^(greedy|beam4) +\| CTranslate2 float16 .*(not run|[0-9])' "$T/decode.txt"
 check $? "bench_translate_gpu.sh: exit $s, ours' 8 rows (synthetic and test set), 4 second-pass lines, the result line"
+if $PY -c 'import torch' 2> /dev/null; then
+    # the synthetic batch (4 sentences): ours and PyTorch, fp32 and bf16; the test set (12): ours fp32,
+    # bf16 and PyTorch fp32 in the same batches (CTranslate2 needs a GPU)
+    [ "$(grep -c '^#   \(greedy\|beam4\): the same warm-up for all 4 decoders: 4 sentences in one batch$' "$T/decode.txt")" -eq 2 ] &&
+        [ "$(grep -c '^#   \(greedy\|beam4\): the same warm-up for all 3 decoders: 8 sentences in one batch, and the same [2-9] batches$' "$T/decode.txt")" -eq 2 ] &&
+        ! grep -q 'DIFFER' "$T/decode.txt"
+    check $? "bench_translate_gpu.sh: every decoder warmed up alike (PyTorch on the CPU): $(grep -m1 -e DIFFER -e '^#   beam4: the same warm-up for all 3' "$T/decode.txt" || echo 'no line comparing the warm-ups')"
+else
+    skip "bench_translate_gpu.sh's warm-ups, ours against PyTorch's: $PY cannot import torch"
+fi
 
 "$BUILD"/bench_train --device cuda --precision bf16 --config tiny --tokens 200 --steps 1 --warmup 0 --no-peak --profile > "$T/profile.txt" 2>&1
 s=$?
