@@ -1707,7 +1707,8 @@ __global__ void logsoftmax_topk_kernel(int* tokens, float* logp, const T* logits
     for (int i = threadIdx.x; i < V; i += blockDim.x) {   // i ascending: an equal value stays behind
         const float v = value(i);
         mx = fmaxf(mx, v);
-        if (n == k && !(v > lv[k - 1])) continue;
+        // the banned token is never a candidate, as on the CPU (in a row of -inf it would tie)
+        if (i == banned || (n == k && !(v > lv[k - 1]))) continue;
         int p = n < k ? n++ : k - 1;
         for (; p > 0 && v > lv[p - 1]; p--) lv[p] = lv[p - 1], li[p] = li[p - 1];
         lv[p] = v, li[p] = i;

@@ -1803,6 +1803,22 @@ void test_logsoftmax_topk(Backend& be, Backend* cpu) {
             compare_logp(name + " vs CPU", got.logp, ref.logp, TOL.cross_fwd);
         }
     }
+    // Rows of -inf logits with a banned token (every candidate tied at -inf): the k lowest ids but
+    // the banned one, on every backend, compared as they are (the GPU's had named the banned
+    // token, the CPU's never does; the log-probabilities are NaN on both: no sum to divide by).
+    {
+        const int rows = 2, V = 50, k = 4;
+        const Vec z((size_t)rows * V, -INFINITY);
+        const IVec want = {0, 1, 2, 4, 0, 1, 2, 4};   // EOS_ID (3) banned
+        for (Backend* b : {&be, cpu}) {
+            if (!b) continue;
+            Mem zm = put_x(*b, z), tok(*b, rows * k * sizeof(int)), lp(*b, rows * k * sizeof(float));
+            b->logsoftmax_topk(tok.i(), lp.f(), zm.x(), rows, V, V, k, EOS_ID);
+            same(b == cpu ? "logsoftmax_topk rows of -inf, EOS banned: not among the k (the CPU)"
+                          : "logsoftmax_topk rows of -inf, EOS banned: not among the k",
+                 get_i(*b, tok.i(), rows * k), want);
+        }
+    }
 }
 
 // logp (rows) = z[tokens[r]] - logsumexp(z), 0 for PAD_ID. float64.
