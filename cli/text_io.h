@@ -27,7 +27,7 @@
 #include <string>
 #include <vector>
 
-#include "toolkit/files.h"   // read_file
+#include "toolkit/files.h"   // read_file, starts_with_utf8_bom
 
 // Splits text into lines on '\n' only, the way Python iterates a file opened with
 // newline="\n": a final line without '\n' counts, an empty tail after the last '\n' does not.
@@ -45,11 +45,6 @@ inline std::vector<std::string> split_lines(const std::string& text) {
     split_lines(text, &lines);
     return lines;
 }
-
-// Whether text starts with a UTF-8 byte-order mark (EF BB BF, U+FEFF): the signature Windows
-// Notepad and "UTF-8 with BOM" saving put at a file's start, which says how the file is encoded
-// and is no part of its text (Python reads it so with encoding="utf-8-sig").
-inline bool starts_with_utf8_bom(const std::string& text) { return text.compare(0, 3, "\xEF\xBB\xBF") == 0; }
 
 namespace text_io_detail {
 inline std::string program = "program";

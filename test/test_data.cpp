@@ -136,6 +136,50 @@ static void test_read_errors(const Tokenizer& tok) {
           "CRLF and surrounding blanks are stripped");
 }
 
+// A UTF-8 byte-order mark at a file's start (saved as "UTF-8 with BOM") is dropped, as ./translate
+// drops it: the ids of line 1 are those of the file without it, for the training pairs, the lines
+// ./bpe learn and the dev BLEU read, and the cached ids; a U+FEFF anywhere else is text. (It had
+// been kept as U+FEFF, three byte ids glued to line 1's first word.)
+static void test_byte_order_mark(const Tokenizer& tok) {
+    const std::string bom = "\xEF\xBB\xBF";
+    LoadOptions quiet;
+    quiet.verbose = quiet.use_cache = false;
+    write_text(tmp_path("plain.en"), "sun moon\nstar\n");
+    write_text(tmp_path("plain.es"), "sol luna\nestrella\n");
+    write_text(tmp_path("bom.en"), bom + "sun moon\n" + bom + "star\n");
+    write_text(tmp_path("bom.es"), bom + "sol luna\nestrella\n");
+    ParallelData plain, marked;
+    std::string err;
+    bool ok = load_parallel(tmp_path("plain.en"), tmp_path("plain.es"), tok, quiet, &plain, &err) &&
+              load_parallel(tmp_path("bom.en"), tmp_path("bom.es"), tok, quiet, &marked, &err);
+    check(ok && marked.pairs.size() == 2 && marked.pairs[0].src == plain.pairs[0].src &&
+              marked.pairs[0].tgt == plain.pairs[0].tgt,
+          "a BOM at both files' start dropped: line 1's ids are the plain files' (%s / %s)",
+          ok ? tok.decode(marked.pairs[0].src).c_str() : err.c_str(),
+          ok ? tok.decode(marked.pairs[0].tgt).c_str() : "");
+    check(ok && marked.pairs.size() == 2 && tok.decode(marked.pairs[1].src) == bom + "star",
+          "a U+FEFF at line 2's start is text, kept");
+    std::vector<std::string> lines;
+    ok = read_text_lines(tmp_path("bom.es"), &lines, &err);
+    check(ok && lines == std::vector<std::string>{"sol luna", "estrella"},
+          "read_text_lines (./bpe learn, dev and test references) drops it: '%s'",
+          lines.empty() ? err.c_str() : lines[0].c_str());
+
+    // The ids cache keys on the file's bytes, BOM and all: a cache of format version 2 (which kept
+    // the BOM as U+FEFF: the same text hash, other ids) is stale, not trusted.
+    std::vector<std::vector<int>> ids;
+    std::string note, cpath = cache_path(tmp_path("bom.es"), tok.fingerprint());
+    ok = encode_file_cached(tmp_path("bom.es"), tok, true, &ids, &note, &err);
+    check(ok && ids[0] == plain.pairs[0].tgt, "the cached ids of a BOM'd file are without it (%s)", note.c_str());
+    std::string bytes = read_bytes(cpath);
+    const uint32_t version2 = 2;
+    if (bytes.size() >= 12) bytes.replace(8, 4, (const char*)&version2, 4);
+    write_text(cpath, bytes);
+    ok = encode_file_cached(tmp_path("bom.es"), tok, true, &ids, &note, &err);
+    check(ok && contains(note, "stale: format version 2") && ids[0] == plain.pairs[0].tgt,
+          "a format-version-2 cache (a BOM kept as U+FEFF) is stale and rebuilt (%s)", note.c_str());
+}
+
 // ------------------------------------------------------------------ the cache
 
 // Flips one byte of a file at `offset` (from the end when negative).
@@ -428,6 +472,7 @@ int main() {
     test_random();
     test_make_batch();
     test_read_errors(tok);
+    test_byte_order_mark(tok);
     test_cache(tok);
 
     std::string err;

@@ -2,6 +2,7 @@
 // never over one of their own inputs.
 //
 //   if (!read_file(path, &text, &why)) fail(why);               "-" is stdin
+//   if (starts_with_utf8_bom(text)) text.erase(0, 3);           an encoding mark, not text
 //   if (same_file(out, model)) refuse...;                      the same file by another name
 //   if (!write_file_replacing(path, text, &err)) fail(err);     a temporary file, then renamed
 //
@@ -38,6 +39,11 @@ inline bool read_file(const std::string& path, std::string* out, std::string* wh
     if (f != stdin) std::fclose(f);
     return ok;
 }
+
+// Whether text starts with a UTF-8 byte-order mark (EF BB BF, U+FEFF): the signature Windows
+// Notepad and "UTF-8 with BOM" saving put at a file's start, which says how the file is encoded
+// and is no part of its text (Python reads it so with encoding="utf-8-sig").
+inline bool starts_with_utf8_bom(const std::string& text) { return text.compare(0, 3, "\xEF\xBB\xBF") == 0; }
 
 // Whether a and b name one existing file (the same device and inode: links, ./x and x alike).
 inline bool same_file(const std::string& a, const std::string& b) {

@@ -18,7 +18,7 @@
 #include <system_error>
 #include <unistd.h>
 
-#include "toolkit/files.h"   // read_file, write_file_replacing
+#include "toolkit/files.h"   // read_file, write_file_replacing, starts_with_utf8_bom
 
 namespace fs = std::filesystem;
 
@@ -80,8 +80,10 @@ static bool text_lines(const std::string& path, const std::string& text,
         return false;
     }
     lines->clear();
-    const char* p = text.data();
-    const char* end = p + text.size();
+    // A UTF-8 byte-order mark at the file's start is dropped, as ./translate drops it from its
+    // input (a U+FEFF anywhere else is text). Errors' byte positions in line 1 count after it.
+    const char* p = text.data() + (starts_with_utf8_bom(text) ? 3 : 0);
+    const char* end = text.data() + text.size();
     while (p < end) {   // "a\nb" and "a\nb\n" both have 2 lines; "" has none
         const char* nl = (const char*)std::memchr(p, '\n', end - p);
         const char* line_end = nl ? nl : end;
@@ -114,7 +116,7 @@ bool read_text_lines(const std::string& path, std::vector<std::string>* lines,
 //
 //   offset  size            field
 //   0       8               magic "AIAYNIDS"
-//   8       4   uint32      version (2)
+//   8       4   uint32      version (3)
 //   12      4   uint32      header size in bytes (64)
 //   16      8   uint64      tokenizer fingerprint
 //   24      8   uint64      text file size in bytes
@@ -133,7 +135,9 @@ bool read_text_lines(const std::string& path, std::vector<std::string>* lines,
 namespace {
 
 constexpr char kCacheMagic[8] = {'A', 'I', 'A', 'Y', 'N', 'I', 'D', 'S'};
-constexpr uint32_t kCacheVersion = 2;   // 1: the text's modification time, not its hash
+// 1: the text's modification time, not its hash; 2: a BOM at the text's start kept as U+FEFF
+// (a version-2 cache of such a file holds U+FEFF's ids under the same text hash: stale)
+constexpr uint32_t kCacheVersion = 3;
 constexpr size_t kHeaderSize = 64;
 
 struct CacheHeader {

@@ -12,7 +12,7 @@
 //
 // Text files: UTF-8, one sentence per line, line i of the source file translates to line i
 // of the target file. Each line is stripped of leading/trailing spaces, tabs and '\r' (CRLF
-// files work). Mismatched line counts, invalid UTF-8 and NUL bytes are always errors that
+// files work); a UTF-8 byte-order mark at a file's start is dropped. Mismatched line counts, invalid UTF-8 and NUL bytes are always errors that
 // name the file (and line). An empty (or all-blank) line is an error naming file and line,
 // except with LoadOptions::skip_empty (meant for training data: web-crawled corpora have a
 // few), where the pair is skipped, counted in ParallelData::skipped_empty and reported as a
@@ -76,7 +76,8 @@ bool load_parallel(const std::string& src_path, const std::string& tgt_path,
 
 // ---- lower-level pieces (used by load_parallel; exposed for tools and tests) -------------
 
-// Reads a UTF-8 text file into stripped lines. Errors: unreadable file, a gzip or UTF-16 file
+// Reads a UTF-8 text file into stripped lines, a UTF-8 byte-order mark at its start dropped
+// (as ./translate drops it; a U+FEFF anywhere else is text). Errors: unreadable file, a gzip or UTF-16 file
 // (said as such), invalid UTF-8 or a NUL byte ("FILE:LINE: ..."). Empty lines are kept (as "") for the caller to judge.
 bool read_text_lines(const std::string& path, std::vector<std::string>* lines,
                      std::string* error);
