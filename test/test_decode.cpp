@@ -255,6 +255,15 @@ static std::vector<std::vector<int>> random_sources(const std::vector<int>& leng
     return sources;
 }
 
+// The small decoding model of the batch tests below: two layers each side, two heads, a
+// vocabulary of 60 and room for outputs of 128 tokens.
+static Config small_decode_config() {
+    Config c;
+    c.n_enc = 2, c.n_dec = 2, c.d_model = 64, c.d_ff = 96, c.n_heads = 2, c.d_k = 32, c.d_v = 32;
+    c.vocab = 60, c.max_len = 128;
+    return c;
+}
+
 // One sentence's n-best lists, bit for bit: tokens, log-probabilities and scores.
 static bool same_bits(const std::vector<Hypothesis>& a, const std::vector<Hypothesis>& b) {
     bool ok = a.size() == b.size();
@@ -269,9 +278,7 @@ static bool same_bits(const std::vector<Hypothesis>& a, const std::vector<Hypoth
 // hypothesis, fp32 and int8 (whose quantization turned the last-bit differences of padding
 // into other tokens on 6 of the test set's 1,581 lines), greedy and beam 3.
 static void alone_equals_batch() {
-    Config c;
-    c.n_enc = 2, c.n_dec = 2, c.d_model = 64, c.d_ff = 96, c.n_heads = 2, c.d_k = 32, c.d_v = 32;
-    c.vocab = 60, c.max_len = 128;
+    const Config c = small_decode_config();
     Model m;
     model_init(&m, c, 21);
     const std::vector<std::vector<int>> sources = random_sources({53, 65, 17, 40}, c.vocab);
@@ -296,9 +303,7 @@ static void alone_equals_batch() {
 // it, bit for bit (a sentence decodes alike in any batch). Small model batches (60 tokens), so
 // that a dropped source is asked about between batches, as while the service decodes.
 static void dropped_sources_left_out() {
-    Config c;
-    c.n_enc = 2, c.n_dec = 2, c.d_model = 64, c.d_ff = 96, c.n_heads = 2, c.d_k = 32, c.d_v = 32;
-    c.vocab = 60, c.max_len = 128;
+    const Config c = small_decode_config();
     Model m;
     model_init(&m, c, 22);
     const std::vector<std::vector<int>> sources = random_sources({12, 30, 7, 25, 18, 9, 40, 15}, c.vocab);
