@@ -41,6 +41,7 @@
 #include <thread>
 
 #include "toolkit/batch_queue.h"
+#include "toolkit/files.h"   // starts_with_utf8_bom
 #include "toolkit/json.h"
 #include "toolkit/numbers.h"
 
@@ -169,8 +170,12 @@ std::string item_keys_text() {
     return out;
 }
 
-// Parses and checks a POST /translate body into *req.
-Status parse_request(const std::string& body, const ServeModel& m, const ServeOptions& o, TranslateRequest* req) {
+// Parses and checks a POST /translate body into *req. A UTF-8 byte-order mark before the JSON
+// is ignored (RFC 8259 8.1 allows it; Python's json.loads of bytes does the same), as
+// ./translate drops one at the start of its input files: it is blanked to spaces, not erased,
+// so that a parse error's byte offset still counts the body's bytes as sent.
+Status parse_request(std::string body, const ServeModel& m, const ServeOptions& o, TranslateRequest* req) {
+    if (starts_with_utf8_bom(body)) body.replace(0, 3, "   ");
     Json root;
     std::string err;
     // At most --max-request-lines items of the known keys: more values are refused while
@@ -398,7 +403,7 @@ void add_translate_route(httplib::Server& svr, const ServeModel& m, const ServeO
         auto deadline = DecodeJob::Clock::now() + std::chrono::duration_cast<DecodeJob::Clock::duration>(
                                                       std::chrono::duration<double>(o.request_timeout_s));
         TranslateRequest req;
-        Status s = parse_request(body, m, o, &req);
+        Status s = parse_request(std::move(body), m, o, &req);
         if (s.code != 200) return set_json(res, s.code, json_error(s.message));
         auto job = std::make_shared<DecodeJob>();
         job->opt = req.opt;
