@@ -16,7 +16,8 @@
 # Every decoder warms up alike (as bench_translate.sh's): before each timed search, the same search
 # on the first WARMUP (default 8) sentences in one batch, untimed (--warmup); each reports its
 # warm-up ("# warm-up ..."), and under each table the script compares them with ours fp32's (and,
-# on the test set, the batches): "the same warm-up ..." or "WARM-UPS DIFFER ...: no fair ratio".
+# on the test set, the batches; one reporting none differs): "the same warm-up ..." or "WARM-UPS
+# DIFFER ...: no fair ratio".
 # CTranslate2's PyPI wheel is built for CUDA 12 and loads cuBLAS as libcublas.so.12 (dlopen, then
 # its 9 functions by name). Where only CUDA 13's cuBLAS is present (the GPU machine's image), a
 # forwarding libcublas.so.12 is made here (no code of its own: it names nvcc's libcublas.so.13
@@ -42,19 +43,21 @@ row() { printf '%-7s | %-24s | %12s %10s | %9s | %s\n' "$@"; }
 warmup() { grep -h "^# warm-up $1:" "$2" 2> /dev/null | head -n 1 | cut -d: -f2- | sed 's/^ *//'; }
 batches() { grep -h "^# batches $1:" "$2" 2> /dev/null | head -n 1 | cut -d: -f2- | sed 's/^ *//'; }
 # alike K BATCHES NAME:FILE[:KEY]...: the decoders that ran (a result line in FILE) against the
-# first's warm-up (and batches, BATCHES=1) for search K; prints one line under the table
+# first's warm-up (and batches, BATCHES=1) for search K; prints one line under the table. A
+# decoder that reports none (the first included) differs: an empty report is no evidence.
 alike() {
-    local k=$1 with_batches=$2 name file key ref="" ref_w ref_b n=0 differ=""
+    local k=$1 with_batches=$2 name file key w b ref="" ref_w="" ref_b="" n=0 differ=""
     shift 2
     for d; do
         name=${d%%:*} file=${d#*:} key=$k
         case $file in *:*) key="$k ${file#*:}" file=${file%%:*} ;; esac
         grep -q "decode $key " "$file" 2> /dev/null || continue
         n=$((n + 1))
-        if [ -z "$ref" ]; then ref=$name ref_w=$(warmup "$key" "$file") ref_b=$(batches "$key" "$file"); continue; fi
-        [ "$(warmup "$key" "$file")" = "$ref_w" ] ||
-            differ="$differ, $name's warm-up ($(warmup "$key" "$file" | grep . || echo none))"
-        [ "$with_batches" = 0 ] || [ "$(batches "$key" "$file")" = "$ref_b" ] || differ="$differ, $name's batches"
+        w=$(warmup "$key" "$file") b=$(batches "$key" "$file")
+        [ -n "$ref" ] || ref=$name ref_w=$w ref_b=$b
+        [ -n "$w" ] && [ "$w" = "$ref_w" ] || differ="$differ, $name's warm-up (${w:-none})"
+        [ "$with_batches" = 0 ] || { [ -n "$b" ] && [ "$b" = "$ref_b" ]; } ||
+            differ="$differ, $name's batches ($(echo "$b" | wc -w))"
     done
     if [ -z "$differ" ]; then
         echo "#   $k: the same warm-up for all $n decoders: ${ref_w:-none}$([ "$with_batches" = 0 ] || echo ", and the same $(echo "$ref_b" | wc -w) batches")"

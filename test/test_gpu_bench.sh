@@ -90,6 +90,21 @@ if $PY -c 'import torch' 2> /dev/null; then
 else
     skip "bench_translate_gpu.sh's warm-ups, ours against PyTorch's: $PY cannot import torch"
 fi
+# decoders that report no warm-up and no batches (ours through a stand-in bench_decode that drops
+# those lines; PyTorch and CTranslate2 not run) are not "the same": an empty report is no evidence
+mkdir -p "$T/unreported"
+cat > "$T/unreported/bench_decode" << ZZ
+#!/bin/sh
+"$(cd "$BUILD" && pwd)/bench_decode" "\$@" | grep -v '^# \(warm-up\|batches\) '
+ZZ
+chmod +x "$T/unreported/bench_decode"
+SYNTHETIC="--config tiny --sentences 4 --length 5" DATA="$T/data" BUILD="$T/unreported" PYTHON=false CT2_PYTHON=false \
+    BATCH_TOKENS=40 bash bench/bench_translate_gpu.sh "$T/run/average.safetensors" > "$T/unreported.txt" 2>&1
+s=$?
+[ $s -eq 0 ] && [ "$(grep -c "^#   \(greedy\|beam4\): WARM-UPS DIFFER from ours fp32's (none): ours fp32's warm-up (none), .*ours bf16's warm-up (none)" "$T/unreported.txt")" -eq 4 ] &&
+    [ "$(grep -c "ours fp32's batches (0), ours bf16's warm-up (none), ours bf16's batches (0): no fair ratio$" "$T/unreported.txt")" -eq 2 ] &&
+    ! grep -q 'the same warm-up' "$T/unreported.txt"
+check $? "bench_translate_gpu.sh, no decoder reporting its warm-up or batches: exit $s, $(grep -m1 -e 'the same warm-up' -e '^#   beam4: WARM-UPS DIFFER' "$T/unreported.txt" || echo 'no line comparing the warm-ups')"
 
 "$BUILD"/bench_train --device cuda --precision bf16 --config tiny --tokens 200 --steps 1 --warmup 0 --no-peak --profile > "$T/profile.txt" 2>&1
 s=$?
