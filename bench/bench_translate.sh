@@ -17,13 +17,14 @@
 # default for int8 with a beam is 2,000 tokens: here int8 too takes BATCH_TOKENS, so that no
 # decoder's batches differ (BATCH_TOKENS=2000 for int8's beam at its default). Each prints the
 # sentences of each batch it decoded ("# batches ..."); the script compares them with ours fp32's
-# and says "the same batches" or which decoder's differ. Every decoder warms up alike: before each
-# timed search, the same search on the first WARMUP sentences in one batch, untimed (--warmup). All
-# run THREADS threads: ours and PyTorch OMP_NUM_THREADS (PyTorch torch.set_num_threads too),
-# CTranslate2 intra_threads (inter_threads 1). Each decoder, precision and search is its own
-# process and its own timed run (one pass over the test set), and just before each the load is
-# checked (bench/torch_env.sh's load_check: the cores other work held over a second); a run that
-# began on a busy machine is marked, and the count printed under the table.
+# (bench/reported.sh's alike; a decoder reporting none differs) and says "the same batches" or
+# which decoder's differ. Every decoder warms up alike: before each timed search, the same search
+# on the first WARMUP sentences in one batch, untimed (--warmup). All run THREADS threads: ours
+# and PyTorch OMP_NUM_THREADS (PyTorch torch.set_num_threads too), CTranslate2 intra_threads
+# (inter_threads 1). Each decoder, precision and search is its own process and its own timed run
+# (one pass over the test set), and just before each the load is checked (bench/torch_env.sh's
+# load_check: the cores other work held over a second); a run that began on a busy machine is
+# marked, and the count printed under the table.
 # Ours: build/bench_decode --input --batch-tokens. PyTorch: bench/bench_torch.py decode --input
 # --batch-tokens in bench/torch_env.sh's environment, fp32 and bf16 (CPU autocast: the linear
 # layers in bf16, the log-softmax in fp32, as ours bf16). CTranslate2 (int8 and float32,
@@ -42,6 +43,7 @@ BATCH_TOKENS=${BATCH_TOKENS:-4000}
 WARMUP=${WARMUP:-8}
 SMOKE=${SMOKE:-0}
 . bench/torch_env.sh   # PY, CT2, THREADS, TORCH, print_environment, torch_anchor, ct2_anchor
+. bench/reported.sh    # warmup, batches, alike, lines_differ
 for f in "$MODEL" "$VOCAB" "$DATA/test.en" "$DATA/test.es"; do
     [ -f "$f" ] || { echo "bench_translate: $f not found (train first: make && ./train)" >&2; exit 1; }
 done
@@ -106,44 +108,32 @@ if [ $ct2_ok = 1 ]; then
         done
     done
 fi
-# what each decoder reported: its batches (the sentences of each, in order) and its warm-up
-batches() { grep -h "^# batches $1:" "$2" 2> /dev/null | head -n 1 | cut -d: -f2- | sed 's/^ *//'; }
-warmup() { grep -h "^# warm-up $1:" "$2" 2> /dev/null | head -n 1 | cut -d: -f2- | sed 's/^ *//'; }
 printf '%-7s | %-22s | %12s %10s | %9s | %6s\n' search decoder "sentences/s" "tokens/s" "speed-up" BLEU
 for k in greedy beam4; do
     base=$(value "$(grep "^torch decode $k " "$tmp/torch.txt" || true)" sentences_per_s)
-    ref=$(batches $k "$tmp/ours-fp32.txt"); ref_warm=$(warmup $k "$tmp/ours-fp32.txt")
-    differ=""; ndec=0
     for side in torch torch_bf16 ct2-float32 ct2-int8 ours-fp32 ours-bf16 ours-int8; do
         case $side in
-            torch*) p=$([ $side = torch ] && echo fp32 || echo bf16)
-                   line=$(grep "^torch decode $k " "$tmp/torch-$p.txt" 2> /dev/null || true); name="PyTorch $p"
-                   [ -n "$line" ] || { printf '%-7s | %-22s | %s\n' $k "$name" "not run: $(grep '^no ratio' "$tmp/torch.anchor")"; continue; }
-                   got=$(batches $k "$tmp/torch-$p.txt"); warm=$(warmup $k "$tmp/torch-$p.txt") ;;
-            ct2-*) line=$(grep "^ct2 decode $k ${side#ct2-} " "$tmp/ct2.txt" || true); name="CTranslate2 ${side#ct2-}"
+            torch*) p=$([ $side = torch ] && echo fp32 || echo bf16) key=$k file=$tmp/torch-$p.txt
+                   line=$(grep "^torch decode $k " "$file" 2> /dev/null || true); name="PyTorch $p"
+                   [ -n "$line" ] || { printf '%-7s | %-22s | %s\n' $k "$name" "not run: $(grep '^no ratio' "$tmp/torch.anchor")"; continue; } ;;
+            ct2-*) key="$k ${side#ct2-}" file=$tmp/ct2.txt
+                   line=$(grep "^ct2 decode $key " "$file" || true); name="CTranslate2 ${side#ct2-}"
                    [ -n "$line" ] || { printf '%-7s | %-22s | %s\n' $k "$name" "not run: $(grep '^no ratio' "$tmp/ct2.anchor")"; continue; }
-                   cp "$tmp/ct2.$k.${side#ct2-}" "$tmp/$side.$k"
-                   got=$(batches "$k ${side#ct2-}" "$tmp/ct2.txt"); warm=$(warmup "$k ${side#ct2-}" "$tmp/ct2.txt") ;;
-            *) line=$(grep "decode $k " "$tmp/$side.txt"); name="ours ${side#ours-}"
-               got=$(batches $k "$tmp/$side.txt"); warm=$(warmup $k "$tmp/$side.txt") ;;
+                   cp "$tmp/ct2.$k.${side#ct2-}" "$tmp/$side.$k" ;;
+            *) key=$k file=$tmp/$side.txt line=$(grep "decode $k " "$file"); name="ours ${side#ours-}" ;;
         esac
-        ndec=$((ndec + 1))
-        [ "$SMOKE" = 1 ] && echo "# batches $k, $name: $got; warm-up: $warm"
-        [ -n "$got" ] && [ "$got" = "$ref" ] || differ="$differ, $name's batches ($(echo "$got" | wc -w))"
-        [ -n "$warm" ] && [ "$warm" = "$ref_warm" ] || differ="$differ, $name's warm-up (${warm:-none})"
+        [ "$SMOKE" = 1 ] && echo "# batches $k, $name: $(batches "$key" "$file"); warm-up: $(warmup "$key" "$file")"
         s=$(value "$line" sentences_per_s)
         speedup=$([ -n "$base" ] && awk "BEGIN { printf \"%.2fx\", $s / $base }" || echo "no ratio")
         printf '%-7s | %-22s | %12s %10s | %9s | %6s\n' $k "$name" "$s" "$(value "$line" tokens_per_s)" \
             "$speedup" "$(bleu "$tmp/$side.$k")"
     done
-    if [ -z "$differ" ]; then
-        echo "#   $k: the same batches for all $ndec decoders: $(echo "$ref" | wc -w) batches of $BATCH_TOKENS tokens, warm-up $ref_warm"
-    else
-        echo "#   $k: BATCHES DIFFER from ours fp32's ($(echo "$ref" | wc -w) batches, warm-up ${ref_warm:-none}): ${differ#, }: no fair ratio"
-    fi
+    alike $k "$BATCH_TOKENS" "ours fp32:$tmp/ours-fp32.txt" "ours bf16:$tmp/ours-bf16.txt" "ours int8:$tmp/ours-int8.txt" \
+        "PyTorch fp32:$tmp/torch-fp32.txt" "PyTorch bf16:$tmp/torch-bf16.txt" "CTranslate2 float32:$tmp/ct2.txt:float32" \
+        "CTranslate2 int8:$tmp/ct2.txt:int8"
     if [ -f "$tmp/torch.$k" ]; then
         if cmp -s "$tmp/torch.$k" "$tmp/ours-fp32.$k"; then same="identical"; else
-            same="$(paste -d'\n' "$tmp/torch.$k" "$tmp/ours-fp32.$k" | paste - - | awk -F'\t' '$1 != $2' | wc -l) lines differ"; fi
+            same="$(lines_differ "$tmp/torch.$k" "$tmp/ours-fp32.$k") lines differ"; fi
         echo "#   $k: ours fp32 vs PyTorch outputs: $same"
         ours=$(value "$(grep "decode $k " "$tmp/ours-bf16.txt")" sentences_per_s)
         theirs=$(value "$(grep "^torch decode $k " "$tmp/torch-bf16.txt")" sentences_per_s)

@@ -16,8 +16,9 @@
 # Every decoder warms up alike (as bench_translate.sh's): before each timed search, the same search
 # on the first WARMUP (default 8) sentences in one batch, untimed (--warmup); each reports its
 # warm-up ("# warm-up ..."), and under each table the script compares them with ours fp32's (and,
-# on the test set, the batches; one reporting none differs): "the same warm-up ..." or "WARM-UPS
-# DIFFER ...: no fair ratio".
+# on the test set, the batches; one reporting none differs; bench/reported.sh's alike): "the same
+# warm-up ..." ("the same batches ..."), or "WARM-UPS DIFFER" ("BATCHES DIFFER") "...: no fair
+# ratio".
 # CTranslate2's PyPI wheel is built for CUDA 12 and loads cuBLAS as libcublas.so.12 (dlopen, then
 # its 9 functions by name). Where only CUDA 13's cuBLAS is present (the GPU machine's image), a
 # forwarding libcublas.so.12 is made here (no code of its own: it names nvcc's libcublas.so.13
@@ -37,34 +38,8 @@ WARMUP=${WARMUP:-8}
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 . bench/gpu_env.sh   # PY, value, ratio, gpu_env
+. bench/reported.sh  # warmup, batches, alike, lines_differ
 row() { printf '%-7s | %-24s | %12s %10s | %9s | %s\n' "$@"; }
-# what a decoder's output FILE reports for search K (greedy|beam4; CTranslate2's: "K TYPE"):
-# its warm-up, its batches (the sentences of each, in order)
-warmup() { grep -h "^# warm-up $1:" "$2" 2> /dev/null | head -n 1 | cut -d: -f2- | sed 's/^ *//'; }
-batches() { grep -h "^# batches $1:" "$2" 2> /dev/null | head -n 1 | cut -d: -f2- | sed 's/^ *//'; }
-# alike K BATCHES NAME:FILE[:KEY]...: the decoders that ran (a result line in FILE) against the
-# first's warm-up (and batches, BATCHES=1) for search K; prints one line under the table. A
-# decoder that reports none (the first included) differs: an empty report is no evidence.
-alike() {
-    local k=$1 with_batches=$2 name file key w b ref="" ref_w="" ref_b="" n=0 differ=""
-    shift 2
-    for d; do
-        name=${d%%:*} file=${d#*:} key=$k
-        case $file in *:*) key="$k ${file#*:}" file=${file%%:*} ;; esac
-        grep -q "decode $key " "$file" 2> /dev/null || continue
-        n=$((n + 1))
-        w=$(warmup "$key" "$file") b=$(batches "$key" "$file")
-        [ -n "$ref" ] || ref=$name ref_w=$w ref_b=$b
-        [ -n "$w" ] && [ "$w" = "$ref_w" ] || differ="$differ, $name's warm-up (${w:-none})"
-        [ "$with_batches" = 0 ] || { [ -n "$b" ] && [ "$b" = "$ref_b" ]; } ||
-            differ="$differ, $name's batches ($(echo "$b" | wc -w))"
-    done
-    if [ -z "$differ" ]; then
-        echo "#   $k: the same warm-up for all $n decoders: ${ref_w:-none}$([ "$with_batches" = 0 ] || echo ", and the same $(echo "$ref_b" | wc -w) batches")"
-    else
-        echo "#   $k: WARM-UPS DIFFER from $ref's (${ref_w:-none}): ${differ#, }: no fair ratio"
-    fi
-}
 
 gpu_env bench_translate_gpu
 
@@ -93,7 +68,7 @@ for k in greedy beam4; do
         t=$(value "$line" tokens_per_s)
         row $k "$name" "$(value "$line" sentences_per_s)" "$t" "$(ratio "$t" "$base")" ""
     done
-    alike $k 0 "ours fp32:$tmp/ours-fp32.syn" "ours bf16:$tmp/ours-bf16.syn" "PyTorch fp32:$tmp/torch-fp32.syn" \
+    alike $k - "ours fp32:$tmp/ours-fp32.syn" "ours bf16:$tmp/ours-bf16.syn" "PyTorch fp32:$tmp/torch-fp32.syn" \
         "PyTorch bf16 autocast:$tmp/torch-bf16.syn"
 done
 ours_beam=$(value "$(grep -h "decode beam4 " "$tmp/ours-bf16.syn" 2> /dev/null)" tokens_per_s)
@@ -176,14 +151,13 @@ for k in greedy beam4; do
         s=$(value "$line" sentences_per_s)
         row $k "$name" "$s" "$(value "$line" tokens_per_s)" "$(ratio "$s" "$base")" "$(bleu "$out")"
     done
-    alike $k 1 "ours fp32:$tmp/ours-fp32.txt" "ours bf16:$tmp/ours-bf16.txt" "PyTorch fp32:$tmp/torch.txt" \
+    alike $k "$BATCH_TOKENS" "ours fp32:$tmp/ours-fp32.txt" "ours bf16:$tmp/ours-bf16.txt" "PyTorch fp32:$tmp/torch.txt" \
         "CTranslate2 float16:$tmp/ct2.txt:float16" "CTranslate2 bfloat16:$tmp/ct2.txt:bfloat16"
     for p in fp32 bf16; do   # the one-time costs of ours' first pass (bench_decode's second pass)
         sed -n "s/^# $k, a second pass/#   $k: ours $p, a second pass/p" "$tmp/ours-$p.txt"
     done
     if [ -f "$tmp/torch.$k" ] && [ -f "$tmp/ours-fp32.$k" ]; then
-        n=$(paste -d'\n' "$tmp/torch.$k" "$tmp/ours-fp32.$k" | paste - - | awk -F'\t' '$1 != $2' | wc -l)
-        echo "#   $k: ours fp32 on the GPU vs PyTorch fp32: $n of $(wc -l < "$tmp/src.ids") lines differ"
+        echo "#   $k: ours fp32 on the GPU vs PyTorch fp32: $(lines_differ "$tmp/torch.$k" "$tmp/ours-fp32.$k") of $(wc -l < "$tmp/src.ids") lines differ"
     fi
 done
 exit 0
