@@ -10,7 +10,8 @@
 #                     batches for all N decoders: B batches of TOKENS tokens, warm-up W"), or
 #                     "#   K: WARM-UPS DIFFER" ("BATCHES DIFFER") " from NAME's (...): what
 #                     differs: no fair ratio". A decoder that reports none (the first too)
-#                     differs: an empty report is no evidence that the conditions were the same.
+#                     differs: an empty report is no evidence that the conditions were the same
+#                     (and where none ran: "#   K: no decoder ran: nothing to compare").
 #   lines_differ A B  how many lines of file A differ from file B's line of the same number
 warmup() { grep -h "^# warm-up $1:" "$2" 2> /dev/null | head -n 1 | cut -d: -f2- | sed 's/^ *//'; }
 batches() { grep -h "^# batches $1:" "$2" 2> /dev/null | head -n 1 | cut -d: -f2- | sed 's/^ *//'; }
@@ -28,6 +29,7 @@ alike() {
         [ "$tokens" = - ] || { [ -n "$b" ] && [ "$b" = "$ref_b" ]; } ||
             differ="$differ, $name's batches ($(echo "$b" | wc -w))"
     done
+    [ $n -gt 0 ] || { echo "#   $k: no decoder ran: nothing to compare"; return 0; }
     if [ "$tokens" = - ]; then
         same="warm-up for all $n decoders: $ref_w" head="WARM-UPS DIFFER from $ref's (${ref_w:-none})"
     else

@@ -105,6 +105,16 @@ s=$?
     [ "$(grep -c "^#   \(greedy\|beam4\): BATCHES DIFFER from ours fp32's (0 batches, warm-up none): ours fp32's warm-up (none), ours fp32's batches (0), ours bf16's warm-up (none), ours bf16's batches (0): no fair ratio$" "$T/unreported.txt")" -eq 2 ] &&
     ! grep -q 'the same \(warm-up\|batches\) for all' "$T/unreported.txt"
 check $? "bench_translate_gpu.sh, no decoder reporting its warm-up or batches: exit $s, $(grep -m1 -e 'the same \(warm-up\|batches\) for all' -e '^#   beam4: BATCHES DIFFER' "$T/unreported.txt" || echo 'no line comparing the warm-ups')"
+# nor where no decoder ran (ours through a stand-in bench_decode that fails)
+mkdir -p "$T/failing"
+printf '#!/bin/sh\necho "bench_decode: a stand-in that fails" >&2\nexit 1\n' > "$T/failing/bench_decode"
+chmod +x "$T/failing/bench_decode"
+SYNTHETIC="--config tiny --sentences 4 --length 5" DATA="$T/data" BUILD="$T/failing" PYTHON=false CT2_PYTHON=false \
+    BATCH_TOKENS=40 bash bench/bench_translate_gpu.sh "$T/run/average.safetensors" > "$T/failing.txt" 2>&1
+s=$?
+[ $s -eq 0 ] && [ "$(grep -c '^#   \(greedy\|beam4\): no decoder ran: nothing to compare$' "$T/failing.txt")" -eq 4 ] &&
+    ! grep -q 'the same \(warm-up\|batches\) for all' "$T/failing.txt"
+check $? "bench_translate_gpu.sh, no decoder run: exit $s, $(grep -m1 -e 'the same \(warm-up\|batches\) for all' -e '^#   beam4: no decoder ran' "$T/failing.txt" || echo 'no line comparing the warm-ups')"
 
 "$BUILD"/bench_train --device cuda --precision bf16 --config tiny --tokens 200 --steps 1 --warmup 0 --no-peak --profile > "$T/profile.txt" 2>&1
 s=$?
