@@ -58,11 +58,13 @@ ifeq ($(SANITIZE),1)
   CUDA := 0
 endif
 
-# Programs go to the repository root (./train ...); sanitizer builds keep theirs in build/asan.
+# Programs go to the repository root (./train ...); sanitizer builds keep theirs in build/asan,
+# at -O2: AddressSanitizer checks every access that remains, and -O1 left the matrix products'
+# accumulators in (checked) memory, three times slower, in a test pass that takes longest in CI.
 ifeq ($(SANITIZE),1)
   BUILD := build/asan
   BIN := build/asan
-  OPT := -O1 -g -march=native -fno-omit-frame-pointer -fsanitize=address,undefined -fno-sanitize-recover=undefined
+  OPT := -O2 -g -march=native -fno-omit-frame-pointer -fsanitize=address,undefined -fno-sanitize-recover=undefined
 else
   BUILD := build
   BIN := .
@@ -185,7 +187,7 @@ EMU_LIB := $(EMU_BUILD)/libtransformer_cuda.so
 comma := ,
 # (-Wno-unknown-pragmas: g++ ignores CUDA's #pragma unroll, a hint to nvcc only.)
 EMU_FLAGS := -std=c++17 -I test/cuda_emulator/include -I. $(WARN) -Wno-unused-parameter -Wno-unknown-pragmas -fPIC -g \
-             -fno-omit-frame-pointer $(if $(filter 1,$(SANITIZE)),-O1 -fsanitize=address$(comma)undefined -fno-sanitize-recover=undefined,-O2)
+             -fno-omit-frame-pointer $(if $(filter 1,$(SANITIZE)),-fsanitize=address$(comma)undefined -fno-sanitize-recover=undefined) -O2
 # kernel<<<config>>>(args) -> ::cuda_emulator::launch(kernel, ::cuda_emulator::Config{config}, args);
 # extern __shared__ [__align__(n)] T name[]; -> T* name = (T*)::cuda_emulator::dynamic_shared();
 EMU_KERNEL := ([A-Za-z_][A-Za-z_0-9:]*(<[^<>]*>)?)
@@ -197,15 +199,17 @@ $(EMU_BUILD)/%_emu.cpp: %.cu Makefile
 	$(EMU_REWRITE) $< > $@.tmp
 	@! grep -nE '^([^/]|/[^/])*(<<<|extern __shared__)' $@.tmp || { echo "$@: a launch or extern __shared__ the emulator build cannot rewrite"; rm -f $@.tmp; exit 1; }
 	mv $@.tmp $@
-$(EMU_LIB): $(EMU_BUILD)/transformer_emu.cpp test/cuda_emulator/emulator.cpp test/cuda_emulator/emulator.h transformer.h numerics.h model/search.h
+# (the stand-in CUDA headers too: a change to one, such as mma.h, rebuilds what includes them)
+EMU_HEADERS := test/cuda_emulator/emulator.h $(wildcard test/cuda_emulator/include/*.h test/cuda_emulator/include/*/*.cuh)
+$(EMU_LIB): $(EMU_BUILD)/transformer_emu.cpp test/cuda_emulator/emulator.cpp $(EMU_HEADERS) transformer.h numerics.h model/search.h
 	$(CXX) $(EMU_FLAGS) -DBACKEND_ABI=$(BACKEND_ABI)u -shared $(EMU_BUILD)/transformer_emu.cpp test/cuda_emulator/emulator.cpp -o $@ -ldl -pthread
 # The emulator checked on its own (kernels with known results, limits, the faults it stops on).
-$(BUILD)/test_emulator: $(EMU_BUILD)/test/cuda_emulator/test_emulator_emu.cpp test/cuda_emulator/emulator.cpp test/cuda_emulator/emulator.h test/check.h
+$(BUILD)/test_emulator: $(EMU_BUILD)/test/cuda_emulator/test_emulator_emu.cpp test/cuda_emulator/emulator.cpp $(EMU_HEADERS) test/check.h
 	$(CXX) $(EMU_FLAGS) $< test/cuda_emulator/emulator.cpp -o $@ -ldl -pthread
 # NCCL's all-reduce (toolkit/nccl_allreduce.cu) for the emulator, against the stand-in nccl.h
 # that sums over MPI, so that a GPU MPI run of ./train takes its NCCL path here (an MPI build).
 EMU_NCCL_LIB := $(if $(filter 1,$(MPI)),$(EMU_BUILD)/libtransformer_nccl.so)
-$(EMU_BUILD)/libtransformer_nccl.so: toolkit/nccl_allreduce.cu test/cuda_emulator/include/nccl.h test/cuda_emulator/emulator.cpp test/cuda_emulator/emulator.h
+$(EMU_BUILD)/libtransformer_nccl.so: toolkit/nccl_allreduce.cu test/cuda_emulator/emulator.cpp $(EMU_HEADERS)
 	@mkdir -p $(dir $@)
 	$(CXX) $(EMU_FLAGS) $(MPI_CFLAGS) -shared -x c++ toolkit/nccl_allreduce.cu -x none test/cuda_emulator/emulator.cpp -o $@ $(MPI_LIBS) -ldl -pthread
 emulator: $(EMU_LIB) $(BUILD)/test_emulator $(EMU_NCCL_LIB)

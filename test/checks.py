@@ -50,16 +50,28 @@ def skip_without_sacrebleu(name, error):
     sys.exit(summary(name, skipped=1))
 
 
-_scratch = None   # a TemporaryDirectory, removed at exit
+_scratch = None       # a TemporaryDirectory, removed at exit
+_scratch_owner = None  # the process that made it
+
+
+def scratch_folder():
+    """The scratch folder write() writes in: a worker process forked after it was made (a test's
+    multiprocessing pool) gets a folder of its own inside it, so that two workers' files of one name
+    do not collide (and the parent's exit removes them all)."""
+    global _scratch, _scratch_owner
+    if _scratch is None:
+        _scratch, _scratch_owner = tempfile.TemporaryDirectory(), os.getpid()
+    if os.getpid() == _scratch_owner:
+        return _scratch.name
+    folder = os.path.join(_scratch.name, f"worker-{os.getpid()}")
+    os.makedirs(folder, exist_ok=True)
+    return folder
 
 
 def write(name, lines):
     """The lines, each ended by "\n", as UTF-8 file `name` in a scratch folder (lone surrogates kept as
     their bytes); returns its path."""
-    global _scratch
-    if _scratch is None:
-        _scratch = tempfile.TemporaryDirectory()
-    path = os.path.join(_scratch.name, name)
+    path = os.path.join(scratch_folder(), name)
     with open(path, "w", encoding="utf-8", newline="\n", errors="surrogatepass") as f:
         f.write("".join(line + "\n" for line in lines))
     return path

@@ -31,13 +31,14 @@ Without the sacrebleu package it says SKIP and why; REQUIRE_SACREBLEU=1 (CI) mak
 """
 import itertools
 import json
+import multiprocessing
 import os
 import random
 import re
 import subprocess
 import sys
 
-from checks import check, summary, skip_without_sacrebleu, write, read_lines, bleu_cases_dir
+from checks import check, summary, skip_without_sacrebleu, write, read_lines, bleu_cases_dir, scratch_folder
 
 program_dir = sys.argv[1] if len(sys.argv) > 1 else "."
 build_dir = sys.argv[2] if len(sys.argv) > 2 else "build"
@@ -81,12 +82,30 @@ def table_regex_version():
         return re.search(r'kUnicodeClassesRegexVersion = "([^"]+)"', f.read()).group(1)
 
 
+# sacreBLEU's side is most of this suite's time: it runs on every core (a pool of forked workers,
+# which see this module's globals), ./bleu's side beside it.
+CORES = len(os.sched_getaffinity(0))
+
+
+def pool():
+    scratch_folder()   # made before the fork: the workers' files go in folders inside it
+    return multiprocessing.get_context("fork").Pool(CORES)
+
+
+def their_tokens(name, lines):
+    tokenize = _get_tokenizer(name)()
+    return [tokenize(line) for line in lines]
+
+
 def compare_tokenizer(name):
     global skipped
     lines = list(code_point_lines(name))
-    tokenize = _get_tokenizer(name)()
-    theirs = [tokenize(line) for line in lines]
-    ours = ours_tokenized(name, lines)
+    chunks = [lines[i::CORES] for i in range(CORES)]   # line k in chunk k % CORES, at k // CORES
+    with pool() as workers:
+        pending = workers.starmap_async(their_tokens, [(name, chunk) for chunk in chunks])
+        ours = ours_tokenized(name, lines)
+        tokenized = pending.get()
+    theirs = [tokenized[k % CORES][k // CORES] for k in range(len(lines))]
     if ours is None or len(ours) != len(theirs):
         check(False, f"tokenizer {name}: build/test_bleu --tokenize {name} ran and gave a line per input line")
         return
@@ -172,14 +191,23 @@ for char_order, word_order, beta in itertools.product((1, 3, 6), (0, 1, 2, 3), (
                              lowercase=rng.random() < 0.5, eps_smoothing=rng.random() < 0.5))
 
 
+many = None   # compare_many's corpora, options and comparison, for its workers
+
+
+def compare_one(o, c):
+    corpora, options, compare = many
+    return compare(*corpora[c], options[o])
+
+
 def compare_many(what, corpora, options, compare):
-    """Every option set on every corpus; the first three differences shown."""
-    bad = []
-    for o in options:
-        for hyps, ref_streams in corpora:
-            d = compare(hyps, ref_streams, o)
-            if d:
-                bad.append(f"{o}: {d}")
+    """Every option set on every corpus (each comparison in a worker: sacreBLEU's score and ./bleu's);
+    the first three differences shown."""
+    global many
+    many = (corpora, options, compare)
+    jobs = [(o, c) for o in range(len(options)) for c in range(len(corpora))]
+    with pool() as workers:
+        differences = workers.starmap(compare_one, jobs)
+    bad = [f"{options[o]}: {d}" for (o, c), d in zip(jobs, differences) if d]
     for b in bad[:3]:
         print("  differs:", b)
     check(not bad and options and corpora, f"{what}: {len(options)} option sets × {len(corpora)} corpora ({len(bad)} differ)")

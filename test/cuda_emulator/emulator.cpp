@@ -145,9 +145,11 @@ cuda_emulator_switch:
 #ifdef __SANITIZE_ADDRESS__
 extern "C" void __sanitizer_start_switch_fiber(void** fake_stack_save, const void* bottom, size_t size);
 extern "C" void __sanitizer_finish_switch_fiber(void* fake_stack_save, const void** bottom_old, size_t* size_old);
+extern "C" void __asan_unpoison_memory_region(const volatile void* addr, size_t size);
 #else
 static void __sanitizer_start_switch_fiber(void**, const void*, size_t) {}
 static void __sanitizer_finish_switch_fiber(void*, const void**, size_t*) {}
+static void __asan_unpoison_memory_region(const volatile void*, size_t) {}
 #endif
 
 enum class State { READY, AT_BLOCK_BARRIER, AT_WARP_BARRIER, DONE };
@@ -177,6 +179,7 @@ struct Worker {
     int warp_begin = 0, warp_end = 0;   // the fibers of the warp running (run_warp)
     bool reverse = false;               // reversed_order(), read once a launch
     char* retired = nullptr;            // the stack of a fiber that has just ended (arrived)
+    const Fiber* retired_fiber = nullptr;   // that fiber, its last stack pointer saved
     void* dynamic_shared = nullptr;
     size_t dynamic_shared_bytes = 0;
     void (*body)(void*) = nullptr;
@@ -291,7 +294,12 @@ static Fiber* next_ready(Worker& w, int after) {
 // What runs first on a stack just switched to: the stack of a fiber that ended is free now that
 // nothing runs on it (it was not before the switch: the next fiber started may take it).
 static void arrived(Worker& w) {
-    if (w.retired) w.free_stacks.push_back(w.retired), w.retired = nullptr;
+    if (!w.retired) return;
+    // Its frames from its last stack pointer up never returned: AddressSanitizer still has their
+    // redzones marked, where the next fiber on this stack will put its first frames.
+    const char* top = w.retired + stack_size(w.retired);
+    __asan_unpoison_memory_region(w.retired_fiber->sp, (size_t)(top - (const char*)w.retired_fiber->sp));
+    w.free_stacks.push_back(w.retired), w.retired = nullptr;
 }
 
 // The running fiber stops at a barrier (or ends) and hands over straight to the warp's next
@@ -299,7 +307,7 @@ static void arrived(Worker& w) {
 static void leave(Fiber* f, State state) {
     Worker& w = *f->worker;
     f->state = state;
-    if (state == State::DONE) w.retired = f->stack;
+    if (state == State::DONE) w.retired = f->stack, w.retired_fiber = f;
     void** save = state == State::DONE ? nullptr : &f->fake_stack;
     if (Fiber* next = next_ready(w, f->place.linear)) {
         if (!next->started) start_fiber(w, *next);

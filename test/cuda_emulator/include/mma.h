@@ -10,6 +10,7 @@
 // dimension and layout; the pointer is 256-bit aligned; the leading dimension is a multiple of
 // 16 bytes (8 bf16, 4 floats).
 #pragma once
+#include <cstring>
 #include <type_traits>
 
 #include "../emulator.h"
@@ -92,18 +93,28 @@ void store_matrix_sync(float* ptr, const fragment<accumulator, M, N, K, float>& 
 }
 
 // d = a b + c in fp32, the products of the 16-bit inputs exact, summed in k order.
+// Every lane holds the whole tile, so the 32 lanes of a warp multiply the same fragments: the
+// last product's inputs and result are kept (per CPU thread: a warp's lanes run on one), and a
+// lane whose a, b and c equal them bit for bit copies the result (the same bits it would
+// compute) instead of doing the M N K multiply-adds again: 1 product a warp, not 32.
 template <int M, int N, int K, class T, class LA, class LB>
 void mma_sync(fragment<accumulator, M, N, K, float>& d, const fragment<matrix_a, M, N, K, T, LA>& a,
               const fragment<matrix_b, M, N, K, T, LB>& b, const fragment<accumulator, M, N, K, float>& c) {
     ::cuda_emulator::syncwarp();
-    float out[M * N];
-    for (int m = 0; m < M; m++)
-        for (int n = 0; n < N; n++) {
-            float acc = c.x[m * N + n];
-            for (int k = 0; k < K; k++) acc += detail::as_float(a.x[m * K + k]) * detail::as_float(b.x[k * N + n]);
-            out[m * N + n] = acc;
-        }
-    for (int i = 0; i < M * N; i++) d.x[i] = out[i];
+    struct Last { bool valid; T a[M * K], b[K * N]; float c[M * N], d[M * N]; };
+    static thread_local Last last = {};
+    if (!last.valid || std::memcmp(last.a, a.x, sizeof last.a) || std::memcmp(last.b, b.x, sizeof last.b) ||
+        std::memcmp(last.c, c.x, sizeof last.c)) {
+        for (int m = 0; m < M; m++)
+            for (int n = 0; n < N; n++) {
+                float acc = c.x[m * N + n];
+                for (int k = 0; k < K; k++) acc += detail::as_float(a.x[m * K + k]) * detail::as_float(b.x[k * N + n]);
+                last.d[m * N + n] = acc;
+            }
+        std::memcpy(last.a, a.x, sizeof last.a), std::memcpy(last.b, b.x, sizeof last.b);
+        std::memcpy(last.c, c.x, sizeof last.c), last.valid = true;
+    }
+    std::memcpy(d.x, last.d, sizeof last.d);   // d may be c: c was read above
 }
 }  // namespace wmma
 }  // namespace nvcuda
