@@ -60,7 +60,7 @@ endif
 
 # Programs go to the repository root (./train ...); sanitizer builds keep theirs in build/asan,
 # at -O2: AddressSanitizer checks every access that remains, and -O1 left the matrix products'
-# accumulators in (checked) memory, three times slower, in a test pass that takes longest in CI.
+# accumulators in (checked) memory: decoding's tests took twice as long, in CI's longest pass.
 ifeq ($(SANITIZE),1)
   BUILD := build/asan
   BIN := build/asan

@@ -100,12 +100,11 @@ def their_tokens(name, lines):
 def compare_tokenizer(name):
     global skipped
     lines = list(code_point_lines(name))
-    chunks = [lines[i::CORES] for i in range(CORES)]   # line k in chunk k % CORES, at k // CORES
+    size = -(-len(lines) // CORES)   # a run of lines for each worker
     with pool() as workers:
-        pending = workers.starmap_async(their_tokens, [(name, chunk) for chunk in chunks])
+        pending = workers.starmap_async(their_tokens, [(name, lines[i:i + size]) for i in range(0, len(lines), size)])
         ours = ours_tokenized(name, lines)
-        tokenized = pending.get()
-    theirs = [tokenized[k % CORES][k // CORES] for k in range(len(lines))]
+        theirs = list(itertools.chain.from_iterable(pending.get()))
     if ours is None or len(ours) != len(theirs):
         check(False, f"tokenizer {name}: build/test_bleu --tokenize {name} ran and gave a line per input line")
         return
