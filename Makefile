@@ -287,10 +287,13 @@ $(BUILD)/test_gemm_bf16.%: test/test_gemm_bf16.cpp cpu/gemm_bf16.cpp cpu/gemm_bf
 	@mkdir -p $(BUILD)
 	$(CXX) $(CXXFLAGS) $(ISA_FLAGS_$*) -mtune=generic test/test_gemm_bf16.cpp cpu/gemm_bf16.cpp cpu/gemm.cpp -o $@
 
-# The tests run from the repository root; test/run_tests.sh adds up their closing lines.
+# The tests run from the repository root; test/run_tests.sh adds up their closing lines. They
+# run two suites at a time (TEST_JOBS; 1: one at a time), which takes make test on 2 cores from
+# about 11 minutes to 8; the sanitizer's run (CI's test-asan) keeps to one at a time.
+TEST_JOBS ?= $(if $(filter 1,$(SANITIZE)),1,2)
 test: $(TESTS:%=$(BUILD)/%) $(ISA_TESTS) $(PROGRAMS:%=$(BIN)/%) $(BUILD)/bench_train $(BUILD)/bench_attention $(BUILD)/bench_decode $(BUILD)/fp32_peak $(BUILD)/translate_nohttp \
       $(FUZZ_TARGETS:%=$(BUILD)/fuzz_replay_%) $(EMU_LIB) $(BUILD)/test_emulator $(EMU_NCCL_LIB)
-	@SANITIZED=$(if $(filter 1,$(SANITIZE)),1,0) sh test/run_tests.sh $(BUILD) $(BIN)
+	@SANITIZED=$(if $(filter 1,$(SANITIZE)),1,0) TEST_JOBS=$(TEST_JOBS) sh test/run_tests.sh $(BUILD) $(BIN)
 
 # Only the suites that run transformer.cu on the CPU emulator (part of make test).
 EMULATED_SUITES := emulator ops_emulated_fp32 ops_emulated_bf16 cuda_emulated \
@@ -300,7 +303,7 @@ EMULATED_SUITES := emulator ops_emulated_fp32 ops_emulated_bf16 cuda_emulated \
                    ops_emulated_reversed_batched_bf16 ops_emulated_reversed_tiled_bf16 cli_cuda_emulated \
                    dist_cuda_emulated serve_cuda_emulated
 test-emulated: $(BUILD)/test_ops $(BUILD)/test_cuda $(PROGRAMS:%=$(BIN)/%) $(EMU_LIB) $(BUILD)/test_emulator $(EMU_NCCL_LIB)
-	@SUITES="$(EMULATED_SUITES)" sh test/run_tests.sh $(BUILD) $(BIN)
+	@SUITES="$(EMULATED_SUITES)" TEST_JOBS=$(TEST_JOBS) sh test/run_tests.sh $(BUILD) $(BIN)
 
 # The kill -9 soak: SIGKILL ./train at 20 random moments, resume each time, every checkpoint
 # must load, the end bitwise equal to an uninterrupted run (make test runs it with 3 kills).
