@@ -414,6 +414,7 @@ void add_translate_route(httplib::Server& svr, const ServeModel& m, const ServeO
             return set_json(res, 503, json_error("not translated within --request-timeout " +
                                                  json_number(o.request_timeout_s) + " s"));
         if (!job->error.empty()) return set_json(res, 503, json_error("not translated: " + job->error));
+        if (first_nan_logprob(job->hyps) >= 0) return set_json(res, 500, json_error(kNanLogprob));
         counts.requests++;
         counts.lines += (long)req.src.size();
         set_json(res, 200, format_response(m, req, *job));

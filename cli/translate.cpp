@@ -234,9 +234,18 @@ struct Translator {
         return false;
     }
 
+    // A NaN log-probability at input line `line` (1-based): the model is broken (kNanLogprob);
+    // ends the program (exit 1), the lines before it printed, nothing of it or after it.
+    [[noreturn]] void refuse_nan(long line) {
+        flush_stdout();
+        std::fprintf(stderr, "translate: line %ld: %s\n", line, kNanLogprob);
+        std::exit(1);
+    }
+
     // --score: prints "score ||| logprob" (and " ||| " + each token's log-probability with
-    // --score-tokens) per pair; sources end with </s>.
-    void score(const std::vector<std::vector<int>>& sources, const std::vector<std::vector<int>>& targets) {
+    // --score-tokens) per pair; sources end with </s>; first_line: the 0-based index of the first.
+    void score(const std::vector<std::vector<int>>& sources, const std::vector<std::vector<int>>& targets,
+               long first_line) {
         std::vector<std::vector<float>> token_logp;
         std::vector<Hypothesis> r = score_sorted(&model, sources, targets, opt.decode.alpha, opt.batch_tokens,
                                                  opt.score_tokens ? &token_logp : nullptr);
@@ -245,6 +254,7 @@ struct Translator {
                 r[i].score = r[i].logprob = 0;                     // search answers an empty line (its n-best line)
                 if (opt.score_tokens) token_logp[i].assign(1, 0.0f);
             }
+        if (const long bad = first_nan_logprob(r); bad >= 0) refuse_nan(first_line + bad + 1);
         char buf[64];
         for (size_t i = 0; i < r.size(); i++) {
             std::snprintf(buf, sizeof buf, "%.6f ||| %.6f", r[i].score, r[i].logprob);
@@ -295,6 +305,11 @@ struct Translator {
                 in.stream.push_back(((uint64_t)(first_line + (long)i) << 32) + p);   // a line's (piece's) sample: its own
             }
         std::vector<std::vector<Hypothesis>> hyps = decode_sorted(&model, sources, opt.decode, opt.batch_tokens, &in);
+        if (const long bad = first_nan_logprob(hyps); bad >= 0) {   // the line holding that piece
+            long line = first_line, seen = 0;
+            for (size_t i = 0; i < lines.size() && seen + (long)lines[i].size() <= bad; i++) seen += (long)lines[i].size(), line++;
+            refuse_nan(line + 1);
+        }
         size_t k = 0;
         for (size_t i = 0; i < lines.size(); i++) {
             std::vector<JoinedHypothesis> joined = join_pieces(tok, hyps, k, lines[i].size(), opt.decode.alpha);
@@ -665,7 +680,7 @@ static int process(Translator& t) {
                 sources.push_back(pieces[0]);
                 sources.back().push_back(EOS_ID);   // an empty source is </s> alone
             }
-            t.score(sources, targets);
+            t.score(sources, targets, first);
         }
         first = t.line_number;
         chunk.clear();

@@ -104,6 +104,21 @@ translate_with "$T/nan-param.safetensors"; expect "a NaN in the parameters (no c
 [ ! -e "$T/nan-avg.safetensors" ] || s="$s, written"
 expect "... ./average" 1 'tensor "embed.weight" holds a non-finite value'
 translate_with "$T/nan-nosum.safetensors"; [ $s -eq 0 ]; check $? "the same file without the NaN translates (exit $s): the checksum is optional, the NaN is what is refused"
+# Finite but enormous weights (the feed-forward layers' times 1e30, no checksum): the activations
+# overflow, the log-probabilities are NaN, and ./translate refuses to print from the model,
+# naming the line (it had printed junk with "-nan" scores, exit 0). Line 1 is empty (answered
+# without the model): the message names line 2, and nothing is printed.
+damage "$T/nan-nosum.safetensors" "$T/huge.safetensors" 'import array
+for k, v in json.loads(f[8:8 + n]).items():
+    if ".ffn." in k:
+        a, b = (8 + n + o for o in v["data_offsets"]); f[a:b] = array.array("f", [x * 1e30 for x in array.array("f", bytes(f[a:b]))]).tobytes()'
+NAN_MSG="line 2: the model's log-probabilities are not numbers (NaN): its activations overflow fp32"
+for how in "--beam 4" "--beam 1" "--beam 4 --nbest 2" "--score"; do
+    if [ "$how" = --score ]; then printf ' ||| \nsun moon ||| solo\n'; else printf '\nsun moon\n'; fi |
+        "$B"/translate --model "$T/huge.safetensors" $how > "$T/out.txt" 2> "$T/err.txt"; s=$?
+    [ -z "$(tr -d '\n' < "$T/out.txt")" ] || s="$s, printed: $(head -c 60 "$T/out.txt")"
+    expect "finite but enormous weights (feed-forward x 1e30), $how: refused at line 2, nothing printed" 1 "$NAN_MSG"
+done
 "$B"/train $TA --data "$T/corpus" --out "$T/run2" --max-steps 2 --save-every-steps 2 --d-model 16 > /dev/null 2>&1
 "$B"/average --out "$T/avg.safetensors" "$C" "$T/run2/ckpt-00000002.safetensors" > /dev/null 2> "$T/err.txt"; s=$?
 expect "./average of checkpoints of two different models" 1 "config differs"

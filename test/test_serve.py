@@ -183,6 +183,38 @@ def items(lines, **opts):
     return [dict(src=line, id=1, **opts) for line in lines]
 
 
+def enormous_weights(model, out):
+    """out: model's checkpoint with its feed-forward weights times 1e30, finite, its checksum of
+    the parameters dropped (as in a file of an earlier version): the activations overflow fp32."""
+    import array
+    import struct
+    f = bytearray(open(model, "rb").read())
+    n = struct.unpack("<Q", f[:8])[0]
+    header = json.loads(f[8:8 + n])
+    header["__metadata__"].pop("params_checksum", None)
+    for name, t in header.items():
+        if name != "__metadata__" and ".ffn." in name:
+            a, b = (8 + n + o for o in t["data_offsets"])
+            f[a:b] = array.array("f", [x * 1e30 for x in array.array("f", bytes(f[a:b]))]).tobytes()
+    text = json.dumps(header).encode()
+    text += b" " * (-len(text) % 8)
+    open(out, "wb").write(struct.pack("<Q", len(text)) + text + bytes(f[8 + n:]))
+
+
+def nan_answers(model, pool):
+    """A model whose activations overflow (finite but enormous weights) gives NaN log-probabilities:
+    the server answers 500 saying so (it had answered 200, junk with "pred_score": null) and goes
+    on."""
+    enormous_weights(model, f"{tmp}/enormous.safetensors")
+    sn = Server(f"{tmp}/enormous.safetensors")
+    status, out, raw = sn.translate(items(pool[:3]))
+    error = (out or {}).get("error", "") if isinstance(out, dict) else raw[:100]
+    check(status == 500 and "log-probabilities are not numbers (NaN)" in error,
+          f"a model with enormous weights: 500 ({status}), {error[:90]!r}")
+    check(sn.proc.poll() is None and sn.request("GET", "/health")[0] == 200, "... and the server goes on (/health 200)")
+    sn.stop()
+
+
 def out_of_memory(model, pool, expected):
     """A batch that runs out of memory (the server's address space limited below what a beam-16
     request of 50 lines takes, as memory pressure would) is answered 503 naming it, and the server
@@ -705,6 +737,7 @@ def main():
     sb.stop()
 
     out_of_memory(model, pool, expected)
+    nan_answers(model, pool)
 
     # SIGTERM while a request waits: it is answered, new connections are refused, exit 0.
     sg = Server(model, "--batch-wait", "2000")

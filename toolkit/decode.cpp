@@ -159,6 +159,22 @@ std::vector<std::vector<Hypothesis>> decode_batch(Model* m,
     return model_decode_results(m);
 }
 
+const char* const kNanLogprob =
+    "the model's log-probabilities are not numbers (NaN): its activations overflow fp32, so its weights are "
+    "finite but far too large (a damaged or diverged checkpoint); no translation printed from it";
+
+long first_nan_logprob(const std::vector<Hypothesis>& hyps) {
+    for (size_t i = 0; i < hyps.size(); i++)
+        if (std::isnan(hyps[i].logprob) || std::isnan(hyps[i].score)) return (long)i;
+    return -1;
+}
+
+long first_nan_logprob(const std::vector<std::vector<Hypothesis>>& hyps) {
+    for (size_t i = 0; i < hyps.size(); i++)
+        if (first_nan_logprob(hyps[i]) >= 0) return (long)i;
+    return -1;
+}
+
 std::vector<std::vector<Hypothesis>> decode_sorted(Model* m,
                                                    const std::vector<std::vector<int>>& sources,
                                                    const DecodeOptions& opt, int batch_tokens,

@@ -112,6 +112,15 @@ std::vector<Hypothesis> score_sorted(Model* m, const std::vector<std::vector<int
                                      int batch_tokens,
                                      std::vector<std::vector<float>>* token_logp = nullptr);
 
+// A log-probability that is not a number (NaN) comes only from activations that overflowed
+// fp32: a checkpoint whose weights are finite (checkpoint_load refuses others) but enormous, a
+// damaged or diverged model, whose words are then noise. ./translate and --serve refuse to
+// answer with them (kNanLogprob says why). first_nan_logprob: the index of the first source
+// with such a hypothesis, or -1.
+extern const char* const kNanLogprob;
+long first_nan_logprob(const std::vector<std::vector<Hypothesis>>& hyps);
+long first_nan_logprob(const std::vector<Hypothesis>& hyps);
+
 struct Tokenizer;
 // Text in, text out: encodes each line (+ </s>), decode_sorted, detokenizes the best
 // hypothesis (without </s>). An empty line gives an empty line. A line longer than a learned
