@@ -478,6 +478,19 @@ def main():
         status, out, raw = s.request("POST", "/translate", body)
         msg = out.get("error", "") if isinstance(out, dict) else f"not JSON: {raw[:60]!r}"
         check(status == 400 and want in msg, f"POST {body!r}: {status} (want 400 {want!r}), message: {msg}")
+    # A U+FEFF inside a "src" is the client's text, translated and scored as ./translate does past
+    # its input's start (lines 2.. here; at the start it would be dropped as a mark). The tiny
+    # model translates most lines to nothing: the scores tell a kept mark from a dropped one.
+    marked = ["\ufeff" + pool[0], pool[1] + " \ufeff"]
+    kept = [row.split(" ||| ", 1) for row in translate_stdin(model, [pool[2], *marked], "--nbest", "2")]
+    kept = [f"{int(n) - 1} ||| {rest}" for n, rest in kept if n != "0"]
+    dropped = translate_stdin(model, [pool[0], pool[1]], "--nbest", "2")
+    status, out, _ = s.translate(items(marked, nbest=2))
+    ok, worst = same_nbest(status, out, kept, len(marked), 2)
+    _, apart = same_nbest(status, out, dropped, len(marked), 2)
+    check(ok and worst <= 1e-5 and apart > 1e-4,
+          f'U+FEFF inside "src" kept as text: texts and scores equal ./translate\'s past line 1 (largest '
+          f'difference {worst:.2e}; {apart:.2e} from the lines without the mark), status {status}')
     # --max-request-bytes for the bodies httplib cannot cap by their Content-Length: chunked, and
     # one without a length (read to the end of the connection); both had been read whole.
     def one_answer(c):
