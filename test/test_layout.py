@@ -35,8 +35,9 @@ def without_comments(text):
 
 
 def class_body(text, opening):
-    """From `opening` to the end of its class (the first line that is "};" after it)."""
-    start = text.index(opening)
+    """From `opening` at a line's start (the definition, not a comment naming the class) to the
+    end of its class (the first line that is "};" after it)."""
+    start = re.search("^" + re.escape(opening), text, re.M).start()
     return text[start:text.index("\n};", start)]
 
 

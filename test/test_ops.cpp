@@ -1516,16 +1516,51 @@ void test_attention_keys_transpose(Backend& be, Backend* cpu) {
 // Row r over its sentence b = sentence[r]: the first len[b] keys/values of kv (B*S, ld), the
 // keys through attention_keys_transpose as model.cpp does. PAD keys/values past len[b] hold
 // large "poison" values: reading them shows.
+// attention_step_cross's rows r of `got` (a row a sentence) against the same rows doubled,
+// rows 2r and 2r + 1 both sentence r's: each bit for bit row r's.
+void same_rows_in_runs_of_two(Backend& be, const std::string& name, const Vec& got, const Vec& kv,
+                              const Vec& q, const IVec& len, int S, const StepShape& s) {
+#ifdef USE_OPENBLAS
+    check_skip("%s: the rows in runs of two go through OpenBLAS (BLAS=openblas), not our sgemm", name.c_str());
+#else
+    const int B = s.n, qk = s.H * s.dk, vv = s.H * s.dv, ld = qk + vv;
+    Vec q2((size_t)2 * B * s.q_stride);
+    IVec sentence2(2 * B);
+    for (int r = 0; r < 2 * B; r++) {
+        sentence2[r] = r / 2;
+        std::copy_n(&q[(size_t)(r / 2) * s.q_stride], s.q_stride, &q2[(size_t)r * s.q_stride]);
+    }
+    Mem kvm = put_x(be, kv), qm = put_x(be, q2), lm = put_i(be, len), sm = put_i(be, sentence2);
+    Mem kt(be, (size_t)B * qk * S * be.floatx_size()), ctx(be, (size_t)2 * B * vv * be.floatx_size());
+    be.attention_keys_transpose(kt.x(), kvm.x(), B, S, s.H, s.dk, ld);
+    be.attention_step_cross(ctx.x(), qm.x(), kt.x(), kvm.x(), ld, lm.i(), sm.i(), S, {2 * B, s.H, s.dk, s.dv, s.q_stride});
+    const Vec two = get_x(be, ctx.x(), (size_t)2 * B * vv);
+    for (int copy = 0; copy < 2; copy++) {
+        Vec rows((size_t)B * vv);
+        for (int r = 0; r < B; r++) std::copy_n(&two[(size_t)(2 * r + copy) * vv], vv, &rows[(size_t)r * vv]);
+        same(name + fmt(" = runs of two, row %d of each", copy), got, rows);
+    }
+#endif
+}
+
+// Greedy's shape (n = 0: a row a sentence, sentence[r] = r, the CPU's every-head-at-once path):
+// on the CPU each row also equals, bit for bit, the same row in a beam's run of two rows.
 void test_attention_step_cross(Backend& be, Backend* cpu) {
     struct Case { int B, S, H, dk, dv, n, q_pad; };
-    // The last two: 1700 keys (7 warps a block, 12 (row, head) pairs over 2 blocks) and 13000
-    // keys (one warp's scores take 52 KB, over the 48 KB a launch gets without asking).
+    // 1700 keys: 7 warps a block, 12 (row, head) pairs over 2 blocks; 13000 keys: one warp's
+    // scores take 52 KB, over the 48 KB a launch gets without asking. Greedy's: 12 and 16
+    // sums a row (over 8 at a time), 40 keys (three 16-lane chunks), dv 20 (a masked one).
     const Case cases[] = {{3, 9, 2, 5, 3, 7, 0}, {1, 1, 1, 4, 4, 1, 0}, {2, 20, 4, 16, 8, 8, 3},
-                          {1, 1700, 4, 4, 3, 3, 0}, {1, 13000, 1, 4, 3, 2, 0}};
-    for (const Case& c : cases) {
+                          {1, 1700, 4, 4, 3, 3, 0}, {1, 13000, 1, 4, 3, 2, 0},
+                          {4, 40, 4, 64, 64, 0, 0}, {3, 9, 3, 5, 20, 0, 2}};
+    for (const Case& c0 : cases) {
+        Case c = c0;
+        const bool greedy = c.n == 0;
+        if (greedy) c.n = c.B;
         const int qk = c.H * c.dk, vv = c.H * c.dv, ld = qk + vv, qs = qk + c.q_pad;
         const StepShape s{c.n, c.H, c.dk, c.dv, qs};
         IVec len(c.B), sentence = rand_tokens(c.n, c.B);
+        if (greedy) std::iota(sentence.begin(), sentence.end(), 0);
         for (int b = 0; b < c.B; b++) len[b] = b == 0 ? c.S : 1 + randint(c.S);
         Vec kv = rand_x(be, (size_t)c.B * c.S * ld, -1.5f, 1.5f);
         for (int b = 0; b < c.B; b++)
@@ -1564,6 +1599,7 @@ void test_attention_step_cross(Backend& be, Backend* cpu) {
         Vec got = run(be);
         close(name + " vs float64", got, want, TOL.fwd);
         if (cpu) vs_cpu(name, got, run(*cpu), TOL.cross_fwd);
+        if (greedy && be.device() == Device::CPU) same_rows_in_runs_of_two(be, name, got, kv, q, len, c.S, s);
     }
 }
 
