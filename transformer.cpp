@@ -716,7 +716,8 @@ void attention_keys_transpose(float* kt, const float* kv, int B, int S, int H, i
 #ifdef __AVX512F__
 // Small products side by side: each LaneSum is out[lane] = alpha * sum over k < K of
 // a[k] * b[k * ldb + lane], 16 lanes (masked), summed as sgemm's unpacked kernel sums (cpu/gemm.cpp:
-// from zero, k ascending, one FMA a step, then times alpha), so the same bits. Alone, a sum is
+// from zero, k ascending, one FMA a step, then times alpha), so the same bits (as our sgemm's, not
+// OpenBLAS's under BLAS=openblas). Alone, a sum is
 // one chain of dependent FMAs, waiting out each one's latency; up to 8 side by side overlap them.
 struct LaneSum {
     const float* a;   // (K)
@@ -754,7 +755,7 @@ static void lane_sums(const std::vector<LaneSum>& s, int K, long ldb, float alph
 }
 
 // One row alone in its run (greedy decoding), every head at once: ctx_r (H*dv) from q_r over
-// its sentence's n keys, kt_b (H, dk, S) and the values v_b (n, ld) at column 0 of head 0's.
+// its sentence's n keys, kt_b (H, dk, S), and values v_b (n, H*dv), rows ld floats apart.
 // Per head the two products of attention_step_cross's runs, P (n) = softmax(q K^T / sqrt(dk)),
 // ctx (dv) = P V, in the same order: the same bits, the heads' sums side by side (25% less
 // time than head by head on Zen 4). p (H, n), sums: the caller's scratch.
