@@ -1513,9 +1513,6 @@ void test_attention_keys_transpose(Backend& be, Backend* cpu) {
     }
 }
 
-// Row r over its sentence b = sentence[r]: the first len[b] keys/values of kv (B*S, ld), the
-// keys through attention_keys_transpose as model.cpp does. PAD keys/values past len[b] hold
-// large "poison" values: reading them shows.
 // attention_step_cross's rows r of `got` (a row a sentence) against the same rows doubled,
 // rows 2r and 2r + 1 both sentence r's: each bit for bit row r's.
 void same_rows_in_runs_of_two(Backend& be, const std::string& name, const Vec& got, const Vec& kv,
@@ -1543,6 +1540,9 @@ void same_rows_in_runs_of_two(Backend& be, const std::string& name, const Vec& g
 #endif
 }
 
+// Row r over its sentence b = sentence[r]: the first len[b] keys/values of kv (B*S, ld), the
+// keys through attention_keys_transpose as model.cpp does. PAD keys/values past len[b] hold
+// large "poison" values: reading them shows.
 // Greedy's shape (n = 0: a row a sentence, sentence[r] = r, the CPU's every-head-at-once path):
 // on the CPU each row also equals, bit for bit, the same row in a beam's run of two rows.
 void test_attention_step_cross(Backend& be, Backend* cpu) {
