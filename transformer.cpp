@@ -717,8 +717,8 @@ void attention_keys_transpose(float* kt, const float* kv, int B, int S, int H, i
 // Small products side by side: each LaneSum is out[lane] = alpha * sum over k < K of
 // a[k] * b[k * ldb + lane], 16 lanes (masked), summed as sgemm's unpacked kernel sums (cpu/gemm.cpp:
 // from zero, k ascending, one FMA a step, then times alpha), so the same bits (as our sgemm's, not
-// OpenBLAS's under BLAS=openblas). Alone, a sum is
-// one chain of dependent FMAs, waiting out each one's latency; up to 8 side by side overlap them.
+// OpenBLAS's under BLAS=openblas). Alone, a sum is one chain of dependent FMAs, waiting out each
+// one's latency; up to 8 side by side overlap them.
 struct LaneSum {
     const float* a;   // (K)
     const float* b;   // (K, ldb): the lanes' 16 columns

@@ -38,8 +38,9 @@ void sgemm(bool trans_a, bool trans_b, int M, int N, int K, float alpha,
 
 // op(B) packed once, for products that read the same B many times (decoding's weights: every
 // step's product packed them again, 16% of an fp32 decoding run): the layout sgemm packs B into
-// for its blocked products, all of it. sgemm_packed gives sgemm's C bit for bit; its small
-// products (M*N*K <= 2^20) read B itself, so B must stay, unchanged, while the copy is used.
+// for its blocked products, all of it. sgemm_packed gives sgemm's C bit for bit; few rows
+// (M <= 16) read the copy's slivers in place, but its other small products (M*N*K <= 2^20) read
+// B itself, so B must stay, unchanged, while the copy is used.
 struct SgemmPackedB {
     bool trans_b = false;
     int N = 0, K = 0, ldb = 0;

@@ -258,14 +258,21 @@ int main() {
 
     // op(B) packed once (decoding's weights): the small path (B read in place), the blocked one,
     // two depth blocks, N past NC = 2048 (several panels; C split by columns), N not a multiple
-    // of the 32-wide slivers, the decoder's shapes (few rows against a weight, the logits).
+    // of the 32-wide slivers, the decoder's shapes (few rows against a weight, the logits). Up
+    // to 16 rows and one depth block read the packed slivers in place (gemm_packed_rows): on one
+    // thread (1 x 256 x 256, 3 x 45 x 9) or the slivers split between threads (one row against
+    // the fused projections, 4 rows of beam 4, 16 rows, K = KC = 1024); 17 rows and K past KC
+    // (two depth blocks) stay on the blocked path.
     const int packed_shapes[][3] = {{25, 25, 32}, {150, 90, 270}, {40, 70, 1100}, {20, 4200, 20},
-                                    {13, 2100, 50}, {300, 1000, 256}, {7, 8000, 256}, {96, 1024, 257}};
+                                    {13, 2100, 50}, {300, 1000, 256}, {7, 8000, 256}, {96, 1024, 257},
+                                    {1, 256, 256}, {3, 45, 9}, {1, 768, 256}, {4, 1024, 256},
+                                    {16, 100, 1024}, {17, 256, 256}, {5, 100, 1100}};
     for (auto& s : packed_shapes)
         for (bool ta : T)
             for (bool tb : T) check_packed_case({ta, tb, s[0], s[1], s[2], 1.0f, 0.0f, 2, 3, 1}, false, false, seed++);
     check_packed_case({false, true, 150, 90, 270, -0.5f, 1.0f, 0, 0, 0}, false, false, seed++);   // alpha, beta
     check_packed_case({false, true, 40, 70, 1100, 2.0f, 0.5f, 1, 0, 2}, false, false, seed++);
+    check_packed_case({false, true, 4, 90, 270, -0.5f, 1.0f, 0, 0, 0}, false, false, seed++);
     for (auto& s : packed_shapes)   // the linear layers' epilogue
         for (bool relu : T) check_packed_case({false, true, s[0], s[1], s[2], 1.0f, 0.0f, 0, 0, 0}, true, relu, seed++);
 
