@@ -430,27 +430,41 @@ constexpr int DP_ROWS = 8;
 // and MC 128 no better than 64.
 constexpr int NC_DP = 2048;
 
-// The DP_ROWS x 16 TN block whose A rows start at a (an A tile's row, first step) and whose B
-// slivers start at b (first step; the next sliver `next` elements on), over `steps` depth steps,
-// into sums (row r: columns 0..16 TN - 1).
-template <int TN>
+// The R x 16 TN block (R <= DP_ROWS) whose A rows start at a (an A tile's row, first step) and
+// whose B slivers start at b (first step; the next sliver `next` elements on), over `steps` depth
+// steps, into sums (row r: columns 0..16 TN - 1). Each sum's chain is the same for any R.
+template <int TN, int R = DP_ROWS>
 BF16_TARGET void kernel_dp(const uint16_t* a, const uint16_t* b, size_t next, int steps, float (*sums)[32]) {
-    __m512 acc[DP_ROWS][TN];
-    for (int r = 0; r < DP_ROWS; r++)
+    __m512 acc[R][TN];
+    for (int r = 0; r < R; r++)
         for (int v = 0; v < TN; v++) acc[r][v] = _mm512_setzero_ps();
     for (int t = 0; t < steps; t++, a += TILE, b += TILE)
         for (int q = 0; q < 16; q++) {
             __m512bh bv[TN];
             for (int v = 0; v < TN; v++) bv[v] = (__m512bh)_mm512_load_si512(b + v * next + 32 * q);
-            for (int r = 0; r < DP_ROWS; r++) {
+            for (int r = 0; r < R; r++) {
                 int32_t pair;
                 std::memcpy(&pair, a + 32 * r + 2 * q, 4);
                 const __m512bh av = (__m512bh)_mm512_set1_epi32(pair);
                 for (int v = 0; v < TN; v++) acc[r][v] = _mm512_dpbf16_ps(acc[r][v], av, bv[v]);
             }
         }
-    for (int r = 0; r < DP_ROWS; r++)
+    for (int r = 0; r < R; r++)
         for (int v = 0; v < TN; v++) _mm512_store_ps(sums[r] + 16 * v, acc[r][v]);
+}
+
+// kernel_dp over the first `rows` rows, in a block of 1, 2, 4 or DP_ROWS rows: a small batch's few
+// rows (one sentence is one row in greedy decoding, four at beam 4) not summed as 8, most of them
+// the strip's zero padding. With the two threads from 2^17 multiply-adds against a packed B
+// (gemm_parallel), on 2 Zen 4 cores: one row against the small model's weights 25-52 -> 57-144
+// GFLOP/s, four rows 99-210 -> 201-425.
+template <int TN>
+BF16_TARGET void kernel_dp_rows(int rows, const uint16_t* a, const uint16_t* b, size_t next, int steps,
+                                float (*sums)[32]) {
+    if (rows == 1) kernel_dp<TN, 1>(a, b, next, steps, sums);
+    else if (rows == 2) kernel_dp<TN, 2>(a, b, next, steps, sums);
+    else if (rows <= 4) kernel_dp<TN, 4>(a, b, next, steps, sums);
+    else kernel_dp<TN>(a, b, next, steps, sums);
 }
 
 // C rows [m0, m1) x columns [n0, n1) with vdpbf16ps: for each 32-column pair of slivers (in L1),
@@ -465,8 +479,8 @@ BF16_TARGET void gemm_band_dp(const Problem& p, int m0, int m1, int n0, int n1) 
                 float* c = p.C + (size_t)(k.ic + ir) * p.ldc + k.jc + jr;
                 for (int r = 0; r < rows; r++)   // C's lines on their way while the kernel runs
                     for (int j = 0; j < cols; j += 16) _mm_prefetch((const char*)(c + r * p.ldc + j), _MM_HINT_T0);
-                if (cols > 16) kernel_dp<2>(a, k.sliver(jr), k.next(), k.steps, sums);
-                else kernel_dp<1>(a, k.sliver(jr), k.next(), k.steps, sums);
+                if (cols > 16) kernel_dp_rows<2>(rows, a, k.sliver(jr), k.next(), k.steps, sums);
+                else kernel_dp_rows<1>(rows, a, k.sliver(jr), k.next(), k.steps, sums);
                 update_c([&](int r, int v) { return sums[r] + 16 * v; }, rows, cols, p.update(k.jc + jr, k.pc, k.kc), c,
                          p.ldc);
             }
@@ -591,7 +605,9 @@ AMX_TARGET void gemm_band_amx(const Problem& p, int m0, int m1, int n0, int n1) 
 // band computed by band(p, m0, m1, n0, n1). A block's place in its band's loops starts on a
 // multiple of 32 rows and columns of C whatever the thread count, so C is bitwise the same.
 void gemm_parallel(const Problem& p, void (*band)(const Problem&, int, int, int, int)) {
-    const int nth = (double)p.M * p.N * p.K <= (1 << 20) ? 1 : thread_count();
+    // (a packed B, decoding's weights, not packed again by each thread: two threads from fewer
+    // multiply-adds, as sgemm_packed's few rows)
+    const int nth = (double)p.M * p.N * p.K <= (p.b_tiles ? 1 << 17 : 1 << 20) ? 1 : thread_count();
     (void)nth;   // without OpenMP
     const bool by_rows = p.M >= p.N;
     const int units = round_up(by_rows ? p.M : p.N, 32) / 32;

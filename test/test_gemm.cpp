@@ -276,5 +276,31 @@ int main() {
     for (auto& s : packed_shapes)   // the linear layers' epilogue
         for (bool relu : T) check_packed_case({false, true, s[0], s[1], s[2], 1.0f, 0.0f, 0, 0, 0}, true, relu, seed++);
 
+    // A small batch's few rows alone (decoding's: one sentence is one row greedy, four at beam
+    // 4): each run of g rows of a 40 x 1,100 x 256 product against a packed B, computed by
+    // itself (16 rows or fewer read the packed slivers, 17 and more take the blocked path),
+    // bitwise the same rows of the whole product (blocked).
+    {
+        const int M = 40, N = 1100, K = 256;
+        Data d = make_data({false, true, M, N, K, 1.0f, 0.0f, 0, 0, 0}, seed++);
+        const SgemmPackedB b = sgemm_pack_b(true, N, K, d.B.data(), d.ldb);
+        std::vector<float> whole((size_t)M * N);
+        sgemm_packed(false, M, 1.0f, d.A.data(), d.lda, b, 0.0f, whole.data(), N);
+        for (int g : {1, 3, 4, 16, 17}) {
+            std::vector<float> runs((size_t)M * N, NAN);
+            for (int i = 0; i < M; i += g)
+                sgemm_packed(false, std::min(g, M - i), 1.0f, d.A.data() + (size_t)i * d.lda, d.lda, b, 0.0f,
+                             runs.data() + (size_t)i * N, N);
+            long differ = 0;
+            for (size_t i = 0; i < runs.size(); i++) differ += std::memcmp(&runs[i], &whole[i], sizeof(float)) != 0;
+#ifdef USE_OPENBLAS
+            check_skip("rows in runs of %d: OpenBLAS does not promise the same bits for another row count", g);
+#else
+            check(differ == 0, "packed B, rows in runs of %d: bitwise the rows of the whole %d x %d x %d product (%ld of %zu differ)",
+                  g, M, N, K, differ, runs.size());
+#endif
+        }
+    }
+
     return check_summary("gemm");
 }

@@ -17,7 +17,8 @@
 //    product in row chunks, aligned and not.
 // 6. op(B) packed once (sgemm_bf16_pack_b): sgemm_bf16_packed bitwise sgemm_bf16 on the path
 //    it was packed for, whatever the thread count, from a parallel region, and after a switch of
-//    path; B itself not read after packing.
+//    path; B itself not read after packing. And runs of 1 to 8 rows (a small batch's) bitwise
+//    the same rows of a larger product, B packed and not (check_rows_alone).
 // 7. Unless told otherwise sgemm_bf16 takes the fastest path (AMX, then vdpbf16ps where the CPU
 //    does not list AMX-BF16, then sgemm).
 // A CPU with amx_bf16 or avx512_bf16 whose path is not available fails (the detection broke);
@@ -334,9 +335,39 @@ void check_packed(const char* path) {
         for (bool relu : {false, true}) check_packed_case({false, true, s[0], s[1], s[2], 1.0f, 0.0f, 0, 0, 0}, true, relu, seed++, path);
 }
 
+// 8. A small batch's few rows (one sentence is one row in greedy decoding, four at beam 4) alone:
+//    each run of g rows of a 13 x 1,100 x 600 product (two depth blocks), computed by itself, B
+//    packed once and not, bitwise the same rows of the whole product: the sums do not depend on
+//    how many rows share the kernel (vdpbf16ps's blocks of 1, 2, 4 and 8 rows, AMX's tiles), nor
+//    on the threads (a row against a packed B splits between them, unpacked it does not).
+void check_rows_alone(const char* path) {
+    const int M = 13, N = 1100, K = 600;
+    std::mt19937 rng(1300);
+    std::uniform_real_distribution<float> u(-1.0f, 1.0f);
+    std::vector<float> A((size_t)M * K), B((size_t)N * K), whole((size_t)M * N);
+    for (float& x : A) x = u(rng);
+    for (float& x : B) x = u(rng);
+    const Bf16PackedB packed = sgemm_bf16_pack_b(true, N, K, B.data(), K);
+    sgemm_bf16(false, true, M, N, K, 1.0f, A.data(), K, B.data(), K, 0.0f, whole.data(), N);
+    for (int g : {1, 2, 3, 5, 8})
+        for (bool use_packed : {false, true}) {
+            std::vector<float> runs((size_t)M * N, NAN);
+            for (int i = 0; i < M; i += g) {
+                const int rows = std::min(g, M - i);
+                if (use_packed) sgemm_bf16_packed(false, rows, 1.0f, A.data() + (size_t)i * K, K, packed, 0.0f, runs.data() + (size_t)i * N, N);
+                else sgemm_bf16(false, true, rows, N, K, 1.0f, A.data() + (size_t)i * K, K, B.data(), K, 0.0f, runs.data() + (size_t)i * N, N);
+            }
+            long differ = 0;
+            for (size_t i = 0; i < runs.size(); i++) differ += bits(runs[i]) != bits(whole[i]);
+            check(differ == 0, "%-10s rows in runs of %d%s: bitwise the rows of the whole %d x %d x %d product (%ld of %zu differ)",
+                  path, g, use_packed ? ", B packed" : "", M, N, K, differ, runs.size());
+        }
+}
+
 void check_all(const char* path) {
     check_path(path);
     check_packed(path);
+    check_rows_alone(path);
     check_epilogue(path);
     check_rounds(path);
     check_streaming(path);
