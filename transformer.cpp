@@ -41,6 +41,16 @@ static int team_size() { return 1; }
 
 namespace cpu {
 
+// Whether a loop of `pieces` independent pieces, `elements` floats in all, is worth the
+// threads: one piece leaves the others idle, and below PARALLEL_MIN_ELEMENTS the fork and join
+// (0.25-0.5 µs with the threads awake, Zen 4) cost about what they save. Decoding one sentence
+// meets both: a LayerNorm over one row of d_model floats, 0.1-0.3 µs of work. Each piece is
+// computed alike on any thread, so the bits do not depend on it.
+constexpr size_t PARALLEL_MIN_ELEMENTS = 1 << 12;
+static bool worth_threads(long pieces, size_t elements) {
+    return pieces > 1 && elements >= PARALLEL_MIN_ELEMENTS;
+}
+
 // exp(x), vectorisable (no libm call; its clamps become vector min/max selects, which GCC
 // allows only with -fno-trapping-math, as the Makefile builds: otherwise the comparisons stay
 // branches and the loops over the vocabulary stay scalar, 5-10x slower):
@@ -138,7 +148,7 @@ void dropout_forward(float* y, const float* x, size_t n, float p, uint64_t seed)
         return;
     }
     const float scale = 1.0f / (1.0f - p);
-#pragma omp parallel for schedule(static)
+#pragma omp parallel for schedule(static) if (worth_threads((long)n, n))
     for (size_t i = 0; i < n; i++) y[i] = dropout_keep(seed, i, p) ? x[i] * scale : 0.0f;
 }
 
@@ -147,7 +157,7 @@ void dropout_forward(float* y, const float* x, size_t n, float p, uint64_t seed)
 void embedding_forward(float* x, const int* tokens, const float* E, const float* pe, int pos0,
                        int B, int L, int d, float p, uint64_t seed) {
     const float emb_scale = std::sqrt((float)d);
-#pragma omp parallel for schedule(static)
+#pragma omp parallel for schedule(static) if (worth_threads(B * L, (size_t)B * L * d))
     for (int r = 0; r < B * L; r++) {
         const float* e = E + (size_t)tokens[r] * d;   // (d)
         const float* pr = pe + (size_t)(pos0 + r % L) * d;
@@ -284,12 +294,12 @@ void dropout_backward(float* dx, const float* dy, size_t n, float p, uint64_t se
 void residual_forward(float* y, const float* f, const float* x, size_t n, float p,
                       uint64_t seed) {
     if (p <= 0.0f) {
-#pragma omp parallel for simd schedule(static)
+#pragma omp parallel for simd schedule(static) if (worth_threads((long)n, n))
         for (size_t i = 0; i < n; i++) y[i] = f[i] + x[i];
         return;
     }
     const float scale = 1.0f / (1.0f - p);
-#pragma omp parallel for schedule(static)
+#pragma omp parallel for schedule(static) if (worth_threads((long)n, n))
     for (size_t i = 0; i < n; i++)
         y[i] = (dropout_keep(seed, i, p) ? f[i] * scale : 0.0f) + x[i];
 }
@@ -316,7 +326,7 @@ static void layernorm_row(float* yr, float* mean, float* rstd, const float* xr, 
 // y (rows, d) = (x - mean) * rstd * g + b; mean, rstd (rows) saved for backward.
 void layernorm_forward(float* y, float* mean, float* rstd, const float* x, const float* g,
                        const float* b, int rows, int d) {
-#pragma omp parallel for schedule(static)
+#pragma omp parallel for schedule(static) if (worth_threads(rows, (size_t)rows * d))
     for (int r = 0; r < rows; r++)
         layernorm_row(y + (size_t)r * d, &mean[r], &rstd[r], x + (size_t)r * d, g, b, d);
 }
@@ -399,7 +409,7 @@ void residual_layernorm_forward(float* y, float* r, float* mean, float* rstd, co
                                 const float* x, const float* g, const float* b, int rows, int d,
                                 float p, uint64_t seed) {
     const float scale = p > 0.0f ? 1.0f / (1.0f - p) : 1.0f;
-#pragma omp parallel for schedule(static)
+#pragma omp parallel for schedule(static) if (worth_threads(rows, (size_t)rows * d))
     for (int row = 0; row < rows; row++) {
         const size_t i0 = (size_t)row * d;
         for (size_t i = i0; i < i0 + d; i++)
@@ -624,7 +634,7 @@ void attention_step_self(float* ctx, const float* q, const float* cache, const i
                          const int* slots, int ld_slots, int t, const StepShape& s) {
     const int H = s.H, dk = s.dk, dv = s.dv, ld = H * dk + H * dv, len = t + 1;
     const float scale = 1.0f / std::sqrt((float)dk);
-#pragma omp parallel
+#pragma omp parallel if (worth_threads(s.n, (size_t)s.n * len * ld))
     {
         std::vector<float> scores((size_t)H * (len + 3));   // (H, len + 3): four steps at a time
 #pragma omp for schedule(static)
@@ -693,7 +703,7 @@ void attention_step_self(float* ctx, const float* q, const float* cache, const i
 // slots_dst row r = slots_src row parent[r] (columns < t - 1), column t - 1 = parent[r].
 void cache_reorder(int* slots_dst, const int* slots_src, const int* parent, int n, int t,
                    int ld) {
-#pragma omp parallel for schedule(static)
+#pragma omp parallel for schedule(static) if (worth_threads(n, (size_t)n * t))
     for (int r = 0; r < n; r++) {
         const int* from = slots_src + (size_t)parent[r] * ld;
         int* to = slots_dst + (size_t)r * ld;
@@ -705,7 +715,7 @@ void cache_reorder(int* slots_dst, const int* slots_src, const int* parent, int 
 // kt (B, H, dk, S) = the keys of kv (B*S, ld) transposed, so that a query's scores over all S
 // keys are a sum of dk vectors of length S (vectorised over the keys).
 void attention_keys_transpose(float* kt, const float* kv, int B, int S, int H, int dk, int ld) {
-#pragma omp parallel for collapse(2) schedule(static)
+#pragma omp parallel for collapse(2) schedule(static) if (worth_threads(B * H, (size_t)B * S * H * dk))
     for (int b = 0; b < B; b++)
         for (int h = 0; h < H; h++)
             for (int j = 0; j < S; j++)
@@ -794,9 +804,10 @@ void attention_step_cross(float* ctx, const float* q, const float* kt, const flo
         if (r == 0 || sentence[r] != sentence[r - 1]) runs.push_back(r);
     const int n_runs = (int)runs.size();
     runs.push_back(s.n);
+    const size_t elements = (size_t)s.n * S * (H * dk + H * dv);   // at most: keys and values
 #ifdef __AVX512F__
     if (n_runs == s.n) {
-#pragma omp parallel
+#pragma omp parallel if (worth_threads(s.n, elements))
         {
             std::vector<float> p;   // (H, len)
             std::vector<LaneSum> sums;
@@ -811,7 +822,7 @@ void attention_step_cross(float* ctx, const float* q, const float* kt, const flo
         return;
     }
 #endif
-#pragma omp parallel
+#pragma omp parallel if (worth_threads(n_runs * H, elements))
     {
         std::vector<float> p;   // (m, len)
 #pragma omp for schedule(static)
@@ -983,7 +994,7 @@ WIDE_VECTORS static int top_k(const float* z, int V, int k, int banned, int* bes
 // maximum (the log-sum-exp's shift): two passes over the row, the scan and the sum.
 void logsoftmax_topk(int* tokens, float* logp, const float* logits, int rows, int V, int ld,
                      int k, int banned) {
-#pragma omp parallel for schedule(static)
+#pragma omp parallel for schedule(static) if (worth_threads(rows, (size_t)rows * V))
     for (int r = 0; r < rows; r++) {
         const float* z = logits + (size_t)r * ld;
         int* best = tokens + (size_t)r * k;

@@ -200,6 +200,9 @@ constexpr int KC = 1024;   // max depth of a packed block (C is read/written onc
 constexpr int MC = 96;     // A block MC*KC*4 B = 384 KiB (L2)
 constexpr int NC = 2048;   // B panel KC*NC*4 B = 8 MiB (L3)
 
+// The NR-column slivers that cover n columns (the last one partly padding).
+constexpr int slivers_of(int n) { return (n + NR - 1) / NR; }
+
 // Products with M*N*K at or below this (~100^3) take the unpacked small-matrix path, always
 // single-threaded: measured on Zen 4 it beats packing up to well beyond this size when the
 // operands sit in L2 (e.g. 111 vs 102 GFLOP/s at 256^3), and below it a second thread is not
@@ -484,7 +487,7 @@ int depth_block(int K) {
 
 // Single-threaded blocked product (the loops of the header comment).
 void gemm_serial(const Problem& p) {
-    float* bp = tls_b.get((size_t)KC * std::min(NC, (p.N + NR - 1) / NR * NR));
+    float* bp = tls_b.get((size_t)KC * std::min(NC, slivers_of(p.N) * NR));
     float* ap = tls_a.get((size_t)KC * MC);  // (depth_block(K) <= KC)
     const int kc_max = depth_block(p.K);
     for (int jc = 0; jc < p.N; jc += NC) {
@@ -672,7 +675,7 @@ void gemm_parallel(const Problem& p, int nth) {
 
 // gemm_packed_rows with the slivers cut into nth runs, one a thread.
 void gemm_packed_rows_parallel(const Problem& p, int nth) {
-    const int slivers = (p.N + NR - 1) / NR;
+    const int slivers = slivers_of(p.N);
 #pragma omp parallel num_threads(nth)
     {
         const long t = omp_get_thread_num(), n = omp_get_num_threads();
@@ -702,7 +705,7 @@ static void run(const Problem& p, const char* caller) {
             return;
         }
 #endif
-        gemm_packed_rows(p, 0, (p.N + NR - 1) / NR);
+        gemm_packed_rows(p, 0, slivers_of(p.N));
         return;
     }
     if ((double)p.M * p.N * p.K <= SMALL_MNK) {

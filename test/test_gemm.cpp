@@ -280,6 +280,9 @@ int main() {
     // 4): each run of g rows of a 40 x 1,100 x 256 product against a packed B, computed by
     // itself (16 rows or fewer read the packed slivers, 17 and more take the blocked path),
     // bitwise the same rows of the whole product (blocked).
+#ifdef USE_OPENBLAS
+    check_skip("rows in runs: OpenBLAS does not promise the same bits for another row count");
+#else
     {
         const int M = 40, N = 1100, K = 256;
         Data d = make_data({false, true, M, N, K, 1.0f, 0.0f, 0, 0, 0}, seed++);
@@ -293,14 +296,11 @@ int main() {
                              runs.data() + (size_t)i * N, N);
             long differ = 0;
             for (size_t i = 0; i < runs.size(); i++) differ += std::memcmp(&runs[i], &whole[i], sizeof(float)) != 0;
-#ifdef USE_OPENBLAS
-            check_skip("rows in runs of %d: OpenBLAS does not promise the same bits for another row count", g);
-#else
             check(differ == 0, "packed B, rows in runs of %d: bitwise the rows of the whole %d x %d x %d product (%ld of %zu differ)",
                   g, M, N, K, differ, runs.size());
-#endif
         }
     }
+#endif
 
     return check_summary("gemm");
 }
