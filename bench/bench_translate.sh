@@ -20,11 +20,14 @@
 # (bench/reported.sh's alike; a decoder reporting none differs) and says "the same batches" or
 # which decoder's differ. Every decoder warms up alike: before each timed search, the same search
 # on the first WARMUP sentences in one batch, untimed (--warmup). All run THREADS threads: ours
-# and PyTorch OMP_NUM_THREADS (PyTorch torch.set_num_threads too), CTranslate2 intra_threads
-# (inter_threads 1). Each decoder, precision and search is its own process and its own timed run
-# (one pass over the test set), and just before each the load is checked (bench/torch_env.sh's
-# load_check: the cores other work held over a second); a run that began on a busy machine is
-# marked, and the count printed under the table.
+# and PyTorch OMP_NUM_THREADS (PyTorch torch.set_num_threads too), CTranslate2 in both its
+# layouts: one batch at a time on THREADS threads (intra_threads THREADS, inter_threads 1), and
+# THREADS batches at once on one thread each (intra_threads 1, inter_threads THREADS: its layout
+# for throughput, the rows marked "inter"; with THREADS=1 the two are one). On the 2-core VM the
+# second was 1.1-4.0x the first (2026-12-01). Each decoder, precision and search is its own
+# process and its own timed run (one pass over the test set), and just before each the load is
+# checked (bench/torch_env.sh's load_check: the cores other work held over a second); a run that
+# began on a busy machine is marked, and the count printed under the table.
 # Ours: build/bench_decode --input --batch-tokens. PyTorch: bench/bench_torch.py decode --input
 # --batch-tokens in bench/torch_env.sh's environment, fp32 and bf16 (CPU autocast: the linear
 # layers in bf16, the log-softmax in fp32, as ours bf16). CTranslate2 (int8 and float32,
@@ -88,7 +91,7 @@ for p in fp32 bf16 int8; do
     done
     cat "$tmp/ours-$p.greedy.txt" "$tmp/ours-$p.beam4.txt" > "$tmp/ours-$p.txt"
 done
-: > "$tmp/torch.txt"; : > "$tmp/ct2.txt"
+: > "$tmp/torch.txt"; : > "$tmp/ct2.txt"; : > "$tmp/ct2x.txt"
 if [ $torch_ok = 1 ]; then   # fp32, and bf16 under CPU autocast (the baseline of ours bf16)
     for p in fp32 bf16; do
         for k in greedy beam4; do
@@ -105,32 +108,37 @@ if [ $ct2_ok = 1 ]; then
         for k in greedy beam4; do
             timed "CTranslate2 $q $k" $CT2 bench/bench_ct2.py --weights "$MODEL" $common --threads "$THREADS" \
                 --types $q --modes ${k%4} --output "$tmp/ct2" >> "$tmp/ct2.txt"
+            [ "$THREADS" -gt 1 ] || continue
+            timed "CTranslate2 $q $k inter" $CT2 bench/bench_ct2.py --weights "$MODEL" $common --threads 1 \
+                --inter-threads "$THREADS" --types $q --modes ${k%4} --output "$tmp/ct2x" >> "$tmp/ct2x.txt"
         done
     done
 fi
-printf '%-7s | %-22s | %12s %10s | %9s | %6s\n' search decoder "sentences/s" "tokens/s" "speed-up" BLEU
+printf '%-7s | %-25s | %12s %10s | %9s | %6s\n' search decoder "sentences/s" "tokens/s" "speed-up" BLEU
 for k in greedy beam4; do
     base=$(value "$(grep "^torch decode $k " "$tmp/torch.txt" || true)" sentences_per_s)
-    for side in torch torch_bf16 ct2-float32 ct2-int8 ours-fp32 ours-bf16 ours-int8; do
+    for side in torch torch_bf16 ct2-float32 ct2-int8 ct2x-float32 ct2x-int8 ours-fp32 ours-bf16 ours-int8; do
         case $side in
             torch*) p=$([ $side = torch ] && echo fp32 || echo bf16) key=$k file=$tmp/torch-$p.txt
                    line=$(grep "^torch decode $k " "$file" 2> /dev/null || true); name="PyTorch $p"
-                   [ -n "$line" ] || { printf '%-7s | %-22s | %s\n' $k "$name" "not run: $(grep '^no ratio' "$tmp/torch.anchor")"; continue; } ;;
-            ct2-*) key="$k ${side#ct2-}" file=$tmp/ct2.txt
-                   line=$(grep "^ct2 decode $key " "$file" || true); name="CTranslate2 ${side#ct2-}"
-                   [ -n "$line" ] || { printf '%-7s | %-22s | %s\n' $k "$name" "not run: $(grep '^no ratio' "$tmp/ct2.anchor")"; continue; }
-                   cp "$tmp/ct2.$k.${side#ct2-}" "$tmp/$side.$k" ;;
+                   [ -n "$line" ] || { printf '%-7s | %-25s | %s\n' $k "$name" "not run: $(grep '^no ratio' "$tmp/torch.anchor")"; continue; } ;;
+            ct2*) c=${side%%-*} q=${side#*-}; key="$k $q" file=$tmp/$c.txt
+                  line=$(grep "^ct2 decode $key " "$file" || true); name="CTranslate2 $q"; [ $c = ct2 ] || name="$name inter"
+                  [ $c = ct2 ] || [ "$THREADS" -gt 1 ] || continue   # one layout on one thread
+                  [ -n "$line" ] || { printf '%-7s | %-25s | %s\n' $k "$name" "not run: $(grep '^no ratio' "$tmp/ct2.anchor")"; continue; }
+                  cp "$tmp/$c.$k.$q" "$tmp/$side.$k" ;;
             *) key=$k file=$tmp/$side.txt line=$(grep "decode $k " "$file"); name="ours ${side#ours-}" ;;
         esac
         [ "$SMOKE" = 1 ] && echo "# batches $k, $name: $(batches "$key" "$file"); warm-up: $(warmup "$key" "$file")"
         s=$(value "$line" sentences_per_s)
         speedup=$([ -n "$base" ] && awk "BEGIN { printf \"%.2fx\", $s / $base }" || echo "no ratio")
-        printf '%-7s | %-22s | %12s %10s | %9s | %6s\n' $k "$name" "$s" "$(value "$line" tokens_per_s)" \
+        printf '%-7s | %-25s | %12s %10s | %9s | %6s\n' $k "$name" "$s" "$(value "$line" tokens_per_s)" \
             "$speedup" "$(bleu "$tmp/$side.$k")"
     done
     alike $k "$BATCH_TOKENS" "ours fp32:$tmp/ours-fp32.txt" "ours bf16:$tmp/ours-bf16.txt" "ours int8:$tmp/ours-int8.txt" \
         "PyTorch fp32:$tmp/torch-fp32.txt" "PyTorch bf16:$tmp/torch-bf16.txt" "CTranslate2 float32:$tmp/ct2.txt:float32" \
-        "CTranslate2 int8:$tmp/ct2.txt:int8"
+        "CTranslate2 int8:$tmp/ct2.txt:int8" "CTranslate2 float32 inter:$tmp/ct2x.txt:float32" \
+        "CTranslate2 int8 inter:$tmp/ct2x.txt:int8"
     if [ -f "$tmp/torch.$k" ]; then
         if cmp -s "$tmp/torch.$k" "$tmp/ours-fp32.$k"; then same="identical"; else
             same="$(lines_differ "$tmp/torch.$k" "$tmp/ours-fp32.$k") lines differ"; fi
@@ -140,7 +148,7 @@ for k in greedy beam4; do
         echo "#   $k: ours bf16 vs PyTorch bf16 (CPU autocast): $(awk "BEGIN { printf \"%.2fx\", $ours / $theirs }")"
     fi
 done
-echo "# threads: ours $(sed -n 's/.*, \([0-9]*\) OpenMP threads.*/\1/p' "$tmp/ours-fp32.greedy.txt" | head -n 1);$(sed -n 's/^# torch [^,]*, threads \([0-9]*\),.*/ PyTorch \1;/p' "$tmp/torch-fp32.greedy.txt" 2> /dev/null | head -n 1)$(sed -n 's/.*intra_threads \([0-9]*\),.*/ CTranslate2 intra_threads \1/p' "$tmp/ct2.txt" | head -n 1)"
+echo "# threads: ours $(sed -n 's/.*, \([0-9]*\) OpenMP threads.*/\1/p' "$tmp/ours-fp32.greedy.txt" | head -n 1);$(sed -n 's/^# torch [^,]*, threads \([0-9]*\),.*/ PyTorch \1;/p' "$tmp/torch-fp32.greedy.txt" 2> /dev/null | head -n 1)$(sed -n 's/.*intra_threads \([0-9]*\),.*/ CTranslate2 intra_threads \1/p' "$tmp/ct2.txt" | head -n 1)$(sed -n 's/.*intra_threads \([0-9]*\), inter_threads \([0-9]*\),.*/; inter: \2 batches at once x \1 thread/p' "$tmp/ct2x.txt" | head -n 1)"
 if [ $busy -gt 0 ]; then
     echo "# load: $busy of $runs timed runs began on a busy machine (BUSY above): their times and ratios are unreliable; run again on a quiet machine"
 else

@@ -107,9 +107,10 @@ sys.exit(list(b.sorted_batches([3, 5, 5, 9, 2], 100, 10)) != [[4, 0], [1, 2], [3
 translate_checks() {
     tiny_model "$T/tiny"
     [ -f "$T/tiny/run/average.safetensors" ] || { check 1 "a tiny model for bench_translate.sh: $(tail -n 1 "$T/tiny/run.log")"; return; }
-    n=3 sides=1   # ours fp32, bf16, int8; PyTorch's two and CTranslate2's two where they import
+    n=3 sides=1   # ours fp32, bf16, int8; PyTorch's two and CTranslate2's two (four in both its
+    # layouts, on more than one core) where they import
     $PY -c 'import torch' 2> /dev/null && n=$((n + 2)) sides=$((sides + 1))
-    $CT2 -c 'import ctranslate2' 2> /dev/null && n=$((n + 2)) sides=$((sides + 1))
+    $CT2 -c 'import ctranslate2' 2> /dev/null && n=$((n + $([ "$(nproc)" -gt 1 ] && echo 4 || echo 2))) sides=$((sides + 1))
     SMOKE=1 LOAD_SAMPLE=0.1 BATCH_TOKENS=40 DATA="$T/tiny/data" BUILD="$BUILD" \
         bash bench/bench_translate.sh "$T/tiny/run/average.safetensors" > "$T/translate.txt" 2>&1
     s=$?
