@@ -148,7 +148,7 @@ for k in greedy beam4; do
         echo "#   $k: ours bf16 vs PyTorch bf16 (CPU autocast): $(awk "BEGIN { printf \"%.2fx\", $ours / $theirs }")"
     fi
 done
-echo "# threads: ours $(sed -n 's/.*, \([0-9]*\) OpenMP threads.*/\1/p' "$tmp/ours-fp32.greedy.txt" | head -n 1);$(sed -n 's/^# torch [^,]*, threads \([0-9]*\),.*/ PyTorch \1;/p' "$tmp/torch-fp32.greedy.txt" 2> /dev/null | head -n 1)$(sed -n 's/.*intra_threads \([0-9]*\),.*/ CTranslate2 intra_threads \1/p' "$tmp/ct2.txt" | head -n 1)$(sed -n 's/.*intra_threads \([0-9]*\), inter_threads \([0-9]*\),.*/; inter: \2 batches at once x \1 thread/p' "$tmp/ct2x.txt" | head -n 1)"
+echo "# threads: ours $(sed -n 's/.*, \([0-9]*\) OpenMP thread.*/\1/p' "$tmp/ours-fp32.greedy.txt" | head -n 1);$(sed -n 's/^# torch [^,]*, threads \([0-9]*\),.*/ PyTorch \1;/p' "$tmp/torch-fp32.greedy.txt" 2> /dev/null | head -n 1)$(sed -n 's/.*intra_threads \([0-9]*\),.*/ CTranslate2 intra_threads \1/p' "$tmp/ct2.txt" | head -n 1)$(sed -n 's/.*intra_threads \([0-9]*\), inter_threads \([0-9]*\),.*/; inter: \2 batches at once x \1 thread/p' "$tmp/ct2x.txt" | head -n 1)"
 if [ $busy -gt 0 ]; then
     echo "# load: $busy of $runs timed runs began on a busy machine (BUSY above): their times and ratios are unreliable; run again on a quiet machine"
 else
