@@ -47,7 +47,7 @@ namespace cpu {
 // meets both: a LayerNorm over one row of d_model floats, 0.1-0.3 µs of work. Each piece is
 // computed alike on any thread, so the bits do not depend on it.
 constexpr size_t PARALLEL_MIN_ELEMENTS = 1 << 12;
-static bool worth_threads(long pieces, size_t elements) {
+[[maybe_unused]] static bool worth_threads(long pieces, size_t elements) {   // (unused without OpenMP)
     return pieces > 1 && elements >= PARALLEL_MIN_ELEMENTS;
 }
 
