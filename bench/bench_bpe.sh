@@ -25,7 +25,7 @@ if ! command -v spm_train >/dev/null || ! command -v spm_encode >/dev/null; then
     echo "bench_bpe: SKIP, spm_train/spm_encode not installed (apt-get install sentencepiece)"
     exit 0
 fi
-echo "# CPU: $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ *//'); $(nproc) cores; learning on $THREADS threads, encoding on 1; load average $(cut -d' ' -f1 /proc/loadavg)"
+echo "# CPU: $(sh "$(dirname "$0")/cpu_name.sh"); $(nproc) cores; learning on $THREADS threads, encoding on 1; load average $(cut -d' ' -f1 /proc/loadavg)"
 echo "# SentencePiece $(dpkg-query -W -f='${Version}' sentencepiece 2> /dev/null || echo '(version unknown)'); ours: ./bpe"
 
 tmp=$(mktemp -d)

@@ -40,7 +40,8 @@ Decoding: source = ids + "</s>" (the spec's add_source_eos is False: CT2 does no
 At its best (--check; bench/bench_translate.sh prints no CTranslate2 ratio unless it passes):
   CTranslate2 reports the CPU backend it selected in its INFO log, which --check captures
   while loading the int8 model: the ISA of its own kernels must be at least AVX2 on a CPU
-  that has AVX2 (AVX-512 is never chosen automatically, by CTranslate2's design), the SGEMM
+  that has AVX2 (AVX-512 is never chosen automatically, by CTranslate2's design; forced with
+  CT2_FORCE_CPU_ISA=AVX512 on a Zen 5 it ran within noise of AVX2, 2026-12-01), the SGEMM
   and int8 GEMM backends must be MKL on an Intel CPU (oneDNN is accepted elsewhere, where
   CTranslate2 picks it; CT2_USE_MKL=0 forces it), the int8 model must
   run in an int8 compute type, MKL_ENABLE_INSTRUCTIONS / MKL_CBWR (which cap MKL's

@@ -32,7 +32,7 @@ else
 fi
 
 if [ $MEASURE = 1 ]; then
-    echo "# CPU: $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ *//'); $(nproc) cores; load average $(cut -d' ' -f1 /proc/loadavg)"
+    echo "# CPU: $(sh "$(dirname "$0")/cpu_name.sh"); $(nproc) cores; load average $(cut -d' ' -f1 /proc/loadavg)"
     echo "# $(mpirun --version | head -1); config $CONFIG, 2 batches of <= $MAX_TOKENS + $MAX_TOKENS padded tokens per step, $STEPS steps"
     tmp=$(mktemp -d)
     trap 'rm -rf "$tmp"' EXIT

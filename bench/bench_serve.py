@@ -108,7 +108,8 @@ def main():
         return 0
     with open(DATA, encoding="utf-8") as f:
         lines = [x.rstrip("\n") for x in f][:LINES]
-    cpu = next((l.split(":", 1)[1].strip() for l in open("/proc/cpuinfo") if l.startswith("model name")), "?")
+    cpu = subprocess.run(["sh", os.path.join(os.path.dirname(os.path.abspath(__file__)), "cpu_name.sh")],
+                         capture_output=True, text=True).stdout.strip() or "?"
     threads = os.environ.get("OMP_NUM_THREADS", "all")
     print(f"# CPU: {cpu}; {os.cpu_count()} cores, OpenMP threads: {threads}; "
           f"load average {open('/proc/loadavg').read().split()[0]}")

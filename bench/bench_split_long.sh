@@ -32,7 +32,7 @@ words() {
         END { for (i = 0; i < n; i++) printf "%s%s", (i ? " " : ""), w[i % k]; print "" }' "$DATA"
 }
 
-echo "# CPU: $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ *//'); $THREADS of $(nproc) cores used; load average $(cut -d' ' -f1 /proc/loadavg)"
+echo "# CPU: $(sh "$(dirname "$0")/cpu_name.sh"); $THREADS of $(nproc) cores used; load average $(cut -d' ' -f1 /proc/loadavg)"
 echo "# $TRANSLATE --split-long --beam $BEAM --model $MODEL; words from $DATA"
 printf '%8s | %9s | %9s %9s | %14s | %9s\n' words bytes "wall s" "CPU s" "wall s/1k words" "vs first"
 first=""

@@ -40,6 +40,7 @@ Prints the environment measured (CPU, threads, torch, BLAS and its version, allo
 import argparse
 import ctypes
 import os
+import subprocess
 import sys
 import time
 
@@ -135,11 +136,12 @@ def matmul_gflops(n=2048, runs=5):
 
 
 def cpu_model():
-    with open("/proc/cpuinfo") as f:
-        for line in f:
-            if line.startswith("model name"):
-                return line.split(":", 1)[1].strip()
-    return "unknown CPU"
+    """The model name with its family, model and microarchitecture (bench/cpu_name.sh)."""
+    script = os.path.join(os.path.dirname(os.path.abspath(__file__)), "cpu_name.sh")
+    try:
+        return subprocess.run(["sh", script], capture_output=True, text=True, check=True).stdout.strip()
+    except (OSError, subprocess.CalledProcessError):
+        return "unknown CPU"
 
 
 def library_problems(blas, openblas, libs):

@@ -37,7 +37,7 @@ _core=$(LD_LIBRARY_PATH=$TORCH_BLAS_DIR $PY bench/torch_check.py --coretype 2> /
 PEAK_GFLOPS=
 
 print_environment() {
-    echo "# CPU: $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ *//'); $THREADS of $(nproc) cores used; load average $(cut -d' ' -f1 /proc/loadavg)"
+    echo "# CPU: $(sh bench/cpu_name.sh); $THREADS of $(nproc) cores used; load average $(cut -d' ' -f1 /proc/loadavg)"
     echo "# ours: $(${CXX:-g++} --version | head -n 1), -O3 -march=native -fno-trapping-math -fno-math-errno, OpenMP, OMP_NUM_THREADS=$THREADS"
     if [ -x "$BUILD/fp32_peak" ]; then
         _peak=$(OMP_NUM_THREADS=$THREADS "$BUILD/fp32_peak")

@@ -18,6 +18,8 @@
 #     (more than one) and the same warm-up as ours fp32, and the script says so; a load line
 #     before each timed run; the same threads for all; and with PyTorch put back on batches of
 #     100 sentences (a stand-in interpreter rewriting --batch-tokens), it says they differ.
+#   - the "# CPU:" lines name the family, model and microarchitecture (bench/cpu_name.sh, on
+#     saved /proc/cpuinfo excerpts).
 # What cannot run here (no torch, no OpenBLAS, no ctranslate2, an older CPU) prints SKIP and
 # why, and is not counted. Ends with "bench_env: N passed, M failed".
 set -u
@@ -41,8 +43,9 @@ torch_checks() {
         grep -q '^tiny .*no ratio' "$T/bench.txt" && ! grep -Eq '[0-9]\.[0-9]+x' "$T/bench.txt" &&
         ! grep -q '^torch train' "$T/bench.txt" && [ $s -eq 0 ]
     check $? "bench.sh train, PyTorch on the reference BLAS: refusal, no ratio, PyTorch not run: $(refusal "$T/bench.txt")"
-    grep -q '^# CPU: ' "$T/bench.txt" && grep -q '^# PyTorch [0-9]' "$T/bench.txt" && grep -q '^# BLAS: ' "$T/bench.txt"
-    check $? "bench.sh prints the environment it measured (CPU and cores, PyTorch version, BLAS)"
+    grep -q '^# CPU: .* (family [0-9]* model [0-9]*' "$T/bench.txt" && grep -q '^# PyTorch [0-9]' "$T/bench.txt" &&
+        grep -q '^# BLAS: ' "$T/bench.txt"
+    check $? "bench.sh prints the environment it measured (CPU with family and model, cores, PyTorch version, BLAS): $(grep -m1 '^# CPU: ' "$T/bench.txt")"
     # the synthetic decode (bench.sh decode): PyTorch's time is the median of as many runs as ours
     runs=$("$BUILD/bench_decode" --help 2>&1 | sed -n 's/.*--repeats .*\[\([0-9]*\)\]$/\1/p')
     $PY bench/bench_torch.py decode --config tiny --sentences 2 --length 3 --threads 1 > "$T/decode.txt" 2>&1
@@ -159,6 +162,22 @@ ZZ
     env | grep -q '^TRANSFORMER_THREADS_GOVERNOR=0$')
 check $? "bench/torch_env.sh turns the thread governor off (TRANSFORMER_THREADS_GOVERNOR=0, exported)"
 
+# The "# CPU:" lines name the machine by family and model (bench/cpu_name.sh): a VM's model name
+# ("AMD EPYC") does not tell Zen 4 from Zen 5, whose peaks differ by 2x.
+cpu_name_is() {   # VENDOR FAMILY MODEL NAME EXPECTED
+    printf 'vendor_id\t: %s\ncpu family\t: %s\nmodel\t\t: %s\nmodel name\t: %s\n' "$1" "$2" "$3" "$4" > "$T/cpuinfo"
+    got=$(sh bench/cpu_name.sh "$T/cpuinfo")
+    [ "$got" = "$5" ]
+    check $? "cpu_name.sh: $1 family $2 model $3 -> '$got' (expected '$5')"
+}
+cpu_name_checks() {
+    cpu_name_is AuthenticAMD 25 17 "AMD EPYC" "AMD EPYC (family 25 model 17: Zen 4)"
+    cpu_name_is AuthenticAMD 25 1 "AMD EPYC 7763" "AMD EPYC 7763 (family 25 model 1: Zen 3)"
+    cpu_name_is AuthenticAMD 26 2 "AMD EPYC" "AMD EPYC (family 26 model 2: Zen 5)"
+    cpu_name_is GenuineIntel 6 207 "Intel Xeon" "Intel Xeon (family 6 model 207: Emerald Rapids)"
+    cpu_name_is GenuineIntel 6 42 "Old CPU" "Old CPU (family 6 model 42)"
+}
+
 if ! $PY -c 'import torch' 2> /dev/null; then
     skip "PyTorch anchor checks: $PY cannot import torch (apt-get install python3-torch)"
 elif [ ! -f "$LIB/blas/libblas.so.3" ]; then
@@ -174,5 +193,6 @@ else
     ct2_checks
 fi
 translate_checks
+cpu_name_checks
 
 check_summary bench_env
