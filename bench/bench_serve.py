@@ -27,6 +27,8 @@ import sys
 import threading
 import time
 
+from torch_check import cpu_model   # bench/ (this script's folder); no torch imported
+
 MODEL = sys.argv[1] if len(sys.argv) > 1 and sys.argv[1] else "runs/default/average.safetensors"
 DATA = os.environ.get("DATA", "data/corpus/default/test.en")
 LINES = int(os.environ.get("LINES", "200"))
@@ -108,8 +110,7 @@ def main():
         return 0
     with open(DATA, encoding="utf-8") as f:
         lines = [x.rstrip("\n") for x in f][:LINES]
-    cpu = subprocess.run(["sh", os.path.join(os.path.dirname(os.path.abspath(__file__)), "cpu_name.sh")],
-                         capture_output=True, text=True).stdout.strip() or "?"
+    cpu = cpu_model()
     threads = os.environ.get("OMP_NUM_THREADS", "all")
     print(f"# CPU: {cpu}; {os.cpu_count()} cores, OpenMP threads: {threads}; "
           f"load average {open('/proc/loadavg').read().split()[0]}")
