@@ -71,6 +71,7 @@ import numpy as np
 
 sys.dont_write_bytecode = True  # no bench/__pycache__ from importing batching.py
 from batching import sorted_batches  # noqa: E402  (bench/, this script's folder)
+from torch_check import cpu_isa  # noqa: E402  (bench/; no torch imported)
 
 try:
     import ctranslate2
@@ -301,11 +302,6 @@ def backend_report(weights, threads):
         return log.read().decode(errors="replace")
 
 
-def cpu_has(flag):
-    with open("/proc/cpuinfo") as f:
-        return any(line.startswith("flags") and flag in line.split() for line in f)
-
-
 def check(weights, threads):
     """Prints the backend and the verdict; returns the exit status (0: at its best)."""
     report = backend_report(weights, threads)
@@ -314,10 +310,10 @@ def check(weights, threads):
     ctype, mkl = field("Selected compute type"), field("Use Intel MKL")
     print(f"# CTranslate2 {ctranslate2.__version__} ({os.path.dirname(ctranslate2.__file__)}), "
           f"intra_threads {threads}")
-    print(f"# CTranslate2 CPU backend: ISA {isa} (CPU: {'AVX512' if cpu_has('avx512f') else 'AVX2' if cpu_has('avx2') else 'older'}), "
+    print(f"# CTranslate2 CPU backend: ISA {isa} (CPU: {cpu_isa().upper()}), "
           f"Intel MKL {mkl}, SGEMM {sgemm}, GEMM_S8 {s8}, int8 model in {ctype}")
     why = []
-    if cpu_has("avx2") and isa not in ("AVX2", "AVX512"):
+    if cpu_isa() != "sse" and isa not in ("AVX2", "AVX512"):
         why.append(f"its kernels run with ISA {isa} on a CPU with AVX2"
                    + (f" (CT2_FORCE_CPU_ISA={os.environ['CT2_FORCE_CPU_ISA']})" if os.environ.get("CT2_FORCE_CPU_ISA") else ""))
     intel = "GenuineIntel" in report   # CTranslate2 picks MKL there, oneDNN elsewhere

@@ -1073,9 +1073,6 @@ static bool train_loop(Run& r) {
             last_save = now_s();
         }
     }
-    // Data parallelism: a signal that reached some of the ranks stopped them all (budget_left);
-    // every rank then ends as the interrupted run it is (exit 130, no final evaluation).
-    if (!dist_all_agree(!g_stop_requested)) g_stop_requested = true;
     if (r.last_saved_step != r.model.step && !save_checkpoint(r)) return false;
     if (early_stop_reached(r) && !r.opt.quiet)
         std::printf("early stopping: dev %s did not improve in %lld evaluations; best %.4g at step %lld (%s)\n",
@@ -1196,6 +1193,11 @@ int run_training(TrainOptions opt) {
     std::signal(SIGINT, SIG_DFL);
     std::signal(SIGTERM, SIG_DFL);
     if (!ok) return r.fail_status;
+    // Data parallelism: a signal that reached some of the ranks stopped them all (budget_left),
+    // and one that came later, up to the handlers' reset (during rank 0's last save), still counts
+    // on every rank: they all end as the interrupted run it is (exit 130, no final evaluation),
+    // none with 130 while rank 0 goes on to evaluate. A signal after the reset ends the process.
+    const bool interrupted = !dist_all_agree(!g_stop_requested);
     std::string replica_error;
     if (!dist_check_replicas(r.model, r.sampler.fingerprint(), &replica_error)) {
         fail(replica_error);
@@ -1207,7 +1209,7 @@ int run_training(TrainOptions opt) {
     if (r.nonfinite_total > 0)
         std::printf("skipped %lld steps with a non-finite loss or gradient (log.csv: event nonfinite)\n",
                     (long long)r.nonfinite_total);
-    if (g_stop_requested) {
+    if (interrupted) {
         if (r.model.step == 0) std::printf("interrupted before the first step: nothing to resume\n");
         else std::printf("interrupted: checkpoint saved; continue with --resume\n");
         return 130;
