@@ -148,7 +148,7 @@ head -n 200 "$T/corpus/train.en" > "$T/fewer.en"; mkdir -p "$T/fewer"; mv "$T/fe
 "$B"/train $TA --data "$T/fewer" --out "$T/conflict" --resume --max-steps 8 > /dev/null 2> "$T/err.txt"; s=$?
 expect "--resume with other training data" 1 "fewer/train.en is not the text the run trained on"
 mkdir -p "$T/nohash"; cp "$T/conflict"/vocab.bpe "$T/nohash/"; last=$(ls "$T/conflict"/ckpt-* | tail -n 1)
-rewrite_meta "$last" "$T/nohash/$(basename "$last")" 'del h["__metadata__"]["train_src_hash"], h["__metadata__"]["train_tgt_hash"]'
+rewrite_meta "$last" "$T/nohash/$(basename "$last")" 'for k in ("train_src_ids_hash", "train_tgt_ids_hash", "train_src_hash", "train_tgt_hash"): del h["__metadata__"][k]'
 "$B"/train $TA --data "$T/fewer" --out "$T/nohash" --resume --max-steps 8 > /dev/null 2> "$T/err.txt"; s=$?
 expect "... from a checkpoint without the data's hashes (an older one): the batches tell" 1 "training data or batching differs"
 # Other text of the same sentence lengths ("land" and "tree" swapped in the English: one token each,
@@ -157,7 +157,27 @@ mkdir -p "$T/swapped" "$T/swapped-run"; cp "$T/corpus/train.es" "$T/swapped/"; c
 sed 's/land/@/g; s/tree/land/g; s/@/tree/g' "$T/corpus/train.en" > "$T/swapped/train.en"
 "$B"/train $TA --data "$T/swapped" --out "$T/swapped-run" --resume --max-steps 6 > /dev/null 2> "$T/err.txt"; s=$?
 [ ! -e "$T/swapped-run/ckpt-00000006.safetensors" ] || s="$s, trained"
-expect "--resume with other text of the same sentence lengths (land and tree swapped)" 1 "swapped/train.en is not the text the run trained on (hash [0-9a-f]*, the checkpoint's [0-9a-f]*)"
+expect "--resume with other text of the same sentence lengths (land and tree swapped)" 1 "swapped/train.en is not the text the run trained on (its token ids' hash [0-9a-f]*, the checkpoint's [0-9a-f]*)"
+# The same sentences with CRLF line ends and blanks at the lines' ends (moved through Windows):
+# other bytes, the same token ids, so the run resumes (it had been refused, the hash being the
+# bytes'). A checkpoint of the versions before (the bytes' hashes alone) still refuses them.
+mkdir -p "$T/crlf" "$T/crlf-run"; cp "$T/run"/* "$T/crlf-run/"
+for l in en es; do sed 's/$/ \r/' "$T/corpus/train.$l" > "$T/crlf/train.$l"; done
+"$B"/train $TA --data "$T/crlf" --out "$T/crlf-run" --resume --max-steps 6 > /dev/null 2> "$T/err.txt"; s=$?
+[ $s -eq 0 ] && [ -e "$T/crlf-run/ckpt-00000006.safetensors" ] && ! cmp -s "$T/crlf/train.en" "$T/corpus/train.en"
+check $? "--resume with the training text in CRLF and with trailing blanks: the same token ids, resumed to step 6 (exit $s)"
+python3 - "$T/crlf-run/ckpt-00000006.safetensors" "$T/conflict/ckpt-00000006.safetensors" <<'PY'
+import struct, sys
+def tensors(path):
+    f = open(path, "rb").read(); n = struct.unpack("<Q", f[:8])[0]
+    return f[8 + n:]
+sys.exit(0 if tensors(sys.argv[1]) == tensors(sys.argv[2]) else 1)
+PY
+check $? "... its step-6 checkpoint's tensors bitwise those of the same resume on the LF text"
+mkdir -p "$T/crlf-old"; cp "$T/run/vocab.bpe" "$T/crlf-old/"; last=$(ls "$T/run"/ckpt-* | tail -n 1)
+rewrite_meta "$last" "$T/crlf-old/$(basename "$last")" 'for k in ("train_src_ids_hash", "train_tgt_ids_hash"): del h["__metadata__"][k]'
+"$B"/train $TA --data "$T/crlf" --out "$T/crlf-old" --resume --max-steps 6 > /dev/null 2> "$T/err.txt"; s=$?
+expect "... from a checkpoint with the bytes' hashes alone (an older one): refused as before" 1 "crlf/train.en is not the text the run trained on (hash of its bytes [0-9a-f]*, the checkpoint's"
 mkdir -p "$T/avg-last" && cp "$C" "$T/avg-last/" && cp "$T/run/vocab.bpe" "$T/avg-last/"
 "$B"/average --out "$T/avg-last/ckpt-00000005.safetensors" "$C" > /dev/null 2>&1
 "$B"/train $TA --data "$T/corpus" --out "$T/avg-last" --resume --max-steps 8 > /dev/null 2> "$T/err.txt"; s=$?

@@ -319,6 +319,19 @@ void encode_side(const Tokenizer& tok, bool use_cache, Side* s) {
         s->note = "cache not written (" + why + ")";
 }
 
+// The hash of a side's token ids, line by line (each line's length, then its ids): what
+// --resume compares, so that text the tokenizer reads alike (CRLF line ends, blanks at a line's
+// ends) resumes, and other sentences do not.
+uint64_t ids_hash(const std::vector<std::vector<int>>& ids) {
+    Hasher hs;
+    for (const std::vector<int>& line : ids) {
+        const uint64_t n = line.size();
+        hs.add(&n, sizeof n);
+        hs.add(line.data(), n * sizeof(int));
+    }
+    return hs.h;
+}
+
 }  // namespace
 
 std::string cache_path(const std::string& text_path, uint64_t fingerprint) {
@@ -369,6 +382,8 @@ bool load_parallel(const std::string& src_path, const std::string& tgt_path,
     out->tgt_path = tgt_path;
     out->src_hash = src.stamp.hash;
     out->tgt_hash = tgt.stamp.hash;
+    out->src_ids_hash = ids_hash(src.ids);
+    out->tgt_ids_hash = ids_hash(tgt.ids);
     out->lines = src.ids.size();
     size_t first_empty = 0;
     for (size_t i = 0; i < src.ids.size(); i++) {

@@ -60,7 +60,8 @@ struct ParallelData {
     size_t lines = 0;                  // lines in each file
     size_t skipped_empty = 0;          // pairs skipped for an empty side (skip_empty only)
     std::string src_path, tgt_path;
-    uint64_t src_hash = 0, tgt_hash = 0;   // of each file's bytes (the cache's): a resume checks them
+    uint64_t src_hash = 0, tgt_hash = 0;           // of each file's bytes (the cache's)
+    uint64_t src_ids_hash = 0, tgt_ids_hash = 0;   // of each side's token ids: what a resume checks
 };
 
 struct LoadOptions {

@@ -464,26 +464,33 @@ static bool setup_validation(Run& r, const Metadata* resume_meta) {
     return in.error.empty() || fail_damaged(r, in.error);
 }
 
-// The hash of a training file's bytes, as a checkpoint records it (16 hex digits).
+// A hash of the training data, as a checkpoint records it (16 hex digits).
 static std::string data_hash_text(uint64_t hash) {
     char hex[17];
     std::snprintf(hex, sizeof hex, "%016llx", (unsigned long long)hash);
     return hex;
 }
 
-// --resume: the training text must be the bytes the run trained on (its checkpoint records a hash
-// of each file), not only text of the same sentence lengths, which would give the same batches
-// and let the run continue silently on other sentences. Checkpoints from before the hashes were
-// recorded are not checked.
+// --resume: the training data must be the sentences the run trained on, not only sentences of
+// the same lengths, which would give the same batches and let the run continue silently on
+// others. A checkpoint records a hash of each side's token ids (train_src_ids_hash), so text
+// the tokenizer reads alike (CRLF line ends, blanks at a line's ends) resumes; checkpoints from
+// before it (2026-12-01) recorded one of each file's bytes (train_src_hash), checked as such;
+// older ones are not checked.
 static bool check_resume_data(const Run& r, const Metadata& meta) {
-    const struct { const char* key; uint64_t hash; const std::string& path; } sides[] = {
-        {"train_src_hash", r.train.src_hash, r.train.src_path}, {"train_tgt_hash", r.train.tgt_hash, r.train.tgt_path}};
+    const struct { const char* ids_key; uint64_t ids_hash; const char* bytes_key; uint64_t bytes_hash;
+                   const std::string& path; } sides[] = {
+        {"train_src_ids_hash", r.train.src_ids_hash, "train_src_hash", r.train.src_hash, r.train.src_path},
+        {"train_tgt_ids_hash", r.train.tgt_ids_hash, "train_tgt_hash", r.train.tgt_hash, r.train.tgt_path}};
     for (const auto& side : sides) {
-        auto it = meta.find(side.key);
-        if (it == meta.end() || it->second == data_hash_text(side.hash)) continue;
-        return fail("--resume: " + side.path + " is not the text the run trained on (hash " + data_hash_text(side.hash) +
-                    ", the checkpoint's " + it->second + "): resume needs the same training data; to train on this "
-                    "data, start a new run from the checkpoint: --init-from " + r.resumed_from + " --out ANOTHER_FOLDER");
+        const bool by_ids = meta.count(side.ids_key) > 0;
+        auto it = meta.find(by_ids ? side.ids_key : side.bytes_key);
+        const std::string here = data_hash_text(by_ids ? side.ids_hash : side.bytes_hash);
+        if (it == meta.end() || it->second == here) continue;
+        return fail("--resume: " + side.path + " is not the text the run trained on (" +
+                    (by_ids ? "its token ids' hash " : "hash of its bytes ") + here + ", the checkpoint's " +
+                    it->second + "): resume needs the same training data; to train on this data, start a new "
+                    "run from the checkpoint: --init-from " + r.resumed_from + " --out ANOTHER_FOLDER");
     }
     return true;
 }
@@ -829,7 +836,9 @@ static bool save_checkpoint(Run& r) {
         {"sampler_epoch", std::to_string(p.epoch)},
         {"sampler_index", std::to_string(p.index)},
         {"sampler_fingerprint", std::to_string(r.sampler.fingerprint())},
-        {"train_src_hash", data_hash_text(r.train.src_hash)},   // what --resume checks the data against
+        {"train_src_ids_hash", data_hash_text(r.train.src_ids_hash)},   // what --resume checks the data against
+        {"train_tgt_ids_hash", data_hash_text(r.train.tgt_ids_hash)},
+        {"train_src_hash", data_hash_text(r.train.src_hash)},   // (the bytes': what older versions check)
         {"train_tgt_hash", data_hash_text(r.train.tgt_hash)},
         {"time_used", std::to_string(r.elapsed())},
         {"max_tokens", std::to_string(r.opt.max_tokens)},
