@@ -474,9 +474,9 @@ static std::string data_hash_text(uint64_t hash) {
 // --resume: the training data must be the sentences the run trained on, not only sentences of
 // the same lengths, which would give the same batches and let the run continue silently on
 // others. A checkpoint records a hash of each side's token ids (train_src_ids_hash), so text
-// the tokenizer reads alike (CRLF line ends, blanks at a line's ends) resumes; checkpoints from
-// before it (2026-12-01) recorded one of each file's bytes (train_src_hash), checked as such;
-// older ones are not checked.
+// the tokenizer reads alike (CRLF line ends, blanks at a line's ends) resumes; checkpoints of
+// earlier versions recorded one of each file's bytes (train_src_hash), checked as such; older
+// ones still are not checked.
 static bool check_resume_data(const Run& r, const Metadata& meta) {
     const struct { const char* ids_key; uint64_t ids_hash; const char* bytes_key; uint64_t bytes_hash;
                    const std::string& path; } sides[] = {
