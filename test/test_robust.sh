@@ -166,14 +166,8 @@ for l in en es; do sed 's/$/ \r/' "$T/corpus/train.$l" > "$T/crlf/train.$l"; don
 "$B"/train $TA --data "$T/crlf" --out "$T/crlf-run" --resume --max-steps 6 > /dev/null 2> "$T/err.txt"; s=$?
 [ $s -eq 0 ] && [ -e "$T/crlf-run/ckpt-00000006.safetensors" ] && ! cmp -s "$T/crlf/train.en" "$T/corpus/train.en"
 check $? "--resume with the training text in CRLF and with trailing blanks: the same token ids, resumed to step 6 (exit $s)"
-python3 - "$T/crlf-run/ckpt-00000006.safetensors" "$T/conflict/ckpt-00000006.safetensors" <<'PY'
-import struct, sys
-def tensors(path):
-    f = open(path, "rb").read(); n = struct.unpack("<Q", f[:8])[0]
-    return f[8 + n:]
-sys.exit(0 if tensors(sys.argv[1]) == tensors(sys.argv[2]) else 1)
-PY
-check $? "... its step-6 checkpoint's tensors bitwise those of the same resume on the LF text"
+python3 test/same_tensors.py "$T/crlf-run/ckpt-00000006.safetensors" "$T/conflict/ckpt-00000006.safetensors" > "$T/same.txt"
+check $? "... its step-6 checkpoint's tensors bitwise those of the same resume on the LF text: $(tail -n 1 "$T/same.txt")"
 mkdir -p "$T/crlf-old"; cp "$T/run/vocab.bpe" "$T/crlf-old/"; last=$(ls "$T/run"/ckpt-* | tail -n 1)
 rewrite_meta "$last" "$T/crlf-old/$(basename "$last")" 'for k in ("train_src_ids_hash", "train_tgt_ids_hash"): del h["__metadata__"][k]'
 "$B"/train $TA --data "$T/crlf" --out "$T/crlf-old" --resume --max-steps 6 > /dev/null 2> "$T/err.txt"; s=$?
