@@ -138,7 +138,7 @@ TESTS := test_core test_ops test_decode test_train test_gemm test_gemm_int8 test
 # libFuzzer targets (test/fuzz/fuzz_*.cpp); make test replays their seeds and regression inputs.
 FUZZ_TARGETS := tokenizer vocab safetensors checkpoint parallel translate metrics
 
-.PHONY: FORCE all test test-asan test-emulated emulator fuzz soak mutants gpu-check gpu-pack bench bench-attention bench-deps bench-decode bench-translate bench-split-long bench-sentences bench-ensemble bench-serve \
+.PHONY: FORCE all test test-asan test-emulated emulator fuzz soak mutants mutants-sweep gpu-check gpu-pack bench bench-attention bench-deps bench-decode bench-translate bench-split-long bench-sentences bench-ensemble bench-serve \
         bench-bpe bench-gemm bench-gemm-int8 bench-gemm-bf16 bench-dist data reference reference-check info clean
 all: $(PROGRAMS:%=$(BIN)/%)
 
@@ -379,6 +379,12 @@ bench-translate: $(BUILD)/bench_decode $(BUILD)/fp32_peak $(BIN)/bpe $(BIN)/bleu
 # those alone. About 35-45 minutes on 2 cores (test/mutants.py).
 mutants:
 	@python3 test/mutants.py $(if $(MUTANTS),--only $(MUTANTS))
+
+# Mutants made by flipping each comparison, logical operator and +-1 of some lines, one at a time:
+#   make mutants-sweep SWEEP=model/search.h:14-131 SWEEP_SUITES="ops decode"
+# A survivor changes nothing the program does, or is a mistake no test sees (read each).
+mutants-sweep:
+	@python3 test/mutants.py --sweep "$(SWEEP)" --suites "$(SWEEP_SUITES)"
 
 # The one command for a machine with a GPU: clean sm_90 build, GPU tests, compute-sanitizer,
 # the GPU benchmark and a 2-minute ./train; logs in $(LOG_DIR) when set (test/gpu_check.sh).

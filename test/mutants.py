@@ -13,6 +13,10 @@ every suite passes: then the tests cannot see that mistake, and the run exits 1.
   python3 test/mutants.py --only a,b       the named ones
   python3 test/mutants.py --list           names and what each breaks
   python3 test/mutants.py --check          each edit still applies to the code as it is (make test)
+  python3 test/mutants.py --sweep model/search.h:14-131 --suites "ops decode"
+                                           every comparison, logical operator and +-1 of those lines
+                                           flipped, one at a time (make mutants-sweep): a survivor is
+                                           either equivalent (read it) or a mistake no test sees
 
 The copy lives in --work (build/mutants/tree): the files git tracks or would track, copied when
 they differ, so a second run rebuilds only what changed. Before the first mutant the named
@@ -24,6 +28,7 @@ import re
 import shutil
 import subprocess
 import sys
+import tempfile
 import time
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -69,6 +74,10 @@ def known_suites():
 
 def mutate(text, e):
     """text with entry e's edit made, or raise ValueError saying why it does not apply."""
+    if "at" in e:   # a sweep's mutant: `find` stands at offset `at`
+        if text[e["at"]:e["at"] + len(e["find"])] != e["find"]:
+            raise ValueError(f"`find` is not at offset {e['at']}: {e['find']!r}")
+        return text[:e["at"]] + e["replace"] + text[e["at"] + len(e["find"]):]
     start = 0
     if "after" in e:
         if text.count(e["after"]) != 1:
@@ -111,11 +120,81 @@ def check(entries, root):
     return problems
 
 
-SELF_CHECKS = 3
+# --sweep: the operator flips tried on each line, as (pattern, replacement); the code style puts
+# spaces around binary operators, so " < " is a comparison and never a template's bracket.
+FLIPS = [(r" < ", " <= "), (r" <= ", " < "), (r" > ", " >= "), (r" >= ", " > "), (r" == ", " != "),
+         (r" != ", " == "), (r" && ", " || "), (r" \|\| ", " && "), (r" \+ 1(?![\w.])", " + 0"),
+         (r" - 1(?![\w.])", " - 0"), (r"!\(", "(")]
+SWEEP_SUFFIXES = (".c", ".cc", ".cpp", ".cu", ".h", ".hpp")
+
+
+def code_only(line):
+    """line with its string and character literals and its comments blanked (the same length)."""
+    out, i, quote = list(line), 0, None
+    while i < len(line):
+        c = line[i]
+        if quote:
+            if c == "\\":
+                out[i] = " "
+                if i + 1 < len(line):
+                    out[i + 1] = " "
+                i += 2
+                continue
+            if c == quote:
+                quote = None
+            else:
+                out[i] = " "
+        elif c in "\"'":
+            quote = c
+        elif line.startswith("//", i):
+            return "".join(out[:i]) + " " * (len(line) - i)
+        elif line.startswith("/*", i):
+            end = line.find("*/", i + 2)
+            end = len(line) if end < 0 else end + 2
+            out[i:end] = " " * (end - i)
+            i = end
+            continue
+        i += 1
+    return "".join(out)
+
+
+def sweep_entries(spec, suites, root):
+    """Mutants (entries as parse() gives) flipping each operator of FLIPS on lines FIRST-LAST of
+    FILE (spec "FILE:FIRST-LAST"), outside literals, comments and preprocessor lines."""
+    m = re.fullmatch(r"(.+):(\d+)-(\d+)", spec)
+    if not m:
+        raise ValueError(f"--sweep takes FILE:FIRST-LAST, not {spec!r}")
+    rel, first, last = m.group(1), int(m.group(2)), int(m.group(3))
+    if not rel.endswith(SWEEP_SUFFIXES):
+        raise ValueError(f"the flips are C, C++ and CUDA operators; {rel} is none of {' '.join(SWEEP_SUFFIXES)}")
+    path = os.path.join(root, rel)
+    if not os.path.isfile(path):
+        raise ValueError(f"no file {rel}")
+    with open(path, encoding="utf-8") as f:
+        lines = f.read().split("\n")
+    if not 1 <= first <= last <= len(lines):
+        raise ValueError(f"lines {first}-{last} are not within {rel}'s 1-{len(lines)}")
+    entries, offset = [], sum(len(l) + 1 for l in lines[:first - 1])
+    for n in range(first, last + 1):
+        line = lines[n - 1]
+        code = code_only(line)   # (the tree has no comment of several lines: /* */ stay within one)
+        for pattern, replace in FLIPS if not code.lstrip().startswith("#") else ():
+            for hit in re.finditer(pattern, code):
+                find = hit.group(0)
+                entries.append({"name": f"{rel}:{n}:{hit.start() + 1}", "file": rel, "at": offset + hit.start(),
+                                "find": find, "replace": replace, "suites": suites, "line": n,
+                                "what": f"{find.strip()} -> {replace.strip()}: "
+                                        f"{(line[:hit.start()] + replace + line[hit.end():]).strip()}"})
+        offset += len(line) + 1
+    return entries
+
+
+SELF_CHECKS = 4
 
 
 def self_check(entries):
-    """check() must find an edit that no longer applies and a suite that does not exist."""
+    """check() must find an edit that no longer applies and a suite that does not exist; --sweep
+    must flip the operators of code and none in a literal, a comment or a preprocessor line."""
     first = dict(entries[0])
     gone = dict(first, find=first["find"] + " /* not in the file */")
     unknown = dict(first, suites="no_such_suite")
@@ -124,6 +203,17 @@ def self_check(entries):
     for what, e in (("a `find` not in the file", gone), ("an unknown suite", unknown), ("an ambiguous `after`", twice)):
         if not check([e], ROOT):
             problems.append(f"self-check: check() passed an entry with {what}")
+    text = ('int f(int a) {\n    return a + 1 < 2 && !(a == 3) ? 1 : g("a < b", \'<\');  // a > b\n}\n'
+            '#if X > 1\n/* c != d */ int h = 1 + 10 - 1;\n')
+    want = ["+ 1 -> + 0", "< -> <=", "&& -> ||", "!( -> (", "== -> !=", "- 1 -> - 0"]
+    with tempfile.TemporaryDirectory() as d:
+        with open(os.path.join(d, "f.cpp"), "w", encoding="utf-8") as f:
+            f.write(text)
+        swept = sweep_entries("f.cpp:1-5", "decode", d)
+    got = [e["what"].split(":")[0] for e in swept]
+    applied = [mutate(text, e) for e in swept]
+    if sorted(got) != sorted(want) or any(t.count("\n") != text.count("\n") or t == text for t in applied):
+        problems.append(f"self-check: --sweep flipped {got}, not {want}")
     return problems
 
 
@@ -156,11 +246,11 @@ def sync(tree):
     return copied
 
 
-def build(tree, jobs):
-    """(ok, seconds, output tail) of making TARGETS in the copy."""
+def build(tree, jobs, targets=TARGETS):
+    """(ok, seconds, output tail) of making `targets` in the copy."""
     t0 = time.time()
     try:
-        r = subprocess.run(["make", f"-j{jobs}", *TARGETS], cwd=tree, capture_output=True, text=True,
+        r = subprocess.run(["make", f"-j{jobs}", *targets], cwd=tree, capture_output=True, text=True,
                            errors="replace", timeout=SUITE_TIMEOUT)
     except subprocess.TimeoutExpired:
         return False, time.time() - t0, "the build timed out"
@@ -196,17 +286,34 @@ def main():
     ap.add_argument("--only", default="", help="comma-separated names to run (default: all)")
     ap.add_argument("--work", default=os.path.join(ROOT, "build", "mutants"), help="folder for the copy")
     ap.add_argument("--jobs", type=int, default=os.cpu_count() or 2, help="make -j")
+    ap.add_argument("--sweep", default="", metavar="FILE:FIRST-LAST",
+                    help="instead of mutants.txt: flip each operator of these lines, one mutant each")
+    ap.add_argument("--suites", default="", help="--sweep: the suites each mutant runs, in order")
+    ap.add_argument("--targets", default="", help="make targets built in the copy (default: all the suites need)")
     a = ap.parse_args()
 
-    entries = parse(LIST)
-    problems = check(entries, ROOT)
+    if a.sweep:
+        if not a.suites.split() or [s for s in a.suites.split() if s not in known_suites()]:
+            print(f"error: --sweep needs --suites, names of test/run_tests.sh's suites (got {a.suites!r})",
+                  file=sys.stderr)
+            return 2
+        try:
+            entries = sweep_entries(a.sweep, a.suites, ROOT)
+        except ValueError as err:
+            print("error: --sweep:", err, file=sys.stderr)
+            return 2
+        print(f"# sweep: {len(entries)} mutants of {a.sweep}", flush=True)
+        problems = []
+    else:
+        entries = parse(LIST)
+        problems = check(entries, ROOT)
     if a.check:
         problems += self_check(entries)
         for p in problems:
             print("FAIL", p)
         total = len(entries) + SELF_CHECKS
-        print(f"checked {len(entries)} mutants of test/mutants.txt (each edit applies once, each suite exists) "
-              f"and {SELF_CHECKS} broken entries that the check must refuse")
+        print(f"checked {len(entries)} mutants of test/mutants.txt (each edit applies once, each suite exists), "
+              f"{SELF_CHECKS - 1} broken entries that the check must refuse and --sweep's flips of a sample")
         print(f"mutants_list: {total - len(problems)} passed, {len(problems)} failed")
         return 1 if problems else 0
     if problems:
@@ -228,7 +335,8 @@ def main():
     tree = os.path.join(a.work, "tree")
     os.makedirs(tree, exist_ok=True)
     print(f"# copy: {tree} ({sync(tree)} files copied)", flush=True)
-    ok, secs, tail = build(tree, a.jobs)
+    targets = a.targets.split() or TARGETS
+    ok, secs, tail = build(tree, a.jobs, targets)
     if not ok:
         print(tail, "\nerror: the unmutated copy does not build", file=sys.stderr)
         return 2
@@ -252,7 +360,7 @@ def main():
         try:
             with open(path, "w", encoding="utf-8") as f:
                 f.write(mutate(original, e))
-            ok, _, tail = build(tree, a.jobs)
+            ok, _, tail = build(tree, a.jobs, targets)
             if not ok:
                 broken.append(e["name"])
                 print(f"BROKEN   {e['name']}: the mutant does not build\n{tail}", flush=True)
@@ -275,6 +383,10 @@ def main():
             survived.append(e["name"])
             print(f"SURVIVED {e['name']}: {e['suites']} all pass ({secs:.0f} s) -- {e['what']}", flush=True)
     print(f"mutants: {len(killed)} killed, {len(survived)} survived, {len(broken)} did not build")
+    if survived and a.sweep:   # a flip may change nothing (a guard's twin, a tie that cannot occur)
+        print("survived (each either changes nothing the program does, or is a mistake no test sees: "
+              "read each; a real one gets a test and an entry in test/mutants.txt):", " ".join(survived))
+        return 0
     if survived:
         print("survived (the tests cannot see these mistakes):", " ".join(survived))
     return 1 if survived or broken else 0

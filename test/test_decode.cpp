@@ -325,6 +325,58 @@ static void dropped_sources_left_out() {
           same, empty, decoded, sizes.size());
 }
 
+// Whether `sizes` cuts the widths, sorted, into batches of at most `budget` padded tokens (a
+// batch's count times its widest; a single wider sentence alone) that are each as large as
+// that allows: the next sentence would not have fitted. *text: the sizes, for the message.
+static bool batches_within(std::vector<size_t> widths, const std::vector<int>& sizes, int budget, std::string* text) {
+    std::stable_sort(widths.begin(), widths.end());
+    size_t first = 0;
+    bool ok = true;
+    for (size_t k = 0; k < sizes.size(); k++) {
+        *text += (k ? " " : "") + std::to_string(sizes[k]);
+        const size_t n = (size_t)sizes[k], last = first + n;   // [first, last): batch k's widths
+        if (n < 1 || last > widths.size()) return false;
+        ok = ok && (n == 1 || n * widths[last - 1] <= (size_t)budget);
+        ok = ok && (last == widths.size() || (n + 1) * widths[last] > (size_t)budget);
+        first = last;
+    }
+    return ok && first == widths.size();
+}
+
+// --batch-tokens: decode_sorted's and score_sorted's batches hold at most that many padded
+// tokens (sources; for scoring, sources or targets with their </s>) and are as full as it allows,
+// from budgets under one sentence (each alone) to all at once; the service and the benchmarks
+// take the same batches (bench_translate.sh gives ours' sizes to the other decoders).
+static void batches_within_budget() {
+    const Config c = small_decode_config();
+    Model m;
+    model_init(&m, c, 23);
+    const std::vector<int> lengths = {12, 3, 7, 20, 7, 5, 16, 9, 4, 11};
+    const std::vector<std::vector<int>> sources = random_sources(lengths, c.vocab);
+    std::vector<std::vector<int>> targets = random_sources({5, 14, 2, 8, 9, 25, 3, 6, 10, 1}, c.vocab);
+    for (auto& t : targets) t.pop_back();   // targets without </s> (score_sorted adds it)
+    std::vector<size_t> source_widths, pair_widths;
+    for (size_t i = 0; i < sources.size(); i++) {
+        source_widths.push_back(sources[i].size());
+        pair_widths.push_back(std::max(sources[i].size(), targets[i].size() + 1));
+    }
+    DecodeOptions opt;
+    opt.max_len_b = 2;
+    for (int budget : {1, 14, 18, 20, 21, 35, 60, 1000}) {
+        std::vector<int> sizes;
+        std::string text;
+        decode_sorted(&m, sources, opt, budget, nullptr, &sizes);
+        bool ok = batches_within(source_widths, sizes, budget, &text);
+        check(ok, "decode_sorted, --batch-tokens %d: batches of %s sentences, each within the budget and as full as it "
+              "allows (sources of 12, 3, 7, 20, 7, 5, 16, 9, 4, 11 tokens)", budget, text.c_str());
+        text.clear();
+        score_sorted(&m, sources, targets, 0.6f, budget, nullptr, &sizes);
+        ok = batches_within(pair_widths, sizes, budget, &text);
+        check(ok, "score_sorted, --batch-tokens %d: batches of %s pairs, each within the budget and as full as it "
+              "allows", budget, text.c_str());
+    }
+}
+
 // The search's loop (decode_batch's) with `threads(t)` OpenMP threads at step t: what
 // toolkit/thread_governor.h does when the machine's load changes.
 template <class Threads>
@@ -710,6 +762,16 @@ static void prefixes_honoured(Model* m, const std::vector<std::vector<int>>& sou
     opt.recompute = true;
     ok = same_hypotheses(decode_batch(m, sources, opt, &forced), got, 1e-4, &diff);
     check(ok, "%s: with prefixes, cache == full recompute (max logprob diff %.2e)", label, diff);
+    // A prefix at least as long as the length limit raises it to the prefix + 1: each output is
+    // its 3 prefix tokens and one the search chose (README: "at least the prefix + 1").
+    opt.recompute = false;
+    opt.max_len_a = 0, opt.max_len_b = 2;
+    got = decode_batch(m, sources, opt, &forced);
+    size_t four = 0, all = 0;
+    for (const auto& hs : got)
+        for (const Hypothesis& h : hs) four += h.tokens.size() == 4, all++;
+    check(starts_with_prefix(got, forced) && four == all,
+          "%s: 3-token prefixes, a limit of 2 tokens: %zu/%zu hypotheses are the prefix + 1 token", label, four, all);
 }
 
 // Sampling's random numbers: distinct for streams that differ in any bit (./translate's stream
@@ -1085,6 +1147,7 @@ int main(int argc, char** argv) {
     std::printf("-- a sentence alone and in a batch\n");
     alone_equals_batch();
     dropped_sources_left_out();
+    batches_within_budget();
     std::printf("-- thread counts (toolkit/thread_governor.h)\n");
     thread_count_invariance();
     std::printf("-- copy task\n");

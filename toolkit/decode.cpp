@@ -175,6 +175,12 @@ long first_nan_logprob(const std::vector<std::vector<Hypothesis>>& hyps) {
     return -1;
 }
 
+// A model batch of `count` sentences whose widest has `width` tokens fits batch_tokens padded
+// tokens (count * width); one sentence always does (a wider one is decoded alone).
+static bool batch_fits(size_t count, size_t width, int batch_tokens) {
+    return count <= 1 || count * width <= (size_t)std::max(batch_tokens, 1);
+}
+
 std::vector<std::vector<Hypothesis>> decode_sorted(Model* m,
                                                    const std::vector<std::vector<int>>& sources,
                                                    const DecodeOptions& opt, int batch_tokens,
@@ -196,7 +202,7 @@ std::vector<std::vector<Hypothesis>> decode_sorted(Model* m,
         for (; next < order.size(); next++) {
             const size_t i = order[next];
             if (in && in->dropped && in->dropped(i)) continue;
-            if (!ids.empty() && (ids.size() + 1) * sources[i].size() > (size_t)std::max(batch_tokens, 1)) break;
+            if (!batch_fits(ids.size() + 1, sources[i].size(), batch_tokens)) break;
             ids.push_back(i);
         }
         if (ids.empty()) break;
@@ -285,17 +291,20 @@ static Batch score_batch(const std::vector<std::vector<int>>& sources,
 
 std::vector<Hypothesis> score_sorted(Model* m, const std::vector<std::vector<int>>& sources,
                                      const std::vector<std::vector<int>>& targets, float alpha,
-                                     int batch_tokens, std::vector<std::vector<float>>* token_logp) {
+                                     int batch_tokens, std::vector<std::vector<float>>* token_logp,
+                                     std::vector<int>* batch_sizes) {
     std::vector<Hypothesis> results(sources.size());
     if (token_logp) token_logp->assign(sources.size(), {});
+    if (batch_sizes) batch_sizes->clear();
     auto width = [&](size_t i) { return std::max(sources[i].size(), targets[i].size() + 1); };
     std::vector<size_t> order(sources.size());
     for (size_t i = 0; i < order.size(); i++) order[i] = i;
     std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) { return width(a) < width(b); });
     for (size_t begin = 0; begin < order.size();) {
         size_t end = begin + 1;
-        while (end < order.size() && (end + 1 - begin) * width(order[end]) <= (size_t)std::max(batch_tokens, 1)) end++;
+        while (end < order.size() && batch_fits(end + 1 - begin, width(order[end]), batch_tokens)) end++;
         std::vector<size_t> ids(order.begin() + begin, order.begin() + end);
+        if (batch_sizes) batch_sizes->push_back((int)ids.size());
         Batch b = score_batch(sources, targets, ids);
         std::vector<float> logp;
         model_score(m, b, &logp);

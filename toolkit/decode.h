@@ -106,11 +106,13 @@ std::vector<std::vector<Hypothesis>> decode_sorted(Model* m,
 // </s>; </s> is scored after them) given its source (ids ending with </s>), in batches of at
 // most batch_tokens padded tokens (source or target), sorted by length. Per pair: logprob
 // (the sum), score (logprob / lp(|target| + 1), the search's length penalty) and, when
-// token_logp is given, each token's log-probability (|target| + 1 values, </s> last).
+// token_logp is given, each token's log-probability (|target| + 1 values, </s> last);
+// batch_sizes as decode_sorted's.
 std::vector<Hypothesis> score_sorted(Model* m, const std::vector<std::vector<int>>& sources,
                                      const std::vector<std::vector<int>>& targets, float alpha,
                                      int batch_tokens,
-                                     std::vector<std::vector<float>>* token_logp = nullptr);
+                                     std::vector<std::vector<float>>* token_logp = nullptr,
+                                     std::vector<int>* batch_sizes = nullptr);
 
 // A log-probability that is not a number (NaN) comes only from activations that overflowed
 // fp32: a checkpoint whose weights are finite (checkpoint_load refuses others) but enormous, a
