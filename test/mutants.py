@@ -43,7 +43,7 @@ TARGETS = ["all", "build/test_core", "build/test_ops", "build/test_decode", "bui
            "build/emu/libtransformer_nccl.so",
            # the benchmarks' programs (suites bench_env, gpu_bench_emulated)
            "build/bench_train", "build/bench_decode", "build/bench_attention", "build/fp32_peak"]
-SUITE_TIMEOUT = 900   # seconds; a mutant that hangs a suite this long is killed by it
+SUITE_TIMEOUT = 900   # seconds; a mutant that hangs a suite this long (or 10 times its own time, at least 120 s) is killed by it
 
 
 def parse(path):
@@ -257,7 +257,7 @@ def build(tree, jobs, targets=TARGETS):
     return r.returncode == 0, time.time() - t0, (r.stdout + r.stderr)[-2000:]
 
 
-def run_suite(tree, suite):
+def run_suite(tree, suite, timeout=SUITE_TIMEOUT):
     """(failed checks, first FAIL line or reason, seconds) of one suite of test/run_tests.sh in the copy."""
     t0 = time.time()
     env = dict(os.environ, SUITES=suite)
@@ -265,9 +265,9 @@ def run_suite(tree, suite):
     env.setdefault("BLEU_CASES_DIR", os.path.join(os.path.dirname(ROOT), "shared", "bleu"))
     try:
         r = subprocess.run(["sh", "test/run_tests.sh", "build", "."], cwd=tree, env=env, capture_output=True,
-                           text=True, errors="replace", timeout=SUITE_TIMEOUT)
+                           text=True, errors="replace", timeout=timeout)
     except subprocess.TimeoutExpired:
-        return 1, f"timed out after {SUITE_TIMEOUT} s", time.time() - t0
+        return 1, f"timed out after {timeout:.0f} s", time.time() - t0
     out = r.stdout + r.stderr
     m = re.search(r"^tests: (\d+) passed, (\d+) failed", out, re.M)
     failed = int(m.group(2)) if m else 1
@@ -341,12 +341,14 @@ def main():
         print(tail, "\nerror: the unmutated copy does not build", file=sys.stderr)
         return 2
     print(f"# built in {secs:.0f} s", flush=True)
-    baseline = []
+    baseline, limit = [], {}
     for s in dict.fromkeys(x for e in entries for x in e["suites"].split()):
         failed, first, secs = run_suite(tree, s)
         print(f"# baseline {s}: {'passes' if failed == 0 else 'FAILS: ' + first} ({secs:.0f} s)", flush=True)
         if failed:
             baseline.append(s)
+        # a mutant that makes a suite 10 times slower has broken it (a flipped loop bound may never end)
+        limit[s] = min(SUITE_TIMEOUT, max(120, 10 * secs))
     if baseline:
         print(f"error: without a mutant these suites fail already: {' '.join(baseline)}", file=sys.stderr)
         return 2
@@ -367,7 +369,7 @@ def main():
                 continue
             verdict = None
             for s in e["suites"].split():
-                failed, first, _ = run_suite(tree, s)
+                failed, first, _ = run_suite(tree, s, limit[s])
                 if failed:
                     verdict = (s, failed, first)
                     break

@@ -13,6 +13,7 @@
 #include <filesystem>
 #include <fstream>
 #include <map>
+#include <tuple>
 #include <string>
 #include <vector>
 
@@ -349,6 +350,60 @@ static void test_sampler_epoch(const ParallelData& d) {
     }
 }
 
+// Batches by approximate length (§5.1; toolkit/parallel_data.h): tensor2tensor's length
+// buckets, bucket 0 up to 8 tokens and each next one's lengths less than 10% apart; and the
+// batches, in their built order, run through the pairs sorted by (bucket of the source, target
+// length, source length), so that each batch pads little on either side.
+static void test_sampler_buckets(const ParallelData& d) {
+    int wide = 0, first_end = 0, lo = 1, falls = 0;
+    for (int len = 2; len <= 3000; len++) {
+        const int b = length_bucket(len), before = length_bucket(len - 1);
+        falls += b < before;
+        if (b != before) {   // [lo, len - 1] was one bucket
+            if (lo == 1) first_end = len - 1;
+            else wide += !(len - 1 < 1.1 * lo);
+            lo = len;
+        }
+    }
+    check(falls == 0 && first_end == 8 && wide == 0 && length_bucket(1) == 0,
+          "length buckets over 1-3000 tokens: never decreasing (%d falls), bucket 0 up to %d tokens (want 8), "
+          "%d later buckets 10%% wide or more", falls, first_end, wide);
+    BatchingOptions source_binds = small_options(7);   // (small_options: the target budget binds)
+    source_binds.max_src_tokens = 300, source_binds.max_tgt_tokens = 1000;
+    size_t exact_src = 0, exact_tgt = 0;
+    for (const BatchingOptions& o : {small_options(7), source_binds}) {
+        BatchSampler s;
+        std::string err;
+        check(s.build(d.pairs, o, &err), "sampler for the length order (%s)", err.c_str());
+        std::tuple<int, int, int> previous{-1, 0, 0};
+        size_t out_of_order = 0, n = 0, short_of_budget = 0;
+        for (size_t k = 0; k < s.batches().size(); k++) {
+            const std::vector<uint32_t>& b = s.batches()[k];
+            size_t S_max = 0, T_max = 0;
+            for (uint32_t i : b) {
+                const int S = (int)d.pairs[i].src.size() + 1, T = (int)d.pairs[i].tgt.size() + 1;
+                const std::tuple<int, int, int> key{length_bucket(S), T, S};
+                out_of_order += key < previous, n++;
+                previous = key;
+                S_max = std::max(S_max, (size_t)S), T_max = std::max(T_max, (size_t)T);
+            }
+            exact_src += b.size() * S_max == (size_t)o.max_src_tokens;
+            exact_tgt += b.size() * T_max == (size_t)o.max_tgt_tokens;
+            if (k + 1 == s.batches().size()) break;
+            const SentencePair& next = d.pairs[s.batches()[k + 1][0]];   // would it have fitted?
+            const size_t B = b.size() + 1;
+            short_of_budget += B * std::max(S_max, next.src.size() + 1) <= (size_t)o.max_src_tokens &&
+                               B * std::max(T_max, next.tgt.size() + 1) <= (size_t)o.max_tgt_tokens;
+        }
+        check(out_of_order == 0 && n == s.pairs_kept() && short_of_budget == 0,
+              "budgets %d + %d: the %zu batches run through the %zu kept pairs by (source bucket, target length, "
+              "source length): %zu out of that order; %zu closed while the next pair fitted",
+              o.max_src_tokens, o.max_tgt_tokens, s.batches().size(), n, out_of_order, short_of_budget);
+    }
+    check(exact_src > 0 && exact_tgt > 0, "batches that fill a budget exactly (taken): %zu source, %zu target",
+          exact_src, exact_tgt);
+}
+
 static void test_sampler_order(const ParallelData& d) {
     std::string err;
     BatchSampler a, b, c;
@@ -484,6 +539,7 @@ int main() {
     check(ok && d.pairs.size() == 1000, "load_parallel: 1000 pairs (%s)", err.c_str());
     if (ok) {
         test_sampler_epoch(d);
+        test_sampler_buckets(d);
         test_sampler_order(d);
         test_sampler_resume(d);
         test_sampler_options(d);

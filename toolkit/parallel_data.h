@@ -119,8 +119,14 @@ struct SamplerPosition {
     int64_t index = 0;
 };
 
+// Tensor2tensor's length buckets of a source length (with </s>): bucket 0 holds lengths up to
+// 8, each next one those up to about 10% past the last bound (9, 10, ..., 20, 22, 24, ...).
+int length_bucket(int len);
+
 // §5.1 Training Data and Batching: "sentence pairs were batched together by approximate
-// sequence length", each batch holding about a fixed number of source and target tokens.
+// sequence length", each batch holding about a fixed number of source and target tokens:
+// the pairs sorted by (length bucket of the source, target length, source length) and cut
+// into batches in that order.
 class BatchSampler {
 public:
     // Builds the batch list. `pairs` must outlive the sampler. False + *error when a budget
