@@ -384,6 +384,7 @@ mutants:
 #   make mutants-sweep SWEEP=model/search.h:14-131 SWEEP_SUITES="ops decode"
 # A survivor changes nothing the program does, or is a mistake no test sees (read each).
 mutants-sweep:
+	@test -n "$(SWEEP)" || { echo 'make mutants-sweep needs SWEEP=FILE:FIRST-LAST and SWEEP_SUITES="suite ..."' >&2; exit 2; }
 	@python3 test/mutants.py --sweep "$(SWEEP)" --suites "$(SWEEP_SUITES)"
 
 # The one command for a machine with a GPU: clean sm_90 build, GPU tests, compute-sanitizer,
