@@ -127,8 +127,8 @@ bool SafeTensorsFile::open(const std::string& p, std::string* error) {
     if (std::fread(&header[0], 1, n, f_) != n) return fail("cannot read the header");
     Json j;
     std::string err;
-    if (!json_parse(header, &j, &err) || j.type != Json::OBJECT)
-        return fail("not a safetensors file (header is not a JSON object: " + err + ")");
+    if (!json_parse(header, &j, &err)) return fail("not a safetensors file (header is not JSON: " + err + ")");
+    if (j.type != Json::OBJECT) return fail("not a safetensors file (header is JSON, but not an object)");
     bool have_metadata = false;
     for (const auto& kv : j.members) {
         if (kv.first == "__metadata__") {   // one object of strings, as the format (and its library) requires

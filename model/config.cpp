@@ -96,7 +96,7 @@ bool config_from_json(const std::string& text, Config* cfg, std::string* error) 
     Json j;
     std::string err;
     if (!json_parse(text, &j, &err) || j.type != Json::OBJECT) {
-        *error = "config is not a JSON object (" + err + ")";
+        *error = "config is not a JSON object" + (err.empty() ? std::string() : " (" + err + ")");
         return false;
     }
     Config c;

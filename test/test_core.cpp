@@ -417,14 +417,15 @@ static void checkpoint_listing() {
                            "ckpt-00000900.safetensors", "best.safetensors", "average.safetensors",
                            "ckpt-00000007.safetensors.tmp", "ckpt-.safetensors", "xckpt-00000001.safetensors",
                            "ckpt-avg.safetensors", "ckpt-00000009-copy.safetensors", "ckpt-00000011.safetensors.tmp.4242",
-                           "ckpt-99999999999999999999.safetensors"};   // (past any step: atoll's overflow)
+                           "ckpt-99999999999999999999.safetensors",    // (past any step: atoll's overflow)
+                           "ckpt-0000000000000000012"};                // (no suffix, as long as one with it)
     for (const char* n : names) write_bytes(dir + "/" + n, "x");
     const std::vector<std::string> got = list_checkpoints(dir);
     const std::vector<std::string> want = {dir + "/ckpt-00000005.safetensors", dir + "/ckpt-00000900.safetensors",
                                            dir + "/ckpt-99999999.safetensors", dir + "/ckpt-100000000.safetensors"};
     std::string listed;
     for (const std::string& g : got) listed += " " + g.substr(dir.size() + 1);
-    check(got == want, "list_checkpoints: steps 5, 900, 99999999, 100000000 in step order, the 9 other files "
+    check(got == want, "list_checkpoints: steps 5, 900, 99999999, 100000000 in step order, the 10 other files "
           "left out (got%s)", listed.c_str());
 }
 
@@ -560,6 +561,124 @@ static void checkpoint_file_layout() {
     check(sized && std::memcmp(bytes.data() + data, params.data(), total) == 0,
           "checkpoint file: the data section starts with the parameter buffer as it is in memory (%zu floats)",
           a.layout.total);
+}
+
+// A safetensors file's first 8 bytes: the header's length, little-endian.
+static std::string header_length(uint64_t n) { return std::string((const char*)&n, 8); }
+
+// A safetensors file of `header` (padded to 8 bytes) and `data`.
+static std::string safetensors_bytes(std::string header, const std::string& data) {
+    while (header.size() % 8) header += ' ';
+    return header_length(header.size()) + header + data;
+}
+
+// Opens `bytes` as a safetensors file: it must open (expect "") or be refused with `expect`.
+static void expect_open(const char* what, const std::string& bytes, const char* expect) {
+    const std::string path = g_tmp_dir + "/opened.safetensors";
+    write_bytes(path, bytes);
+    SafeTensorsFile f;
+    std::string err;
+    const bool opened = f.open(path, &err);
+    const bool ok = *expect ? !opened && err.find(expect) != std::string::npos : opened;
+    const std::string said = opened ? "opens" : "\"" + err.substr(err.rfind(".safetensors: ") + 14) + "\"";
+    check(ok, "safetensors %s: %s (want %s)", what, said.c_str(), *expect ? expect : "it opens");
+}
+
+// safetensors' dtypes and their widths in bytes (the format's specification), as another
+// program's file has them: a tensor of 3 values of each opens with its offsets [0, 3 x width],
+// one a byte short is refused, and safetensors_write lays each out at that width.
+static void safetensors_dtypes() {
+    const struct { const char* dtype; size_t width; } kinds[] = {
+        {"F64", 8}, {"I64", 8}, {"U64", 8}, {"F32", 4}, {"I32", 4}, {"U32", 4}, {"F16", 2},
+        {"BF16", 2}, {"I16", 2}, {"U16", 2}, {"I8", 1}, {"U8", 1}, {"BOOL", 1}};
+    const std::string path = g_tmp_dir + "/dtype_width.safetensors";
+    const char data[24] = {1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 17, 18, 19, 20, 21, 22, 23, 24};
+    for (const auto& k : kinds) {
+        bool opens[2];
+        std::string errs[2];
+        for (size_t shortfall : {0, 1}) {   // the tensor's bytes: all of them, one short
+            const size_t bytes = 3 * k.width - shortfall;
+            write_bytes(path, safetensors_bytes(std::string("{\"x\": {\"dtype\": \"") + k.dtype + "\", \"shape\": [3], " +
+                                                    "\"data_offsets\": [0, " + std::to_string(bytes) + "]}}",
+                                                std::string(data, bytes)));
+            SafeTensorsFile f;
+            opens[shortfall] = f.open(path, &errs[shortfall]) && f.tensors.size() == 1 &&
+                               f.tensors[0].end - f.tensors[0].begin == bytes;
+        }
+        std::string err;
+        const bool written = safetensors_write(path, {{"x", k.dtype, {3}, data}}, {}, &err);
+        const std::string file = read_bytes(path);
+        uint64_t n = 0;
+        if (file.size() >= 8) std::memcpy(&n, file.data(), 8);
+        const bool laid_out = written && file.size() == 8 + n + 3 * k.width &&
+                              file.compare(8 + n, 3 * k.width, data, 3 * k.width) == 0;
+        check(opens[0] && !opens[1] && errs[1].find("do not match dtype x shape") != std::string::npos && laid_out,
+              "safetensors %-4s: 3 values of %zu bytes open, a byte short is refused (\"%s\"), written at %zu bytes "
+              "each (%s)", k.dtype, k.width, errs[1].substr(errs[1].rfind(": tensor") + 2).c_str(), k.width,
+              laid_out ? "yes" : err.c_str());
+    }
+}
+
+// A safetensors header as another program may write it, entry by entry: what opens (a zero-size
+// dimension, a scalar, tensors end to end up to the data section's last byte) and what is refused
+// with which message (each part of an entry missing or of the wrong JSON type, shapes and offsets
+// negative, fractional, textual or too large, overlapping or past the data section).
+static void safetensors_headers() {
+    const std::string x = "{\"x\": {\"dtype\": \"F32\", ";
+    const struct { const char* what; std::string header; const char* expect; } cases[] = {
+        {"a dimension of 0", x + "\"shape\": [0, 3], \"data_offsets\": [0, 0]}}", ""},
+        {"a scalar", x + "\"shape\": [], \"data_offsets\": [0, 4]}}", ""},
+        {"two tensors end to end, to the last byte",
+         x + "\"shape\": [2], \"data_offsets\": [0, 8]}, \"y\": {\"dtype\": \"F32\", \"shape\": [2], "
+             "\"data_offsets\": [8, 16]}}", ""},
+        {"a shape of 10^12 (the largest taken)", x + "\"shape\": [1000000000000], \"data_offsets\": [0, 4000000000000]}}",
+         "file is truncated: tensor \"x\" ends at byte 4000000000000"},
+        {"an entry not an object", "{\"x\": 5}", "lacks dtype, shape or data_offsets"},
+        {"no dtype", "{\"x\": {\"shape\": [1], \"data_offsets\": [0, 4]}}", "lacks dtype, shape or data_offsets"},
+        {"a dtype not a string", "{\"x\": {\"dtype\": 4, \"shape\": [1], \"data_offsets\": [0, 4]}}",
+         "lacks dtype, shape or data_offsets"},
+        {"no shape", x + "\"data_offsets\": [0, 4]}}", "lacks dtype, shape or data_offsets"},
+        {"a shape not a list", x + "\"shape\": 1, \"data_offsets\": [0, 4]}}", "lacks dtype, shape or data_offsets"},
+        {"no data_offsets", x + "\"shape\": [1]}}", "lacks dtype, shape or data_offsets"},
+        {"data_offsets not a list", x + "\"shape\": [1], \"data_offsets\": 4}}", "lacks dtype, shape or data_offsets"},
+        {"three data_offsets", x + "\"shape\": [1], \"data_offsets\": [0, 4, 8]}}", "lacks dtype, shape or data_offsets"},
+        {"an unknown dtype", "{\"x\": {\"dtype\": \"F12\", \"shape\": [1], \"data_offsets\": [0, 4]}}", "unknown dtype F12"},
+        {"a negative dimension", x + "\"shape\": [-1], \"data_offsets\": [0, 4]}}", "has a bad shape"},
+        {"a fractional dimension", x + "\"shape\": [1.5], \"data_offsets\": [0, 4]}}", "has a bad shape"},
+        {"a dimension in quotes", x + "\"shape\": [\"1\"], \"data_offsets\": [0, 4]}}", "has a bad shape"},
+        {"a dimension past 10^12", x + "\"shape\": [1000000000001], \"data_offsets\": [0, 4]}}", "has a bad shape"},
+        {"a negative begin", x + "\"shape\": [1], \"data_offsets\": [-4, 0]}}", "has bad data_offsets"},
+        {"an end before the begin", x + "\"shape\": [1], \"data_offsets\": [8, 4]}}", "has bad data_offsets"},
+        {"a fractional offset", x + "\"shape\": [1], \"data_offsets\": [0.5, 4.5]}}", "has bad data_offsets"},
+        {"a begin in quotes", x + "\"shape\": [1], \"data_offsets\": [\"0\", 4]}}", "has bad data_offsets"},
+        {"an end in quotes", x + "\"shape\": [1], \"data_offsets\": [0, \"4\"]}}", "has bad data_offsets"},
+        {"a fractional begin alone", x + "\"shape\": [1], \"data_offsets\": [0.5, 4]}}", "has bad data_offsets"},
+        {"a fractional end alone", x + "\"shape\": [1], \"data_offsets\": [0, 4.5]}}", "has bad data_offsets"},
+        {"an end of 2^53 (the largest taken)", x + "\"shape\": [1], \"data_offsets\": [0, 9007199254740992]}}",
+         "data_offsets do not match dtype x shape"},
+        {"an end past 2^53", x + "\"shape\": [1], \"data_offsets\": [0, 9007199254740994]}}", "has bad data_offsets"},
+        {"a shape of 2^53 bytes (the largest taken)", x + "\"shape\": [1048576, 1048576, 2048], \"data_offsets\": [0, 4]}}",
+         "data_offsets do not match dtype x shape"},
+        {"a shape past 2^53 bytes", x + "\"shape\": [1048576, 1048576, 2049], \"data_offsets\": [0, 4]}}",
+         "has a shape too large for any file"},
+        {"overlapping tensors",
+         x + "\"shape\": [2], \"data_offsets\": [0, 8]}, \"y\": {\"dtype\": \"F32\", \"shape\": [2], "
+             "\"data_offsets\": [4, 12]}}", "overlaps another"},
+        {"a tensor past the data", x + "\"shape\": [5], \"data_offsets\": [0, 20]}}",
+         "file is truncated: tensor \"x\" ends at byte 20 of a 16-byte data section"}};
+    for (const auto& c : cases)
+        expect_open(("header, " + std::string(c.what)).c_str(), safetensors_bytes(c.header, std::string(16, '\0')), c.expect);
+    // The file around the header: its 8-byte length (2 to 2^27 bytes) and the JSON object.
+    const struct { const char* what; std::string bytes; const char* expect; } files[] = {
+        {"8 bytes, a header of 0", header_length(0), "not a safetensors file (header length 0 for a 8-byte file)"},
+        {"a header of 2 bytes, {} (no tensors)", header_length(2) + "{}", ""},
+        {"a header of 1 byte", header_length(1) + "{", "not a safetensors file (header length 1 "},
+        {"a header length of 2^27 (the largest taken) in a short file", header_length(1u << 27) + "{}      ",
+         "file is truncated: its header needs 134217736 bytes, the file has 16"},
+        {"a header length past 2^27", header_length((1u << 27) + 1) + "{}      ", "not a safetensors file (header length 134217729 "},
+        {"a header of a JSON list", header_length(8) + "[1, 2]  ", "(header is JSON, but not an object)"},
+        {"a header not JSON", header_length(8) + "{\"x\":   ", "(header is not JSON: unexpected end at byte 8)"}};
+    for (const auto& c : files) expect_open(("file, " + std::string(c.what)).c_str(), c.bytes, c.expect);
 }
 
 static void checkpoint_refusals() {
@@ -725,6 +844,8 @@ int main(int argc, char** argv) {
     config_round_trip();
     checkpoint_file_layout();
     checkpoint_refusals();
+    safetensors_dtypes();
+    safetensors_headers();
     std::printf("-- decimal numbers (toolkit/numbers.h)\n");
     decimal_numbers();
     std::string cmd = "rm -rf " + g_tmp_dir;

@@ -377,6 +377,68 @@ static void batches_within_budget() {
     }
 }
 
+// join_pieces: the n-best lists of a line cut in three pieces, of 3, 1 and 2 hypotheses. Entry j
+// joins each piece's j-th best or, past the end of a piece's list, its last; texts by a space,
+// log-probabilities added, scored over all the tokens (the byte tokenizer: a letter per token).
+static void pieces_joined() {
+    const Tokenizer tok;
+    auto hyp = [&](const char* text, float logprob) {
+        std::vector<int> ids = tok.encode(text);
+        ids.push_back(EOS_ID);
+        return Hypothesis{ids, logprob, logprob / length_penalty((int)ids.size(), 0.6f)};
+    };
+    const std::vector<std::vector<Hypothesis>> hyps = {
+        {hyp("lone", -0.5f)},                                             // a line of one piece
+        {hyp("aa", -1.0f), hyp("aaa", -2.0f), hyp("a", -3.0f)},         // three pieces: 3, 1, 2
+        {hyp("bbbb", -0.25f)},
+        {hyp("c", -0.125f), hyp("cc", -4.0f)}};
+    const std::vector<JoinedHypothesis> three = join_pieces(tok, hyps, 1, 3, 0.6f);
+    const char* want_text[] = {"aa bbbb c", "aaa bbbb cc", "a bbbb cc"};
+    const float want_logprob[] = {-1.375f, -6.25f, -7.25f};
+    const long want_tokens[] = {10, 12, 10};
+    bool same = three.size() == 3;
+    std::string got;
+    for (size_t j = 0; j < three.size(); j++) {
+        got += (j ? " | " : "") + three[j].text;
+        same = same && three[j].text == want_text[j] && three[j].logprob == want_logprob[j] &&
+               three[j].tokens == want_tokens[j] &&
+               three[j].score == want_logprob[j] / length_penalty((int)want_tokens[j], 0.6f);
+    }
+    check(same, "join_pieces: pieces of 3, 1 and 2 hypotheses give 3 entries, each past a list's end taking its "
+                "last, log-probabilities added, scored over all tokens (got %s)", got.c_str());
+    const std::vector<JoinedHypothesis> one = join_pieces(tok, hyps, 0, 1, 0.6f);
+    check(one.size() == 1 && one[0].text == "lone" && one[0].score == hyps[0][0].score && one[0].tokens == 5,
+          "join_pieces: a line of one piece keeps its text, token count and the search's own score (got '%s', %ld)",
+          one.empty() ? "" : one[0].text.c_str(), one.empty() ? 0L : one[0].tokens);
+}
+
+// translate_lines (./train's evaluation) with a learned position table of 8: a line of up to 7
+// tokens is translated whole (+ </s> fills the table), a longer one from its first 7 tokens and
+// counted as cut, an empty line gives an empty line; each as decode_sorted gives that source
+// alone (the byte tokenizer: a letter per token).
+static void evaluation_lines_cut() {
+    Config c = small_decode_config();
+    c.vocab = 260, c.learned_pos = true, c.max_len = 8;
+    Model m;
+    model_init(&m, c, 5);
+    const Tokenizer tok;
+    const std::vector<std::string> lines = {"abcdef", "abcdefg", "abcdefgh", "abcdefghijk", ""};
+    DecodeOptions opt;
+    size_t cut = 99;
+    const std::vector<std::string> out = translate_lines(&m, tok, lines, opt, 1000, &cut);
+    std::vector<std::string> want;
+    for (const std::string& line : lines) {
+        std::vector<int> source = tok.encode(line);
+        if (source.empty()) { want.push_back(""); continue; }
+        source.resize(std::min<size_t>(source.size(), 7));
+        source.push_back(EOS_ID);
+        want.push_back(tok.decode_text(decode_sorted(&m, {source}, opt, 1000)[0][0].tokens));
+    }
+    check(eval_source_limit(&m) == 7 && cut == 2 && out == want,
+          "translate_lines, positions 8: lines of 6, 7, 8, 11 and 0 tokens, the 8 and 11 cut to 7 (%zu cut; limit %d), "
+          "each translated as its source alone: %s", cut, eval_source_limit(&m), out == want ? "yes" : "no");
+}
+
 // The search's loop (decode_batch's) with `threads(t)` OpenMP threads at step t: what
 // toolkit/thread_governor.h does when the machine's load changes.
 template <class Threads>
@@ -1148,6 +1210,8 @@ int main(int argc, char** argv) {
     alone_equals_batch();
     dropped_sources_left_out();
     batches_within_budget();
+    pieces_joined();
+    evaluation_lines_cut();
     std::printf("-- thread counts (toolkit/thread_governor.h)\n");
     thread_count_invariance();
     std::printf("-- copy task\n");

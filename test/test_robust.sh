@@ -59,6 +59,29 @@ for v in -3 " 7" +7 99999999999999999999 9223372036854775808; do
     rewrite_meta "$C" "$T/step.safetensors" "h['__metadata__']['step'] = '$v'"
     translate_with "$T/step.safetensors"; expect "metadata \"step\": \"$v\"" 1 'metadata has no valid "step"'
 done
+# The four checksums as README defines them, computed here from the file alone: FNV-1a over
+# little-endian 8-byte words, then the tail bytes; Adam's over v, started from m's.
+python3 - "$C" > "$T/sums.txt" 2>&1 <<'PY'
+import sys, struct, json
+f = open(sys.argv[1], "rb").read(); n = struct.unpack("<Q", f[:8])[0]
+h = json.loads(f[8:8 + n]); meta = h.pop("__metadata__"); data = f[8 + n:]
+def fnv(b, x=0xcbf29ce484222325):
+    words = len(b) // 8
+    for (w,) in struct.iter_unpack("<Q", b[:8 * words]): x = ((x ^ w) * 0x100000001b3) % 2**64
+    for c in b[8 * words:]: x = ((x ^ c) * 0x100000001b3) % 2**64
+    return x
+part = lambda names: b"".join(data[h[k]["data_offsets"][0]:h[k]["data_offsets"][1]]
+                              for k in sorted(names, key=lambda k: h[k]["data_offsets"][0]))
+params = part([k for k in h if not k.startswith("optimizer.")])
+want = {"params_checksum": fnv(params),
+        "optimizer_checksum": fnv(part(["optimizer.v"]), fnv(part(["optimizer.m"]))),
+        "tokenizer_checksum": fnv(meta["tokenizer"].encode()), "config_checksum": fnv(meta["config"].encode())}
+bad = [k for k in want if meta.get(k) != "%016x" % want[k]]
+print(f"{len(params)} parameter bytes, {len(meta['tokenizer'])}-byte vocabulary:",
+      ", ".join(f"{k} {meta.get(k)}" + (f" (want {want[k]:016x})" if k in bad else "") for k in want))
+sys.exit(1 if bad else 0)
+PY
+check $? "the checkpoint's checksums are FNV-1a over 8-byte words, then the tail bytes, as README says: $(cat "$T/sums.txt")"
 damage "$C" "$T/flip-param.safetensors" 'f[8 + n + 1000] ^= 0x08'
 translate_with "$T/flip-param.safetensors"; expect "one bit flipped in the parameters" 1 "parameters: checksum mismatch"
 damage "$C" "$T/flip-adam.safetensors" 'f[len(f) - 1000] ^= 0x01'
@@ -67,6 +90,12 @@ translate_with "$T/flip-adam.safetensors"
 mkdir -p "$T/resume-flip" && cp "$T/flip-adam.safetensors" "$T/resume-flip/ckpt-00000004.safetensors"
 "$B"/train $TA --data "$T/corpus" --out "$T/resume-flip" --resume --max-steps 6 > /dev/null 2> "$T/err.txt"; s=$?
 expect "one bit flipped in Adam's state: ./train --resume refuses" 1 "Adam's state: checksum mismatch"
+# Half of Adam's state (optimizer.v left out of the header): --resume refuses; it does not go on
+# with a fresh state as from a file that holds none.
+rewrite_meta "$C" "$T/half-adam.safetensors" 'del h["optimizer.v"]'
+mkdir -p "$T/resume-half" && cp "$T/half-adam.safetensors" "$T/resume-half/ckpt-00000004.safetensors"
+"$B"/train $TA --data "$T/corpus" --out "$T/resume-half" --resume --max-steps 6 > /dev/null 2> "$T/err.txt"; s=$?
+expect "optimizer.m without optimizer.v: ./train --resume refuses" 1 'no tensor "optimizer.v"'
 # The run's options and state read back by --resume (no checksum covers them): a value that is
 # not a number in the option's range is an error naming the key (warmup "abc" had resumed with
 # warmup 0, a NaN learning rate; an edited best_value had reset the best checkpoint's score)
@@ -322,6 +351,10 @@ TRAIN_TEST_NONFINITE=3,4 "$B"/train $TA --data "$T/corpus" --out "$T/nan2" --max
 [ $s -eq 0 ] && [ "$(grep -c '^nonfinite,' "$T/nan2/log.csv")" -eq 2 ] && grep -q "skipped 2 steps" "$T/out.txt" &&
     [ -e "$T/nan2/ckpt-00000006.safetensors" ]
 check $? "a NaN gradient at two steps (test switch): both skipped and counted, the run reaches step 6 (exit $s)"
+printed=$(sed -n 's/^step *\([0-9]*\) | non-finite.*/\1/p' "$T/out.txt" | tr '\n' ' ')
+logged=$(awk -F, '$1 == "nonfinite" { printf "%s ", $2 }' "$T/nan2/log.csv")
+[ "$printed" = "3 3 " ] && [ "$logged" = "2 2 " ]
+check $? "... printed as the step tried, 3 both times ('$printed'), logged at the last completed step, 2 ('$logged')"
 
 # ---- a full disk during a checkpoint write
 size=$(stat -c %s "$C")

@@ -136,6 +136,14 @@ check $? "it says so, then averages and evaluates as usual (final row, best chec
 final_step=$(awk -F, '$1 == "final" { print $2 }' "$T/run3/log.csv")
 [ "$final_step" = 15 ]; check $? "log.csv's final row is at step 15, where training ended ($final_step; it had taken the best checkpoint's step, 5)"
 
+# The same by dev loss: equal losses are no improvement either (a tie had counted as one: no stop).
+"$B"/train $TA $V --out "$T/run3l" --lr-scale 1e-12 --max-steps 100 --eval-every 5 --eval-lines 30 \
+    --best-metric loss --early-stopping 2 --save-every-steps 0 --no-eval > "$T/train3l.log" 2>&1; s=$?
+rows=$(awk -F, '$1 == "dev" { printf "%s ", $2 }' "$T/run3l/log.csv")
+losses=$(awk -F, '$1 == "dev" { printf "%s ", $6 }' "$T/run3l/log.csv")
+[ $s -eq 0 ] && [ "$rows" = "5 10 15 " ] && grep -q "^early stopping: dev loss did not improve in 2 evaluations" "$T/train3l.log"
+check $? "--best-metric loss, nothing can improve: stops at evaluation 1 + 2, step 15 (evaluations at: $rows; dev losses $losses; exit $s)"
+
 # The same run stopped at step 10, then --resume --max-steps 100 without the validation options:
 # the run's --eval-every 5 and --early-stopping 2 go on (they had fallen back to 500 and off: no
 # evaluation after the resume, 100 steps trained).
@@ -164,6 +172,16 @@ done
 bleu15=$(field "$T/res-no-eval/log.csv" dev 15 7)
 [ $s -eq 0 ] && [ -n "$bleu15" ] && grep -q "^step .* | best dev loss " "$T/res-eval-bleu.log"
 check $? "--no-eval-bleu run resumed with --eval-bleu: exit $s, step 15 has dev BLEU '$bleu15', best still by dev loss: $(grep -m1 -E '^step|error' "$T/res-eval-bleu.log")"
+
+# ---- the learning rate of each step --------------------------------------------------------
+# log.csv's lr of step s (counted from 1) is §5.3's schedule at s: --lr-scale x d_model^-0.5 x
+# min(s^-0.5, s x warmup^-1.5), here 2 x 32^-0.5 with --warmup 4: rising to step 4, then falling.
+"$B"/train $TA $V --out "$T/lr" --warmup 4 --lr-scale 2 --log-every 0s --max-steps 8 --no-eval > "$T/lr.log" 2>&1
+s=$?
+awk -F, '$1 == "train" { n++; up = $2 * 4 ^ -1.5; down = $2 ^ -0.5; want = 2 / sqrt(32) * (up < down ? up : down);
+    got = got " " $5; if ($5 - want > 5e-7 || want - $5 > 5e-7) bad = bad ", step " $2 " wants " want }
+    END { printf "%d rows:%s%s", n, got, bad; exit !(n == 8 && bad == "") }' "$T/lr/log.csv" > "$T/lr.txt" 2>&1
+check $(( $? + s )) "log.csv's lr of steps 1-8 is 2 x 32^-0.5 x min(step^-0.5, step x 4^-1.5) (exit $s; $(cat "$T/lr.txt"))"
 
 # ---- --max-epochs ---------------------------------------------------------------------------
 "$B"/train $TA $V --out "$T/run4" --max-epochs 2 --max-steps 0 --time 0 --eval-every 0 --no-eval \
@@ -208,22 +226,35 @@ for s in train dev test; do cp "$T/corpus/$s.en" "$T/deen/$s.de"; cp "$T/corpus/
     grep -q "^--resume: the run's budget is spent (step 4" "$T/res1.log" && [ ! -e "$(ckpt "$T/res" 5)" ] && [ ! -e "$(ckpt "$T/res" 6)" ]
 check $? "--resume alone from another folder: the run's data (de-en) and budget (4 steps, spent: nothing trained, said), exit $s"
 (cd "$T" && "$BA"/train --out res --resume --max-steps 6 --no-eval > "$T/res2.log" 2>&1); s=$?
-[ $s -eq 0 ] && [ -e "$(ckpt "$T/res" 6)" ]; check $? "--resume --max-steps 6: goes on to step 6 on the run's data (exit $s)"
+[ $s -eq 0 ] && [ -e "$(ckpt "$T/res" 6)" ] && ! grep -q "budget is spent" "$T/res2.log"
+check $? "--resume --max-steps 6: goes on to step 6 on the run's data, not saying its budget is spent (exit $s)"
 # A data folder whose name is not UTF-8 is not recorded (a safetensors header is UTF-8 JSON: its
 # raw byte had made Hugging Face's reader refuse every checkpoint), said at start; --resume
 # with --data goes on.
+header_encoding() {  # header_encoding CHECKPOINT: "UTF-8", or where its header is not
+    python3 -c 'import struct, sys
+f = open(sys.argv[1], "rb"); n = struct.unpack("<Q", f.read(8))[0]
+try: f.read(n).decode("utf-8"); print("UTF-8")
+except UnicodeDecodeError as e: print(e)' "$1"
+}
 NU="$T/$(printf 'latin\351')"
 mkdir -p "$NU" && cp "$T/corpus"/* "$NU/"
 "$B"/train --config tiny --d-model 32 --d-ff 64 $V --data "$NU" --out "$T/nonutf8" --max-steps 2 --save-every-steps 2 \
     --no-eval > "$T/nonutf8.log" 2>&1; s=$?
 "$B"/train --out "$T/nonutf8" --data "$NU" --resume --max-steps 4 --save-every-steps 2 --no-eval > /dev/null 2>&1; s2=$?
-header=$(python3 -c 'import struct, sys
-f = open(sys.argv[1], "rb"); n = struct.unpack("<Q", f.read(8))[0]
-try: f.read(n).decode("utf-8"); print("UTF-8")
-except UnicodeDecodeError as e: print(e)' "$(ckpt "$T/nonutf8" 2)")
+header=$(header_encoding "$(ckpt "$T/nonutf8" 2)")
 [ $s -eq 0 ] && [ $s2 -eq 0 ] && [ "$header" = UTF-8 ] && [ -e "$(ckpt "$T/nonutf8" 4)" ] &&
     grep -q "^note: --data, --src or --tgt is not UTF-8: checkpoints cannot record it" "$T/nonutf8.log"
 check $? "--data naming a folder in Latin-1: the checkpoint's header is $header, said, resumed with --data (exit $s, $s2)"
+# Language names not UTF-8 from their first byte (--src, --tgt): the same.
+L1=$(printf '\351n') L2=$(printf '\351s')
+mkdir -p "$T/nonutf8lang"
+for f in train dev test; do cp "$T/corpus/$f.en" "$T/nonutf8lang/$f.$L1"; cp "$T/corpus/$f.es" "$T/nonutf8lang/$f.$L2"; done
+"$B"/train --config tiny --d-model 32 --d-ff 64 $V --data "$T/nonutf8lang" --src "$L1" --tgt "$L2" --out "$T/nonutf8l" \
+    --max-steps 2 --save-every-steps 2 --no-eval > "$T/nonutf8l.log" 2>&1; s=$?
+header=$(header_encoding "$(ckpt "$T/nonutf8l" 2)")
+[ $s -eq 0 ] && [ "$header" = UTF-8 ] && grep -q "^note: --data, --src or --tgt is not UTF-8: checkpoints cannot record it" "$T/nonutf8l.log"
+check $? "--src and --tgt in Latin-1 from their first byte: the checkpoint's header is $header, said (exit $s)"
 # One budget option given again leaves the others the run's: --time 7m stays with --max-steps
 # given (it had fallen back to 55 minutes).
 "$B"/train --config tiny --d-model 32 --d-ff 64 $V --data "$T/corpus" --out "$T/res7" --time 7m --max-steps 2 \
