@@ -80,6 +80,13 @@ check $? "rank 0 alone prints, saves and evaluates (one 'saved' line, one dev-lo
 [ "$(cd "$T/one" && ls)" = "$(cd "$T/two" && ls)" ] && [ "$(grep -c . "$T/two/log.csv")" -eq "$(grep -c . "$T/one/log.csv")" ]
 check $? "the 2-rank run writes the files and log rows one process writes: $(cd "$T/two" && ls | tr '\n' ' ')"
 
+# Without evaluations (--eval-every 0) the ranks compare their models at the start and the end
+# alone (the midway check divides the steps tried by --eval-every).
+$MPIRUN -np 2 "$B"/train $A --eval-every 0 --max-steps 4 --out "$T/noeval" > "$T/noeval.log" 2>&1
+status=$?
+[ $status -eq 0 ] && [ -e "$T/noeval/ckpt-00000004.safetensors" ] && ! grep -q "^step .* dev loss" "$T/noeval.log"
+check $? "mpirun -np 2 --eval-every 0: 4 steps, no evaluation (exit $status$(grep -m1 -i 'error\|signal' "$T/noeval.log" | sed 's/^/: /'))"
+
 # ---- --resume with the same and other numbers of ranks -------------------------------------
 "$B"/train $A --accum 2 --max-steps 10 --out "$T/r1" > /dev/null 2>&1
 $MPIRUN -np 2 "$B"/train $A --max-steps 10 --out "$T/r2" > /dev/null 2>&1

@@ -133,6 +133,9 @@ check $? "nothing can improve: stops at evaluation 1 + 2, step 15 (evaluations a
 grep -q "^early stopping: dev bleu did not improve in 2 evaluations" "$T/train3.log" && grep -q "^final," "$T/run3/log.csv" &&
     grep -q "test, best (dev bleu), beam *BLEU = " "$T/train3.log"
 check $? "it says so, then averages and evaluates as usual (final row, best checkpoint's test BLEU)"
+bests=$(sed -n 's/^step *\([0-9]*\) | dev loss .* | best dev BLEU \(.*\)/\1: \2/p' "$T/train3.log" | paste -sd';' -)
+[ "$bests" = "5: -> best.safetensors;10: 0 at step 5 (1 evaluation ago);15: 0 at step 5 (2 evaluations ago)" ]
+check $? "the progress lines say where the best is: the first evaluation -> best.safetensors, then 'at step 5' 1 and 2 evaluations ago ($bests)"
 final_step=$(awk -F, '$1 == "final" { print $2 }' "$T/run3/log.csv")
 [ "$final_step" = 15 ]; check $? "log.csv's final row is at step 15, where training ended ($final_step; it had taken the best checkpoint's step, 5)"
 
@@ -182,6 +185,7 @@ awk -F, '$1 == "train" { n++; up = $2 * 4 ^ -1.5; down = $2 ^ -0.5; want = 2 / s
     got = got " " $5; if ($5 - want > 5e-7 || want - $5 > 5e-7) bad = bad ", step " $2 " wants " want }
     END { printf "%d rows:%s%s", n, got, bad; exit !(n == 8 && bad == "") }' "$T/lr/log.csv" > "$T/lr.txt" 2>&1
 check $(( $? + s )) "log.csv's lr of steps 1-8 is 2 x 32^-0.5 x min(step^-0.5, step x 4^-1.5) (exit $s; $(cat "$T/lr.txt"))"
+! grep -q "^skipped" "$T/lr.log"; check $? "a run that skipped no step does not say 'skipped 0 steps'"
 
 # ---- --max-epochs ---------------------------------------------------------------------------
 "$B"/train $TA $V --out "$T/run4" --max-epochs 2 --max-steps 0 --time 0 --eval-every 0 --no-eval \
@@ -269,7 +273,8 @@ limit=$(head -c 20000 "$(ckpt "$T/res7" 4)" | tr ',' '\n' | sed -n 's/.*"time_li
     --save-every-steps 2 --keep 2 --average 2 --no-eval > /dev/null 2>&1
 "$B"/train --out "$T/resbk" --resume --max-steps 8 --no-eval > "$T/resbk.log" 2>&1; s=$?
 kept=$(cd "$T/resbk" && echo ckpt-*.safetensors)
-[ $s -eq 0 ] && [ "$kept" = "ckpt-00000006.safetensors ckpt-00000008.safetensors" ] && grep -q "^averaged 2 checkpoints" "$T/resbk.log"
+[ $s -eq 0 ] && [ "$kept" = "ckpt-00000006.safetensors ckpt-00000008.safetensors" ] && grep -q "^averaged 2 checkpoints" "$T/resbk.log" &&
+    ! grep -q "^--average 2: only" "$T/resbk.log"
 check $? "--resume alone keeps --save-every-steps 2, --keep 2, --average 2: checkpoints '$kept', $(grep -m1 '^averaged' "$T/resbk.log"), exit $s"
 # Any value the options take reads back from the checkpoint: durations past 10^15 s, a --lr-scale
 # below 1e-300 and a --clip-norm past 1e300 (a --log-every of 10^16 s had been refused as 'a
@@ -331,10 +336,11 @@ check $? "a new run where an earlier one left log.csv and best.safetensors: log.
 # ... but not a best.safetensors the new run reads: --init-from DIR/best.safetensors --out DIR
 # fine-tunes from it (it had been removed before it was read: "cannot open", the model lost).
 mkdir -p "$T/ftbest" && cp "$T/run/best.safetensors" "$T/ftbest/best.safetensors"
-"$B"/train $TB --init-from "$T/ftbest/best.safetensors" --out "$T/ftbest" --max-steps 2 --eval-every 0 --no-eval \
+"$B"/train $TB --init-from "$T/ftbest/best.safetensors" --out "$T/ftbest" --max-steps 2 --eval-every 0 \
     > "$T/ftbest.log" 2>&1; s=$?
-[ $s -eq 0 ] && cmp -s "$T/run/best.safetensors" "$T/ftbest/best.safetensors" && [ -e "$(ckpt "$T/ftbest" 2)" ]
-check $? "--init-from DIR/best.safetensors --out DIR: fine-tunes from it, the file kept (exit $s: $(grep -m1 'error' "$T/ftbest.log"))"
+[ $s -eq 0 ] && cmp -s "$T/run/best.safetensors" "$T/ftbest/best.safetensors" && [ -e "$(ckpt "$T/ftbest" 2)" ] &&
+    grep -q "^test, last checkpoint" "$T/ftbest.log" && ! grep -q "^test, best" "$T/ftbest.log"
+check $? "--init-from DIR/best.safetensors --out DIR: fine-tunes from it, the file kept, its final report without a 'test, best' line (the file is not this run's best; exit $s: $(grep -m1 'error' "$T/ftbest.log"))"
 
 # ---- one ./train at a time in a folder; a cut-short write's temporary file removed ----------
 # A second run in the folder of one that is running is refused, naming its pid (two runs had

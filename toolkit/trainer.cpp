@@ -930,8 +930,8 @@ static bool evaluate(Run& r, double lr) {
                     bleu.seconds);
     const char* unit = r.best.metric == "bleu" ? "BLEU" : "loss";
     if (r.best.step == r.model.step) std::printf(" | best dev %s -> best.safetensors\n", unit);
-    else std::printf(" | best dev %s %.4g at step %lld (%lld evaluations ago)\n", unit, r.best.value,
-                     (long long)r.best.step, (long long)r.best.evals_since);
+    else std::printf(" | best dev %s %.4g at step %lld (%lld evaluation%s ago)\n", unit, r.best.value,
+                     (long long)r.best.step, (long long)r.best.evals_since, r.best.evals_since == 1 ? "" : "s");
     return true;
 }
 
