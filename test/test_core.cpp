@@ -728,16 +728,12 @@ static void checkpoint_refusals() {
         std::memcpy(&n, bytes.data(), 8);
         std::string header = bytes.substr(8, n);   // {"__metadata__": {...}, tensors...}
         header.insert(h.in_metadata ? header.find('{', 1) + 1 : 1, h.insert);
-        const uint64_t n2 = header.size();
-        std::string edited(8, '\0');
-        std::memcpy(&edited[0], &n2, 8);
-        write_bytes(g_tmp_dir + "/header.safetensors", edited + header + bytes.substr(8 + n));
+        write_bytes(g_tmp_dir + "/header.safetensors", safetensors_bytes(header, bytes.substr(8 + n)));
         expect_refusal(h.what, g_tmp_dir + "/header.safetensors", h.expect);
     }
     // A shape whose element count overflows 64 bits (2^64 values: 0 in size_t) with offsets [0, 0].
     const std::string huge = "{\"x\": {\"dtype\": \"F32\", \"shape\": [4294967296, 4294967296], \"data_offsets\": [0, 0]}}";
-    const uint64_t huge_n = huge.size();
-    write_bytes(g_tmp_dir + "/huge.safetensors", std::string((const char*)&huge_n, 8) + huge);
+    write_bytes(g_tmp_dir + "/huge.safetensors", safetensors_bytes(huge, ""));
     expect_refusal("a 2^64-value shape", g_tmp_dir + "/huge.safetensors", "has a shape too large");
     // A checkpoint of another config, loaded into an initialised model.
     Model other;
