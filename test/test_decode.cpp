@@ -13,6 +13,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <string>
+#include <atomic>
 #include <thread>
 #include <unistd.h>
 #include <vector>
@@ -1136,6 +1137,35 @@ static std::string batches_text(const std::vector<std::vector<int>>& batches) {
     return s;
 }
 
+// Whether the decoder takes a batch of jobs of these tokens while the queue is open and the
+// oldest job has waited less than --batch-wait (an hour): it must when they reach batch_tokens
+// (10), not before. The queue is closed after `patience` to end the test either way.
+static bool taken_before_the_wait(const std::vector<int>& lines, std::chrono::milliseconds patience) {
+    BatchQueue q({10, std::chrono::milliseconds(3600 * 1000), true});
+    std::vector<std::thread> requests;
+    for (size_t j = 0; j < lines.size(); j++) {
+        auto job = std::make_shared<DecodeJob>();
+        job->add(std::vector<int>(lines[j] - 1, 5), 0);
+        requests.emplace_back([&q, job] { q.run(job, DecodeJob::Clock::now() + std::chrono::hours(1)); });
+        while (q.queued_sources() < j + 1) std::this_thread::yield();
+    }
+    std::atomic<bool> taken{false};
+    std::thread decoder([&] {
+        std::vector<std::shared_ptr<DecodeJob>> batch;
+        while (q.next_batch(&batch)) {
+            taken = true;
+            q.complete(batch);
+        }
+    });
+    const auto until = std::chrono::steady_clock::now() + patience;
+    while (!taken && std::chrono::steady_clock::now() < until) std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    const bool early = taken;
+    q.close();
+    decoder.join();
+    for (std::thread& t : requests) t.join();
+    return early;
+}
+
 static void batch_queue_rules() {
     // job (tokens, beam): 0 (4, 1), 1 (4, 1), 2 (4, 4), 3 (3, 1), 4 (9, 1), 5 (2, 1); batch_tokens 10
     const std::vector<int> lines = {4, 4, 4, 3, 9, 2}, beams = {1, 1, 4, 1, 1, 1};
@@ -1143,6 +1173,14 @@ static void batch_queue_rules() {
     const auto got = queue_batches(lines, beams, true);
     check(got == want, "batch queue: jobs of 4, 4, 4 (beam 4), 3, 9, 2 tokens, --batch-tokens 10: batches%s (want "
           "[0 1 3] [2] [4 5]: 11 tokens stop a batch, the beam-4 job waits for its own)", batches_text(got).c_str());
+    const auto exact = queue_batches({5, 5, 1}, {1, 1, 1}, true);
+    check(exact == std::vector<std::vector<int>>({{0, 1}, {2}}), "batch queue: jobs of 5, 5, 1 tokens, --batch-tokens "
+          "10: batches%s (want [0 1] [2]: 10 tokens, --batch-tokens exactly, stop a batch)", batches_text(exact).c_str());
+    const bool full = taken_before_the_wait({5, 5}, std::chrono::seconds(20));
+    const bool short_of_it = taken_before_the_wait({5, 4}, std::chrono::milliseconds(300));
+    check(full && !short_of_it, "batch queue, --batch-wait an hour: jobs of 5 + 5 tokens taken at once: %s (want yes: "
+          "--batch-tokens 10 reached); 5 + 4 taken within 300 ms: %s (want no: they wait)", full ? "yes" : "no",
+          short_of_it ? "yes" : "no");
     const auto off = queue_batches(lines, beams, false);
     check(off == alone, "batch queue, batching off: batches%s (want one job each, in arrival order)",
           batches_text(off).c_str());
