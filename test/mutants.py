@@ -25,7 +25,9 @@ suites run on the unmutated copy and must pass: a suite that fails anyway proves
 import argparse
 import os
 import re
+import resource
 import shutil
+import signal
 import subprocess
 import sys
 import tempfile
@@ -246,12 +248,34 @@ def sync(tree):
     return copied
 
 
+def limit_memory():
+    """Each process of a suite gets at most half the machine's memory (address space): a mutant
+    that allocates without end (a loop that never advances, pushing) fails there, instead of
+    filling the machine before its timeout. The baseline run shows the suites fit."""
+    half = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") // 2
+    resource.setrlimit(resource.RLIMIT_AS, (half, half))
+
+
+def run_group(cmd, cwd, timeout, env=None):
+    """subprocess.run(cmd) in a process group of its own, all of which a timeout kills: a mutant's
+    test binary in an endless loop, or a server a test started, had outlived the killed shell and
+    kept a core busy (or filled memory) through the rest of the run."""
+    with subprocess.Popen(cmd, cwd=cwd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                          errors="replace", start_new_session=True, preexec_fn=limit_memory) as p:
+        try:
+            out, err = p.communicate(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            os.killpg(p.pid, signal.SIGKILL)
+            p.communicate()
+            raise
+    return subprocess.CompletedProcess(cmd, p.returncode, out, err)
+
+
 def build(tree, jobs, targets=TARGETS):
     """(ok, seconds, output tail) of making `targets` in the copy."""
     t0 = time.time()
     try:
-        r = subprocess.run(["make", f"-j{jobs}", *targets], cwd=tree, capture_output=True, text=True,
-                           errors="replace", timeout=SUITE_TIMEOUT)
+        r = run_group(["make", f"-j{jobs}", *targets], tree, SUITE_TIMEOUT)
     except subprocess.TimeoutExpired:
         return False, time.time() - t0, "the build timed out"
     return r.returncode == 0, time.time() - t0, (r.stdout + r.stderr)[-2000:]
@@ -264,8 +288,7 @@ def run_suite(tree, suite, timeout=SUITE_TIMEOUT):
     # the shared sacreBLEU cases sit beside the repository (../shared/bleu), not beside the copy
     env.setdefault("BLEU_CASES_DIR", os.path.join(os.path.dirname(ROOT), "shared", "bleu"))
     try:
-        r = subprocess.run(["sh", "test/run_tests.sh", "build", "."], cwd=tree, env=env, capture_output=True,
-                           text=True, errors="replace", timeout=timeout)
+        r = run_group(["sh", "test/run_tests.sh", "build", "."], tree, timeout, env)
     except subprocess.TimeoutExpired:
         return 1, f"timed out after {timeout:.0f} s", time.time() - t0
     out = r.stdout + r.stderr

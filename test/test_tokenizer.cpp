@@ -21,6 +21,14 @@ namespace {
 
 int byte_id(unsigned char b) { return Tokenizer::kFirstByte + b; }
 
+// bytes as the vocabulary file writes an invisible character: \xHH each, upper-case hex.
+std::string hex_bytes(const std::string& bytes) {
+    std::string out;
+    char hh[8];
+    for (unsigned char b : bytes) std::snprintf(hh, sizeof hh, "\\x%02X", b), out += hh;
+    return out;
+}
+
 std::string join_pieces(const Tokenizer& tok, const std::vector<int>& ids) {
     std::string s;
     for (size_t i = 0; i < ids.size(); i++) s += (i ? " " : "") + tok.piece(ids[i]);
@@ -55,6 +63,39 @@ void test_split_words() {
     check(same("\xC2\xBFQui\xC3\xA9n? 42x", {"\xC2\xBF", "Qui\xC3\xA9n", "?", " 42", "x"}),
           "split: Spanish marks, accents, digits");
     check(same("  \t x", {"  \t", " x"}), "split: mixed white space run, last space glued");
+    check(same("a\t\n\r\v\f b", {"a", "\t\n\r\v\f", " b"}), "split: tab, LF, CR, VT and FF are one white-space run");
+    // The character classes at each bound and one past it: ASCII's digits and letters, and the
+    // non-ASCII punctuation table (tokenizer.cpp's is_unicode_punct): Latin-1's signs from U+00A0
+    // to U+00BF save ª ² ³ µ ¹ º ¼ ½ ¾; × ÷; U+2000-206F; U+3000-303F; full-width U+FF01-FF0F,
+    // FF1A-FF20, FF3B-FF40, FF5B-FF65. Every other character is a letter. A letter is one word
+    // with the letters beside it ("x?x"), a digit with the digits ("0?0"), punctuation with neither.
+    const std::vector<std::pair<uint32_t, char>> classes = {   // L letter, D digit, P punctuation
+        {'/', 'P'}, {'0', 'D'}, {'9', 'D'}, {':', 'P'}, {'@', 'P'}, {'A', 'L'}, {'Z', 'L'}, {'[', 'P'},
+        {'`', 'P'}, {'a', 'L'}, {'z', 'L'}, {'{', 'P'}, {0x7F, 'P'}, {0x80, 'L'},
+        {0x9F, 'L'}, {0xA0, 'P'}, {0xA1, 'P'}, {0xA9, 'P'}, {0xAA, 'L'}, {0xAB, 'P'}, {0xB1, 'P'}, {0xB2, 'L'},
+        {0xB3, 'L'}, {0xB4, 'P'}, {0xB5, 'L'}, {0xB6, 'P'}, {0xB8, 'P'}, {0xB9, 'L'}, {0xBA, 'L'}, {0xBB, 'P'},
+        {0xBC, 'L'}, {0xBD, 'L'}, {0xBE, 'L'}, {0xBF, 'P'}, {0xC0, 'L'}, {0xD6, 'L'}, {0xD7, 'P'}, {0xD8, 'L'},
+        {0xF6, 'L'}, {0xF7, 'P'}, {0xF8, 'L'}, {0x1FFF, 'L'}, {0x2000, 'P'}, {0x206F, 'P'}, {0x2070, 'L'},
+        {0x2FFF, 'L'}, {0x3000, 'P'}, {0x303F, 'P'}, {0x3040, 'L'}, {0xFF00, 'L'}, {0xFF01, 'P'},
+        {0xFF0F, 'P'}, {0xFF10, 'L'}, {0xFF19, 'L'}, {0xFF1A, 'P'}, {0xFF20, 'P'}, {0xFF21, 'L'},
+        {0xFF3A, 'L'}, {0xFF3B, 'P'}, {0xFF40, 'P'}, {0xFF41, 'L'}, {0xFF5A, 'L'}, {0xFF5B, 'P'},
+        {0xFF65, 'P'}, {0xFF66, 'L'}};
+    std::string wrong;
+    for (const auto& [cp, cls] : classes) {
+        auto words_between = [cp = cp](const char* side) {
+            std::string text = side;
+            append_utf8(&text, cp);
+            return Tokenizer::split_words(text + side).size();
+        };
+        if (words_between("x") != (cls == 'L' ? 1u : 3u) || words_between("0") != (cls == 'D' ? 1u : 3u)) {
+            char hex[16];
+            std::snprintf(hex, sizeof hex, " U+%04X", (unsigned)cp);
+            wrong += hex;
+        }
+    }
+    check(wrong.empty(), "split: %zu characters at the classes' bounds and one past them, each a letter, digit or "
+          "punctuation as tokenizer.cpp's table says (wrong:%s)", classes.size(), wrong.empty() ? " none" : wrong.c_str());
+    check(same("x\x80x\xC3x", {"x\x80x\xC3x"}), "split: a byte that starts no character (0x80, a lone 0xC3) is a letter");
 }
 
 // Hand derivation for the corpus: "low" x5, "lower" x2, "newest" x6, "widest" x3, one word
@@ -101,6 +142,14 @@ void test_hand_merges() {
           "encode 'lower newest' -> lower ▁ newest (got %s)",
           join_pieces(tok, tok.encode("lower newest")).c_str());
     check(tok.encode("").empty(), "encode '' -> no ids");
+    check(tok.encode("es") == std::vector<int>{260} && tok.encode("s") == std::vector<int>{byte_id('s')},
+          "encode 'es' -> es, a word of two symbols merged (got %s); 's' -> s",
+          join_pieces(tok, tok.encode("es")).c_str());
+    bool below = false, past = false;
+    try { tok.piece(-1); } catch (const std::out_of_range&) { below = true; }
+    try { tok.piece(tok.vocab_size()); } catch (const std::out_of_range&) { past = true; }
+    check(below && past, "piece(-1) and piece(vocab_size()) throw std::out_of_range (%s, %s)", below ? "yes" : "no",
+          past ? "yes" : "no");
 }
 
 // Overlapping merges: "ab" x3, "bc" x2 learn a+b (260) before b+c (261), so "abc" encodes as
@@ -359,6 +408,41 @@ void test_serialize() {
     check(tok.piece(byte_id(' ')) == "▁" && tok.piece(byte_id('\\')) == "\\\\" &&
               tok.piece(byte_id(0xE2)) == "\\xE2" && tok.piece(0) == "<pad>" && tok.piece(3) == "</s>",
           "piece(): ▁ for space, \\\\, \\xE2, specials by name");
+    // The file's escaping at every bound of "visible": each byte piece, and char pieces of the
+    // code points at and one past each invisible range (learned from a corpus that holds each
+    // twice), written as themselves or byte by byte as \xHH.
+    std::string wrong_bytes;
+    for (int b = 0; b < 256; b++) {
+        const std::string want = b == ' ' ? "▁" : b == '\\' ? "\\\\" : b > 0x20 && b < 0x7F ? std::string(1, (char)b)
+                                                                                       : hex_bytes(std::string(1, (char)b));
+        if (tok.piece(byte_id((unsigned char)b)) != want) wrong_bytes += " " + std::to_string(b);
+    }
+    check(wrong_bytes.empty(), "piece(): the 256 byte pieces, 0x21-0x7E as themselves (\\ doubled), ' ' as ▁, "
+          "the rest as \\xHH (wrong:%s)", wrong_bytes.empty() ? " none" : wrong_bytes.c_str());
+    const std::vector<std::pair<uint32_t, bool>> visible = {   // code point, written as itself
+        {0x80, false}, {0x9F, false}, {0xA0, false}, {0xA1, true}, {0xAC, true}, {0xAD, false}, {0xAE, true},
+        {0x34E, true}, {0x34F, false}, {0x350, true}, {0x167F, true}, {0x1680, false}, {0x180E, false},
+        {0x1FFF, true}, {0x2000, false}, {0x200F, false}, {0x2010, true}, {0x2027, true}, {0x2028, false},
+        {0x202F, false}, {0x2030, true}, {0x205E, true}, {0x205F, false}, {0x206F, false}, {0x2070, true},
+        {0x2580, true}, {0x2581, false}, {0x2582, true}, {0x3000, false}, {0x3001, true}, {0xFDFF, true},
+        {0xFE00, false}, {0xFE0F, false}, {0xFE10, true}, {0xFEFF, false}, {0xFFEF, true}, {0xFFF0, false},
+        {0xFFFF, false}, {0x10000, true}, {0xDFFFF, true}, {0xE0000, false}, {0xE0FFF, false}, {0xE1000, true}};
+    std::string chars, wrong_chars;
+    for (const auto& [cp, itself] : visible) append_utf8(&chars, cp);
+    const Tokenizer with_chars = Tokenizer::learn({chars, chars}, 260 + (int)visible.size());
+    for (const auto& [cp, itself] : visible) {
+        std::string c;
+        append_utf8(&c, cp);
+        const std::vector<int> ids = with_chars.encode(c);
+        if (ids.size() != 1 || with_chars.piece(ids[0]) != (itself ? c : hex_bytes(c))) {
+            char hex[16];
+            std::snprintf(hex, sizeof hex, " U+%04X", (unsigned)cp);
+            wrong_chars += hex;
+        }
+    }
+    check(wrong_chars.empty(), "piece(): %zu characters at the bounds of the invisible ranges, each as itself or as "
+          "\\xHH bytes as tokenizer.cpp's is_visible_char says (wrong:%s)", visible.size(),
+          wrong_chars.empty() ? " none" : wrong_chars.c_str());
 
     auto refuses = [&](const char* what, const std::string& bad) {
         Tokenizer out = hand_tokenizer();
@@ -388,6 +472,65 @@ void test_serialize() {
     refuses("double space", replace(hand, "merge 260 e s", "merge 260 e  s"));
     refuses("size mismatch", replace(hand, "size 272", "size 273"));
     refuses("negative count", replace(hand, "chars 0", "chars -1"));
+    // The header's counts: strict decimals (no sign, no leading zero, no other character, not
+    // empty, at most kMaxVocab); a bad header line quoted with control bytes and DEL as \xHH.
+    auto refuses_saying = [&](const char* what, const std::string& bad, const std::string& expect) {
+        Tokenizer out;
+        std::string msg;
+        const bool accepted = Tokenizer::deserialize(bad, &out, &msg);
+        check(!accepted && msg.find(expect) != std::string::npos, "refuses %s: \"%s\" (want %s)", what, msg.c_str(),
+              expect.c_str());
+    };
+    for (const char* word : {"bpe-vocab", "size", "specials", "bytes", "chars", "merges"}) {
+        const std::string misspelt = std::string(word).substr(1) + "_";   // e.g. "ize_" for "size"
+        refuses_saying(("a header with '" + misspelt + "' for '" + word + "'").c_str(),
+                       replace(hand, std::string(word) + " ", misspelt + " "), "bad header line");
+    }
+    const std::string malformed = "header has a malformed number";
+    refuses_saying("a count with a leading zero", replace(hand, "size 272", "size 0272"), malformed);
+    refuses_saying("an empty count", replace(hand, "chars 0", "chars "), malformed);
+    refuses_saying("a count '<' ('<' - '0' is 12, the right number)", replace(hand, "merges 12", "merges <"), malformed);
+    refuses_saying("a count '+12'", replace(hand, "merges 12", "merges +12"), malformed);
+    refuses_saying("a count of 20 digits", replace(hand, "size 272", "size 27200000000000000000"), malformed);
+    refuses_saying("a count past kMaxVocab (2^24 + 1)", replace(hand, "size 272", "size 16777217"), malformed);
+    refuses_saying("a count of kMaxVocab (read, then inconsistent)", replace(hand, "size 272", "size 16777216"),
+                   "header sizes are inconsistent");
+    refuses_saying("a header of other words", "hello world\x7F\x1F\xC3\n", "got 'hello world\\x7F\\x1F\\xC3'");
+    refuses_saying("'specials 5'", replace(hand, "specials 4", "specials 5"), "header must say 'specials 4 bytes 256'");
+    refuses_saying("'bytes 255'", replace(hand, "bytes 256", "bytes 255"), "header must say 'specials 4 bytes 256'");
+    refuses_saying("a size past the merges' (273 for 12)", replace(hand, "size 272", "size 273"),
+                   "header sizes are inconsistent");
+    refuses_saying("a line short of the header's count", hand.substr(0, hand.rfind('\n', hand.size() - 2) + 1),
+                   "header announces 12 entries but the text has 11");
+    refuses_saying("a wrong id on line 2", replace(hand, "merge 260 e s", "merge 261 e s"),
+                   "vocabulary line 2: id does not match");
+    for (const char* line : {"merge 260 e s x", "merg 260 e s"})
+        refuses_saying(("'" + std::string(line) + "'").c_str(), replace(hand, "merge 260 e s", line),
+                       "vocabulary line 2: expected 'merge <id> <left> <right>'");
+    // char lines: one multi-byte character each, at the next id
+    const std::string with_char = "bpe-vocab 1 size 261 specials 4 bytes 256 chars 1 merges 0\nchar 260 é\n";
+    Tokenizer loaded;
+    std::string load_error;
+    check(Tokenizer::deserialize(with_char, &loaded, &load_error) && loaded.encode("é") == std::vector<int>{260},
+          "a vocabulary of one char line (é, id 260) loads and encodes é as 260 %s", load_error.c_str());
+    const struct { const char* line; const char* expect; } char_lines[] = {
+        {"char 260 é x", "expected 'char <id> <piece>'"}, {"chr 260 é", "expected 'char <id> <piece>'"},
+        {"char 261 é", "expected id 260"}, {"char 0260 é", "expected id 260"},
+        {"char 260 e", "piece is not one multi-byte UTF-8 character"},
+        {"char 260 éé", "piece is not one multi-byte UTF-8 character"},
+        {"char 260 \\xC3", "piece is not one multi-byte UTF-8 character"}};
+    for (const auto& c : char_lines)
+        refuses_saying(("'" + std::string(c.line) + "'").c_str(), replace(with_char, "char 260 é", c.line),
+                       std::string("vocabulary line 2: ") + c.expect);
+    Tokenizer empty_back;
+    check(Tokenizer::deserialize(Tokenizer().serialize(), &empty_back, &load_error) && empty_back.vocab_size() == 260,
+          "the smallest vocabulary (260 ids, no char, no merge: size 260 chars 0 merges 0) loads %s", load_error.c_str());
+    const Tokenizer smallest = Tokenizer::learn({"ab ab"}, 260), largest = Tokenizer::learn({"ab"}, Tokenizer::kMaxVocab);
+    bool past = false;
+    try { Tokenizer::learn({"ab"}, Tokenizer::kMaxVocab + 1); } catch (const std::invalid_argument&) { past = true; }
+    check(smallest.vocab_size() == 260 && largest.vocab_size() == 261 && past,
+          "learn: vocab_size 260 gives no merge (%d ids), kMaxVocab is taken (%d ids: the corpus's one merge), "
+          "kMaxVocab + 1 refused (%s)", smallest.vocab_size(), largest.vocab_size(), past ? "yes" : "no");
 }
 
 void test_decode() {
@@ -426,9 +569,10 @@ void test_decode() {
           joined.c_str());
 }
 
-// The shared UTF-8 decoder (utf8_char, invalid_utf8_at): every sequence of 1..4 bytes with a
-// valid lead byte is decoded; the valid ones must be exactly Unicode's scalar values
-// (U+0000..U+10FFFF without the surrogates), each once, in its one shortest form.
+// The shared UTF-8 decoder and encoder (utf8_char, append_utf8, invalid_utf8_at, utf8_units,
+// replace_invalid_utf8): every sequence of 1..4 bytes with a valid lead byte is decoded; the
+// valid ones must be exactly Unicode's scalar values (U+0000..U+10FFFF without the
+// surrogates), each once, in its one shortest form, which append_utf8 writes back.
 std::string utf8_encode(uint32_t cp) {
     if (cp < 0x80) return std::string(1, (char)cp);
     if (cp < 0x800) return {(char)(0xC0 | cp >> 6), (char)(0x80 | (cp & 0x3F))};
@@ -439,7 +583,7 @@ std::string utf8_encode(uint32_t cp) {
 }
 
 void test_utf8() {
-    long valid[5] = {0, 0, 0, 0, 0}, wrong = 0;
+    long valid[5] = {0, 0, 0, 0, 0}, wrong = 0, misencoded = 0;
     unsigned char b[4];
     auto try_bytes = [&](int n) {
         uint32_t cp;
@@ -447,6 +591,9 @@ void test_utf8() {
         if (len != n) return;
         valid[n]++;
         if (utf8_encode(cp) != std::string((const char*)b, n) || (cp >= 0xD800 && cp <= 0xDFFF)) wrong++;
+        std::string encoded;
+        append_utf8(&encoded, cp);
+        if (encoded != std::string((const char*)b, n)) misencoded++;
     };
     for (uint32_t x = 0; x < 0x100; x++) { b[0] = x; try_bytes(1); }
     for (uint32_t x = 0xC0; x < 0x100; x++)
@@ -464,18 +611,42 @@ void test_utf8() {
           "utf8_char accepts exactly the shortest forms of U+0000..U+10FFFF minus surrogates "
           "(%ld / %ld / %ld / %ld sequences of 1..4 bytes, %ld that re-encode differently)",
           valid[1], valid[2], valid[3], valid[4], wrong);
-    struct Case { const char* text; long at; const char* what; };
+    check(valid[1] + valid[2] + valid[3] + valid[4] == 0x110000 - 0x800 && misencoded == 0,
+          "append_utf8 writes each of the %ld scalar values as its one shortest form (%ld written otherwise)",
+          valid[1] + valid[2] + valid[3] + valid[4], misencoded);
+    // Each case: the first invalid byte's offset, the text with each invalid byte as U+FFFD
+    // (written here as #), and its code points, an invalid byte one of its own (utf8_units).
+    struct Case { const char* text; long at; const char* replaced; size_t units; const char* what; };
     const Case cases[] = {
-        {"plain ascii", -1, "ASCII"}, {"caf\xC3\xA9 \xF0\x9F\x98\x80", -1, "2- and 4-byte characters"},
-        {"ab\xFF", 2, "0xFF"}, {"a\x80", 1, "stray continuation byte"},
-        {"xy\xC3", 2, "truncated 2-byte character at the end"}, {"\xE2\x82x", 0, "truncated 3-byte character"},
-        {"a\xC0\xAF", 1, "overlong '/' (C0 AF)"}, {"\xE0\x80\xAF", 0, "overlong 3-byte"},
-        {"ok\xED\xA0\x80", 2, "surrogate U+D800"}, {"\xF4\x90\x80\x80", 0, "U+110000"},
-        {"\xF0\x8F\xBF\xBF", 0, "overlong 4-byte"}, {"\xEF\xBF\xBD\xF5", 3, "0xF5 after U+FFFD"},
+        {"plain ascii", -1, "plain ascii", 11, "ASCII"},
+        {"caf\xC3\xA9 \xF0\x9F\x98\x80", -1, "caf\xC3\xA9 \xF0\x9F\x98\x80", 6, "2- and 4-byte characters"},
+        {"ab\xFF", 2, "ab#", 3, "0xFF"}, {"a\x80", 1, "a#", 2, "stray continuation byte"},
+        {"xy\xC3", 2, "xy#", 3, "truncated 2-byte character at the end"},
+        {"\xE2\x82x", 0, "##x", 3, "truncated 3-byte character"},
+        {"a\xC0\xAF", 1, "a##", 3, "overlong '/' (C0 AF)"}, {"\xE0\x80\xAF", 0, "###", 3, "overlong 3-byte"},
+        {"ok\xED\xA0\x80", 2, "ok###", 5, "surrogate U+D800"}, {"\xF4\x90\x80\x80", 0, "####", 4, "U+110000"},
+        {"\xF0\x8F\xBF\xBF", 0, "####", 4, "overlong 4-byte"},
+        {"\xEF\xBF\xBD\xF5", 3, "\xEF\xBF\xBD#", 2, "0xF5 after U+FFFD"},
     };
     for (const Case& c : cases) {
         long at = invalid_utf8_at(c.text);
         check(at == c.at, "invalid_utf8_at(%s) = %ld (want %ld)", c.what, at, c.at);
+        std::string want;   // c.replaced with # as U+FFFD
+        for (const char* p = c.replaced; *p; p++) want += *p == '#' ? std::string("\xEF\xBF\xBD") : std::string(1, *p);
+        check(replace_invalid_utf8(c.text) == want, "replace_invalid_utf8(%s): each invalid byte one U+FFFD (%s)",
+              c.what, c.replaced);
+        const std::vector<Utf8Unit> units = utf8_units(c.text);
+        std::string joined, marked;   // the units' bytes; the valid ones' code points, the others as U+FFFD
+        bool bytes_of_invalid = true;
+        for (const Utf8Unit& u : units) {
+            joined += u.text;
+            if (u.valid) append_utf8(&marked, u.cp);
+            else marked += "\xEF\xBF\xBD", bytes_of_invalid = bytes_of_invalid && u.text.size() == 1 && u.cp == (unsigned char)u.text[0];
+        }
+        check(units.size() == c.units && joined == c.text && marked == want && bytes_of_invalid,
+              "utf8_units(%s): %zu units (want %zu), joined back %s, code points %s, an invalid one its byte %s",
+              c.what, units.size(), c.units, joined == c.text ? "whole" : "WRONG", marked == want ? "right" : "WRONG",
+              bytes_of_invalid ? "yes" : "NO");
     }
 }
 
