@@ -1098,6 +1098,22 @@ static void ensembles() {
     }
 }
 
+// Jobs of lines[j] tokens (</s> included) at beams[j], queued by a request thread each, in order.
+static std::vector<std::shared_ptr<DecodeJob>> queue_jobs(BatchQueue& q, const std::vector<int>& lines,
+                                                          const std::vector<int>& beams,
+                                                          std::vector<std::thread>* requests) {
+    std::vector<std::shared_ptr<DecodeJob>> jobs;
+    for (size_t j = 0; j < lines.size(); j++) {
+        auto job = std::make_shared<DecodeJob>();
+        job->opt.beam = beams[j];
+        job->add(std::vector<int>(lines[j] - 1, 5), 0);   // lines[j] tokens with </s>
+        jobs.push_back(job);
+        requests->emplace_back([&q, job] { q.run(job, DecodeJob::Clock::now() + std::chrono::hours(1)); });
+        while (q.queued_sources() < j + 1) std::this_thread::yield();   // arrival order = j
+    }
+    return jobs;
+}
+
 // The service's batches (toolkit/batch_queue.h): jobs queued one after another by request
 // threads, the queue closed, then the batches it yields: the oldest job first, then in arrival
 // order the jobs of the same search while the batch holds fewer than batch_tokens source tokens;
@@ -1105,16 +1121,8 @@ static void ensembles() {
 static std::vector<std::vector<int>> queue_batches(const std::vector<int>& lines, const std::vector<int>& beams,
                                                    bool batching) {
     BatchQueue q({10, std::chrono::milliseconds(3600 * 1000), batching});
-    std::vector<std::shared_ptr<DecodeJob>> jobs;
     std::vector<std::thread> requests;
-    for (size_t j = 0; j < lines.size(); j++) {
-        auto job = std::make_shared<DecodeJob>();
-        job->opt.beam = beams[j];
-        job->add(std::vector<int>(lines[j] - 1, 5), 0);   // lines[j] tokens with </s>
-        jobs.push_back(job);
-        requests.emplace_back([&q, job] { q.run(job, DecodeJob::Clock::now() + std::chrono::hours(1)); });
-        while (q.queued_sources() < j + 1) std::this_thread::yield();   // arrival order = j
-    }
+    const std::vector<std::shared_ptr<DecodeJob>> jobs = queue_jobs(q, lines, beams, &requests);
     q.close();
     std::vector<std::vector<int>> got;
     std::vector<std::shared_ptr<DecodeJob>> batch;
@@ -1143,12 +1151,7 @@ static std::string batches_text(const std::vector<std::vector<int>>& batches) {
 static bool taken_before_the_wait(const std::vector<int>& lines, std::chrono::milliseconds patience) {
     BatchQueue q({10, std::chrono::milliseconds(3600 * 1000), true});
     std::vector<std::thread> requests;
-    for (size_t j = 0; j < lines.size(); j++) {
-        auto job = std::make_shared<DecodeJob>();
-        job->add(std::vector<int>(lines[j] - 1, 5), 0);
-        requests.emplace_back([&q, job] { q.run(job, DecodeJob::Clock::now() + std::chrono::hours(1)); });
-        while (q.queued_sources() < j + 1) std::this_thread::yield();
-    }
+    queue_jobs(q, lines, std::vector<int>(lines.size(), 1), &requests);
     std::atomic<bool> taken{false};
     std::thread decoder([&] {
         std::vector<std::shared_ptr<DecodeJob>> batch;

@@ -29,6 +29,13 @@ std::string hex_bytes(const std::string& bytes) {
     return out;
 }
 
+// A code point as Unicode writes it: U+00A0.
+std::string u_plus(uint32_t cp) {
+    char name[16];
+    std::snprintf(name, sizeof name, "U+%04X", (unsigned)cp);
+    return name;
+}
+
 std::string join_pieces(const Tokenizer& tok, const std::vector<int>& ids) {
     std::string s;
     for (size_t i = 0; i < ids.size(); i++) s += (i ? " " : "") + tok.piece(ids[i]);
@@ -88,9 +95,7 @@ void test_split_words() {
             return Tokenizer::split_words(text + side).size();
         };
         if (words_between("x") != (cls == 'L' ? 1u : 3u) || words_between("0") != (cls == 'D' ? 1u : 3u)) {
-            char hex[16];
-            std::snprintf(hex, sizeof hex, " U+%04X", (unsigned)cp);
-            wrong += hex;
+            wrong += " " + u_plus(cp);
         }
     }
     check(wrong.empty(), "split: %zu characters at the classes' bounds and one past them, each a letter, digit or "
@@ -435,9 +440,7 @@ void test_serialize() {
         append_utf8(&c, cp);
         const std::vector<int> ids = with_chars.encode(c);
         if (ids.size() != 1 || with_chars.piece(ids[0]) != (itself ? c : hex_bytes(c))) {
-            char hex[16];
-            std::snprintf(hex, sizeof hex, " U+%04X", (unsigned)cp);
-            wrong_chars += hex;
+            wrong_chars += " " + u_plus(cp);
         }
     }
     check(wrong_chars.empty(), "piece(): %zu characters at the bounds of the invisible ranges, each as itself or as "
