@@ -199,7 +199,7 @@ int main(int argc, char** argv) {
     guard_stdout("bpe");
     if (argc < 2 || !std::strcmp(argv[1], "--help") || !std::strcmp(argv[1], "-h")) {
         std::fputs(kMainHelp, argc < 2 ? stderr : stdout);
-        return argc < 2 ? 1 : 0;
+        return argc < 2 ? 2 : 0;   // no command: a usage error, as an unknown one
     }
     std::string cmd = argv[1];
     if (cmd == "learn") return cmd_learn(parse_options(cmd, argc, argv));

@@ -128,6 +128,13 @@ check $? "--help lists the options (exit $s)"
 "$B"/average --out "$T/avg2.safetensors" "$T/run"/ckpt-*.safetensors > /dev/null
 s=$?; [ $s -eq 0 ] && cmp -s "$T/avg2.safetensors" "$M"
 check $? "./average of the kept checkpoints (exit $s) is byte-identical to ./train's average.safetensors"
+kept=$(ls "$T/run"/ckpt-*.safetensors | wc -l)
+"$B"/average --last "$kept" --out "$T/avg-last.safetensors" "$T/run" > /dev/null; s=$?
+[ $s -eq 0 ] && cmp -s "$T/avg-last.safetensors" "$M"
+check $? "./average --last $kept of a folder holding exactly $kept checkpoints: all of them, ./train's average (exit $s)"
+"$B"/average "$M" > /dev/null 2> "$T/err.txt"; s=$?
+[ $s -eq 2 ] && grep -q "need --out FILE and at least one checkpoint" "$T/err.txt"
+check $? "./average without --out: exit 2 ($s), says what it needs"
 "$B"/translate --model "$T/avg2.safetensors" < "$T/in.txt" > "$T/avg2.txt"
 s=$?; [ $s -eq 0 ] && cmp -s "$T/avg2.txt" "$T/out4.txt"; check $? "the averaged model translates as ./train's average (exit $s)"
 "$B"/bleu "$T/corpus/test.es" < "$T/corpus/test.es" > "$T/bleu.txt"; s=$?
@@ -170,6 +177,12 @@ for cmd in "train:--max-tokens" "translate:--beam" "average:--out" "bleu:--score
     "$B"/$prog --help > "$T/help.txt" 2>&1; s=$?
     [ $s -eq 0 ] && grep -q -- "$opt" "$T/help.txt" && ! grep -q -- "--.* \[\]$" "$T/help.txt"
     check $? "./$prog --help: exit 0 ($s), lists $opt, no empty default: $(grep -- "--.* \[\]$" "$T/help.txt" | head -c 80)"
+done
+for cmd in "learn:INPUT...:Learns a joint BPE" "encode:< text > ids:Encodes text lines" "decode:< ids > text:Decodes lines"; do
+    c=${cmd%%:*}; rest=${cmd#*:}; usage=${rest%%:*}; what=${rest#*:}
+    "$B"/bpe $c --help > "$T/help.txt" 2>&1
+    grep -qxF "usage: bpe $c [options] $usage" "$T/help.txt" && grep -q "^$what" "$T/help.txt"
+    check $? "./bpe $c --help: usage: bpe $c [options] $usage; says what it does: $what ..."
 done
 
 # Option values: finite numbers, sizes >= 1, beam and n-best within their bounds; a bad value
@@ -291,6 +304,23 @@ ln -sf "$T/linked.bpe" "$T/link.bpe"; : > "$T/linked.bpe"
 "$B"/bpe learn --vocab-size 280 --out "$T/plain.bpe" "$T/corpus/train.en" 2> /dev/null
 [ $s -eq 0 ] && [ -L "$T/link.bpe" ] && cmp -s "$T/linked.bpe" "$T/plain.bpe"
 check $? "./bpe learn --out LINK: the file it names is the vocabulary, the link stays (exit $s)"
+# ./bpe learn's required parts, ./bpe without a command, and its summary
+for missing in "--out $T/never.bpe $T/corpus/train.en" "--vocab-size 280 $T/corpus/train.en" "--vocab-size 280 --out $T/never.bpe"; do
+    "$B"/bpe learn $missing > /dev/null 2> "$T/err.txt"; s=$?
+    [ $s -eq 2 ] && grep -q "learn needs --vocab-size N, --out FILE and at least one input file" "$T/err.txt" && [ ! -e "$T/never.bpe" ]
+    check $? "./bpe learn $(echo "$missing" | sed "s|$T/||g"): exit 2 ($s), says what learn needs"
+done
+"$B"/bpe > "$T/out.txt" 2> "$T/err.txt"; s=$?
+"$B"/bpe --help > "$T/help.txt" 2> /dev/null; s2=$?
+[ $s -eq 2 ] && [ ! -s "$T/out.txt" ] && grep -q "^usage: bpe COMMAND" "$T/err.txt" && [ $s2 -eq 0 ] && cmp -s "$T/err.txt" "$T/help.txt"
+check $? "./bpe without a command: usage on stderr, exit 2 ($s); ./bpe --help: the same on stdout, exit 0 ($s2)"
+"$B"/bpe learn --vocab-size 280 --out "$T/full.bpe" "$T/corpus/train.en" 2> "$T/err.txt"; s=$?
+"$B"/bpe learn --vocab-size 100000 --out "$T/exhausted.bpe" "$T/corpus/test.en" 2> "$T/err2.txt"; s2=$?
+[ $s -eq 0 ] && ! grep -q "corpus exhausted" "$T/err.txt" && [ $s2 -eq 0 ] && grep -q "note: corpus exhausted before 100000 ids" "$T/err2.txt"
+check $? "./bpe learn: no note at exactly --vocab-size ids, 'corpus exhausted before 100000 ids' short of them (exit $s, $s2)"
+s=$( { "$B"/bpe learn --vocab-size 280 --out /dev/stdout "$T/corpus/train.en" 2> /dev/null; echo $? > "$T/status"; } | cat > "$T/stdout.bpe"; cat "$T/status")
+[ "$s" -eq 0 ] && cmp -s "$T/stdout.bpe" "$T/plain.bpe"
+check $? "./bpe learn --out /dev/stdout into a pipe: the vocabulary, as a file gets it (exit $s)"
 # ./bpe learn on ./train's files learns ./train's vocabulary, also when the lines end in spaces
 # and CRLF (each line's ends trimmed as ./train trims its data; they had been merged as pieces)
 for l in en es; do sed 's/$/ \r/' "$T/corpus/train.$l" > "$T/crlf.$l"; done
@@ -382,6 +412,13 @@ check $? "--pieces --ids: the last one counts (ids)"
 echo "5 300" | "$B"/bpe decode --vocab "$V/two.bpe" > /dev/null 2> "$T/err.txt"
 s=$?; [ $s -eq 1 ] && grep -q "line 1: expected ids in \[0, 300), got '300'" "$T/err.txt"
 check $? "./bpe decode of id 300 with a 300-id vocabulary: refused, exit 1 ($s): $(head -c 80 "$T/err.txt")"
+printf '0 105\t106\r\n' | "$B"/bpe decode --vocab "$V/two.bpe" > "$V/tabbed.txt" 2> "$T/err.txt"; s=$?
+printf '105 106\n' | "$B"/bpe decode --vocab "$V/two.bpe" > "$V/spaced.txt" 2> /dev/null
+[ $s -eq 0 ] && [ -s "$V/tabbed.txt" ] && cmp -s "$V/tabbed.txt" "$V/spaced.txt"
+check $? "./bpe decode '0 105<TAB>106<CR>': id 0 (<pad>) taken and skipped, tabs and CR separate ids as spaces do (exit $s)"
+echo "5 x7" | "$B"/bpe decode --vocab "$V/two.bpe" > /dev/null 2> "$T/err.txt"
+s=$?; [ $s -eq 1 ] && grep -q "line 1: expected ids in \[0, 300), got 'x7'" "$T/err.txt"
+check $? "./bpe decode of 'x7': refused, exit 1 ($s): $(head -c 80 "$T/err.txt")"
 printf '105 14 106\n' | "$B"/bpe decode --vocab "$V/two.bpe" > "$V/split.txt" 2> "$T/err.txt"   # id 14: byte 0x0A
 s=$?; [ $s -eq 1 ] && [ ! -s "$V/split.txt" ] && grep -q "line 1: the ids decode to a newline byte (id 14)" "$T/err.txt"
 check $? "./bpe decode of the newline byte's id: refused, exit 1 ($s), not 2 lines for 1 ($(wc -l < "$V/split.txt")): $(head -c 80 "$T/err.txt")"
