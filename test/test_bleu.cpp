@@ -4,6 +4,7 @@
 // When the shared folder is missing those cases are reported as skipped, not counted.
 #include "tokenizer.h"   // append_utf8
 #include "toolkit/bleu_score.h"
+#include "toolkit/numbers.h"   // printed
 #include "toolkit/numpy_random.h"
 #include "toolkit/significance.h"
 #include "toolkit/ter_score.h"
@@ -261,6 +262,59 @@ void test_format_and_signature() {
           bleu_signature().c_str());
 }
 
+// check_chrf_options, the library's own guard (./bleu's options refuse the same ranges first):
+// each bound accepted, one past it refused.
+void test_chrf_option_ranges() {
+    struct Case { int char_order, word_order, beta; bool ok; };
+    const Case cases[] = {{1, 0, 0, true},    {20, 10, 1000, true}, {0, 0, 2, false}, {21, 0, 2, false},
+                          {6, -1, 2, false},  {6, 11, 2, false},    {6, 0, -1, false}, {6, 0, 1001, false}};
+    int wrong = 0;
+    for (const Case& c : cases) {
+        ChrfOptions opt;
+        opt.char_order = c.char_order, opt.word_order = c.word_order, opt.beta = c.beta;
+        bool refused = false;
+        try { check_chrf_options(opt); } catch (const std::invalid_argument&) { refused = true; }
+        if (refused == c.ok) {
+            wrong++;
+            std::printf("  nc %d nw %d beta %d: %s\n", c.char_order, c.word_order, c.beta, refused ? "refused" : "accepted");
+        }
+    }
+    check(wrong == 0, "chrF's options: character order 1..20, word order 0..10, beta 0..1000 accepted, one past "
+          "each bound refused (%d of 8 cases wrong)", wrong);
+}
+
+// tokenize none (and char) leaves white space as it is, but sacreBLEU's n-grams are of split()'s
+// words: runs of spaces and tabs are one gap, so "a  b\tc d" scores 100 against "a b c  d"
+// (sacreBLEU 2.6.0: 100.00 with none; char too, whose tokens are then one character each).
+void test_untokenized_white_space() {
+    for (const char* name : {"none", "char"}) {
+        BleuOptions opt;
+        opt.tokenize = name;
+        const BleuStats s = corpus_bleu({"a  b\tc d"}, {"a b c  d"}, opt);
+        check(std::fabs(s.bleu - 100.0) < 1e-9 && s.sys_len == 4 && s.ref_len == 4, "tokenize %s: \"a  b\\tc d\" against \"a b c  d\": %s (sacreBLEU: 100.00)",
+              name, format_bleu(s, 2, opt).c_str());
+    }
+}
+
+// A smoothing value of 0 given is 0, not the method's default (sacreBLEU uses a default only
+// for None): floor 0 leaves a zero count's precision 0, add-k 0 adds nothing. sacreBLEU 2.6.0:
+// floor 0 -> 0.00 (default 0.1: 25.41), add-k 0 -> 53.73 (default 1: 63.89).
+void test_smoothing_value_zero() {
+    BleuOptions floor0;
+    floor0.smooth_method = "floor", floor0.smooth_value = 0;
+    const BleuStats f = corpus_bleu({"the cat sat on my mat"}, {"the cat is on my mat"}, floor0);
+    check(f.counts[3] == 0 && f.bleu == 0.0 && format_bleu(f, 2, floor0).find(" 83.3/60.0/25.0/0.0 ") != std::string::npos &&
+              bleu_signature(1, floor0) == "nrefs:1|case:mixed|eff:no|tok:13a|smooth:floor[0.00]",
+          "--smooth-method floor --smooth-value 0: %s, %s (sacreBLEU: 0.00 83.3/60.0/25.0/0.0, floor[0.00])", format_bleu(f, 2, floor0).c_str(),
+          bleu_signature(1, floor0).c_str());
+    BleuOptions addk0;
+    addk0.smooth_method = "add-k", addk0.smooth_value = 0;
+    const BleuStats a = corpus_bleu({"the cat sat on a mat"}, {"the cat sat on the mat"}, addk0);
+    check(std::fabs(a.bleu - 53.73) < 0.005 && bleu_signature(1, addk0) == "nrefs:1|case:mixed|eff:no|tok:13a|smooth:add-k[0.00]",
+          "--smooth-method add-k --smooth-value 0: %s, %s (sacreBLEU: 53.73, add-k[0.00])", format_bleu(a, 2, addk0).c_str(),
+          bleu_signature(1, addk0).c_str());
+}
+
 void test_errors_and_bytes() {
     bool threw = false;
     try { corpus_bleu({"a", "b"}, {"a"}); } catch (const std::invalid_argument&) { threw = true; }
@@ -282,6 +336,49 @@ void test_errors_and_bytes() {
     check(py_rstrip("ab \xc2\xa0\t\xe3\x80\x80") == "ab" && py_rstrip("ab\xc2") == "ab\xc2" &&
               py_rstrip("\x85") == "\x85",
           "py_rstrip strips Unicode white space, not a lone byte 0x85");
+}
+
+// Python's str.isspace(), written out from its documentation (the code points of bidirectional
+// class WS, B or S, or category Zs): what py_split and py_rstrip must treat as white space.
+bool python_space(uint32_t c) {
+    return (c >= 0x09 && c <= 0x0D) || (c >= 0x1C && c <= 0x20) || c == 0x85 || c == 0xA0 || c == 0x1680 ||
+           (c >= 0x2000 && c <= 0x200A) || c == 0x2028 || c == 0x2029 || c == 0x202F || c == 0x205F || c == 0x3000;
+}
+
+// Every scalar value between two letters (py_split: two words only around white space), at a
+// line's end and alone (py_rstrip: removed only when white space); then views that end inside a
+// character, which must not read past their end.
+void test_python_white_space() {
+    int64_t split_wrong = 0, strip_wrong = 0, spaces = 0;
+    std::string first_wrong = "none";
+    for (uint32_t c = 0; c <= 0x10FFFF; c++) {
+        if (c >= 0xD800 && c <= 0xDFFF) continue;
+        std::string ch;
+        append_utf8(&ch, c);
+        const bool space = python_space(c);
+        spaces += space;
+        const size_t words = py_split("a" + ch + "b").size();
+        const bool split_ok = space ? words == 2 : words == 1;
+        const bool strip_ok = (py_rstrip("a" + ch) == "a") == space && py_rstrip(ch).empty() == space;
+        split_wrong += !split_ok;
+        strip_wrong += !strip_ok;
+        if ((!split_ok || !strip_ok) && first_wrong == "none") first_wrong = printed("U+%04X", (unsigned)c);
+    }
+    check(split_wrong == 0 && strip_wrong == 0 && spaces == 29,
+          "every scalar value between letters, at a line's end and alone: %lld white space; py_split wrong on %lld, "
+          "py_rstrip on %lld (first: %s)",
+          (long long)spaces, (long long)split_wrong, (long long)strip_wrong, first_wrong.c_str());
+    // (pieces: each view's words and their sizes in bytes; want "1:2", "1:3", "1:3")
+    auto pieces = [](const std::string& text, size_t len) {
+        const std::vector<std::string_view> words = py_split(std::string_view(text.data(), len));
+        std::string out = std::to_string(words.size());
+        for (std::string_view w : words) out += ":" + std::to_string(w.size());
+        return out;
+    };
+    const std::string nel = pieces("a\xc2\x85", 2), thin = pieces("a\xe2\x80\x89", 3), ideo = pieces("a\xe3\x80\x80", 3);
+    check(nel == "1:2" && thin == "1:3" && ideo == "1:3",
+          "py_split of a view cut inside U+0085, U+2009, U+3000: one word of the bytes it holds (words:bytes %s, %s, %s)",
+          nel.c_str(), thin.c_str(), ideo.c_str());
 }
 
 // ---- TER (toolkit/ter_score.h), by hand; test/test_sacrebleu.py compares it with sacreBLEU ----
@@ -432,7 +529,11 @@ int main(int argc, char** argv) {
     test_hand_ter();
     test_hand_bleu();
     test_format_and_signature();
+    test_smoothing_value_zero();
+    test_untokenized_white_space();
+    test_chrf_option_ranges();
     test_errors_and_bytes();
+    test_python_white_space();
     std::string dir = cases_dir();
     try {
         test_tok13a_tsv(dir);
