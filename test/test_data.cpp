@@ -10,11 +10,14 @@
 // Run:   ./build/test_data       (prints PASS/FAIL lines, ends with "data: N passed, M failed")
 #include <algorithm>
 #include <cstdio>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <map>
 #include <tuple>
 #include <string>
+#include <unistd.h>
 #include <vector>
 
 #include "toolkit/parallel_data.h"
@@ -38,6 +41,24 @@ static std::string read_bytes(const std::string& path) {
 
 static bool contains(const std::string& s, const std::string& part) {
     return s.find(part) != std::string::npos;
+}
+
+// What f() writes to stderr (through a temporary file put in its place).
+template <class F>
+static std::string stderr_of(F f) {
+    std::fflush(stderr);
+    FILE* sink = std::tmpfile();
+    int saved = dup(2);
+    dup2(fileno(sink), 2);
+    f();
+    std::fflush(stderr);
+    dup2(saved, 2);
+    close(saved);
+    std::string text;
+    std::rewind(sink);
+    for (int c; (c = std::fgetc(sink)) != EOF;) text += (char)c;
+    std::fclose(sink);
+    return text;
 }
 
 // Deterministic synthetic sentence of n bytes (lower-case words and spaces).
@@ -112,6 +133,16 @@ static void test_read_errors(const Tokenizer& tok) {
     ok = load_parallel(tmp_path("b.en"), tmp_path("b.es"), tok, skip, &d, &err);
     check(ok && d.pairs.size() == 2 && d.skipped_empty == 1 && d.line == std::vector<size_t>{1, 3},
           "skip_empty: 2 pairs kept (lines 1, 3), 1 skipped and counted");
+    write_text(tmp_path("g.en"), "one\n\nthree\n\nfive\n");
+    write_text(tmp_path("g.es"), "uno\ndos\ntres\ncuatro\ncinco\n");
+    LoadOptions told = skip;
+    told.verbose = true;
+    const std::string said = stderr_of([&] {
+        ok = load_parallel(tmp_path("g.en"), tmp_path("g.es"), tok, told, &d, &err);
+    });
+    check(ok && d.pairs.size() == 3 && contains(said, "skipped 2 pairs with an empty line (first at line 2 of "),
+          "skip_empty's warning counts the skipped pairs and names the first one's line: %s",
+          said.substr(std::min(said.find("warning"), said.size())).c_str());
 
     write_text(tmp_path("c.en"), "ok\nbad \xff byte\n");
     write_text(tmp_path("c.es"), "ok\nfine\n");
@@ -135,6 +166,37 @@ static void test_read_errors(const Tokenizer& tok) {
     check(ok && d.pairs.size() == 2 && tok.decode(d.pairs[0].src) == "crlf line" &&
               tok.decode(d.pairs[1].src) == "second" && tok.decode(d.pairs[0].tgt) == "una",
           "CRLF and surrounding blanks are stripped");
+}
+
+// What a file that is not UTF-8 text of lines is called, and where a bad byte is (the unit-level
+// twin of test_robust.sh's cases); line ends that are text: a lone line with or without its end.
+static void test_not_text() {
+    using namespace std::string_literals;
+    struct Bad { const char* what; std::string bytes; const char* said; } bads[] = {
+        {"gzip", "\x1f\x8b\x08\x00"s, " is gzip-compressed"},
+        {"UTF-16 little-endian", "\xff\xfe" "a\0\n\0"s, " is UTF-16"},
+        {"UTF-16 big-endian", "\xfe\xff\0a\0\n"s, " is UTF-16"},
+        {"old Mac line ends", "sun\rmoon\r", " has old Mac line ends"},
+        {"a NUL byte", "ok\nnul\0here\n"s, ":2: NUL byte at byte 4 "},
+        {"invalid UTF-8", "ok\nbad \xff byte\n", ":2: invalid UTF-8 (byte 0xFF at byte 5)"}};
+    std::vector<std::string> lines;
+    std::string err;
+    for (const Bad& b : bads) {
+        write_text(tmp_path("bad.txt"), b.bytes);
+        bool ok = read_text_lines(tmp_path("bad.txt"), &lines, &err);
+        check(!ok && contains(err, "bad.txt" + std::string(b.said)), "%s -> '%s' (%s)", b.what,
+              b.said, ok ? "read" : err.c_str());
+    }
+    struct Good { const char* what; const char* bytes; std::vector<std::string> lines; } goods[] = {
+        {"one line without a line end", "sun and moon", {"sun and moon"}},
+        {"one line ending in a carriage return alone", "sun\r", {"sun"}},
+        {"a carriage return inside the last line", "sun\nmo\ron", {"sun", "mo\ron"}}};
+    for (const Good& g : goods) {
+        write_text(tmp_path("good.txt"), g.bytes);
+        bool ok = read_text_lines(tmp_path("good.txt"), &lines, &err);
+        check(ok && lines == g.lines, "%s: read as %zu line(s) (%s)", g.what, g.lines.size(),
+              ok ? lines[0].c_str() : err.c_str());
+    }
 }
 
 // A UTF-8 byte-order mark at a file's start (saved as "UTF-8 with BOM") is dropped, as ./translate
@@ -251,6 +313,113 @@ static void test_cache(const Tokenizer& tok) {
     ok = encode_file_cached(src, tok, false, &again, &note, &err);
     check(ok && again.size() == 300, "use_cache=false encodes without the cache (%s)",
           note.c_str());
+}
+
+// Encodes `path` through its cache and checks the note holds `want` and the ids are `ids`.
+static void ok_or_rebuilt(const std::string& path, const Tokenizer& tok,
+                          const std::vector<std::vector<int>>& ids, const std::string& want,
+                          const char* what) {
+    std::vector<std::vector<int>> got;
+    std::string note, err;
+    bool ok = encode_file_cached(path, tok, true, &got, &note, &err);
+    check(ok && contains(note, want) && got == ids, "%s (%s)", what, ok ? note.c_str() : err.c_str());
+}
+
+// The ids cache as another program would read and write it, from the layout in
+// toolkit/parallel_data.cpp's comment, with its hash restated here: the format is pinned (a
+// changed hash would call every cache corrupt, and every checkpoint's data hash another
+// corpus'), and caches can be forged with a valid checksum to reach the checks behind it.
+struct FormatHash {   // 8-byte little-endian words; a tail zero-padded, its length in the top byte
+    uint64_t h = 0x243F6A8885A308D3ull;
+    void mix(uint64_t w) {
+        h = (h ^ w) * 0x9E3779B97F4A7C15ull;
+        h ^= h >> 29;
+    }
+    void add(const std::string& bytes) {
+        size_t at = 0;
+        for (; at + 8 <= bytes.size(); at += 8) mix(word(bytes, at, 8));
+        if (at < bytes.size()) mix(word(bytes, at, bytes.size() - at) ^ (uint64_t)(bytes.size() - at) << 56);
+    }
+    static uint64_t word(const std::string& bytes, size_t at, size_t n) {
+        uint64_t w = 0;
+        for (size_t k = 0; k < n; k++) w |= (uint64_t)(unsigned char)bytes[at + k] << 8 * k;
+        return w;
+    }
+};
+
+struct CacheFile {                 // header (64 bytes), offsets (n_lines + 1), ids (n_ids)
+    std::string header;
+    std::vector<uint64_t> offsets;
+    std::vector<int32_t> ids;
+    uint64_t field(size_t at) const { return FormatHash::word(header, at, 8); }
+    void set(size_t at, uint64_t v) { header.replace(at, 8, (const char*)&v, 8); }
+    std::string body() const {
+        return std::string((const char*)offsets.data(), offsets.size() * 8) +
+               std::string((const char*)ids.data(), ids.size() * 4);
+    }
+    std::string sealed() const {   // with the checksum of bytes [0, 56) and of the body
+        FormatHash hash;
+        hash.add(header.substr(0, 56));
+        hash.add(std::string((const char*)offsets.data(), offsets.size() * 8));
+        hash.add(std::string((const char*)ids.data(), ids.size() * 4));
+        CacheFile c = *this;
+        c.set(56, hash.h);
+        return c.header + body();
+    }
+};
+
+static CacheFile parse_cache(const std::string& bytes) {
+    CacheFile c;
+    c.header = bytes.substr(0, 64);
+    c.offsets.resize(c.field(40) + 1);
+    std::memcpy(c.offsets.data(), bytes.data() + 64, c.offsets.size() * 8);
+    c.ids.resize(c.field(48));
+    std::memcpy(c.ids.data(), bytes.data() + 64 + c.offsets.size() * 8, c.ids.size() * 4);
+    return c;
+}
+
+static void test_cache_format(const Tokenizer& tok) {
+    const std::string text = "sun moon\n\nstar\n", path = tmp_path("format.en");   // line 2 empty
+    const std::string cpath = cache_path(path, tok.fingerprint());
+    write_text(path, text);
+    std::vector<std::vector<int>> ids, again;
+    std::string note, err;
+    encode_file_cached(path, tok, true, &ids, &note, &err);
+    const std::string bytes = read_bytes(cpath);
+    FormatHash text_hash;
+    text_hash.add(text);
+    const bool sized = bytes.size() == 64 + 8 * 4 + 4 * 12;
+    const CacheFile c = sized ? parse_cache(bytes) : CacheFile{};
+    check(sized && c.header.compare(0, 8, "AIAYNIDS") == 0 && c.field(8) == (64ull << 32 | 3) &&
+              c.field(16) == tok.fingerprint() && c.field(24) == text.size() &&
+              c.field(32) == text_hash.h && c.field(40) == 3 && c.field(48) == 12 &&
+              c.offsets == std::vector<uint64_t>{0, 8, 8, 12} && c.sealed() == bytes,
+          "the cache of 3 lines (one empty) is the documented layout: magic, version 3, header 64, "
+          "text size and hash, counts, offsets 0 8 8 12, checksum (%zu bytes)", bytes.size());
+    ok_or_rebuilt(path, tok, ids, "cache hit", "a cache with an empty line (two equal offsets) is used");
+
+    struct Forged { const char* what; std::function<void(CacheFile*)> edit; const char* why; } forged[] = {
+        {"the first offset 1", [](CacheFile* f) { f->offsets[0] = 1; }, "corrupt: offsets"},
+        {"the last offset short of the ids", [](CacheFile* f) { f->offsets[3] = 11; }, "corrupt: offsets"},
+        {"offsets going back", [](CacheFile* f) { f->offsets[1] = 9; }, "corrupt: offsets"},
+        {"an id of -1", [](CacheFile* f) { f->ids[4] = -1; }, "corrupt: id out of range"},
+        {"an id of the vocabulary's size", [&](CacheFile* f) { f->ids[4] = tok.vocab_size(); },
+         "corrupt: id out of range"},
+        {"2^62 more ids than it holds (4 * n_ids wraps to the file's size)",
+         [](CacheFile* f) { f->set(48, f->field(48) + (1ull << 62)); }, "corrupt: file size"},
+        {"2^61 - 1 lines and no body (8 * (n_lines + 1) wraps to 0)", [](CacheFile* f) {
+             f->set(40, (1ull << 61) - 1);
+             f->set(48, 0);
+             f->offsets.clear();
+             f->ids.clear();
+         }, "corrupt: file size"}};
+    for (const Forged& fg : forged) {
+        CacheFile f = c;
+        fg.edit(&f);
+        write_text(cpath, f.sealed());
+        ok_or_rebuilt(path, tok, ids, fg.why, (std::string("a cache forged with a valid checksum and ") + fg.what +
+                                               " is refused and rebuilt").c_str());
+    }
 }
 
 // ------------------------------------------------------------------ the sampler
@@ -527,8 +696,10 @@ int main() {
     test_random();
     test_make_batch();
     test_read_errors(tok);
+    test_not_text();
     test_byte_order_mark(tok);
     test_cache(tok);
+    test_cache_format(tok);
 
     std::string err;
     write_corpus(tmp_path("train.en"), tmp_path("train.es"), 1000);
