@@ -11,7 +11,10 @@ Metric._cache_references and again in TER._extract_reference_info),
 CJK ideographs and the other CJK ranges at their edges, kana runs (never split: sacreBLEU's kana
 rules cannot match), CJK and full-width punctuation, mixed case and Greek capital sigma), 40 random
 corpora a combination drawn from ASCII, CJK, kana, Asian and full-width punctuation and white
-space, and 4 corpora of 2 or 3 reference files a combination. Also the score line and signature
+space, and 4 corpora of 2 or 3 reference files a combination. With the default options, the
+shift search and the edit distance's beam at their bounds: a block of 10 words (the longest a
+shift may move) and a reference exactly 50 times the hypothesis' length (where the beam is not
+yet widened). Also the score line and signature
 ./bleu prints without --score-only, against sacreBLEU's (its version field left off), for a few
 combinations.
 
@@ -88,6 +91,17 @@ HAND_PICKED = [
      ["οδος σας, hello world", "istanbul Mixed σας", "the cat sat"]),
 ]
 
+# ---- the shift search and the beam at their bounds (the options change no word here: defaults only)
+X10, Y10 = [f"x{k}" for k in range(10)], [f"y{k}" for k in range(10)]
+FILLER = [f"r{k}" for k in range(100)]
+BOUNDS = [
+    ("a block of 10 words moved, the longest shift: 1 shift, not 2",
+     [" ".join(Y10 + X10)], [" ".join(X10 + Y10)]),
+    ("a reference exactly 50 times the hypothesis' length: the beam stays 25 wide (sacreBLEU widens it past 50 "
+     "only), so matches 9 and 99 words in cannot both be taken",
+     ["x y"], [" ".join(FILLER[:9] + ["x"] + FILLER[10:99] + ["y"])]),
+]
+
 # ---- random corpora
 ALPHABET = (list("abcxyzsABCXYZS0123456789") + list("'-.,?:;!\"()&{}[]^_`~@/#$%*+<=>|\\")
             + ["&quot;", "&amp;", "&lt;", "&gt;", "&amp;quot;", "&amp;lt;", "'s", "'S", "1,000.5", "3-4", "\u03a3", "\u0130"]
@@ -146,6 +160,10 @@ for combo in COMBOS:
     compare_many("40 random corpora (1 reference file)", combo, [random_corpus(rng) for _ in range(40)])
     compare_many("4 random corpora of 2 or 3 reference files", combo,
                  [random_corpus(rng, streams=rng.randint(2, 3)) for _ in range(4)])
+
+for what, hyps, refs in BOUNDS:
+    a, b = ours(hyps, [refs], COMBOS[0]), theirs(hyps, [refs], COMBOS[0])
+    check(a == b, f"TER, {what}: {a} == sacreBLEU's {b}")
 
 # The hand-picked lines tell the options apart (else the comparisons above would prove little).
 distinct = len(their_hand_picked)
