@@ -448,6 +448,25 @@ void test_tok13a_tsv(const std::string& dir) {
     check(n > 0, "tok13a.tsv had %d cases", n);
 }
 
+// corpus_chrf (the trainer's dev line) sums the lines' statistics as ./bleu's segment table does
+// (compared with sacreBLEU by the Python suites): the same score and the same printed line, for
+// chrF and chrF++, with one reference and with two (the second the references a line later).
+void check_corpus_chrf(const std::string& name, const std::vector<std::string>& hyps,
+                       const std::vector<std::string>& refs) {
+    std::vector<std::string> later(refs.begin() + (refs.empty() ? 0 : 1), refs.end());
+    if (!refs.empty()) later.push_back(refs[0]);
+    for (const char* metric : {"chrf", "chrf++"})
+        for (const auto& streams : {std::vector<std::vector<std::string>>{refs}, {refs, later}}) {
+            MetricOptions opt;
+            const SegmentTable table = segment_table(metric, hyps, streams, opt);
+            const ChrfStats c = corpus_chrf_multi(hyps, streams, table.opt.chrf);
+            const double want = table_score(table);
+            check(c.score == want && format_chrf(c, 17) == table_text(table, 17),
+                  "%-18s %s, %zu reference(s): corpus_chrf %.17g == the segment table's %.17g", name.c_str(),
+                  metric, streams.size(), c.score, want);
+        }
+}
+
 // Compares one expected.json case: counts/totals/lengths exactly, bleu and bp to 1e-9.
 void check_expected_case(const std::string& dir, const Json& c) {
     std::string name = c["case"].str, hyp_text, ref_text;
@@ -456,6 +475,7 @@ void check_expected_case(const std::string& dir, const Json& c) {
         return;
     }
     std::vector<std::string> hyps = split_lines(hyp_text), refs = split_lines(ref_text);
+    check_corpus_chrf(name, hyps, refs);
     BleuStats s = corpus_bleu(hyps, refs);
     bool counts_ok = s.sys_len == (int64_t)c["sys_len"].num && s.ref_len == (int64_t)c["ref_len"].num;
     for (int n = 0; n < 4; n++)
