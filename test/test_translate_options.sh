@@ -2,7 +2,8 @@
 # test/test_translate_options.sh — ./translate's scoring, target prefixes, sampling, files and
 # n-best options end to end, each checked by its effect: --score of the program's own n-best
 # output gives back its log-probabilities (an ensemble's too), prefixes start the output, a seed reproduces a
-# sample, -i/-o equal stdin/stdout, n-best lines count from 0; bad values are refused.
+# sample, -i/-o equal stdin/stdout, n-best lines count from 0, a line read from a pipe held open is
+# translated before the next comes; bad values are refused.
 # Trains a tiny model first (about 10 s). Run from the repository root after `make`; the
 # optional argument is the folder holding the programs. Ends with
 # "translate_options: N passed, M failed".
@@ -336,5 +337,21 @@ refused 2 "--prefix - reads stdin, which holds the input lines: give those with 
 refused 2 "--ref - reads stdin" --score --ref - -i -
 printf 'luno\n' | tr --prefix - -i "$T/stdin.txt" > "$T/prefixed_stdin.txt"; s=$?
 [ $s -eq 0 ] && grep -q '^luno' "$T/prefixed_stdin.txt"; check $? "--prefix - -i FILE: the prefixes from stdin (exit $s): $(cat "$T/prefixed_stdin.txt")"
+
+# Interactive use: a line's translation comes out while stdin stays open, before the next line is
+# written (./translate must not wait for input that is not there, nor hold a line back).
+mkfifo "$T/live.fifo"
+tr < "$T/live.fifo" > "$T/live.txt" 2>&1 &
+live=$!
+exec 3> "$T/live.fifo"
+printf 'the cat\n' >&3
+n=0
+while [ "$(wc -l < "$T/live.txt")" -lt 1 ] && [ $n -lt 300 ]; do sleep 0.1; n=$((n + 1)); done
+first=$(wc -l < "$T/live.txt")
+printf 'a dog\n' >&3
+exec 3>&-
+wait $live; s=$?
+[ "$first" -eq 1 ] && [ $s -eq 0 ] && [ "$(wc -l < "$T/live.txt")" -eq 2 ]
+check $? "interactive: line 1 translated while stdin stays open ($first line(s) after $n tenths of a second), then line 2 (exit $s, $(wc -l < "$T/live.txt") lines)"
 
 check_summary translate_options
