@@ -61,10 +61,9 @@
 class LineReader {
 public:
     bool next(std::string* line) {
+        if (first_) drop_byte_order_mark();
         if (!read_line()) return false;
         *line = std::move(line_);
-        if (first_ && starts_with_utf8_bom(*line)) line->erase(0, 3);
-        first_ = false;
         return true;
     }
     bool line_ready() {
@@ -77,11 +76,20 @@ public:
 
 private:
     std::string buf_, line_;
-    bool first_ = true;    // no line returned yet
+    bool first_ = true;    // the byte-order mark not looked for yet
     size_t pos_ = 0;       // start of the next line
     size_t scanned_ = 0;   // buf_[pos_, scanned_) holds no newline
     bool eof_ = false;
     int error_ = 0;
+    // Drops a UTF-8 byte-order mark at the input's start before any line is cut (an input of the
+    // mark alone has no line). Reads on only while what came so far could still be the mark, so
+    // a short first line typed interactively is not held back.
+    void drop_byte_order_mark() {
+        static const std::string bom = "\xEF\xBB\xBF";
+        while (buf_.size() < 3 && !eof_ && bom.compare(0, buf_.size(), buf_) == 0) fill();
+        if (starts_with_utf8_bom(buf_)) pos_ = 3;
+        first_ = false;
+    }
     // The next line, without its newline, into line_; false at the end of the input.
     bool read_line() {
         for (;;) {
