@@ -340,8 +340,11 @@ printf 'luno\n' | tr --prefix - -i "$T/stdin.txt" > "$T/prefixed_stdin.txt"; s=$
 
 # Interactive use: a line's translation comes out while stdin stays open, before the next line is
 # written (./translate must not wait for input that is not there, nor hold a line back).
+# live.txt exists before the reader starts: the background shell opens the FIFO (blocking until
+# fd 3 opens it for writing) before it would create its output file, so wc could find none.
 mkfifo "$T/live.fifo"
-tr < "$T/live.fifo" > "$T/live.txt" 2>&1 &
+: > "$T/live.txt"
+tr > "$T/live.txt" 2>&1 < "$T/live.fifo" &
 live=$!
 exec 3> "$T/live.fifo"
 printf 'the cat\n' >&3
