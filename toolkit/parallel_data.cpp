@@ -235,8 +235,9 @@ bool read_cache(const std::string& path, uint64_t fingerprint, int vocab, const 
     if (offsets[0] != 0 || offsets.back() != hd.n_ids) { *why = "corrupt: offsets"; return false; }
     for (size_t i = 0; i + 1 < offsets.size(); i++)
         if (offsets[i] > offsets[i + 1]) { *why = "corrupt: offsets"; return false; }
+    // Text encodes to pieces only: a special (PAD, UNK, <s>, </s>) in a line is corrupt too.
     for (int32_t id : flat)
-        if (id < 0 || id >= vocab) { *why = "corrupt: id out of range"; return false; }
+        if (id < Tokenizer::kNumSpecials || id >= vocab) { *why = "corrupt: id out of range"; return false; }
     ids->assign(hd.n_lines, {});
     for (size_t i = 0; i < hd.n_lines; i++)
         (*ids)[i].assign(flat.begin() + offsets[i], flat.begin() + offsets[i + 1]);
