@@ -53,7 +53,8 @@ void add_serve_options(Options* opts, ServeOptions* o) {
                          size_t colon = s.rfind(':');
                          std::string host = colon == std::string::npos ? "127.0.0.1" : s.substr(0, colon);
                          std::string port = colon == std::string::npos ? s : s.substr(colon + 1);
-                         if (host.size() > 2 && host.front() == '[' && host.back() == ']') host = host.substr(1, host.size() - 2);
+                         // [::1]:8080, IPv6's form: the brackets dropped ("[]" is no host: refused)
+                         if (host.size() >= 2 && host.front() == '[' && host.back() == ']') host = host.substr(1, host.size() - 2);
                          int number = 0;
                          if (host.empty() || parse_decimal(port, &number, "") != Decimal::ok || number > 65535)
                              return false;

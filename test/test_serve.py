@@ -211,6 +211,11 @@ def nan_answers(model, pool):
     error = (out or {}).get("error", "") if isinstance(out, dict) else raw[:100]
     check(status == 500 and "log-probabilities are not numbers (NaN)" in error,
           f"a model with enormous weights: 500 ({status}), {error[:90]!r}")
+    # each line alone: a line whose scores are NaN is refused as the request's first (and only) item
+    alone = [sn.translate(items([line])) for line in pool[:3]]
+    answers = [(status, out if status == 200 else None) for status, out, _ in alone]
+    check(all(status == 500 for status, _ in answers),
+          f"... and each of the 3 lines alone: 500 ({[a[0] for a in answers]}; {str([a[1] for a in answers])[:80]})")
     check(sn.proc.poll() is None and sn.request("GET", "/health")[0] == 200, "... and the server goes on (/health 200)")
     sn.stop()
 
@@ -302,6 +307,14 @@ def main():
     ok, worst = same_nbest(status, out, ref, len(lines), 2)
     check(ok and worst <= 1e-5, f"beam 3, nbest 2, alpha 1: 2 lists of {len(lines)}, texts and scores equal "
                                 f"./translate --nbest's (largest score difference {worst:.2e}, status {status})")
+    # An empty line has one translation, the empty one: each list repeats it (its last, as for any
+    # item with fewer than nbest), beside a line of 2.
+    status, out, _ = s.translate(items(["", lines[0]], beam=3, nbest=2, alpha=1))
+    got = [[(x["src"], x["tgt"]) for x in o] for o in out] if status == 200 else status
+    check(status == 200 and len(out) == 2 and out[0][0] == out[1][0] and out[0][0]["tgt"] == "" and
+          [o[1]["tgt"] for o in out] == [row.split(" ||| ")[1] for row in ref[:2]],
+          f"an empty line beside another, beam 3, nbest 2, alpha 1: its one (empty) translation in both lists, the "
+          f"other's two equal ./translate --nbest's ({str(got)[:120]})")
 
     # 16 concurrent clients x 20 requests of 1-30 lines each.
     results = []
@@ -422,6 +435,9 @@ def main():
         (b'[{"src": "a", "sampling": 5}]', 400, 'item 1: "sampling" must be "topk:K"'),
         (b'[{"src": "a"}, {"src": "b", "sampling": "topk:5", "beam": 2}]', 400,
          'item 2: "sampling" draws one token per step: "beam" and "nbest" must be 1'),
+        # (the server's beam 4 is not the request's: the message names the item that gave "nbest")
+        (b'[{"src": "a", "sampling": "topk:5"}, {"src": "b", "nbest": 2}]', 400,
+         'item 2: "sampling" draws one token per step: "beam" and "nbest" must be 1'),
         (b'[{"src": "a", "temperature": 2}]', 400, 'item 1: "temperature" applies to sampling'),
         (b'[{"src": "a", "seed": 2}]', 400, 'item 1: "seed" applies to sampling'),
         (b'[{"src": "a", "sampling": "topp:0.9", "temperature": 0}]', 400, 'item 1: "temperature" must be more than 0'),
@@ -456,6 +472,17 @@ def main():
         found = want_msg.search(msg) if isinstance(want_msg, re.Pattern) else want_msg in msg
         check(status == want_status and found,
               f"POST {shown!r}: {status} (want {want_status}), message: {msg}")
+    # The edges those refusals must not reach: "nbest" 1 beside "sampling" (one token a step is
+    # one list), and a body of exactly --max-request-bytes (JSON's spaces after the array).
+    exact = b'[{"src": "sun"}]'
+    exact += b" " * (20000 - len(exact))
+    for body, what in [(b'[{"src": "sun", "sampling": "topk:5", "nbest": 1}]', '"sampling" with "nbest": 1'),
+                       (exact, f"a body of exactly --max-request-bytes 20000 ({len(exact)} bytes)")]:
+        status, out, raw = s.request("POST", "/translate", body)
+        check(status == 200 and isinstance(out, list) and len(out) == 1 and out[0][0]["src"] == "sun",
+              f"{what}: answered, 200 ({status}, {raw[:80]!r})")
+    status, _, raw = s.request("POST", "/translate", exact + b" ")
+    check(status == 413, f"a body of --max-request-bytes + 1: 413 ({status}, {raw[:80]!r})")
     # A request's bytes echoed in a message (an unknown key, a path) that are not UTF-8: the answer
     # is still JSON, which is UTF-8, each bad byte a U+FFFD (they had been copied raw: not JSON).
     for method, path, body, want in [
@@ -586,6 +613,7 @@ def main():
     check(r.returncode == 1 and b"cannot listen on 127.0.0.1" in r.stderr,
           f"--serve on a port in use: exit 1 ({r.returncode}), {r.stderr.decode(errors='replace').strip()[:120]}")
     for opts, name in [(["--serve", "127.0.0.1:99999"], "--serve"), (["--serve", "localhost:"], "--serve"),
+                       (["--serve", "[]:8080"], "--serve"),
                        (["--serve", "eighty"], "--serve"), (["--serve", "0", "--batch-wait", "-1"], "--batch-wait"),
                        (["--serve", "0", "--request-timeout", "0"], "--request-timeout"),
                        (["--serve", "0", "--max-request-beam", "65"], "--max-request-beam"),
@@ -597,6 +625,33 @@ def main():
         except subprocess.TimeoutExpired as ex:   # (killed by subprocess.run)
             code, said = None, "still running after 30 s: it served " + (ex.stderr or b"").decode(errors="replace")[:60]
         check(code == 2 and name in said, f"{' '.join(opts)}: refused, exit 2 ({code}), {said[:100]}")
+    # Brackets around the host (IPv6's [::1]:PORT) are dropped, those two only: "x127.0.0.1]" and
+    # "[127.0.0.1x" are hosts of their own, that cannot be listened on (exit 1).
+    for host in ["x127.0.0.1]", "[127.0.0.1x"]:
+        try:
+            r = subprocess.run([TRANSLATE, "--model", model, "--serve", f"{host}:0"], stdout=subprocess.DEVNULL,
+                               stderr=subprocess.PIPE, timeout=30)
+            code, said = r.returncode, r.stderr.decode(errors="replace").strip()
+        except subprocess.TimeoutExpired as ex:
+            code, said = None, "still running after 30 s: it served " + (ex.stderr or b"").decode(errors="replace")[:60]
+        check(code == 1 and f"cannot listen on {host}:0" in said, f"--serve {host}:0: exit 1 ({code}), {said[:100]}")
+    # "[127.0.0.1]:0" serves on 127.0.0.1; the largest port and a --beam equal to --max-request-beam
+    # are taken (exit 1 only if another program holds port 65535). Each ends on SIGINT (Ctrl-C), exit
+    # 0, saying so.
+    for address, opts, want in [("[127.0.0.1]:0", [], "any port"), ("127.0.0.1:65535", ["--beam", "16"], "65535")]:
+        sa = Server(model, *opts, address=address)
+        ok = sa.port is not None and (want != "65535" or sa.port == 65535)
+        if sa.proc.poll() is None:
+            sa.proc.send_signal(signal.SIGINT)
+        try:
+            code = sa.wait_exit(60)
+        except subprocess.TimeoutExpired:
+            code = sa.stop()
+        log = "".join(sa.log).strip()
+        ok = ok and code == 0 and "translate: stopped (SIGINT)" in log or (
+            want == "65535" and code == 1 and "cannot listen on 127.0.0.1:65535" in log)
+        check(ok, f"--serve {address} {' '.join(opts)}: serves on 127.0.0.1, {want} (port {sa.port}), SIGINT ends it, "
+                  f"exit {code}: {log[-110:]}")
     code = s.stop()
     check(code == 0, f"the first server stops on SIGTERM, exit 0 ({code})")
     # SIGTERM the moment the "serving" line is out, before the listener runs: it had been lost
