@@ -105,6 +105,14 @@ for kv in "warmup:abc" "accum:0" "adam_beta2:1.5" "lr_scale:nan" "seed:-1" "best
     "$B"/train $TA --data "$T/corpus" --out "$T/resume-meta" --resume --max-steps 6 > /dev/null 2> "$T/err.txt"; s=$?
     expect "--resume from a checkpoint whose metadata says ${kv%%:*} '${kv#*:}'" 1 "metadata \"${kv%%:*}\" is '${kv#*:}', not a valid value"
 done
+# ... the same with the option given again: the damage is said, not a contradiction with it
+for kv in "seed:-1:--seed 5" "warmup:abc:--warmup 7" "lr_scale:nan:--lr-scale 2" "seed:99999999999999999999:--seed 5"; do
+    key=${kv%%:*}; rest=${kv#*:}; value=${rest%%:*}; opt=${rest#*:}
+    mkdir -p "$T/resume-meta" && rm -f "$T/resume-meta/"*.safetensors
+    rewrite_meta "$C" "$T/resume-meta/ckpt-00000004.safetensors" "h['__metadata__']['$key'] = '$value'"
+    "$B"/train $TA --data "$T/corpus" --out "$T/resume-meta" --resume --max-steps 6 $opt > /dev/null 2> "$T/err.txt"; s=$?
+    expect "--resume $opt from a checkpoint whose metadata says $key '$value'" 1 "metadata \"$key\" is '$value', not a valid value"
+done
 # ... and every value ./train writes reads back: a best dev loss of inf, the largest counts
 for kv in "best_value:inf" "best_value:nan" "evals_since_best:9223372036854775807"; do
     mkdir -p "$T/resume-meta" && rm -f "$T/resume-meta/"*.safetensors
@@ -161,6 +169,11 @@ cp -r "$T/run" "$T/conflict"
 expect "--resume with --lr-scale 2 against the checkpoint's 1" 2 "lr-scale 2 contradicts the checkpoint's 1"
 "$B"/train $TA --data "$T/corpus" --out "$T/conflict" --resume --max-steps 6 --warmup 7 > "$T/out.txt" 2> "$T/err.txt"; s=$?
 expect "--resume with --warmup 7 against the checkpoint's 1000" 2 "warmup 7 contradicts"
+# integers compare exactly (a relative 1e-6 had let --seed 1234568 pass for 1234567, the run going
+# on with the checkpoint's) and print whole (it had said 1.23457e+06)
+"$B"/train $TA --data "$T/corpus" --out "$T/seeded" --max-steps 1 --seed 1234567 > /dev/null 2>&1
+"$B"/train $TA --data "$T/corpus" --out "$T/seeded" --resume --max-steps 2 --seed 1234568 > "$T/out.txt" 2> "$T/err.txt"; s=$?
+expect "--resume with --seed 1234568 against the checkpoint's 1234567" 2 "seed 1234568 contradicts the checkpoint's 1234567;"
 "$B"/train $TA --data "$T/corpus" --out "$T/conflict" --resume --max-steps 6 --d-model 64 > "$T/out.txt" 2> "$T/err.txt"; s=$?
 expect "--resume with --d-model 64 against the checkpoint's 32" 2 "continues the checkpoint's model.*d_model: 64 vs 32"
 "$B"/train $TA --data "$T/corpus" --out "$T/conflict" --resume --max-steps 6 --dropout 0.3 > "$T/out.txt" 2> "$T/err.txt"; s=$?

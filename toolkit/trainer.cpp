@@ -287,27 +287,40 @@ static bool given(const Run& r, const char* option) {
 }
 
 // An optimisation option given on the command line must agree with the resumed checkpoint's
-// value (which is the one that wins): a contradiction is refused, naming both values.
+// value (which is the one that wins): a contradiction is refused, naming both values. Integers
+// (the seed up to 2^64 - 1) compare exactly; the reals within a relative 1e-6.
 static bool check_resume_conflicts(Run& r, const Metadata& meta) {
     auto same = [](double a, double b) { return a == b || std::fabs(a - b) <= 1e-6 * std::fabs(b); };
-    const struct { const char* option; const char* key; double given; } opts[] = {
-        {"--max-tokens", "max_tokens", (double)r.opt.max_tokens}, {"--accum", "accum", (double)r.opt.accum},
-        {"--warmup", "warmup", (double)r.opt.warmup}, {"--seed", "seed", (double)r.opt.seed},
-        {"--lr-scale", "lr_scale", r.opt.lr_scale}, {"--clip-norm", "clip_norm", r.opt.clip_norm}};
+    const struct { const char* option; const char* key; unsigned long long integer; double real; bool is_real; } opts[] = {
+        {"--max-tokens", "max_tokens", (unsigned long long)r.opt.max_tokens, 0, false},
+        {"--accum", "accum", (unsigned long long)r.opt.accum, 0, false},
+        {"--warmup", "warmup", (unsigned long long)r.opt.warmup, 0, false},
+        {"--seed", "seed", (unsigned long long)r.opt.seed, 0, false},
+        {"--lr-scale", "lr_scale", 0, r.opt.lr_scale, true}, {"--clip-norm", "clip_norm", 0, r.opt.clip_norm, true}};
     for (const auto& o : opts) {
         auto it = meta.find(o.key);
         if (!given(r, o.option) || it == meta.end()) continue;
-        double saved = std::strtod(it->second.c_str(), nullptr);
-        if (same(o.given, saved)) continue;
+        // (a saved value that is no number of its kind is restore_options' damaged checkpoint)
+        const char* saved = it->second.c_str();
+        char* end = nullptr;
+        errno = 0;
+        const double saved_real = o.is_real ? std::strtod(saved, &end) : 0;
+        const unsigned long long saved_integer = o.is_real || *saved == '-' ? 0 : std::strtoull(saved, &end, 10);
+        if (end == saved || end == nullptr || *end != '\0' || errno == ERANGE || !std::isfinite(saved_real)) continue;
+        if (o.is_real ? same(o.real, saved_real) : o.integer == saved_integer) continue;
         char shown[96];   // as given: --accum counts one rank's batches (the step takes N x --accum)
         if (std::strcmp(o.option, "--accum") == 0 && dist_size() > 1)
-            std::snprintf(shown, sizeof shown, "%d on %d ranks (%g batches a step)", r.opt.accum / dist_size(),
-                          dist_size(), o.given);
-        else std::snprintf(shown, sizeof shown, "%g", o.given);
+            std::snprintf(shown, sizeof shown, "%d on %d ranks (%llu batches a step)", r.opt.accum / dist_size(),
+                          dist_size(), o.integer);
+        else if (o.is_real) std::snprintf(shown, sizeof shown, "%g", o.real);
+        else std::snprintf(shown, sizeof shown, "%llu", o.integer);
+        char was[48];
+        if (o.is_real) std::snprintf(was, sizeof was, "%g", saved_real);
+        else std::snprintf(was, sizeof was, "%llu", saved_integer);
         char buf[320];
-        std::snprintf(buf, sizeof buf, "--resume: %s %s contradicts the checkpoint's %g; a resumed run keeps "
+        std::snprintf(buf, sizeof buf, "--resume: %s %s contradicts the checkpoint's %s; a resumed run keeps "
                       "its optimisation options (drop %s, or start a new run with another --out)",
-                      o.option, shown, saved, o.option);
+                      o.option, shown, was, o.option);
         r.fail_status = 2;
         return fail(buf);
     }
