@@ -298,15 +298,15 @@ static bool check_resume_conflicts(Run& r, const Metadata& meta) {
         {"--seed", "seed", (unsigned long long)r.opt.seed, 0, false},
         {"--lr-scale", "lr_scale", 0, r.opt.lr_scale, true}, {"--clip-norm", "clip_norm", 0, r.opt.clip_norm, true}};
     for (const auto& o : opts) {
-        auto it = meta.find(o.key);
-        if (!given(r, o.option) || it == meta.end()) continue;
-        // (a saved value that is no number of its kind is restore_options' damaged checkpoint)
-        const char* saved = it->second.c_str();
-        char* end = nullptr;
-        errno = 0;
-        const double saved_real = o.is_real ? std::strtod(saved, &end) : 0;
-        const unsigned long long saved_integer = o.is_real || *saved == '-' ? 0 : std::strtoull(saved, &end, 10);
-        if (end == saved || end == nullptr || *end != '\0' || errno == ERANGE || !std::isfinite(saved_real)) continue;
+        if (!given(r, o.option) || !meta.count(o.key)) continue;
+        // read as restore_options reads it: a value that is no number of its kind is left to it
+        // (a damaged checkpoint, exit 1), not called a contradiction
+        MetaReader in{meta, ""};
+        unsigned long long saved_integer = 0;
+        double saved_real = 0;
+        if (o.is_real) in.real(o.key, &saved_real, -kAnyFinite, kAnyFinite);
+        else in.integer(o.key, &saved_integer);
+        if (!in.error.empty()) continue;
         if (o.is_real ? same(o.real, saved_real) : o.integer == saved_integer) continue;
         char shown[96];   // as given: --accum counts one rank's batches (the step takes N x --accum)
         if (std::strcmp(o.option, "--accum") == 0 && dist_size() > 1)
@@ -314,13 +314,11 @@ static bool check_resume_conflicts(Run& r, const Metadata& meta) {
                           dist_size(), o.integer);
         else if (o.is_real) std::snprintf(shown, sizeof shown, "%g", o.real);
         else std::snprintf(shown, sizeof shown, "%llu", o.integer);
-        char was[48];
-        if (o.is_real) std::snprintf(was, sizeof was, "%g", saved_real);
-        else std::snprintf(was, sizeof was, "%llu", saved_integer);
+        const std::string was = o.is_real ? printed("%g", saved_real) : std::to_string(saved_integer);
         char buf[320];
         std::snprintf(buf, sizeof buf, "--resume: %s %s contradicts the checkpoint's %s; a resumed run keeps "
                       "its optimisation options (drop %s, or start a new run with another --out)",
-                      o.option, shown, was, o.option);
+                      o.option, shown, was.c_str(), o.option);
         r.fail_status = 2;
         return fail(buf);
     }
