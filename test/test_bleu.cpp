@@ -315,6 +315,29 @@ void test_smoothing_value_zero() {
           bleu_signature(1, addk0).c_str());
 }
 
+// The library's own guard on the smoothing value (./bleu's --smooth-value refuses the same
+// first): floor's and add-k's NaN or infinity throws std::invalid_argument, as does an unknown
+// method; exp and none drop any value, as sacreBLEU ignores it.
+void test_smoothing_value_refused() {
+    const double nan = std::nan(""), inf = HUGE_VAL;
+    struct Case { const char* method; double value; bool ok; };
+    const Case cases[] = {{"floor", nan, false}, {"add-k", nan, false}, {"floor", inf, false}, {"add-k", inf, false},
+                          {"floor", 0.5, true},  {"exp", nan, true},    {"none", inf, true},   {"max", 1, false}};
+    int wrong = 0;
+    for (const Case& c : cases) {
+        BleuOptions opt;
+        opt.smooth_method = c.method, opt.smooth_value = c.value;
+        bool refused = false;
+        try { checked_bleu_options(opt); } catch (const std::invalid_argument&) { refused = true; }
+        if (refused == c.ok) {
+            wrong++;
+            std::printf("  %s %g: %s\n", c.method, c.value, refused ? "refused" : "accepted");
+        }
+    }
+    check(wrong == 0, "smoothing values: floor and add-k refuse NaN and infinity, take 0.5; exp and none drop theirs; "
+          "an unknown method is refused (%d of 8 cases wrong)", wrong);
+}
+
 void test_errors_and_bytes() {
     bool threw = false;
     try { corpus_bleu({"a", "b"}, {"a"}); } catch (const std::invalid_argument&) { threw = true; }
@@ -550,6 +573,7 @@ int main(int argc, char** argv) {
     test_hand_bleu();
     test_format_and_signature();
     test_smoothing_value_zero();
+    test_smoothing_value_refused();
     test_untokenized_white_space();
     test_chrf_option_ranges();
     test_errors_and_bytes();

@@ -299,11 +299,12 @@ Smoothing smoothing_named(const std::string& name) {
     throw std::invalid_argument("BLEU: smoothing method " + name + ": one of exp, floor, add-k, none");
 }
 
-// floor's and add-k's value, sacreBLEU's SMOOTH_DEFAULTS where none is given; -1 for the others.
+// floor's and add-k's value, sacreBLEU's SMOOTH_DEFAULTS where none is given (< 0); -1 for the
+// others. A NaN is given, not a default, so that checked_bleu_options refuses it.
 double smooth_value_of(const BleuOptions& opt) {
     const Smoothing m = smoothing_named(opt.smooth_method);
     if (m != Smoothing::kFloor && m != Smoothing::kAddK) return -1;
-    return opt.smooth_value >= 0 ? opt.smooth_value : m == Smoothing::kFloor ? 0.1 : 1.0;
+    return opt.smooth_value < 0 ? (m == Smoothing::kFloor ? 0.1 : 1.0) : opt.smooth_value;
 }
 
 }  // namespace
@@ -314,7 +315,7 @@ BleuOptions checked_bleu_options(BleuOptions opt) {
     // A value given with exp or none is ignored (-1 here), as sacreBLEU ignores it: its CLI and
     // BLEU() accept it, and its score and signature (smooth:exp) are those without it.
     const double value = smooth_value_of(opt);   // throws on an unknown method
-    if (value >= 0 && !std::isfinite(value)) throw std::invalid_argument("BLEU: the smoothing value must be finite");
+    if (!std::isfinite(value)) throw std::invalid_argument("BLEU: the smoothing value must be finite");   // -1 for exp and none
     opt.smooth_value = value;
     tokenizer_named(opt.tokenize);   // throws on an unknown tokenizer
     return opt;

@@ -550,7 +550,6 @@ static bool drop_rows_past(Run& r, int64_t step) {
     return true;
 }
 
-// The backend the model runs on (--device, --precision); says so when "auto" finds no GPU.
 // One ./train at a time in a folder: two runs writing one folder's checkpoints, log.csv and
 // average would ruin each other's. The lock (flock on DIR/.train.lock, which holds the pid) goes
 // with the process however it ends, so a killed run leaves none behind. A file system without
@@ -604,6 +603,7 @@ static void remove_stale_temporaries(const Run& r) {
     }
 }
 
+// The backend the model runs on (--device, --precision); says so when "auto" finds no GPU.
 static bool setup_backend(const TrainOptions& opt, Model* m, bool verbose) {
     if (opt.precision == "int8") return fail("--precision int8 is for translation; training runs fp32 or bf16");
     std::string err, note;
