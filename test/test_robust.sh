@@ -174,14 +174,22 @@ expect "--resume with --warmup 7 against the checkpoint's 1000" 2 "warmup 7 cont
 "$B"/train $TA --data "$T/corpus" --out "$T/seeded" --max-steps 1 --seed 1234567 > /dev/null 2>&1
 "$B"/train $TA --data "$T/corpus" --out "$T/seeded" --resume --max-steps 2 --seed 1234568 > "$T/out.txt" 2> "$T/err.txt"; s=$?
 expect "--resume with --seed 1234568 against the checkpoint's 1234567" 2 "seed 1234568 contradicts the checkpoint's 1234567;"
+# Adam's options too (they had been replaced by the checkpoint's silently: --adam-beta1 0.8 trained
+# on with 0.9)
+for given in "--adam-beta1 0.8:adam-beta1 0.8 contradicts the checkpoint's 0.9;" "--adam-beta2 0.999:adam-beta2 0.999 contradicts the checkpoint's 0.98;" \
+             "--adam-eps 1e-08:adam-eps 1e-08 contradicts the checkpoint's 1e-09;"; do
+    "$B"/train $TA --data "$T/corpus" --out "$T/seeded" --resume --max-steps 2 ${given%%:*} > "$T/out.txt" 2> "$T/err.txt"; s=$?
+    expect "--resume with ${given%%:*} against the checkpoint's" 2 "${given#*:}"
+done
 "$B"/train $TA --data "$T/corpus" --out "$T/conflict" --resume --max-steps 6 --d-model 64 > "$T/out.txt" 2> "$T/err.txt"; s=$?
 expect "--resume with --d-model 64 against the checkpoint's 32" 2 "continues the checkpoint's model.*d_model: 64 vs 32"
 "$B"/train $TA --data "$T/corpus" --out "$T/conflict" --resume --max-steps 6 --dropout 0.3 > "$T/out.txt" 2> "$T/err.txt"; s=$?
 expect "--resume with --dropout 0.3 against the checkpoint's 0.1" 2 "p_drop: 0.3"
 [ "$(ls "$T/conflict" | grep -c '^ckpt-')" -eq 2 ]; check $? "... refused before any step (2 checkpoints, as before)"
-"$B"/train $TA --data "$T/corpus" --out "$T/conflict" --resume --max-steps 6 --lr-scale 1 --max-tokens 400 > "$T/out.txt" 2> "$T/err.txt"
+"$B"/train $TA --data "$T/corpus" --out "$T/conflict" --resume --max-steps 6 --lr-scale 1 --max-tokens 400 \
+    --adam-beta1 0.9 --adam-beta2 0.98 --adam-eps 1e-9 > "$T/out.txt" 2> "$T/err.txt"
 s=$?; [ $s -eq 0 ] && [ -e "$T/conflict/ckpt-00000006.safetensors" ]
-check $? "--resume with the checkpoint's own values (--lr-scale 1 --max-tokens 400) continues (exit $s)"
+check $? "--resume with the checkpoint's own values (--lr-scale 1 --max-tokens 400 --adam-beta1 0.9 --adam-beta2 0.98 --adam-eps 1e-9) continues (exit $s)"
 cp -r "$T/run" "$T/vocabfix"; cp "$T/other.bpe" "$T/vocabfix/vocab.bpe"
 "$B"/train $TA --data "$T/corpus" --out "$T/vocabfix" --resume --max-steps 6 > "$T/out.txt" 2> "$T/err.txt"; s=$?
 [ $s -eq 0 ] && cmp -s "$T/vocabfix/vocab.bpe" "$T/run/vocab.bpe" && grep -q "not the checkpoint's tokenizer, written again" "$T/out.txt"

@@ -296,7 +296,9 @@ static bool check_resume_conflicts(Run& r, const Metadata& meta) {
         {"--accum", "accum", (unsigned long long)r.opt.accum, 0, false},
         {"--warmup", "warmup", (unsigned long long)r.opt.warmup, 0, false},
         {"--seed", "seed", (unsigned long long)r.opt.seed, 0, false},
-        {"--lr-scale", "lr_scale", 0, r.opt.lr_scale, true}, {"--clip-norm", "clip_norm", 0, r.opt.clip_norm, true}};
+        {"--lr-scale", "lr_scale", 0, r.opt.lr_scale, true}, {"--clip-norm", "clip_norm", 0, r.opt.clip_norm, true},
+        {"--adam-beta1", "adam_beta1", 0, r.opt.adam.beta1, true}, {"--adam-beta2", "adam_beta2", 0, r.opt.adam.beta2, true},
+        {"--adam-eps", "adam_eps", 0, r.opt.adam.eps, true}};
     for (const auto& o : opts) {
         if (!given(r, o.option) || !meta.count(o.key)) continue;
         // read as restore_options reads it: a value that is no number of its kind is left to it
