@@ -99,14 +99,16 @@ expect "optimizer.m without optimizer.v: ./train --resume refuses" 1 'no tensor 
 # The run's options and state read back by --resume (no checksum covers them): a value that is
 # not a number in the option's range is an error naming the key (warmup "abc" had resumed with
 # warmup 0, a NaN learning rate; an edited best_value had reset the best checkpoint's score)
-for kv in "warmup:abc" "accum:0" "adam_beta2:1.5" "lr_scale:nan" "seed:-1" "best_value:x" "sampler_index:-2"; do
+for kv in "warmup:abc" "accum:0" "adam_beta2:1.5" "lr_scale:nan" "seed:-1" "best_value:x" "sampler_index:-2" "vocab_size:12" "max_len_ratio:0.5"; do
     mkdir -p "$T/resume-meta" && rm -f "$T/resume-meta/"*.safetensors
     rewrite_meta "$C" "$T/resume-meta/ckpt-00000004.safetensors" "h['__metadata__']['${kv%%:*}'] = '${kv#*:}'"
     "$B"/train $TA --data "$T/corpus" --out "$T/resume-meta" --resume --max-steps 6 > /dev/null 2> "$T/err.txt"; s=$?
     expect "--resume from a checkpoint whose metadata says ${kv%%:*} '${kv#*:}'" 1 "metadata \"${kv%%:*}\" is '${kv#*:}', not a valid value"
 done
 # ... the same with the option given again: the damage is said, not a contradiction with it
-for kv in "seed:-1:--seed 5" "warmup:abc:--warmup 7" "lr_scale:nan:--lr-scale 2" "seed:99999999999999999999:--seed 5"; do
+# (another key damaged beside a contradicting option: the damage first, the file being unusable)
+for kv in "seed:-1:--seed 5" "warmup:abc:--warmup 7" "lr_scale:nan:--lr-scale 2" "seed:99999999999999999999:--seed 5" \
+          "adam_beta2:1.5:--lr-scale 2"; do
     key=${kv%%:*}; rest=${kv#*:}; value=${rest%%:*}; opt=${rest#*:}
     mkdir -p "$T/resume-meta" && rm -f "$T/resume-meta/"*.safetensors
     rewrite_meta "$C" "$T/resume-meta/ckpt-00000004.safetensors" "h['__metadata__']['$key'] = '$value'"
@@ -181,6 +183,33 @@ for given in "--adam-beta1 0.8:adam-beta1 0.8 contradicts the checkpoint's 0.9;"
     "$B"/train $TA --data "$T/corpus" --out "$T/seeded" --resume --max-steps 2 ${given%%:*} > "$T/out.txt" 2> "$T/err.txt"; s=$?
     expect "--resume with ${given%%:*} against the checkpoint's" 2 "${given#*:}"
 done
+# and the vocabulary's size (--vocab-size 500 had trained on with the checkpoint's 300 ids): against
+# the size BPE learned at, or, where the checkpoint does not say it, its tokenizer's ids
+"$B"/train ${TA/--vocab-size 300/--vocab-size 500} --data "$T/corpus" --out "$T/seeded" --resume --max-steps 2 > "$T/out.txt" 2> "$T/err.txt"; s=$?
+expect "--resume with --vocab-size 500 against the 300 BPE learned at" 2 "vocab-size 500 contradicts the checkpoint's 300;"
+mkdir -p "$T/unsized"; cp "$T/seeded/vocab.bpe" "$T/unsized/"
+rewrite_meta "$T/seeded/ckpt-00000001.safetensors" "$T/unsized/ckpt-00000001.safetensors" 'del h["__metadata__"]["vocab_size"]'
+"$B"/train ${TA/--vocab-size 300/--vocab-size 299} --data "$T/corpus" --out "$T/unsized" --resume --max-steps 2 > "$T/out.txt" 2> "$T/err.txt"; s=$?
+expect "... --vocab-size 299 with a checkpoint that does not say (a tokenizer of 300 ids)" 2 "vocab-size 299 contradicts the checkpoint's tokenizer of 300 ids;"
+"$B"/train $TA --data "$T/corpus" --out "$T/unsized" --resume --max-steps 2 > "$T/out.txt" 2> "$T/err.txt"; s=$?
+[ $s -eq 0 ] && [ -e "$T/unsized/ckpt-00000002.safetensors" ]; check $? "... --vocab-size 300 there: trains on (exit $s)"
+# a corpus too small for the size asked: BPE learns fewer ids (322 of 2000), and the run's own
+# --vocab-size 2000 given again resumes, also from a checkpoint a resumed run wrote; 500 does not
+"$B"/train ${TA/--vocab-size 300/--vocab-size 2000} --data "$T/corpus" --out "$T/small-bpe" --max-steps 1 > "$T/out.txt" 2>&1
+"$B"/train ${TA/--vocab-size 300/--vocab-size 2000} --data "$T/corpus" --out "$T/small-bpe" --resume --max-steps 2 > /dev/null 2> "$T/err.txt"; s=$?
+"$B"/train ${TA/--vocab-size 300/--vocab-size 2000} --data "$T/corpus" --out "$T/small-bpe" --resume --max-steps 3 > /dev/null 2>> "$T/err.txt"; s="$s $?"
+[ "$s" = "0 0" ] && [ -e "$T/small-bpe/ckpt-00000003.safetensors" ] && grep -q "learned 322 ids" "$T/out.txt"
+check $? "--vocab-size 2000 learned 322 ids; --resume --vocab-size 2000 twice trains on (exits $s): $(head -c 120 "$T/err.txt")"
+"$B"/train ${TA/--vocab-size 300/--vocab-size 500} --data "$T/corpus" --out "$T/small-bpe" --resume --max-steps 4 > /dev/null 2> "$T/err.txt"; s=$?
+expect "... --vocab-size 500 there, after the resumed run's checkpoint" 2 "vocab-size 500 contradicts the checkpoint's 2000;"
+# --max-len-ratio is kept too: a run started with it resumes without it (its batches had differed:
+# "the training data or batching differs", exit 1), and another value is refused
+"$B"/train $TA --data "$T/corpus" --out "$T/ratio" --max-steps 1 --max-len-ratio 1 > "$T/out.txt" 2>&1
+"$B"/train $TA --data "$T/corpus" --out "$T/ratio" --resume --max-steps 2 > "$T/out2.txt" 2> "$T/err.txt"; s=$?
+[ $s -eq 0 ] && grep -q "237 as one side over 1 times" "$T/out.txt" && grep -q "237 as one side over 1 times" "$T/out2.txt"
+check $? "a run of --max-len-ratio 1 (237 pairs skipped) resumes without it, skipping the same (exit $s): $(head -c 100 "$T/err.txt")"
+"$B"/train $TA --data "$T/corpus" --out "$T/ratio" --resume --max-steps 3 --max-len-ratio 9 > /dev/null 2> "$T/err.txt"; s=$?
+expect "... --max-len-ratio 9 there" 2 "max-len-ratio 9 contradicts the checkpoint's 1;"
 "$B"/train $TA --data "$T/corpus" --out "$T/conflict" --resume --max-steps 6 --d-model 64 > "$T/out.txt" 2> "$T/err.txt"; s=$?
 expect "--resume with --d-model 64 against the checkpoint's 32" 2 "continues the checkpoint's model.*d_model: 64 vs 32"
 "$B"/train $TA --data "$T/corpus" --out "$T/conflict" --resume --max-steps 6 --dropout 0.3 > "$T/out.txt" 2> "$T/err.txt"; s=$?

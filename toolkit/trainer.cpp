@@ -84,6 +84,7 @@ struct Run {
     DataParallelStep dp;      // this rank's share of a step (toolkit/distributed.h)
     double time_before = 0;   // training seconds of earlier runs (resume)
     std::string resumed_from;   // the checkpoint --resume continues (its messages name it)
+    bool vocab_learned = false;  // the tokenizer was learned at --vocab-size (checkpoints say so)
     double start = 0;
     int64_t last_saved_step = -1;
     std::vector<std::string> dev_src, dev_ref;   // the dev lines dev BLEU is computed on
@@ -210,6 +211,7 @@ static bool setup_tokenizer(Run& r, const Metadata* ckpt_meta) {
     if (!read_all_lines({r.data("train", r.opt.src_lang), r.data("train", r.opt.tgt_lang)}, &lines)) return false;
     double t0 = now_s();
     r.tok = Tokenizer::learn(lines, r.opt.vocab_size);
+    r.vocab_learned = true;
     if (!write_vocab_file(r)) return false;
     std::printf("BPE: learned %d ids from %zu lines in %.1f s -> %s%s\n", r.tok.vocab_size(), lines.size(),
                 now_s() - t0, vocab.c_str(), replacing ? " (replacing the one an earlier run left there)" : "");
@@ -256,6 +258,12 @@ struct MetaReader {
         if (!s->empty() && !*end && (any_ok || (std::isfinite(x) && x >= lo && x <= hi))) *v = x;
         else bad(key, *s);
     }
+    // 0 (off), or a finite number in [lo, hi].
+    void real_or_zero(const char* key, double* v, double lo, double hi) {
+        const std::string* s = find(key);
+        if (s && *s == "0") *v = 0;
+        else real(key, v, lo, hi);
+    }
     void real(const char* key, float* v, double lo, double hi) {
         double x = *v;
         real(key, &x, lo, hi);
@@ -286,43 +294,70 @@ static bool given(const Run& r, const char* option) {
     return std::find(r.opt.given.begin(), r.opt.given.end(), option) != r.opt.given.end();
 }
 
-// An optimisation option given on the command line must agree with the resumed checkpoint's
-// value (which is the one that wins): a contradiction is refused, naming both values. Integers
-// (the seed up to 2^64 - 1) compare exactly; the reals within a relative 1e-6.
+// The options a resumed run keeps, as its checkpoint holds them (absent keys left as they are),
+// in the ranges ./train's options allow; a value out of them is remembered in in.error.
+static void read_kept_options(MetaReader& in, TrainOptions* o) {
+    in.integer("max_tokens", &o->max_tokens, 1);
+    in.integer("accum", &o->accum, 1);
+    in.integer("warmup", &o->warmup, 1);
+    in.integer("seed", &o->seed);
+    in.integer("vocab_size", &o->vocab_size, Tokenizer::kFirstChar, Tokenizer::kMaxVocab);
+    in.real_or_zero("max_len_ratio", &o->max_len_ratio, 1, kAnyFinite);
+    in.real("lr_scale", &o->lr_scale, std::numeric_limits<double>::denorm_min(), kAnyFinite);
+    in.real("clip_norm", &o->clip_norm, 0, kAnyFinite);
+    in.real("adam_beta1", &o->adam.beta1, 0, 0.99999999);
+    in.real("adam_beta2", &o->adam.beta2, 0, 0.99999999);
+    in.real("adam_eps", &o->adam.eps, 1e-300, 1e300);
+}
+
+// An option a resumed run keeps (read_kept_options), given on the command line, must agree with
+// the checkpoint's value (which is the one that wins): a contradiction is refused, naming both
+// values. Integers (the seed up to 2^64 - 1) compare exactly; the reals within a relative 1e-6.
+// A checkpoint with a damaged value is left to restore_options (exit 1), not called a
+// contradiction.
 static bool check_resume_conflicts(Run& r, const Metadata& meta) {
+    TrainOptions saved = r.opt;
+    MetaReader in{meta, ""};
+    read_kept_options(in, &saved);
+    if (!in.error.empty()) return true;
     auto same = [](double a, double b) { return a == b || std::fabs(a - b) <= 1e-6 * std::fabs(b); };
-    const struct { const char* option; const char* key; unsigned long long integer; double real; bool is_real; } opts[] = {
-        {"--max-tokens", "max_tokens", (unsigned long long)r.opt.max_tokens, 0, false},
-        {"--accum", "accum", (unsigned long long)r.opt.accum, 0, false},
-        {"--warmup", "warmup", (unsigned long long)r.opt.warmup, 0, false},
-        {"--seed", "seed", (unsigned long long)r.opt.seed, 0, false},
-        {"--lr-scale", "lr_scale", 0, r.opt.lr_scale, true}, {"--clip-norm", "clip_norm", 0, r.opt.clip_norm, true},
-        {"--adam-beta1", "adam_beta1", 0, r.opt.adam.beta1, true}, {"--adam-beta2", "adam_beta2", 0, r.opt.adam.beta2, true},
-        {"--adam-eps", "adam_eps", 0, r.opt.adam.eps, true}};
+    const TrainOptions& now = r.opt;
+    const struct { const char* option; const char* key; unsigned long long given, was; double given_real, was_real; bool is_real; } opts[] = {
+        {"--max-tokens", "max_tokens", (unsigned long long)now.max_tokens, (unsigned long long)saved.max_tokens, 0, 0, false},
+        {"--accum", "accum", (unsigned long long)now.accum, (unsigned long long)saved.accum, 0, 0, false},
+        {"--warmup", "warmup", (unsigned long long)now.warmup, (unsigned long long)saved.warmup, 0, 0, false},
+        {"--seed", "seed", now.seed, saved.seed, 0, 0, false},
+        {"--vocab-size", "vocab_size", (unsigned long long)now.vocab_size, (unsigned long long)saved.vocab_size, 0, 0, false},
+        {"--lr-scale", "lr_scale", 0, 0, now.lr_scale, saved.lr_scale, true},
+        {"--clip-norm", "clip_norm", 0, 0, now.clip_norm, saved.clip_norm, true},
+        {"--max-len-ratio", "max_len_ratio", 0, 0, now.max_len_ratio, saved.max_len_ratio, true},
+        {"--adam-beta1", "adam_beta1", 0, 0, now.adam.beta1, saved.adam.beta1, true},
+        {"--adam-beta2", "adam_beta2", 0, 0, now.adam.beta2, saved.adam.beta2, true},
+        {"--adam-eps", "adam_eps", 0, 0, now.adam.eps, saved.adam.eps, true}};
     for (const auto& o : opts) {
         if (!given(r, o.option) || !meta.count(o.key)) continue;
-        // read as restore_options reads it: a value that is no number of its kind is left to it
-        // (a damaged checkpoint, exit 1), not called a contradiction
-        MetaReader in{meta, ""};
-        unsigned long long saved_integer = 0;
-        double saved_real = 0;
-        if (o.is_real) in.real(o.key, &saved_real, -kAnyFinite, kAnyFinite);
-        else in.integer(o.key, &saved_integer);
-        if (!in.error.empty()) continue;
-        if (o.is_real ? same(o.real, saved_real) : o.integer == saved_integer) continue;
+        if (o.is_real ? same(o.given_real, o.was_real) : o.given == o.was) continue;
         char shown[96];   // as given: --accum counts one rank's batches (the step takes N x --accum)
         if (std::strcmp(o.option, "--accum") == 0 && dist_size() > 1)
-            std::snprintf(shown, sizeof shown, "%d on %d ranks (%llu batches a step)", r.opt.accum / dist_size(),
-                          dist_size(), o.integer);
-        else if (o.is_real) std::snprintf(shown, sizeof shown, "%g", o.real);
-        else std::snprintf(shown, sizeof shown, "%llu", o.integer);
-        const std::string was = o.is_real ? printed("%g", saved_real) : std::to_string(saved_integer);
+            std::snprintf(shown, sizeof shown, "%d on %d ranks (%llu batches a step)", now.accum / dist_size(),
+                          dist_size(), o.given);
+        else if (o.is_real) std::snprintf(shown, sizeof shown, "%g", o.given_real);
+        else std::snprintf(shown, sizeof shown, "%llu", o.given);
+        const std::string was = o.is_real ? printed("%g", o.was_real) : std::to_string(o.was);
         char buf[320];
         std::snprintf(buf, sizeof buf, "--resume: %s %s contradicts the checkpoint's %s; a resumed run keeps "
-                      "its optimisation options (drop %s, or start a new run with another --out)",
+                      "its training options (drop %s, or start a new run with another --out)",
                       o.option, shown, was.c_str(), o.option);
         r.fail_status = 2;
         return fail(buf);
+    }
+    // A checkpoint that does not say which size its vocabulary was learned at (one of --vocab,
+    // --init-from, or from before the key was written): --vocab-size must be its tokenizer's.
+    if (given(r, "--vocab-size") && !meta.count("vocab_size") && now.vocab_size != r.model.cfg.vocab) {
+        r.fail_status = 2;
+        return fail("--resume: --vocab-size " + std::to_string(now.vocab_size) + " contradicts the checkpoint's "
+                    "tokenizer of " + std::to_string(r.model.cfg.vocab) + " ids; a resumed run keeps its training "
+                    "options (drop --vocab-size, or start a new run with another --out)");
     }
     return true;
 }
@@ -400,17 +435,10 @@ static void restore_schedule(Run& r, MetaReader& in) {
 static bool restore_options(Run& r, const Metadata& meta) {
     MetaReader in{meta, ""};
     restore_schedule(r, in);
-    in.integer("max_tokens", &r.opt.max_tokens, 1);
-    in.integer("accum", &r.opt.accum, 1);
-    in.integer("warmup", &r.opt.warmup, 1);
-    in.integer("seed", &r.opt.seed);
-    in.real("lr_scale", &r.opt.lr_scale, std::numeric_limits<double>::denorm_min(), kAnyFinite);
-    in.real("clip_norm", &r.opt.clip_norm, 0, kAnyFinite);
+    read_kept_options(in, &r.opt);
+    r.vocab_learned = meta.count("vocab_size") > 0;
     r.time_before = 0;
     in.real("time_used", &r.time_before, 0, 1e15);
-    in.real("adam_beta1", &r.opt.adam.beta1, 0, 0.99999999);
-    in.real("adam_beta2", &r.opt.adam.beta2, 0, 0.99999999);
-    in.real("adam_eps", &r.opt.adam.eps, 1e-300, 1e300);
     return in.error.empty() || fail_damaged(r, in.error);
 }
 
@@ -860,6 +888,7 @@ static bool save_checkpoint(Run& r) {
         {"seed", std::to_string(r.opt.seed)},
         {"lr_scale", exact_text(r.opt.lr_scale)},
         {"clip_norm", exact_text(r.opt.clip_norm)},
+        {"max_len_ratio", exact_text(r.opt.max_len_ratio)},
         // what --resume takes when not given again: the data and the budget
         {"data_dir", fs::absolute(r.opt.data_dir).lexically_normal().string()},
         {"src_lang", r.opt.src_lang},
@@ -878,6 +907,7 @@ static bool save_checkpoint(Run& r) {
         {"average", std::to_string(r.opt.average)},
         {"log_every", exact_text(r.opt.log_every_s)},
     };
+    if (r.vocab_learned) meta["vocab_size"] = std::to_string(r.opt.vocab_size);   // what BPE was asked for
     add_run_state(r, &meta);
     // A safetensors header is UTF-8 JSON: a data folder or language named otherwise is not
     // recorded (--resume then needs it given again; said at start), rather than a header that
