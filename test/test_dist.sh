@@ -195,6 +195,20 @@ if [ -f "$EMU" ]; then
             "$B"/train $A $G --out "$T/gpudriver" > "$T/gpudriver.log" 2>&1
         status=$?
         check $status "emulated ranks, CUDA_VISIBLE_DEVICES=0, a driver on the machine: not refused (exit $status) $(grep -m1 'same GPU' "$T/gpudriver.log" | cut -c1-60)"
+        # A driver that cannot name the GPU (cuInit failing, cuInit or cuDeviceGetUuid_v2 missing)
+        # names none: the ranks are not refused (nor is a missing entry point called)
+        ${CC:-cc} -shared -fPIC -DSTUB_WITHOUT_INIT -o "$T/driver/noinit.so" test/cuda_emulator/driver_stub.c &&
+            ${CC:-cc} -shared -fPIC -DSTUB_WITHOUT_UUID -o "$T/driver/nouuid.so" test/cuda_emulator/driver_stub.c
+        check $? "the driver's stand-in without cuInit, without cuDeviceGetUuid_v2: compiled"
+        for how in "libcuda.so.1:1" "noinit.so:0" "nouuid.so:0"; do
+            timeout -k 5 60 env TRANSFORMER_CUDA_EMULATOR="$EMU" TRANSFORMER_CUDA_EMULATOR_DRIVER="$T/driver/${how%%:*}" \
+                DRIVER_STUB_INIT_FAILS=${how#*:} CUDA_VISIBLE_DEVICES=0 TRANSFORMER_NCCL_LIB=/nonexistent/libtransformer_nccl.so \
+                $MPIRUN -x TRANSFORMER_CUDA_EMULATOR -x TRANSFORMER_CUDA_EMULATOR_DRIVER -x DRIVER_STUB_INIT_FAILS \
+                -x CUDA_VISIBLE_DEVICES -x TRANSFORMER_NCCL_LIB -np 2 \
+                "$B"/train $A $G --out "$T/unnamed-${how%%:*}" > "$T/unnamed.log" 2>&1
+            status=$?
+            check $status "a driver that cannot name the GPU (${how%%:*}, cuInit failing: ${how#*:}), CUDA_VISIBLE_DEVICES=0 for 2 ranks: not refused (exit $status) $(grep -m1 -E 'same GPU|signal|error' "$T/unnamed.log" | cut -c1-80)"
+        done
     else
         skip "two ranks on one GPU: cannot compile the driver's stand-in ($(head -1 "$T/driver.log"))"
     fi
