@@ -61,10 +61,14 @@ endif
 # Programs go to the repository root (./train ...); sanitizer builds keep theirs in build/asan,
 # at -O2: AddressSanitizer checks every access that remains, and -O1 left the matrix products'
 # accumulators in (checked) memory: decoding's tests took twice as long, in CI's longest pass.
+# _GLIBCXX_SANITIZE_VECTOR has libstdc++ mark a vector's spare capacity (size..capacity) as
+# poisoned, so that AddressSanitizer sees an access past size() that is still inside the
+# allocation (container-overflow); every object of a sanitizer build is compiled with it.
+ASAN_VECTOR := -D_GLIBCXX_SANITIZE_VECTOR
 ifeq ($(SANITIZE),1)
   BUILD := build/asan
   BIN := build/asan
-  OPT := -O2 -g -march=native -fno-omit-frame-pointer -fsanitize=address,undefined -fno-sanitize-recover=undefined
+  OPT := -O2 -g -march=native -fno-omit-frame-pointer -fsanitize=address,undefined -fno-sanitize-recover=undefined $(ASAN_VECTOR)
 else
   BUILD := build
   BIN := .
@@ -187,7 +191,7 @@ EMU_LIB := $(EMU_BUILD)/libtransformer_cuda.so
 comma := ,
 # (-Wno-unknown-pragmas: g++ ignores CUDA's #pragma unroll, a hint to nvcc only.)
 EMU_FLAGS := -std=c++17 -I test/cuda_emulator/include -I. $(WARN) -Wno-unused-parameter -Wno-unknown-pragmas -fPIC -g \
-             -fno-omit-frame-pointer $(if $(filter 1,$(SANITIZE)),-fsanitize=address$(comma)undefined -fno-sanitize-recover=undefined) -O2
+             -fno-omit-frame-pointer $(if $(filter 1,$(SANITIZE)),-fsanitize=address$(comma)undefined -fno-sanitize-recover=undefined $(ASAN_VECTOR)) -O2
 # kernel<<<config>>>(args) -> ::cuda_emulator::launch(kernel, ::cuda_emulator::Config{config}, args);
 # extern __shared__ [__align__(n)] T name[]; -> T* name = (T*)::cuda_emulator::dynamic_shared();
 EMU_KERNEL := ([A-Za-z_][A-Za-z_0-9:]*(<[^<>]*>)?)
@@ -323,7 +327,7 @@ FUZZ ?= $(FUZZ_TARGETS)
 FUZZ_CXX ?= clang++
 FUZZ_BUILD := build/fuzz
 FUZZ_FLAGS := -std=c++17 -I. $(WARN) -Wno-unknown-pragmas -Wno-pass-failed -Wno-unknown-warning-option -O1 -g -march=native -fopenmp \
-              -fno-omit-frame-pointer -fsanitize=address,undefined -fno-sanitize-recover=undefined
+              -fno-omit-frame-pointer -fsanitize=address,undefined -fno-sanitize-recover=undefined $(ASAN_VECTOR)
 $(FUZZ_BUILD)/%.o: %.cpp
 	@mkdir -p $(dir $@)
 	$(FUZZ_CXX) $(FUZZ_FLAGS) -fsanitize=fuzzer-no-link -MMD -MP -c $< -o $@
