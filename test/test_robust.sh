@@ -171,6 +171,10 @@ cp -r "$T/run" "$T/conflict"
 expect "--resume with --lr-scale 2 against the checkpoint's 1" 2 "lr-scale 2 contradicts the checkpoint's 1"
 "$B"/train $TA --data "$T/corpus" --out "$T/conflict" --resume --max-steps 6 --warmup 7 > "$T/out.txt" 2> "$T/err.txt"; s=$?
 expect "--resume with --warmup 7 against the checkpoint's 1000" 2 "warmup 7 contradicts"
+# reals compare exactly too, and print in the digits that tell them apart (within a relative 1e-6
+# --lr-scale 1.0000001 had passed for 1, the run going on with 1; and both printed as "1")
+"$B"/train $TA --data "$T/corpus" --out "$T/conflict" --resume --max-steps 6 --lr-scale 1.0000001 > "$T/out.txt" 2> "$T/err.txt"; s=$?
+expect "--resume with --lr-scale 1.0000001 against the checkpoint's 1" 2 "lr-scale 1.0000001 contradicts the checkpoint's 1;"
 # integers compare exactly (a relative 1e-6 had let --seed 1234568 pass for 1234567, the run going
 # on with the checkpoint's) and print whole (it had said 1.23457e+06)
 "$B"/train $TA --data "$T/corpus" --out "$T/seeded" --max-steps 1 --seed 1234567 > /dev/null 2>&1
@@ -202,6 +206,14 @@ expect "... --vocab-size 299 with a checkpoint that does not say (a tokenizer of
 check $? "--vocab-size 2000 learned 322 ids; --resume --vocab-size 2000 twice trains on (exits $s): $(head -c 120 "$T/err.txt")"
 "$B"/train ${TA/--vocab-size 300/--vocab-size 500} --data "$T/corpus" --out "$T/small-bpe" --resume --max-steps 4 > /dev/null 2> "$T/err.txt"; s=$?
 expect "... --vocab-size 500 there, after the resumed run's checkpoint" 2 "vocab-size 500 contradicts the checkpoint's 2000;"
+# a run of --vocab has no BPE size of its own: its checkpoints, a resumed run's too, do not say one,
+# and a second resume with --vocab-size of its tokenizer's 300 ids trains on
+"$B"/train ${TA/--vocab-size 300/} --vocab "$T/run/vocab.bpe" --data "$T/corpus" --out "$T/vocabrun" --max-steps 1 > /dev/null 2>&1
+"$B"/train ${TA/--vocab-size 300/} --data "$T/corpus" --out "$T/vocabrun" --resume --max-steps 2 > /dev/null 2>&1
+"$B"/train $TA --data "$T/corpus" --out "$T/vocabrun" --resume --max-steps 3 > /dev/null 2> "$T/err.txt"; s=$?
+python3 -c 'import sys, json, struct; f = open(sys.argv[1], "rb"); n = struct.unpack("<Q", f.read(8))[0]; sys.exit("vocab_size" in json.loads(f.read(n))["__metadata__"])' \
+    "$T/vocabrun/ckpt-00000002.safetensors" && [ $s -eq 0 ] && [ -e "$T/vocabrun/ckpt-00000003.safetensors" ]
+check $? "a --vocab run resumed: no vocab_size recorded; resumed again with --vocab-size 300 (its ids), trains on (exit $s): $(head -c 100 "$T/err.txt")"
 # --max-len-ratio is kept too: a run started with it resumes without it (its batches had differed:
 # "the training data or batching differs", exit 1), and another value is refused
 "$B"/train $TA --data "$T/corpus" --out "$T/ratio" --max-steps 1 --max-len-ratio 1 > "$T/out.txt" 2>&1

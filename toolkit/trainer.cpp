@@ -312,7 +312,8 @@ static void read_kept_options(MetaReader& in, TrainOptions* o) {
 
 // An option a resumed run keeps (read_kept_options), given on the command line, must agree with
 // the checkpoint's value (which is the one that wins): a contradiction is refused, naming both
-// values. Integers (the seed up to 2^64 - 1) compare exactly; the reals within a relative 1e-6.
+// values. Every value compares exactly (a checkpoint's reals read back to the very doubles
+// given: exact_text), and prints in as few digits as tell it apart (1.0000001 is not 1).
 // A checkpoint with a damaged value is left to restore_options (exit 1), not called a
 // contradiction.
 static bool check_resume_conflicts(Run& r, const Metadata& meta) {
@@ -320,7 +321,15 @@ static bool check_resume_conflicts(Run& r, const Metadata& meta) {
     MetaReader in{meta, ""};
     read_kept_options(in, &saved);
     if (!in.error.empty()) return true;
-    auto same = [](double a, double b) { return a == b || std::fabs(a - b) <= 1e-6 * std::fabs(b); };
+    auto shortest = [](double v) {   // the fewest significant digits that read back to v (as a
+        const bool single = (double)(float)v == v;   // float where it is one: Adam's constants)
+        for (int digits = 6; digits < 17; digits++) {
+            const std::string s = printed("%.*g", digits, v);
+            const double back = std::strtod(s.c_str(), nullptr);
+            if (single ? (float)back == (float)v : back == v) return s;
+        }
+        return printed("%.17g", v);
+    };
     const TrainOptions& now = r.opt;
     const struct { const char* option; const char* key; unsigned long long given, was; double given_real, was_real; bool is_real; } opts[] = {
         {"--max-tokens", "max_tokens", (unsigned long long)now.max_tokens, (unsigned long long)saved.max_tokens, 0, 0, false},
@@ -336,14 +345,14 @@ static bool check_resume_conflicts(Run& r, const Metadata& meta) {
         {"--adam-eps", "adam_eps", 0, 0, now.adam.eps, saved.adam.eps, true}};
     for (const auto& o : opts) {
         if (!given(r, o.option) || !meta.count(o.key)) continue;
-        if (o.is_real ? same(o.given_real, o.was_real) : o.given == o.was) continue;
+        if (o.is_real ? o.given_real == o.was_real : o.given == o.was) continue;
         char shown[96];   // as given: --accum counts one rank's batches (the step takes N x --accum)
         if (std::strcmp(o.option, "--accum") == 0 && dist_size() > 1)
             std::snprintf(shown, sizeof shown, "%d on %d ranks (%llu batches a step)", now.accum / dist_size(),
                           dist_size(), o.given);
-        else if (o.is_real) std::snprintf(shown, sizeof shown, "%g", o.given_real);
+        else if (o.is_real) std::snprintf(shown, sizeof shown, "%s", shortest(o.given_real).c_str());
         else std::snprintf(shown, sizeof shown, "%llu", o.given);
-        const std::string was = o.is_real ? printed("%g", o.was_real) : std::to_string(o.was);
+        const std::string was = o.is_real ? shortest(o.was_real) : std::to_string(o.was);
         char buf[320];
         std::snprintf(buf, sizeof buf, "--resume: %s %s contradicts the checkpoint's %s; a resumed run keeps "
                       "its training options (drop %s, or start a new run with another --out)",
