@@ -73,8 +73,17 @@ same "$T/one/ckpt-00000020.safetensors" "$T/two/ckpt-00000020.safetensors" "2 ra
 losses "$T/one" > "$T/l1"; losses "$T/two" > "$T/l2"
 [ "$(wc -l < "$T/l1")" -eq 20 ] && cmp -s "$T/l1" "$T/l2"
 check $? "2 ranks = --accum 2: the 20 logged losses ($(tail -1 "$T/l1") vs $(tail -1 "$T/l2"))"
-grep -q "data parallel: 2 ranks" "$T/two.log"
-check $? "the 2-rank run says so: $(grep -m1 'data parallel' "$T/two.log")"
+grep -q "data parallel: 2 ranks (2 on this machine), gradients summed by MPI_Allreduce on host memory" "$T/two.log" &&
+    ! grep -q "failed (exit status" "$T/two.log"
+check $? "the 2-rank run says so, and no rank calls itself failed: $(grep -m1 'data parallel' "$T/two.log" | cut -c1-100)"
+[ "$(grep -c 'data parallel: 20 gradient all-reduces of [0-9.]* MB, [0-9.]* ms each' "$T/two.log")" -eq 1 ]
+check $? "... and rank 0 alone sums its all-reduces up at the end: $(grep -m1 'gradient all-reduces' "$T/two.log" | cut -c1-90)"
+# A run with no step left (resumed at its --max-steps) did no all-reduce: it says none
+cp -r "$T/two" "$T/twodone"
+$MPIRUN -np 2 "$B"/train $A --max-steps 20 --resume --out "$T/twodone" > "$T/twodone.log" 2>&1
+status=$?
+[ $status -eq 0 ] && ! grep -q "gradient all-reduces" "$T/twodone.log"
+check $? "a 2-rank run resumed at its --max-steps: no step, no all-reduce line (exit $status$(grep -m1 'all-reduces' "$T/twodone.log" | sed 's/^/: /'))"
 [ "$(grep -c 'saved .*ckpt-00000020' "$T/two.log")" -eq 1 ] && [ "$(grep -c '^step     20 | dev loss' "$T/two.log")" -eq 1 ]
 check $? "rank 0 alone prints, saves and evaluates (one 'saved' line, one dev-loss line per step)"
 [ "$(cd "$T/one" && ls)" = "$(cd "$T/two" && ls)" ] && [ "$(grep -c . "$T/two/log.csv")" -eq "$(grep -c . "$T/one/log.csv")" ]
@@ -261,6 +270,18 @@ check $? "rank 1 stopped (hung): --dist-timeout 3s ends the job in ${TOOK} s, ex
 last=$(ls "$T/hung"/ckpt-*.safetensors 2> /dev/null | tail -1)
 [ -n "$last" ] && "$B"/average --out "$T/hung.avg.safetensors" "$last" > /dev/null 2>&1
 check $? "its last checkpoint is intact (./average reads $(basename "${last:-none}"))"
+
+# --dist-timeout 0 never ends the job: rank 1 paused for 2 s (SIGSTOP, SIGCONT), rank 0 waiting in
+# an all-reduce meanwhile, and the job goes on (then stopped by SIGTERM).
+run_until_checkpoint "$T/paused" --dist-timeout 0
+victim=$(rank_pid $JOB 1)
+[ -n "$victim" ] && kill -STOP "$victim" && sleep 2 && kill -CONT "$victim"
+sleep 1
+alive=no; kill -0 "$JOB" 2> /dev/null && alive=yes
+kill -TERM "$JOB" 2> /dev/null
+ends
+[ -n "$victim" ] && [ $alive = yes ] && ! grep -q "waited" "$T/paused.log"
+check $? "--dist-timeout 0 (never): rank 1 paused 2 s, the job goes on (alive: $alive$(grep -m1 'waited' "$T/paused.log" | cut -c1-80 | sed 's/^/; /'))"
 
 # A rank that hangs in set-up (rank 1 reads --vocab from a FIFO nobody writes): rank 0 waited
 # in the set-up's barrier forever; --dist-timeout covers it as it covers the steps.

@@ -61,4 +61,22 @@ for how in nccl host; do
     [ "$(wc -l < "$T/l1")" -eq 20 ] && cmp -s "$T/l1" "$T/l2"
     check $? "2 GPUs ($how) = --accum 2: the 20 logged losses ($(tail -n 1 "$T/l1") vs $(tail -n 1 "$T/l2"))"
 done
+# An NCCL library lacking an entry point (every tnccl_* but tnccl_destroy, as a build cut short):
+# not used, the gradients go through the host, and the run says so
+cat > "$T/partial_nccl.c" << 'EOF'
+#include <stdbool.h>
+#include <stddef.h>
+int tnccl_id_bytes(void) { return 8; }
+bool tnccl_unique_id(void* id, void* error) { (void)id; (void)error; return true; }
+void* tnccl_init(const void* id, int rank, int size, void* error) { (void)id; (void)rank; (void)size; (void)error; return NULL; }
+bool tnccl_all_reduce_sum(void* comm, float* dev, size_t n, void* error) { (void)comm; (void)dev; (void)n; (void)error; return false; }
+EOF
+if ${CC:-cc} -shared -fPIC -o "$T/partial_nccl.so" "$T/partial_nccl.c" 2> "$T/cc.log"; then
+    TRANSFORMER_NCCL_LIB="$T/partial_nccl.so" $MPIRUN -x TRANSFORMER_NCCL_LIB -np 2 "$B"/train $A --max-steps 2 --out "$T/partial" > "$T/partial.log" 2>&1
+    status=$?
+    [ $status -eq 0 ] && grep -q "^data parallel: no NCCL library on every rank ($T/partial_nccl.so)" "$T/partial.log"
+    check $? "an NCCL library without tnccl_destroy: the host path, said (exit $status): $(grep -m1 -E '^data parallel: (NCCL|no NCCL)|NCCL:' "$T/partial.log" | cut -c1-90)"
+else
+    check 1 "compiling the incomplete NCCL library: $(head -c 100 "$T/cc.log")"
+fi
 check_summary dist_cuda
