@@ -43,7 +43,7 @@ dev_bleu() {  # dev_bleu MODEL BEAM: ./translate the first 30 dev lines, ./bleu 
     head -n 30 "$T/corpus/dev.en" | "$B"/translate --model "$1" --beam "$2" > "$T/hyp.txt" &&
     head -n 30 "$T/corpus/dev.es" > "$T/ref.txt" && "$B"/bleu --score-only "$T/ref.txt" < "$T/hyp.txt"
 }
-same_number() {  # same_number LOGGED SCORED: the log's 6 decimals against ./bleu's 2
+same_number() {  # same_number LOGGED SCORED: the log's 9 digits against ./bleu's 2 decimals
     awk -v a="$1" -v b="$2" 'BEGIN { d = a - b; exit !(a != "" && b != "" && d <= 0.0050001 && d >= -0.0050001) }'
 }
 # Each evaluation's dev BLEU in RUN/log.csv against ./translate --beam BEAM of that step's
@@ -182,9 +182,17 @@ check $? "--no-eval-bleu run resumed with --eval-bleu: exit $s, step 15 has dev 
 "$B"/train $TA $V --out "$T/lr" --warmup 4 --lr-scale 2 --log-every 0s --max-steps 8 --no-eval > "$T/lr.log" 2>&1
 s=$?
 awk -F, '$1 == "train" { n++; up = $2 * 4 ^ -1.5; down = $2 ^ -0.5; want = 2 / sqrt(32) * (up < down ? up : down);
-    got = got " " $5; if ($5 - want > 5e-7 || want - $5 > 5e-7) bad = bad ", step " $2 " wants " want }
+    got = got " " $5; if ($5 - want > 1e-7 * want || want - $5 > 1e-7 * want) bad = bad ", step " $2 " wants " want }
     END { printf "%d rows:%s%s", n, got, bad; exit !(n == 8 && bad == "") }' "$T/lr/log.csv" > "$T/lr.txt" 2>&1
-check $(( $? + s )) "log.csv's lr of steps 1-8 is 2 x 32^-0.5 x min(step^-0.5, step x 4^-1.5) (exit $s; $(cat "$T/lr.txt"))"
+check $(( $? + s )) "log.csv's lr of steps 1-8 is 2 x 32^-0.5 x min(step^-0.5, step x 4^-1.5) within 1e-7 relative (exit $s; $(cat "$T/lr.txt"))"
+# A warmup's small rates keep their digits (written with 6 decimals, step 1 of --warmup 4000
+# had read 0.000000, and the base model's first steps too): 32^-0.5 x 4000^-1.5 = 6.99e-7.
+"$B"/train $TA $V --out "$T/lrsmall" --warmup 4000 --log-every 0s --max-steps 2 --no-eval > "$T/lrsmall.log" 2>&1
+s=$?
+awk -F, '$1 == "train" { n++; want = $2 / sqrt(32) * 4000 ^ -1.5; got = got " " $5
+    if ($5 - want > 1e-7 * want || want - $5 > 1e-7 * want) bad = bad ", step " $2 " wants " want }
+    END { printf "%d rows:%s%s", n, got, bad; exit !(n == 2 && bad == "") }' "$T/lrsmall/log.csv" > "$T/lr.txt" 2>&1
+check $(( $? + s )) "--warmup 4000: log.csv's lr of steps 1-2 is step x 32^-0.5 x 4000^-1.5 within 1e-7 relative (exit $s; $(cat "$T/lr.txt"))"
 ! grep -q "^skipped" "$T/lr.log"; check $? "a run that skipped no step does not say 'skipped 0 steps'"
 
 # ---- --max-epochs ---------------------------------------------------------------------------

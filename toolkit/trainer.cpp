@@ -786,7 +786,9 @@ static bool csv_row(Run& r, const char* event, double loss, double lr, double de
         if (!r.csv) return fail("cannot open " + r.path("log.csv") + ": " + std::strerror(errno));
         if (fresh) std::fprintf(r.csv, "event,step,epoch,train_loss,lr,dev_loss,bleu_dev,bleu_test,elapsed_s\n");
     }
-    auto num = [](double v) { return std::isnan(v) ? std::string() : std::to_string(v); };
+    // 9 significant digits: a warmup's learning rate (1.7e-7 at step 1 of the base model) had
+    // been written with 6 decimals, as 0.000000
+    auto num = [](double v) { return std::isnan(v) ? std::string() : printed("%.9g", v); };
     SamplerPosition p = r.sampler.position();
     double epoch = p.epoch + (double)p.index / std::max<size_t>(1, r.sampler.batches_per_epoch());
     std::fprintf(r.csv, "%s,%lld,%.4f,%s,%s,%s,%s,%s,%.1f\n", event, (long long)r.model.step, epoch,
