@@ -417,6 +417,18 @@ printed=$(sed -n 's/^step *\([0-9]*\) | non-finite.*/\1/p' "$T/out.txt" | tr '\n
 logged=$(awk -F, '$1 == "nonfinite" { printf "%s ", $2 }' "$T/nan2/log.csv")
 [ "$printed" = "3 3 " ] && [ "$logged" = "2 2 " ]
 check $? "... printed as the step tried, 3 both times ('$printed'), logged at the last completed step, 2 ('$logged')"
+# Every step of an epoch skipped (--max-epochs 1, --max-nonfinite above the epoch's steps): the
+# run completed none and saved nothing; the end had read the empty list of checkpoints (a crash).
+# One process: its errors say "train: error:", no rank.
+poison=$(seq -s, 1 60)
+TRAIN_TEST_NONFINITE=$poison "$B"/train $TA --data "$T/corpus" --out "$T/nan3" --max-steps 0 --max-epochs 1 \
+    --max-nonfinite 100 > "$T/out.txt" 2> "$T/err.txt"; s=$?
+expect "every step of the run's one epoch non-finite (test switch)" 3 "^train: error: no step completed: all [0-9]* tried had a non-finite"
+! ls "$T/nan3" | grep -q '^ckpt-\|^average' && [ "$(grep -c '^nonfinite,' "$T/nan3/log.csv")" -ge 2 ]
+check $? "... no checkpoint or average written, each skipped step logged ($(grep -c '^nonfinite,' "$T/nan3/log.csv") rows)"
+TRAIN_TEST_NONFINITE=$poison "$B"/train --max-tokens 400 --no-eval --time 0 --save-every 0 --data "$T/corpus" \
+    --init-from "$C" --out "$T/nan4" --max-steps 0 --max-epochs 1 --max-nonfinite 100 > "$T/out.txt" 2> "$T/err.txt"; s=$?
+expect "... fine-tuning (--init-from) likewise" 3 "no step completed: all [0-9]* tried"
 
 # ---- a full disk during a checkpoint write
 size=$(stat -c %s "$C")

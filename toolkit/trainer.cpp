@@ -1237,6 +1237,20 @@ static bool final_evaluation(Run& r) {
     return csv_row(r, "final", NAN, NAN, dl, dev_avg.bleu, test_avg.bleu) && redraw_curves(r);
 }
 
+// A run (new, or fine-tuning) that ended without completing a step: every step it tried was
+// skipped as non-finite until its budget ended (--max-nonfinite above the steps it had), or the
+// budget ended first. Nothing was saved: nothing to average or evaluate (this had read past the
+// empty list of checkpoints and crashed). Exit 3, as the non-finite stop; 1 for a budget.
+static int no_step_completed(Run& r) {
+    r.fail_status = r.nonfinite_total > 0 ? 3 : 1;
+    if (r.nonfinite_total > 0)
+        fail("no step completed: all " + std::to_string(r.nonfinite_total) + " tried had a non-finite loss or "
+             "gradient and were skipped; nothing saved (lower --lr-scale, set --clip-norm, or check the data)");
+    else
+        fail("no step completed within the budget; nothing saved (give a larger --time)");
+    return r.fail_status;
+}
+
 int run_training(TrainOptions opt) {
     Run r;
     r.opt = opt;
@@ -1267,7 +1281,7 @@ int run_training(TrainOptions opt) {
         return 1;
     }
     if (!opt.quiet)
-        std::printf("trained %lld steps in %s (this run %s)\n", (long long)r.model.step,
+        std::printf("trained %lld step%s in %s (this run %s)\n", (long long)r.model.step, r.model.step == 1 ? "" : "s",
                     format_duration(r.elapsed()).c_str(), format_duration(now_s() - r.start).c_str());
     if (r.nonfinite_total > 0)
         std::printf("skipped %lld steps with a non-finite loss or gradient (log.csv: event nonfinite)\n",
@@ -1277,6 +1291,7 @@ int run_training(TrainOptions opt) {
         else std::printf("interrupted: checkpoint saved; continue with --resume\n");
         return 130;
     }
+    if (r.model.step == 0) return no_step_completed(r);
     if (!dist_is_root()) return 0;   // rank 0 alone evaluates
     if (!opt.quiet || opt.final_eval) return final_evaluation(r) ? 0 : 1;
     return 0;
