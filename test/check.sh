@@ -66,8 +66,10 @@ interrupt_and_resume() {
     s=$?
     last=$(ls "$dir"/ckpt-*.safetensors 2> /dev/null | tail -n 1)
     K=$(basename "${last:-ckpt-0}" .safetensors | sed 's/^ckpt-0*//')
-    [ $s -eq 130 ] && grep -q "^interrupted: checkpoint saved; continue with --resume" "$dir.log" && [ "${K:-0}" -gt 0 ]
-    check $? "SIGINT during $what: exit $s, a checkpoint of step ${K:-none} saved"
+    [ $s -eq 130 ] && grep -q "^interrupted: checkpoint saved; continue with --resume" "$dir.log" && [ "${K:-0}" -gt 0 ] &&
+        grep -q "^stopping after this step, with a checkpoint (interrupt again to stop at once)$" "$dir.log" &&
+        [ "$(tr -cd '\000' < "$dir.log" | wc -c)" -eq 0 ]
+    check $? "SIGINT during $what: exit $s, said (no NUL byte written), a checkpoint of step ${K:-none} saved"
     [ "${K:-0}" -gt 0 ] || return
     "$B"/train "$@" --max-steps $((K + 3)) --save-every-steps 4 --out "$dir" --resume > /dev/null 2>&1 &&
         "$B"/train "$@" --max-steps $((K + 3)) --save-every-steps 4 --out "$dir.straight" > /dev/null 2>&1

@@ -240,6 +240,18 @@ check $? "--resume alone from another folder: the run's data (de-en) and budget 
 (cd "$T" && "$BA"/train --out res --resume --max-steps 6 --no-eval > "$T/res2.log" 2>&1); s=$?
 [ $s -eq 0 ] && [ -e "$(ckpt "$T/res" 6)" ] && ! grep -q "budget is spent" "$T/res2.log"
 check $? "--resume --max-steps 6: goes on to step 6 on the run's data, not saying its budget is spent (exit $s)"
+# A budget of an hour, spent (the checkpoint's time_used edited to 3600.5 s, time_limit 3600):
+# the time used reads 1h00m00s, as every duration of an hour or more does.
+mkdir -p "$T/hour" && cp "$T/res/vocab.bpe" "$T/hour/" && python3 - "$(ckpt "$T/res" 6)" "$(ckpt "$T/hour" 6)" <<'PY'
+import sys, struct, json
+f = open(sys.argv[1], "rb").read(); n = struct.unpack("<Q", f[:8])[0]
+h = json.loads(f[8:8 + n]); h["__metadata__"].update(time_used="3600.5", time_limit="3600", max_steps="0")
+t = json.dumps(h).encode(); t += b" " * (-len(t) % 8)
+open(sys.argv[2], "wb").write(struct.pack("<Q", len(t)) + t + f[8 + n:])
+PY
+"$B"/train --out "$T/hour" --resume --no-eval > "$T/hour.log" 2>&1; s=$?
+[ $s -eq 0 ] && grep -q "^--resume: the run's budget is spent (step 6, 1h00m00s used)" "$T/hour.log"
+check $? "--resume of a run that used its hour: '$(grep -m1 "budget is spent" "$T/hour.log" | cut -c1-60)', exit $s"
 # A data folder whose name is not UTF-8 is not recorded (a safetensors header is UTF-8 JSON: its
 # raw byte had made Hugging Face's reader refuse every checkpoint), said at start; --resume
 # with --data goes on.
@@ -373,6 +385,20 @@ left=$(cd "$T/locked" && ls | grep '[.]tmp[.]' | tr '\n' ' ')
     grep -q "ckpt-00000007.safetensors.tmp.$gone: left by a write that was cut short (process $gone is gone), removed" "$T/locked3.log"
 check $? "a resumed run removes its files' temporaries of a process that is gone, keeps '$left' (exit $s)"
 
+# ---- the final report's test set, changed while the run trained --------------------------------
+# test.es cut to 5 lines once training started: the report's scoring is refused, exit 1 (it had
+# said "train: error: BLEU: ..." and exited 0).
+mkdir -p "$T/changing" && cp "$T/corpus"/* "$T/changing/"
+"$B"/train $TA $V --data "$T/changing" --out "$T/changed" --time 3s --max-steps 0 --eval-every 0 --no-eval-bleu \
+    > "$T/changed.log" 2>&1 &
+pid=$!
+i=0
+while [ $i -lt 300 ] && ! grep -q "^batches:" "$T/changed.log"; do sleep 0.05; i=$((i + 1)); done
+head -n 5 "$T/corpus/test.es" > "$T/changing/test.es"
+wait $pid; s=$?
+[ $s -eq 1 ] && grep -q "^train: error: $T/changing/test.en has [0-9]* lines, $T/changing/test.es 5 (changed while the run trained?): not scored" "$T/changed.log"
+check $? "test.es cut while the run trained: the final report refuses it, exit $s ($(grep -m1 'error' "$T/changed.log" | sed "s|$T/||g"))"
+
 # ---- --average 1: the final report names the model it scored, the last checkpoint -----------
 # (its lines had said "averaged", and "test, last checkpoint, beam" repeated the same score)
 "$B"/train $TA $V --out "$T/avg1" --max-steps 4 --save-every-steps 2 --eval-every 0 --average 1 > "$T/avg1.log" 2>&1; s=$?
@@ -476,5 +502,21 @@ check $? "--learned-pos: the data line says the dev pair left out of the dev los
 # Ctrl-C (SIGINT) during training: a checkpoint of the step reached, exit status 130, and the run
 # resumed from it equals the same steps uninterrupted, bitwise.
 interrupt_and_resume "$T/int" "./train" $TA $V --no-eval
+# A second Ctrl-C before the step in progress ends: at once, without that step's checkpoint. A
+# model whose step takes about a second on 2 cores; the first signal once step 1 is logged, the
+# second once the first is answered (sent together, the two would arrive as one).
+"$B"/train --config tiny --d-model 512 --d-ff 2048 $V --data "$T/corpus" --max-tokens 2000 --no-eval --time 0 \
+    --save-every 0 --log-every 0s --max-steps 100000 --out "$T/int2" > "$T/int2.log" 2>&1 &
+pid=$!
+i=0
+while [ $i -lt 600 ] && ! grep -q "^step *1 |" "$T/int2.log"; do sleep 0.1; i=$((i + 1)); done
+kill -INT $pid 2> /dev/null
+i=0
+while [ $i -lt 500 ] && ! grep -q "^stopping after this step" "$T/int2.log"; do sleep 0.01; i=$((i + 1)); done
+kill -INT $pid 2> /dev/null
+wait $pid; s=$?
+[ $s -eq 130 ] && grep -q "^interrupted again: stopping now, without a checkpoint of this step$" "$T/int2.log" &&
+    ! grep -q "^interrupted: checkpoint saved" "$T/int2.log" && [ "$(tr -cd '\000' < "$T/int2.log" | wc -c)" -eq 0 ]
+check $? "two SIGINTs in one step: exit $s, '$(grep -m1 '^interrupted' "$T/int2.log")' (no NUL byte written)"
 
 check_summary train_cli

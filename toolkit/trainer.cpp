@@ -799,7 +799,8 @@ static bool csv_row(Run& r, const char* event, double loss, double lr, double de
     return true;
 }
 
-struct Scores { double bleu = NAN; std::string line; double seconds = 0; size_t sentences = 0; };
+// ok: false when the lines could not be read or scored (said on stderr: the run then exits 1).
+struct Scores { double bleu = NAN; std::string line; double seconds = 0; size_t sentences = 0; bool ok = true; };
 
 // What a source line cut for translation (translate_lines) was longer than: the learned position
 // table, or the 1,024 tokens ./translate takes.
@@ -832,7 +833,7 @@ static Scores score_lines(Model* m, const Tokenizer& tok, const std::vector<std:
                                 (cut == 1 ? ": its first " : ": their first ") + std::to_string(eval_source_limit(m)) + " tokens translated]"
                           : "");
     } catch (const std::exception& e) {
-        fail(std::string("BLEU: ") + e.what());
+        s.ok = fail(std::string("BLEU: ") + e.what());
     }
     return s;
 }
@@ -973,6 +974,7 @@ static bool evaluate(Run& r, double lr) {
     double dl = dev_loss(r);
     Scores bleu;
     if (!r.dev_src.empty()) bleu = score_lines(&r.model, r.tok, r.dev_src, r.dev_ref, r.opt.eval_beam, r.opt, false);
+    if (!bleu.ok) return false;
     if (!csv_row(r, "dev", NAN, lr, dl, bleu.bleu, NAN) || !redraw_curves(r)) return false;
     if (!update_best(r, r.best.metric == "bleu" ? bleu.bleu : dl)) return false;
     if (r.opt.quiet || (std::isnan(dl) && std::isnan(bleu.bleu))) return true;   // no dev set
@@ -1152,17 +1154,24 @@ static Scores score(Model* m, const Tokenizer& tok, const std::string& src_path,
                     int beam, const TrainOptions& opt) {
     std::vector<std::string> src, ref;
     std::string err;
-    if (!read_text_lines(src_path, &src, &err) || !read_text_lines(ref_path, &ref, &err)) {
-        fail(err);
-        return Scores();
+    if (read_text_lines(src_path, &src, &err) && read_text_lines(ref_path, &ref, &err) && src.size() != ref.size())
+        err = src_path + " has " + std::to_string(src.size()) + " lines, " + ref_path + " " + std::to_string(ref.size()) +
+              " (changed while the run trained?): not scored";   // read as pairs at the start
+    if (!err.empty()) {
+        Scores none;
+        none.ok = fail(err);
+        return none;
     }
     return score_lines(m, tok, src, ref, beam, opt, true);
 }
 
-static void report(const char* what, const Scores& s) {
+// One line of the final report; false (said already) when the scores could not be had.
+static bool report(const char* what, const Scores& s) {
+    if (!s.ok) return false;
     std::printf("%-34s %s  (%zu sentences in %.1f s, %.1f sent/s)\n", what, s.line.c_str(), s.sentences,
                 s.seconds, s.sentences / std::max(1e-9, s.seconds));
     std::fflush(stdout);
+    return true;
 }
 
 // Loads checkpoint `path` into the run's model for decoding (its own backend: no second one).
@@ -1177,9 +1186,8 @@ static bool load_for_decoding(Run& r, const std::string& path) {
 static bool report_best(Run& r) {
     if (r.best.step < 0 || !fs::exists(r.path("best.safetensors"))) return true;
     if (!load_for_decoding(r, r.path("best.safetensors"))) return false;
-    report(("test, best (dev " + r.best.metric + "), beam").c_str(),
-           score(&r.model, r.tok, r.data("test", r.opt.src_lang), r.data("test", r.opt.tgt_lang), r.opt.beam, r.opt));
-    return true;
+    return report(("test, best (dev " + r.best.metric + "), beam").c_str(),
+                  score(&r.model, r.tok, r.data("test", r.opt.src_lang), r.data("test", r.opt.tgt_lang), r.opt.beam, r.opt));
 }
 
 static bool final_evaluation(Run& r) {
@@ -1224,14 +1232,14 @@ static bool final_evaluation(Run& r) {
     Scores dev_avg, test_avg;
     if (r.have_dev) {
         dev_avg = score(&r.model, r.tok, r.data("dev", r.opt.src_lang), r.data("dev", r.opt.tgt_lang), r.opt.beam, r.opt);
-        report(("dev, " + which + ", beam").c_str(), dev_avg);
+        if (!report(("dev, " + which + ", beam").c_str(), dev_avg)) return false;
     }
     if (r.have_test) {
         test_avg = score(&r.model, r.tok, r.data("test", r.opt.src_lang), r.data("test", r.opt.tgt_lang), r.opt.beam, r.opt);
-        report(("test, " + which + ", beam").c_str(), test_avg);
-        report(("test, " + which + ", greedy").c_str(), score(&r.model, r.tok, r.data("test", r.opt.src_lang), r.data("test", r.opt.tgt_lang), 1, r.opt));
-        if (averaged) report("test, last checkpoint, beam", last_beam);
-        if (!report_best(r)) return false;
+        if (!report(("test, " + which + ", beam").c_str(), test_avg) ||
+            !report(("test, " + which + ", greedy").c_str(), score(&r.model, r.tok, r.data("test", r.opt.src_lang), r.data("test", r.opt.tgt_lang), 1, r.opt)) ||
+            (averaged && !report("test, last checkpoint, beam", last_beam)) || !report_best(r))
+            return false;
     }
     r.model.step = last_step;   // log.csv's final row: the step training ended at
     return csv_row(r, "final", NAN, NAN, dl, dev_avg.bleu, test_avg.bleu) && redraw_curves(r);
