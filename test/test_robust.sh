@@ -214,6 +214,17 @@ expect "... --vocab-size 500 there, after the resumed run's checkpoint" 2 "vocab
 python3 -c 'import sys, json, struct; f = open(sys.argv[1], "rb"); n = struct.unpack("<Q", f.read(8))[0]; sys.exit("vocab_size" in json.loads(f.read(n))["__metadata__"])' \
     "$T/vocabrun/ckpt-00000002.safetensors" && [ $s -eq 0 ] && [ -e "$T/vocabrun/ckpt-00000003.safetensors" ]
 check $? "a --vocab run resumed: no vocab_size recorded; resumed again with --vocab-size 300 (its ids), trains on (exit $s): $(head -c 100 "$T/err.txt")"
+# --resume --vocab FILE: FILE must be the checkpoint's tokenizer (the same file: trains on; another, refused)
+"$B"/train ${TA/--vocab-size 300/} --vocab "$T/run/vocab.bpe" --data "$T/corpus" --out "$T/vocabrun" --resume --max-steps 4 \
+    > /dev/null 2> "$T/err.txt"; s=$?
+[ $s -eq 0 ] && [ -e "$T/vocabrun/ckpt-00000004.safetensors" ]
+check $? "... resumed with --vocab of its own vocab.bpe: trains on (exit $s): $(head -c 100 "$T/err.txt")"
+"$B"/train ${TA/--vocab-size 300/} --vocab "$T/small-bpe/vocab.bpe" --data "$T/corpus" --out "$T/vocabrun" --resume \
+    --max-steps 5 > /dev/null 2> "$T/err.txt"; s=$?
+expect "... resumed with --vocab of another tokenizer (322 ids)" 2 "^train: error: --resume: --vocab .*small-bpe/vocab.bpe is not the checkpoint's tokenizer; a resumed run keeps"
+"$B"/train ${TA/--vocab-size 300/} --vocab "$T/missing.bpe" --data "$T/corpus" --out "$T/vocabrun" --resume \
+    --max-steps 5 > /dev/null 2> "$T/err.txt"; s=$?
+expect "... resumed with --vocab of a missing file" 1 "cannot read .*missing.bpe"
 # --max-len-ratio is kept too: a run started with it resumes without it (its batches had differed:
 # "the training data or batching differs", exit 1), and another value is refused
 "$B"/train $TA --data "$T/corpus" --out "$T/ratio" --max-steps 1 --max-len-ratio 1 > "$T/out.txt" 2>&1

@@ -322,6 +322,9 @@ check $? "default corpus without its .complete stamp: make_corpus.py runs again;
 "$B"/train --src de --tgt en --max-steps 1 --out "$T/nodata" > /dev/null 2> "$T/err.txt"; s=$?
 [ $s -eq 1 ] && grep -q "the default corpus is English-Spanish (en, es): for de-en give --data DIR" "$T/err.txt"
 check $? "./train --src de --tgt en without --data: exit 1 ($s), $(head -c 150 "$T/err.txt")"
+"$B"/train --tgt fr --max-steps 1 --out "$T/nodata" > /dev/null 2> "$T/err.txt"; s=$?   # one side other than the corpus's
+[ $s -eq 1 ] && grep -q "the default corpus is English-Spanish (en, es): for en-fr give --data DIR" "$T/err.txt"
+check $? "./train --tgt fr without --data: exit 1 ($s), $(head -c 150 "$T/err.txt")"
 
 # A run that ended after logging steps past its last checkpoint (kill -9, a full disk; here the
 # checkpoint of step 6 removed): --resume trains steps 5 and 6 again, and log.csv holds each step

@@ -181,10 +181,13 @@ static bool setup_tokenizer(Run& r, const Metadata* ckpt_meta) {
         auto it = ckpt_meta->find("tokenizer");
         if (it == ckpt_meta->end() || !Tokenizer::deserialize(it->second, &r.tok, &err))
             return fail("the checkpoint carries no valid tokenizer: " + err);
-        Tokenizer given;
-        if (!r.opt.vocab_file.empty() &&
-            (!read_vocab_file(r.opt.vocab_file, &given) || given.serialize() != r.tok.serialize()))
-            return fail("--vocab " + r.opt.vocab_file + " is not the checkpoint's tokenizer");
+        Tokenizer given;   // --resume --vocab FILE: the checkpoint's tokenizer, or a contradiction (exit 2)
+        if (!r.opt.vocab_file.empty() && !read_vocab_file(r.opt.vocab_file, &given)) return false;
+        if (!r.opt.vocab_file.empty() && given.serialize() != r.tok.serialize()) {
+            r.fail_status = 2;
+            return fail("--resume: --vocab " + r.opt.vocab_file + " is not the checkpoint's tokenizer; a resumed run "
+                        "keeps its training options (drop --vocab, or start a new run with another --out)");
+        }
         if (!r.opt.init_from.empty()) return write_vocab_file(r);
         // resume: out/vocab.bpe (what ./bpe and the benchmarks read) must be the checkpoint's
         std::ifstream f(r.path("vocab.bpe"), std::ios::binary);
