@@ -180,6 +180,8 @@ static std::string check_run_options(const Options& o, const CommandLine& c) {
     if ((float)c.beta1 >= 1 || (float)c.beta2 >= 1)
         return "--adam-beta1 and --adam-beta2 must stay below 1 in single precision (above 1 - 3e-8 they round to 1)";
     if ((float)c.eps <= 0) return "--adam-eps rounds to 0 in single precision (below about 1e-45): give a larger value";
+    if (std::isinf((float)c.eps))   // Adam's steps would all be 0, and the checkpoint's "inf" not resume
+        return "--adam-eps overflows single precision (above about 3.4e38): give a smaller value";
     if (!t.init_from.empty()) {
         if (t.resume) return "--init-from starts a new run from a checkpoint, --resume continues one: pass only one";
         if (!t.vocab_file.empty()) return "--init-from keeps the checkpoint's tokenizer: drop --vocab";

@@ -301,10 +301,18 @@ check $? "--resume alone keeps --save-every-steps 2, --keep 2, --average 2: chec
 # damaged or edited checkpoint').
 big=10000000000000000
 "$B"/train --config tiny --d-model 32 --d-ff 64 $V --data "$T/corpus" --out "$T/resbig" --max-steps 2 --time $big \
-    --save-every $big --log-every $big --lr-scale 1e-310 --clip-norm 1e301 --no-eval > /dev/null 2>&1
+    --save-every $big --log-every $big --lr-scale 1e-310 --clip-norm 1.7976931348623157e308 --no-eval > /dev/null 2>&1
 "$B"/train --out "$T/resbig" --resume --max-steps 4 --no-eval > "$T/resbig.log" 2>&1; s=$?
 [ $s -eq 0 ] && [ -e "$(ckpt "$T/resbig" 4)" ]
-check $? "--resume of a run with --time, --save-every, --log-every $big s, --lr-scale 1e-310, --clip-norm 1e301: exit $s $(grep -m1 error "$T/resbig.log")"
+check $? "--resume of a run with --time, --save-every, --log-every $big s, --lr-scale 1e-310, --clip-norm 1.7976931348623157e308 (the largest double): exit $s $(grep -m1 error "$T/resbig.log")"
+# --early-stopping given to the resume of a run without evaluations (its --eval-every 0 kept):
+# refused as for a new run, not a patience that no evaluation would ever count.
+"$B"/train --config tiny --d-model 32 --d-ff 64 $V --data "$T/corpus" --out "$T/noevals" --max-steps 2 --eval-every 0 \
+    --no-eval > /dev/null 2>&1
+"$B"/train --out "$T/noevals" --resume --early-stopping 2 --max-steps 4 --no-eval > "$T/noevals.log" 2>&1; s=$?
+[ $s -eq 1 ] && grep -q "^train: error: --early-stopping needs evaluations: --eval-every > 0" "$T/noevals.log" &&
+    [ ! -e "$(ckpt "$T/noevals" 4)" ]
+check $? "--resume --early-stopping 2 of a run of --eval-every 0: refused, exit $s ($(grep -m1 error "$T/noevals.log"))"
 # Without --data: from another folder, or for other languages, a message saying what to do (it
 # had run the default corpus's script, not found there, or built English-Spanish for de-en).
 (cd "$T" && "$BA"/train --max-steps 1 --out "$T/nodata" > /dev/null 2> "$T/err.txt"); s=$?
@@ -460,6 +468,7 @@ refused --adam-beta2 $TA --adam-beta2 0.99999999
 refused --adam-eps $TA --adam-eps 0
 refused --adam-eps $TA --adam-eps 1e-50
 refused --adam-eps $TA --adam-eps nan
+refused "--adam-eps overflows single precision" $TA --adam-eps 1e39   # inf: no step moved, no resume
 refused --eval-beam $TA --eval-beam 0
 refused --eval-lines $TA --eval-lines -1
 refused --best-metric $TA --best-metric bleu4
