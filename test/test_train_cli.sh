@@ -175,6 +175,21 @@ done
 bleu15=$(field "$T/res-no-eval/log.csv" dev 15 7)
 [ $s -eq 0 ] && [ -n "$bleu15" ] && grep -q "^step .* | best dev loss " "$T/res-eval-bleu.log"
 check $? "--no-eval-bleu run resumed with --eval-bleu: exit $s, step 15 has dev BLEU '$bleu15', best still by dev loss: $(grep -m1 -E '^step|error' "$T/res-eval-bleu.log")"
+# A run that never evaluated (--eval-every 0: its metric, by default, dev loss) holds no best:
+# resumed with evaluations, it keeps its best by dev BLEU as a new run would (it had kept dev
+# loss, and refused --best-metric bleu: 'the run keeps its best checkpoint by dev loss'); one
+# whose --best-metric loss was given keeps it, evaluated or not.
+"$B"/train $TA $V --out "$T/res-noev" --max-steps 2 --eval-every 0 --no-eval > /dev/null 2>&1
+cp -r "$T/res-noev" "$T/res-noev2"
+"$B"/train --out "$T/res-noev" --resume --max-steps 4 --eval-every 2 --eval-lines 30 --no-eval > "$T/res-noev.log" 2>&1; s1=$?
+"$B"/train --out "$T/res-noev2" --resume --max-steps 4 --eval-every 2 --eval-lines 30 --best-metric bleu --no-eval \
+    > "$T/res-noev2.log" 2>&1; s2=$?
+"$B"/train $TA $V --out "$T/res-lossgiven" --max-steps 2 --eval-every 1000 --best-metric loss --no-eval > /dev/null 2>&1
+"$B"/train --out "$T/res-lossgiven" --resume --max-steps 4 --eval-every 2 --eval-lines 30 --no-eval > "$T/res-lossgiven.log" 2>&1; s3=$?
+[ "$s1 $s2 $s3" = "0 0 0" ] && grep -q "^step *4 | dev loss .* | dev BLEU .* | best dev BLEU -> best.safetensors" "$T/res-noev.log" &&
+    grep -q "^step *4 | .* | best dev BLEU -> best.safetensors" "$T/res-noev2.log" &&
+    grep -q "^step *4 | .* | best dev loss -> best.safetensors" "$T/res-lossgiven.log"
+check $? "a run of --eval-every 0 resumed with evaluations: best by dev BLEU, alone and with --best-metric bleu; a run of --best-metric loss not yet evaluated keeps dev loss (exits $s1 $s2 $s3: $(grep -h -m1 -E '^step *4|error' "$T/res-noev.log" "$T/res-noev2.log" "$T/res-lossgiven.log" | cut -c1-60 | tr '\n' ';'))"
 
 # ---- the learning rate of each step --------------------------------------------------------
 # log.csv's lr of step s (counted from 1) is §5.3's schedule at s: --lr-scale x d_model^-0.5 x

@@ -68,6 +68,7 @@ static void on_signal(int sig) {
 // the evaluations since it (early stopping). Saved in every checkpoint, restored on resume.
 struct BestState {
     std::string metric;       // "bleu" (higher is better) or "loss" (lower is better)
+    bool given = false;       // chosen by --best-metric (else by default: bleu where dev BLEU is computed)
     double value = NAN;       // NAN: no evaluation yet
     int64_t step = -1;
     int64_t evals_since = 0;  // evaluations without improvement since the best one
@@ -492,6 +493,7 @@ static bool setup_validation(Run& r, const Metadata* resume_meta) {
     const bool bleu = r.opt.eval_bleu && r.have_dev && r.opt.eval_every_steps > 0;
     if (r.opt.best_metric == "bleu" && !bleu) return fail("--best-metric bleu needs dev BLEU (not --no-eval-bleu)");
     r.best.metric = explicit_best ? r.opt.best_metric : bleu ? "bleu" : "loss";
+    r.best.given = explicit_best;
     std::string err;
     if (bleu && (!read_text_lines(r.data("dev", r.opt.src_lang), &r.dev_src, &err) ||
                  !read_text_lines(r.data("dev", r.opt.tgt_lang), &r.dev_ref, &err)))
@@ -501,20 +503,29 @@ static bool setup_validation(Run& r, const Metadata* resume_meta) {
         r.dev_ref.resize(r.opt.eval_lines);
     }
     if (!resume_meta || !resume_meta->count("best_metric")) return true;
+    MetaReader in{*resume_meta, ""};
+    double value = NAN, best_step = -1;
+    int64_t evals_since = 0;
+    in.real("best_value", &value, 0, 0, /*any_ok=*/true);   // nan: none yet
+    in.real("best_step", &best_step, -1, 9e18);
+    in.integer<int64_t>("evals_since_best", &evals_since, 0);
+    if (!in.error.empty()) return fail_damaged(r, in.error);
+    // A run that has not evaluated yet, its metric the default, holds no best to keep: this
+    // resume's options choose it, as a new run's would (a run of --eval-every 0 resumed with
+    // evaluations keeps its best by dev BLEU; one resumed with --best-metric bleu is not refused).
+    auto given = resume_meta->find("best_metric_given");
+    const bool saved_given = given == resume_meta->end() || given->second != "0";   // older checkpoints: as given
+    if (best_step < 0 && !saved_given) return true;
     const std::string saved = resume_meta->at("best_metric");
     if (!explicit_best && saved == "loss") r.best.metric = saved;   // the run's --best-metric loss
     if (saved != r.best.metric)
         return fail("the run keeps its best checkpoint by dev " + saved + ", this resume by dev " + r.best.metric +
                     ": resume with --best-metric " + saved);
-    MetaReader in{*resume_meta, ""};
-    r.best.value = NAN;
-    in.real("best_value", &r.best.value, 0, 0, /*any_ok=*/true);   // nan: none yet
-    double best_step = -1;
-    in.real("best_step", &best_step, -1, 9e18);
+    if (!explicit_best) r.best.given = saved_given;
+    r.best.value = value;
     r.best.step = (int64_t)best_step;
-    r.best.evals_since = 0;
-    in.integer<int64_t>("evals_since_best", &r.best.evals_since, 0);
-    return in.error.empty() || fail_damaged(r, in.error);
+    r.best.evals_since = evals_since;
+    return true;
 }
 
 // A hash of the training data, as a checkpoint records it (16 hex digits).
@@ -877,6 +888,7 @@ static void add_run_state(const Run& r, Metadata* meta) {
     (*meta)["adam_beta2"] = exact_text(r.opt.adam.beta2);
     (*meta)["adam_eps"] = exact_text(r.opt.adam.eps);
     (*meta)["best_metric"] = r.best.metric;
+    (*meta)["best_metric_given"] = r.best.given ? "1" : "0";
     (*meta)["best_value"] = exact_text(r.best.value);
     (*meta)["best_step"] = std::to_string(r.best.step);
     (*meta)["evals_since_best"] = std::to_string(r.best.evals_since);
