@@ -63,8 +63,8 @@ static int last_checkpoints(int n, std::vector<std::string>* inputs) {
     }
     std::vector<std::string> all = list_checkpoints(dir);
     if (all.size() < (size_t)n) {
-        std::fprintf(stderr, "average: --last %d: %s holds %zu checkpoints (ckpt-*.safetensors)\n", n, dir.c_str(),
-                     all.size());
+        std::fprintf(stderr, "average: --last %d: %s holds %zu checkpoint%s (ckpt-*.safetensors)\n", n, dir.c_str(),
+                     all.size(), all.size() == 1 ? "" : "s");
         return 1;
     }
     inputs->assign(all.end() - n, all.end());

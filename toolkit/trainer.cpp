@@ -1155,8 +1155,9 @@ static bool train_loop(Run& r) {
     }
     if (r.last_saved_step != r.model.step && !save_checkpoint(r)) return false;
     if (early_stop_reached(r) && !r.opt.quiet)
-        std::printf("early stopping: dev %s did not improve in %lld evaluations; best %.4g at step %lld (%s)\n",
-                    r.best.metric.c_str(), (long long)r.best.evals_since, r.best.value, (long long)r.best.step,
+        std::printf("early stopping: dev %s did not improve in %lld evaluation%s; best %.4g at step %lld (%s)\n",
+                    r.best.metric.c_str(), (long long)r.best.evals_since, r.best.evals_since == 1 ? "" : "s",
+                    r.best.value, (long long)r.best.step,
                     r.path("best.safetensors").c_str());
     return true;
 }
@@ -1307,8 +1308,8 @@ int run_training(TrainOptions opt) {
         std::printf("trained %lld step%s in %s (this run %s)\n", (long long)r.model.step, r.model.step == 1 ? "" : "s",
                     format_duration(r.elapsed()).c_str(), format_duration(now_s() - r.start).c_str());
     if (r.nonfinite_total > 0)
-        std::printf("skipped %lld steps with a non-finite loss or gradient (log.csv: event nonfinite)\n",
-                    (long long)r.nonfinite_total);
+        std::printf("skipped %lld step%s with a non-finite loss or gradient (log.csv: event nonfinite)\n",
+                    (long long)r.nonfinite_total, r.nonfinite_total == 1 ? "" : "s");
     if (interrupted) {
         if (r.model.step == 0) std::printf("interrupted before the first step: nothing to resume\n");
         else std::printf("interrupted: checkpoint saved; continue with --resume\n");
