@@ -86,6 +86,8 @@ status=$?
 check $? "a 2-rank run resumed at its --max-steps: no step, no all-reduce line (exit $status$(grep -m1 'all-reduces' "$T/twodone.log" | sed 's/^/: /'))"
 [ "$(grep -c 'saved .*ckpt-00000020' "$T/two.log")" -eq 1 ] && [ "$(grep -c '^step     20 | dev loss' "$T/two.log")" -eq 1 ]
 check $? "rank 0 alone prints, saves and evaluates (one 'saved' line, one dev-loss line per step)"
+[ "$(grep -c '^data: .*/train\.en: ' "$T/two.log")" -eq 1 ] && [ "$(grep -c '^data: .*/train\.en: ' "$T/one.log")" -eq 1 ]
+check $? "rank 0 alone says what it read ($(grep -c '^data: .*/train\.en: ' "$T/two.log") 'data: ...train.en' line, as one process)"
 [ "$(cd "$T/one" && ls)" = "$(cd "$T/two" && ls)" ] && [ "$(grep -c . "$T/two/log.csv")" -eq "$(grep -c . "$T/one/log.csv")" ]
 check $? "the 2-rank run writes the files and log rows one process writes: $(cd "$T/two" && ls | tr '\n' ' ')"
 
