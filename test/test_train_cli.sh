@@ -175,6 +175,16 @@ done
 bleu15=$(field "$T/res-no-eval/log.csv" dev 15 7)
 [ $s -eq 0 ] && [ -n "$bleu15" ] && grep -q "^step .* | best dev loss " "$T/res-eval-bleu.log"
 check $? "--no-eval-bleu run resumed with --eval-bleu: exit $s, step 15 has dev BLEU '$bleu15', best still by dev loss: $(grep -m1 -E '^step|error' "$T/res-eval-bleu.log")"
+# A run keeping its best by dev BLEU, resumed without dev BLEU: refused, saying what is missing
+# (it had said "resume with --best-metric bleu", which --no-eval-bleu refuses in turn).
+"$B"/train $TA $V --out "$T/res-bleu" --max-steps 2 --eval-every 2 --eval-lines 0 --no-eval > "$T/res-bleu0.log" 2>&1; s=$?
+n=$(wc -l < "$T/corpus/dev.en")
+[ $s -eq 0 ] && grep -q "^step *2 | dev loss .* | dev BLEU [0-9.]* ($n lines, greedy" "$T/res-bleu0.log"
+check $? "--eval-lines 0: dev BLEU on all $n dev lines (exit $s: $(grep -m1 '^step *2 |' "$T/res-bleu0.log" | cut -c1-80))"
+"$B"/train --out "$T/res-bleu" --resume --max-steps 4 --no-eval-bleu --no-eval > "$T/res-bleu.log" 2>&1; s=$?
+[ $s -eq 1 ] && grep -q "^train: error: the run keeps its best checkpoint by dev BLEU, which this resume does not compute" "$T/res-bleu.log" &&
+    [ ! -e "$(ckpt "$T/res-bleu" 4)" ]
+check $? "a run by dev BLEU resumed with --no-eval-bleu: refused, exit $s ($(grep -m1 error "$T/res-bleu.log" | cut -c1-110))"
 # A run that never evaluated (--eval-every 0: its metric, by default, dev loss) holds no best:
 # resumed with evaluations, it keeps its best by dev BLEU as a new run would (it had kept dev
 # loss, and refused --best-metric bleu: 'the run keeps its best checkpoint by dev loss'); one

@@ -518,6 +518,9 @@ static bool setup_validation(Run& r, const Metadata* resume_meta) {
     if (best_step < 0 && !saved_given) return true;
     const std::string saved = resume_meta->at("best_metric");
     if (!explicit_best && saved == "loss") r.best.metric = saved;   // the run's --best-metric loss
+    if (saved == "bleu" && !bleu)   // --best-metric bleu would be refused too: say what is missing
+        return fail("the run keeps its best checkpoint by dev BLEU, which this resume does not compute (--no-eval-bleu, "
+                    "--eval-every 0 or no dev set): resume with dev BLEU at --eval-every, or start a new run");
     if (saved != r.best.metric)
         return fail("the run keeps its best checkpoint by dev " + saved + ", this resume by dev " + r.best.metric +
                     ": resume with --best-metric " + saved);
