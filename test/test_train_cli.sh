@@ -412,7 +412,8 @@ check $? "./train --resume in the folder of a running ./train: refused, exit $s 
 # A second Ctrl-C or kill -9 in a checkpoint's write leaves NAME.tmp.PID: the next start removes
 # those of the run's files whose process is gone, and keeps a live process's and other files.
 sh -c 'exit 0' & gone=$!; wait $gone
-for f in ckpt-00000007.safetensors.tmp.$gone best.safetensors.tmp.$gone average.safetensors.tmp.$$ notes.txt.tmp.$gone; do
+for f in ckpt-00000007.safetensors.tmp.$gone best.safetensors.tmp.$gone average.safetensors.tmp.$$ notes.txt.tmp.$gone \
+    average.safetensors.tmp.$gone vocab.bpe.tmp.$gone log.csv.tmp.$gone curves.svg.tmp.$gone; do
     echo partial > "$T/locked/$f"
 done
 "$B"/train --out "$T/locked" --resume --max-steps 1 --no-eval > "$T/locked3.log" 2>&1; s=$?
