@@ -220,6 +220,14 @@ awk -F, '$1 == "train" { n++; want = $2 / sqrt(32) * 4000 ^ -1.5; got = got " " 
 check $(( $? + s )) "--warmup 4000: log.csv's lr of steps 1-2 is step x 32^-0.5 x 4000^-1.5 within 1e-7 relative (exit $s; $(cat "$T/lr.txt"))"
 ! grep -q "^skipped" "$T/lr.log"; check $? "a run that skipped no step does not say 'skipped 0 steps'"
 
+# ---- the default model on the CPU keeps the CPU's budget ----------------------------------------
+# (no --time and no model option: 55 minutes, the GPU's 2 minutes only on a GPU) and prints no
+# blank line where no note is due
+"$B"/train --data "$T/corpus" --out "$T/dflt" --max-steps 1 --no-eval --device cpu > "$T/dflt.log" 2>&1; s=$?
+limit=$(python3 -c 'import sys, json, struct; f = open(sys.argv[1], "rb"); n = struct.unpack("<Q", f.read(8))[0]; print(json.loads(f.read(n))["__metadata__"]["time_limit"])' "$(ckpt "$T/dflt" 1)" 2>&1)
+[ $s -eq 0 ] && [ "$limit" = 3300 ] && ! grep -q "budget on the GPU" "$T/dflt.log" && ! grep -q '^$' "$T/dflt.log"
+check $? "./train with the default model on the CPU: a budget of 3300 s ($limit), no GPU budget said, no blank line (exit $s)"
+
 # ---- --max-epochs ---------------------------------------------------------------------------
 "$B"/train $TA $V --out "$T/run4" --max-epochs 2 --max-steps 0 --time 0 --eval-every 0 --no-eval \
     --max-tokens 2000 > "$T/train4.log" 2>&1
@@ -413,12 +421,13 @@ check $? "./train --resume in the folder of a running ./train: refused, exit $s 
 # those of the run's files whose process is gone, and keeps a live process's and other files.
 sh -c 'exit 0' & gone=$!; wait $gone
 for f in ckpt-00000007.safetensors.tmp.$gone best.safetensors.tmp.$gone average.safetensors.tmp.$$ notes.txt.tmp.$gone \
-    average.safetensors.tmp.$gone vocab.bpe.tmp.$gone log.csv.tmp.$gone curves.svg.tmp.$gone; do
+    average.safetensors.tmp.$gone vocab.bpe.tmp.$gone log.csv.tmp.$gone curves.svg.tmp.$gone \
+    other.safetensors.tmp.$gone ckpt-notes.txt.tmp.$gone; do
     echo partial > "$T/locked/$f"
 done
 "$B"/train --out "$T/locked" --resume --max-steps 1 --no-eval > "$T/locked3.log" 2>&1; s=$?
 left=$(cd "$T/locked" && ls | grep '[.]tmp[.]' | tr '\n' ' ')
-[ $s -eq 0 ] && [ "$left" = "average.safetensors.tmp.$$ notes.txt.tmp.$gone " ] &&
+[ $s -eq 0 ] && [ "$left" = "average.safetensors.tmp.$$ ckpt-notes.txt.tmp.$gone notes.txt.tmp.$gone other.safetensors.tmp.$gone " ] &&
     grep -q "ckpt-00000007.safetensors.tmp.$gone: left by a write that was cut short (process $gone is gone), removed" "$T/locked3.log"
 check $? "a resumed run removes its files' temporaries of a process that is gone, keeps '$left' (exit $s)"
 
