@@ -225,8 +225,17 @@ check $(( $? + s )) "--warmup 4000: log.csv's lr of steps 1-2 is step x 32^-0.5 
 # blank line where no note is due
 "$B"/train --data "$T/corpus" --out "$T/dflt" --max-steps 1 --no-eval --device cpu > "$T/dflt.log" 2>&1; s=$?
 limit=$(python3 -c 'import sys, json, struct; f = open(sys.argv[1], "rb"); n = struct.unpack("<Q", f.read(8))[0]; print(json.loads(f.read(n))["__metadata__"]["time_limit"])' "$(ckpt "$T/dflt" 1)" 2>&1)
-[ $s -eq 0 ] && [ "$limit" = 3300 ] && ! grep -q "budget on the GPU" "$T/dflt.log" && ! grep -q '^$' "$T/dflt.log"
-check $? "./train with the default model on the CPU: a budget of 3300 s ($limit), no GPU budget said, no blank line (exit $s)"
+[ $s -eq 0 ] && [ "$limit" = 3300 ] && ! grep -q "budget on the GPU" "$T/dflt.log" && ! grep -q '^$' "$T/dflt.log" &&
+    ! grep -q "starting afresh" "$T/dflt.log"
+check $? "./train with the default model on the CPU: a budget of 3300 s ($limit), no GPU budget said, no blank line, no 'starting afresh' (exit $s)"
+# --resume in a folder without checkpoints starts afresh and says so; a resume says nothing of
+# log.csv being left by an earlier run (it continues that log)
+"$B"/train --data "$T/corpus" --out "$T/fresh" --resume --max-steps 1 --log-every 0s --no-eval --device cpu > "$T/fresh.log" 2>&1; s=$?
+"$B"/train --data "$T/corpus" --out "$T/fresh" --resume --max-steps 2 --log-every 0s --no-eval --device cpu > "$T/fresh2.log" 2>&1; s2=$?
+[ $s -eq 0 ] && grep -q "^--resume: no checkpoint in $T/fresh, starting afresh" "$T/fresh.log" && [ -e "$(ckpt "$T/fresh" 1)" ] &&
+    [ $s2 -eq 0 ] && [ -e "$(ckpt "$T/fresh" 2)" ] && ! grep -q "left by an earlier run" "$T/fresh2.log" &&
+    [ "$(grep -c '^train,' "$T/fresh/log.csv")" -eq 2 ]
+check $? "--resume without a checkpoint starts afresh, said (exit $s); resumed again, log.csv continued, not called an earlier run's (exit $s2)"
 
 # ---- --max-epochs ---------------------------------------------------------------------------
 "$B"/train $TA $V --out "$T/run4" --max-epochs 2 --max-steps 0 --time 0 --eval-every 0 --no-eval \
