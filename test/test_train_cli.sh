@@ -200,6 +200,9 @@ cp -r "$T/res-noev" "$T/res-noev2"
     grep -q "^step *4 | .* | best dev BLEU -> best.safetensors" "$T/res-noev2.log" &&
     grep -q "^step *4 | .* | best dev loss -> best.safetensors" "$T/res-lossgiven.log"
 check $? "a run of --eval-every 0 resumed with evaluations: best by dev BLEU, alone and with --best-metric bleu; a run of --best-metric loss not yet evaluated keeps dev loss (exits $s1 $s2 $s3: $(grep -h -m1 -E '^step *4|error' "$T/res-noev.log" "$T/res-noev2.log" "$T/res-lossgiven.log" | cut -c1-60 | tr '\n' ';'))"
+"$B"/train --out "$T/res-lossgiven" --resume --max-steps 6 --best-metric bleu --no-eval > "$T/res-lossgiven2.log" 2>&1; s=$?
+[ $s -eq 1 ] && grep -q "^train: error: the run keeps its best checkpoint by dev loss, this resume by dev bleu: resume with --best-metric loss" "$T/res-lossgiven2.log"
+check $? "... resumed with --best-metric bleu: refused, exit $s ($(grep -m1 error "$T/res-lossgiven2.log" | cut -c1-100))"
 
 # ---- the learning rate of each step --------------------------------------------------------
 # log.csv's lr of step s (counted from 1) is §5.3's schedule at s: --lr-scale x d_model^-0.5 x
