@@ -8,6 +8,8 @@
 #   tiny_model DIR              the decoding benchmarks' tiny model and 12-line test set (below)
 #   interrupt_and_resume DIR WHAT TRAIN_ARGS...
 #                               Ctrl-C during ./train TRAIN_ARGS: two checks (below)
+#   rewrite_meta FILE OUT PYTHON  OUT is checkpoint FILE with its header (h, a dict) changed by PYTHON
+#   meta_value FILE KEY         prints checkpoint FILE's metadata KEY, "(none)" where it has none
 passed=0
 failed=0
 skipped=0
@@ -76,4 +78,23 @@ interrupt_and_resume() {
     end=$(printf 'ckpt-%08d.safetensors' $((K + 3)))
     out=$(${PYTHON:-python3} test/same_tensors.py "$dir/$end" "$dir.straight/$end" 2>&1)
     check $? "$what resumed after SIGINT at step $K to step $((K + 3)) == $((K + 3)) steps uninterrupted, bitwise: $(echo "$out" | tail -n 1)"
+}
+
+# A checkpoint's header edited: OUT is FILE (a safetensors file) with its JSON header, the dict h,
+# changed by the Python statement PYTHON (h["__metadata__"] the metadata); the tensors' bytes kept.
+rewrite_meta() {
+    python3 - "$1" "$2" "$3" <<'PY'
+import sys, struct, json
+f = open(sys.argv[1], "rb").read(); n = struct.unpack("<Q", f[:8])[0]
+h = json.loads(f[8:8 + n]); exec(sys.argv[3])
+t = json.dumps(h).encode(); t += b" " * (-len(t) % 8)
+open(sys.argv[2], "wb").write(struct.pack("<Q", len(t)) + t + f[8 + n:])
+PY
+}
+
+# meta_value FILE KEY: the value of KEY in checkpoint FILE's metadata, "(none)" where it has none
+meta_value() {
+    python3 -c 'import sys, json, struct
+f = open(sys.argv[1], "rb"); n = struct.unpack("<Q", f.read(8))[0]
+print(json.loads(f.read(n))["__metadata__"].get(sys.argv[2], "(none)"))' "$1" "$2"
 }

@@ -227,7 +227,7 @@ check $(( $? + s )) "--warmup 4000: log.csv's lr of steps 1-2 is step x 32^-0.5 
 # (no --time and no model option: 55 minutes, the GPU's 2 minutes only on a GPU) and prints no
 # blank line where no note is due
 "$B"/train --data "$T/corpus" --out "$T/dflt" --max-steps 1 --no-eval --device cpu > "$T/dflt.log" 2>&1; s=$?
-limit=$(python3 -c 'import sys, json, struct; f = open(sys.argv[1], "rb"); n = struct.unpack("<Q", f.read(8))[0]; print(json.loads(f.read(n))["__metadata__"]["time_limit"])' "$(ckpt "$T/dflt" 1)" 2>&1)
+limit=$(meta_value "$(ckpt "$T/dflt" 1)" time_limit 2>&1)
 [ $s -eq 0 ] && [ "$limit" = 3300 ] && ! grep -q "budget on the GPU" "$T/dflt.log" && ! grep -q '^$' "$T/dflt.log" &&
     ! grep -q "starting afresh" "$T/dflt.log"
 check $? "./train with the default model on the CPU: a budget of 3300 s ($limit), no GPU budget said, no blank line, no 'starting afresh' (exit $s)"
@@ -287,16 +287,17 @@ check $? "--resume alone from another folder: the run's data (de-en) and budget 
 check $? "--resume --max-steps 6: goes on to step 6 on the run's data, not saying its budget is spent (exit $s)"
 # A budget of an hour, spent (the checkpoint's time_used edited to 3600.5 s, time_limit 3600):
 # the time used reads 1h00m00s, as every duration of an hour or more does.
-mkdir -p "$T/hour" && cp "$T/res/vocab.bpe" "$T/hour/" && python3 - "$(ckpt "$T/res" 6)" "$(ckpt "$T/hour" 6)" <<'PY'
-import sys, struct, json
-f = open(sys.argv[1], "rb").read(); n = struct.unpack("<Q", f[:8])[0]
-h = json.loads(f[8:8 + n]); h["__metadata__"].update(time_used="3600.5", time_limit="3600", max_steps="0")
-t = json.dumps(h).encode(); t += b" " * (-len(t) % 8)
-open(sys.argv[2], "wb").write(struct.pack("<Q", len(t)) + t + f[8 + n:])
-PY
+mkdir -p "$T/hour" && cp "$T/res/vocab.bpe" "$T/hour/" &&
+    rewrite_meta "$(ckpt "$T/res" 6)" "$(ckpt "$T/hour" 6)" 'h["__metadata__"].update(time_used="3600.5", time_limit="3600", max_steps="0")'
 "$B"/train --out "$T/hour" --resume --no-eval > "$T/hour.log" 2>&1; s=$?
 [ $s -eq 0 ] && grep -q "^--resume: the run's budget is spent (step 6, 1h00m00s used)" "$T/hour.log"
 check $? "--resume of a run that used its hour: '$(grep -m1 "budget is spent" "$T/hour.log" | cut -c1-60)', exit $s"
+# A budget spent before the first step (--time of a picosecond): nothing trained, nothing to
+# average or evaluate; said, exit 1, no checkpoint (a run of no step had crashed on the empty list)
+"$B"/train $TA $V --out "$T/nostep" --time 0.000000000001s --no-eval > /dev/null 2> "$T/nostep.err"; s=$?
+[ $s -eq 1 ] && grep -q "^train: error: no step completed within the budget; nothing saved (give a larger --time)" "$T/nostep.err" &&
+    ! ls "$T/nostep"/*.safetensors > /dev/null 2>&1
+check $? "--time 0.000000000001s: '$(grep -m1 "error" "$T/nostep.err" | cut -c1-70)', no checkpoint, exit $s"
 # A data folder whose name is not UTF-8 is not recorded (a safetensors header is UTF-8 JSON: its
 # raw byte had made Hugging Face's reader refuse every checkpoint), said at start; --resume
 # with --data goes on.

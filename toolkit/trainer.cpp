@@ -182,12 +182,14 @@ static bool setup_tokenizer(Run& r, const Metadata* ckpt_meta) {
         auto it = ckpt_meta->find("tokenizer");
         if (it == ckpt_meta->end() || !Tokenizer::deserialize(it->second, &r.tok, &err))
             return fail("the checkpoint carries no valid tokenizer: " + err);
-        Tokenizer given;   // --resume --vocab FILE: the checkpoint's tokenizer, or a contradiction (exit 2)
-        if (!r.opt.vocab_file.empty() && !read_vocab_file(r.opt.vocab_file, &given)) return false;
-        if (!r.opt.vocab_file.empty() && given.serialize() != r.tok.serialize()) {
-            r.fail_status = 2;
-            return fail("--resume: --vocab " + r.opt.vocab_file + " is not the checkpoint's tokenizer; a resumed run "
-                        "keeps its training options (drop --vocab, or start a new run with another --out)");
+        if (!r.opt.vocab_file.empty()) {   // --resume --vocab FILE: the checkpoint's tokenizer, or a contradiction (exit 2)
+            Tokenizer given;
+            if (!read_vocab_file(r.opt.vocab_file, &given)) return false;
+            if (given.serialize() != r.tok.serialize()) {
+                r.fail_status = 2;
+                return fail("--resume: --vocab " + r.opt.vocab_file + " is not the checkpoint's tokenizer; a resumed "
+                            "run keeps its training options (drop --vocab, or start a new run with another --out)");
+            }
         }
         if (!r.opt.init_from.empty()) return write_vocab_file(r);
         // resume: out/vocab.bpe (what ./bpe and the benchmarks read) must be the checkpoint's
@@ -1266,7 +1268,7 @@ static bool final_evaluation(Run& r) {
 
 // A run (new, or fine-tuning) that ended without completing a step: every step it tried was
 // skipped as non-finite until its budget ended (--max-nonfinite above the steps it had), or the
-// budget ended first. Nothing was saved: nothing to average or evaluate (this had read past the
+// budget ended before the first step (a --time shorter than a clock's tick or two). Nothing was saved: nothing to average or evaluate (this had read past the
 // empty list of checkpoints and crashed). Exit 3, as the non-finite stop; 1 for a budget.
 static int no_step_completed(Run& r) {
     r.fail_status = r.nonfinite_total > 0 ? 3 : 1;
