@@ -273,8 +273,17 @@ static void test_curves_refusals() {
     refused = training_curves_svg("event,epoch\ntrain,1\n", &err).empty() && !err.empty();
     check(refused, "curves: a log without a step column is refused (%s)", err.c_str());
     err.clear();
-    refused = !draw_training_curves("/nonexistent/log.csv", "/nonexistent/curves.svg", &err) && !err.empty();
-    check(refused, "curves: a missing log is an error (%s)", err.c_str());
+    refused = !draw_training_curves("/nonexistent/log.csv", "/nonexistent/curves.svg", &err) &&
+              err.find("No such file or directory") != std::string::npos;
+    check(refused, "curves: a missing log is an error saying why (%s)", err.c_str());
+    err.clear();
+    refused = !draw_training_curves("/", "/nonexistent/curves.svg", &err) && err.find("Is a directory") != std::string::npos;
+    check(refused, "curves: a folder for the log is an error saying why (%s)", err.c_str());
+    err.clear();
+    refused = training_curves_svg("event,step\ntrain,10\ntrain,abc\n", &err).empty() && err == "line 3: no step";
+    check(refused, "curves: a row without a step is refused, naming its line (%s)", err.c_str());
+    const std::string one = training_curves_svg("event,step,train_loss\ntrain,10,2.5\n", &err);
+    check(one.find("(1 row of log.csv)") != std::string::npos, "curves: one row's title says '1 row'");
 }
 
 int main(int argc, char** argv) {

@@ -177,7 +177,8 @@ std::string training_curves_svg(const std::string& log_csv, std::string* error) 
     }
     const double W = 760, H = 560;
     Svg svg(W, H);
-    svg.text(W / 2, 22, "Training curves (" + std::to_string(log.rows.size()) + " rows of log.csv)",
+    svg.text(W / 2, 22, "Training curves (" + std::to_string(log.rows.size()) + (log.rows.size() == 1 ? " row" : " rows") +
+                            " of log.csv)",
              attr("font-size", 14) + attr("font-weight", "bold") + attr("text-anchor", "middle"));
     const Panel panels[2] = {{56, 240, 80, 600}, {360, 150, 80, 600}};
     Axis xa = nice_axis(std::isfinite(x_lo) ? x_lo : 0, std::isfinite(x_hi) ? x_hi : 1, true);
@@ -223,19 +224,9 @@ std::string training_curves_svg(const std::string& log_csv, std::string* error) 
 
 bool draw_training_curves(const std::string& log_path, const std::string& svg_path,
                           std::string* error) {
-    std::FILE* f = std::fopen(log_path.c_str(), "rb");
-    if (!f) {
-        *error = "cannot read " + log_path;
-        return false;
-    }
-    std::string text;
-    char buf[1 << 16];
-    size_t n;
-    while ((n = std::fread(buf, 1, sizeof buf, f)) > 0) text.append(buf, n);
-    bool read_ok = !std::ferror(f);
-    std::fclose(f);
-    if (!read_ok) {
-        *error = "cannot read " + log_path;
+    std::string text, why;
+    if (!read_file(log_path, &text, &why)) {
+        *error = "cannot read " + log_path + ": " + why;
         return false;
     }
     std::string err, svg = training_curves_svg(text, &err);
