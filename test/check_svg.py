@@ -145,23 +145,26 @@ def curves(path, log_path):
     root = ET.parse(path).getroot()
     series = {p.get("data-series"): p for p in root.iter(NS + "polyline")}
     rows = list(csv.DictReader(open(log_path)))
-
-    def finite(v):
-        try:
-            return math.isfinite(float(v))
-        except (TypeError, ValueError):
-            return False
-
     for col in ("train_loss", "dev_loss", "bleu_dev", "bleu_test", "lr", "elapsed_s"):
-        want = sum(1 for r in rows if finite(r.get(col)))
+        want = sum(1 for r in rows if logged(r, col) is not None)
         p = series.get(col)
         got = len(p.get("points").split()) if p is not None else 0
         stated = int(p.get("data-points")) if p is not None else 0
         check(got == want == stated, f"{name}: series {col}: {got} points (data-points {stated}), log.csv rows with a value {want}")
-    p = series.get("elapsed_s")
-    got = len(p.get("points").split()) if p is not None else 0
-    check(got == len(rows), f"{name}: as many wall-time points as log.csv has rows ({got}, {len(rows)})")
+    if rows and "elapsed_s" in rows[0]:
+        p = series.get("elapsed_s")
+        got = len(p.get("points").split()) if p is not None else 0
+        check(got == len(rows), f"{name}: as many wall-time points as log.csv has rows ({got}, {len(rows)})")
     curve_geometry(name, root, series, rows)
+
+
+def logged(row, col):
+    """A log.csv row's value in column col: a finite number, else None (empty, text, nan, inf)."""
+    try:
+        v = float(row.get(col))
+    except (TypeError, ValueError):
+        return None
+    return v if math.isfinite(v) else None
 
 
 # Where each series is read: (panel from the top, axis), as the README describes the picture.
@@ -214,8 +217,8 @@ def curve_geometry(name, root, series, rows):
         upright &= all(b[1] < a[1] for a, b in zip(tk, tk[1:]))
     for col, (panel, axis) in CURVE_AXES.items():
         p = series.get(col)
-        want = [(float(r["step"]), float(r[col]) / (unit if col == "elapsed_s" else 1)) for r in rows
-                if r.get(col) not in (None, "") and math.isfinite(float(r[col]))]
+        want = [(float(r["step"]), logged(r, col) / (unit if col == "elapsed_s" else 1)) for r in rows
+                if logged(r, col) is not None]
         if p is None or not want:
             continue
         y_read = reader(ticks(panel, axis))
@@ -231,11 +234,58 @@ def curve_geometry(name, root, series, rows):
                         abs(x_read[0](x) - step) / (0.02 * x_read[1]))
             points += 1
     check(axes_ok, f"{name}: every drawn series has an axis of at least two numbered ticks, and the x axis too")
+    axis_ranges(name, rows, unit, ticks)
     check(upright, f"{name}: the tick labels grow upwards on every y axis and rightwards on the x axis")
     check(inside, f"{name}: all {points} points inside their panel")
     check(worst <= 1, f"{name}: each point's step and value read off the axes' ticks are log.csv's, wall time "
                       f"in {'hours' if hours else 'minutes'} as its axis says ({points} points, worst error "
                       f"{0.02 * worst:.4f} px, within 0.02)")
+
+
+def axis_ranges(name, rows, unit, ticks):
+    """Each axis as the README describes it: its ticks 1, 2 or 5 x 10^k apart, the smallest such
+    step that covers its values in five; BLEU's, the learning rate's, wall time's and the steps'
+    axes from 0; the loss axis starting within a step below the lowest loss; every y axis ending
+    within a step above its highest value (the x axis at the last step)."""
+    def value(r, col):
+        v = logged(r, col)
+        return v / unit if v is not None and col == "elapsed_s" else v
+
+    def nice_steps(step):   # the 1, 2, 5 x 10^k just below and at step, or None if step is none
+        k = math.floor(math.log10(step) + 1e-9)
+        for m in (1, 2, 5, 10):
+            if abs(step - m * 10 ** k) <= 1e-9 * step:
+                return {1: 0.5, 2: 1, 5: 2, 10: 5}[m] * 10 ** k, step
+        return None
+
+    bad = []
+    axes = {a: [c for c, pa in CURVE_AXES.items() if pa == a] for a in set(CURVE_AXES.values())}
+    axes[(1, "x")] = ["step"]
+    for (panel, axis), cols in sorted(axes.items()):
+        vals = [v for r in rows for c in cols if (v := value(r, c)) is not None]
+        tk = sorted(v for v, _ in ticks(panel, axis))
+        if not vals or len(tk) < 2:
+            continue
+        from_zero = (panel, axis) != (0, "left")
+        lo, hi = min(vals + [0.0]) if from_zero else min(vals), max(vals)
+        step = (tk[-1] - tk[0]) / (len(tk) - 1)
+        where = f"panel {panel} {axis} ({', '.join(cols)}: {lo:g} to {hi:g}, ticks {tk[0]:g} to {tk[-1]:g} by {step:g})"
+        if hi - lo <= 1e-9 * max(1.0, abs(hi)):   # one value: a padded axis around it
+            if not tk[0] <= lo and hi <= tk[-1]:
+                bad.append(where)
+            continue
+        steps = nice_steps(step)
+        if steps is None or (hi - lo) / steps[1] > 5 * (1 + 1e-9) or (hi - lo) / steps[0] <= 5 * (1 + 1e-9):
+            bad.append(where + ": not the smallest 1, 2 or 5 x 10^k covering them in five")
+        elif abs(tk[0] - (0.0 if from_zero else math.floor(lo / step + 1e-9) * step)) > 1e-6 * step:
+            bad.append(where + (": not from 0" if from_zero else ": not from a step below the lowest"))
+        elif axis == "x" and not tk[-1] <= hi + 1e-6 * step < tk[-1] + step:
+            bad.append(where + ": not ending at the last step")
+        elif axis != "x" and not hi - 1e-6 * step <= tk[-1] < hi + step:
+            bad.append(where + ": not ending within a step above the highest")
+    check(not bad, f"{name}: every axis's ticks 1, 2 or 5 x 10^k apart, covering its values in five steps; "
+                   f"BLEU, learning rate, wall time and steps from 0, the losses' fitted"
+                   + (": " + "; ".join(bad) if bad else ""))
 
 
 HEAD_COLOURS = ["#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd",

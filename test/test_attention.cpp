@@ -256,6 +256,33 @@ static void write_files(Model* m, const Tokenizer& tok, const std::string& dir) 
          "train,12340,3,2.1234,0.0001,,,,3000\n"
          "train,12343,3,2.1256,0.0001,,,,3001\n"
          "dev,12346,3,,0.0001,2.1241,,,3002\n"},
+        // "_steps_first": columns read by name in any order, step first, no wall time; a row
+        // shorter than the header, one longer, a blank line (and one of a lone \r), a value
+        // with trailing text (not drawn)
+        {"_steps_first",
+         "step,train_loss,dev_loss\n"
+         "100,5.0\n"
+         "\n"
+         "200,4.0,4.5,7,8\n"
+         "\r\n"
+         "300,3.5x,4.25\n"
+         "400,3.0,3.75\n"},
+        // "_elapsed_first": wall time first, 10 h (an axis of 2 h steps); BLEU 10 to 50 (steps
+        // of 10), losses 5 to 30 (steps of 5): each step a fifth of its axis exactly
+        {"_elapsed_first",
+         "elapsed_s,event,step,train_loss,bleu_dev\n"
+         "3600,train,100,30,10\n"
+         "36000,eval,200,5,50\n"},
+        // "_three_hours": exactly 3 hours of wall time, still in minutes
+        {"_three_hours",
+         "event,step,train_loss,elapsed_s\n"
+         "train,10,4,5400\n"
+         "train,20,3,10800\n"},
+        // "_step0": one row, at step 0 (an x axis of 0 to 1); "_empty": the header alone
+        {"_step0", "event,step,train_loss,elapsed_s\ntrain,0,2.5,1\n"},
+        {"_empty", "event,step,epoch,train_loss,lr,dev_loss,bleu_dev,bleu_test,elapsed_s\n"},
+        // "_million": steps to a million, where tick labels take an exponent (1e+06)
+        {"_million", "event,step,train_loss,elapsed_s\ntrain,500000,2,100\ntrain,1000000,1.5,200\n"},
     };
     for (const auto& l : logs) {
         const std::string csv = dir + "/log" + l.name + ".csv";
@@ -263,6 +290,21 @@ static void write_files(Model* m, const Tokenizer& tok, const std::string& dir) 
         ok = ok && draw_training_curves(csv, dir + "/curves" + l.name + ".svg", &err);
     }
     check(ok, "pictures written to %s %s", dir.c_str(), err.c_str());
+    std::string svg;   // wall time in hours past 3 hours only
+    const bool hours = read_file(dir + "/curves_elapsed_first.svg", &svg) && svg.find("wall time (h)") != std::string::npos;
+    svg.clear();
+    const bool minutes = read_file(dir + "/curves_three_hours.svg", &svg) && svg.find("wall time (min)") != std::string::npos;
+    check(hours && minutes, "curves: 10 hours of wall time drawn in hours (%d), exactly 3 in minutes (%d)", hours, minutes);
+    svg.clear();
+    const bool empty = read_file(dir + "/curves_empty.svg", &svg) && svg.find("no rows yet") != std::string::npos &&
+                       svg.find("(0 rows of log.csv)") != std::string::npos;
+    check(empty, "curves: a log of its header alone says 'no rows yet' (0 rows)");
+    svg.clear();   // tick labels without an exponent below a million, with one from a million
+    const bool plain = read_file(dir + "/curves_hours.svg", &svg) && svg.find(">100000</text>") != std::string::npos &&
+                       svg.find("e+") == std::string::npos;
+    svg.clear();
+    const bool exponent = read_file(dir + "/curves_million.svg", &svg) && svg.find(">1e+06</text>") != std::string::npos;
+    check(plain && exponent, "curves: step 100000 labelled '100000' (%d), a million '1e+06' (%d)", plain, exponent);
 }
 
 static void test_curves_refusals() {

@@ -47,6 +47,10 @@ absorb $SVG curves "$T/unit/curves.svg" "$T/unit/log.csv"
 absorb $SVG render "$T/unit/curves_hours.svg"
 absorb $SVG curves "$T/unit/curves_hours.svg" "$T/unit/log_hours.csv"
 absorb $SVG curves "$T/unit/curves_flat.svg" "$T/unit/log_flat.csv"
+for l in _steps_first _elapsed_first _three_hours _step0 _empty _million; do
+    absorb $SVG render "$T/unit/curves$l.svg"
+    absorb $SVG curves "$T/unit/curves$l.svg" "$T/unit/log$l.csv"
+done
 
 # A toy corpus (as test_cli.sh's): Spanish-like suffixes on reversed words.
 mkdir -p "$T/corpus"
