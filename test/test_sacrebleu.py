@@ -21,8 +21,9 @@ words around (up to 80 words a line; one in ten a few words against up to 80, wh
 of 2 to 4 reference files; and Python's str.lower() itself, which TER applies first: every code
 point, and each between 'A' or '1' and a capital sigma (its Final_Sigma rule), lowered by
 build/test_bleu --lowercase against Python (SKIP when this Python's Unicode version is not the
-one toolkit/unicode_lower.h was generated from). Also the signature lines and a bad --metric
-refused.
+one toolkit/unicode_lower.h was generated from). Also the signature lines, each metric's printed
+line (BLEU's with its precisions, brevity penalty and lengths) on 40 random corpora against
+sacreBLEU's Score.format, and a bad --metric refused.
 
 Usage: python3 test/test_sacrebleu.py [PROGRAM_DIR [BUILD_DIR]]    Ends with "sacrebleu: N passed, M failed".
 Without the sacrebleu package it says SKIP and why; REQUIRE_SACREBLEU=1 (CI) makes that a failure.
@@ -286,5 +287,22 @@ run = subprocess.run([os.path.join(program_dir, "bleu"), write("r.txt", ["a"]), 
                       "--metric", "meteor"], capture_output=True, text=True)
 check(run.returncode == 2 and "--metric meteor" in run.stderr,
       f"--metric meteor refused, exit 2 ({run.returncode}): {run.stderr.strip()}")
+
+
+# Each metric's printed line (not --score-only: the line a user reads, built from the corpus
+# statistics' sums) on random corpora, against sacreBLEU's Score.format at the same width.
+def printed_lines(hyps, refs):
+    out = subprocess.run([os.path.join(program_dir, "bleu"), write("r.txt", refs), "--hyp", write("h.txt", hyps),
+                          "--metric", "bleu,chrf,chrf++,ter", "--width", "4"], capture_output=True, text=True)
+    return out.stdout.split("\n")[0:8:2] if out.returncode == 0 else [f"exit {out.returncode}: {out.stderr.strip()}"]
+
+
+def theirs_printed(hyps, refs):
+    hyps, refs = [h.rstrip() for h in hyps], [r.rstrip() for r in refs]
+    return [m.corpus_score(hyps, [refs]).format(width=4) for m in (BLEU(), CHRF(), CHRF(word_order=2), TER())]
+
+
+random_corpora("40 random corpora: the printed lines (BLEU with its precisions, brevity penalty and lengths; chrF; "
+               "chrF++; TER; --width 4) equal sacreBLEU's Score.format", 40, random_lines, printed_lines, theirs_printed)
 
 sys.exit(summary("sacrebleu"))

@@ -244,6 +244,47 @@ check(not differ, "chrF with eps smoothing, 3 lines of which 2 empty (resamples 
       "hypotheses and references): --confidence, --paired-bs, --paired-ar equal sacreBLEU's to 17 decimals "
       f"({len(differ)} differ)")
 
+# ---- TER of empty hypotheses against empty references: resamples of no edits over no reference
+# words score 0 (sacreBLEU's TER: 100 only where there are edits)
+ter_only = {"ter": METRICS["ter"]}
+differ = compare_all("empty hypotheses and references, TER", [["", "", ""]], [["", "", ""], ["", "a b", ""]],
+                     bs_n=200, ar_n=300, ar_confidence=100, metrics=ter_only)
+for d in differ[:3]:
+    print("  " + d)
+check(not differ, "TER of empty hypotheses against empty references (resamples of 0 edits over 0 words score 0): "
+      f"--confidence, --paired-bs, --paired-ar equal sacreBLEU's to 17 decimals ({len(differ)} differ)")
+
+# ---- few resamples: 2 to 9 (NumPy's mean sums fewer than 8 scores one by one, 8 and more in
+# 8 accumulators), and the interval's bounds then the lowest and highest score (n // 40 = 0)
+differ = []
+for n, resamples in enumerate([2, 5, 7, 8, 9, 8, 7, 8]):
+    lines = rng.randint(5, 30)
+    ref_streams = [[sentence() for _ in range(lines)]]
+    base = [sentence() for _ in range(lines)]
+    others = [[sentence() if rng.random() < 0.5 else h for h in base]]
+    differ += compare_all(f"random corpus {n}, {resamples} resamples", ref_streams, [base] + others, bs_n=resamples,
+                          ar_n=resamples, ar_confidence=resamples)
+for d in differ[:3]:
+    print("  " + d)
+check(not differ, "8 random corpora with 2, 5, 7, 8 or 9 resamples and trials, each metric: --confidence, --paired-bs, "
+      f"--paired-ar equal sacreBLEU's to 17 decimals ({len(differ)} differ)")
+
+# ---- --paired-ar without --confidence: scores and p-values alone (no interval drawn or printed)
+differ = []
+lines = 12
+ref_streams = [[sentence() for _ in range(lines)]]
+base = [sentence() for _ in range(lines)]
+systems = [base, [sentence() if rng.random() < 0.5 else h for h in base]]
+for m in METRICS:
+    a = run_ours(ref_streams, systems, m, "--paired-ar", "--paired-ar-n", "300")
+    b = theirs_paired(ref_streams, systems, m, "ar", 300)
+    if a != b:
+        differ.append(f"{m}: ours {a} != sacreBLEU's {b}")
+for d in differ[:3]:
+    print("  " + d)
+check(not differ, "--paired-ar without --confidence (12 lines, 300 trials), each metric: the scores and p-value alone, "
+      f"equal to sacreBLEU's to 17 decimals ({len(differ)} differ)")
+
 # ---- the printed lines and signatures
 ref_file, h1, h2 = write("r.txt", ["the cat sat on the mat"] * 3), write("h1.txt", ["the cat sat"] * 3), \
     write("h2.txt", ["the cat sat on a mat"] * 3)
