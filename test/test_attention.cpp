@@ -207,6 +207,12 @@ static std::string json_array(const std::vector<float>& v) {
     return s + "]";
 }
 
+// Whether the picture `file` can be read and holds `text`.
+static bool svg_says(const std::string& file, const std::string& text) {
+    std::string svg;
+    return read_file(file, &svg) && svg.find(text) != std::string::npos;
+}
+
 static void write_files(Model* m, const Tokenizer& tok, const std::string& dir) {
     const std::string line = "a < b & \"c\" 'd'";
     std::vector<int> source = tok.encode(line);
@@ -290,20 +296,16 @@ static void write_files(Model* m, const Tokenizer& tok, const std::string& dir) 
         ok = ok && draw_training_curves(csv, dir + "/curves" + l.name + ".svg", &err);
     }
     check(ok, "pictures written to %s %s", dir.c_str(), err.c_str());
-    std::string svg;   // wall time in hours past 3 hours only
-    const bool hours = read_file(dir + "/curves_elapsed_first.svg", &svg) && svg.find("wall time (h)") != std::string::npos;
-    svg.clear();
-    const bool minutes = read_file(dir + "/curves_three_hours.svg", &svg) && svg.find("wall time (min)") != std::string::npos;
+    // wall time in hours past 3 hours only
+    const bool hours = svg_says(dir + "/curves_elapsed_first.svg", "wall time (h)");
+    const bool minutes = svg_says(dir + "/curves_three_hours.svg", "wall time (min)");
     check(hours && minutes, "curves: 10 hours of wall time drawn in hours (%d), exactly 3 in minutes (%d)", hours, minutes);
-    svg.clear();
-    const bool empty = read_file(dir + "/curves_empty.svg", &svg) && svg.find("no rows yet") != std::string::npos &&
-                       svg.find("(0 rows of log.csv)") != std::string::npos;
+    const bool empty = svg_says(dir + "/curves_empty.svg", "no rows yet") &&
+                       svg_says(dir + "/curves_empty.svg", "(0 rows of log.csv)");
     check(empty, "curves: a log of its header alone says 'no rows yet' (0 rows)");
-    svg.clear();   // tick labels without an exponent below a million, with one from a million
-    const bool plain = read_file(dir + "/curves_hours.svg", &svg) && svg.find(">100000</text>") != std::string::npos &&
-                       svg.find("e+") == std::string::npos;
-    svg.clear();
-    const bool exponent = read_file(dir + "/curves_million.svg", &svg) && svg.find(">1e+06</text>") != std::string::npos;
+    // tick labels without an exponent below a million, with one from a million
+    const bool plain = svg_says(dir + "/curves_hours.svg", ">100000</text>") && !svg_says(dir + "/curves_hours.svg", "e+");
+    const bool exponent = svg_says(dir + "/curves_million.svg", ">1e+06</text>");
     check(plain && exponent, "curves: step 100000 labelled '100000' (%d), a million '1e+06' (%d)", plain, exponent);
 }
 

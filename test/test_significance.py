@@ -84,6 +84,14 @@ not_comparable = []   # runs sacreBLEU itself cannot score
 ter_ar_multi = []     # TER --paired-ar with several references: not compared (see compare_all)
 
 
+def check_none_differ(differ, what):
+    """One check that no comparison in `differ` (descriptions of those that differ) did, the first
+    three printed."""
+    for d in differ[:3]:
+        print("  " + d)
+    check(not differ, what)
+
+
 def compare_all(what, ref_streams, systems, bs_n=1000, ar_n=1000, ar_confidence=200, metrics=METRICS, options=()):
     """--confidence (first system), --paired-bs and --paired-ar (with its intervals) for each metric
     (sacreBLEU's metric objects made by metrics[m](), ./bleu given `options`); returns the
@@ -160,9 +168,7 @@ if os.path.isfile(os.path.join(cases, "dev.es.ref")):
     systems = [read_lines(os.path.join(cases, name + ".hyp"), rstrip=True)[:300]
                for name in ("drop_third_word", "punct_spacing", "lowercased")]
     differ = compare_all("the shared cases", [ref], systems, ar_n=2000, ar_confidence=500)
-    for d in differ[:3]:
-        print("  " + d)
-    check(not differ, "3 shared system outputs (300 lines) against ../shared/bleu's reference, BLEU, chrF, chrF++, TER: "
+    check_none_differ(differ, "3 shared system outputs (300 lines) against ../shared/bleu's reference, BLEU, chrF, chrF++, TER: "
           "--confidence (1,000 resamples), --paired-bs (1,000), --paired-ar (2,000 trials, 500 for the intervals): "
           f"every score, mean, interval and p-value equal sacreBLEU's to 17 decimals ({len(differ)} of 12 differ)")
 else:
@@ -190,9 +196,7 @@ for n in range(40):
     if n % 10 == 9:
         ref_streams = [[""] * lines]            # empty references: TER's scores 0 or 100 (Python floats)
     differ += compare_all(f"random corpus {n}", ref_streams, [base] + others, bs_n=200, ar_n=300, ar_confidence=100)
-for d in differ[:3]:
-    print("  " + d)
-check(not differ, "40 random corpora (1..40 lines, 2..3 systems, 1..3 reference files; identical systems, no "
+check_none_differ(differ, "40 random corpora (1..40 lines, 2..3 systems, 1..3 reference files; identical systems, no "
       "matches, empty references among them), each metric: --confidence, --paired-bs, --paired-ar equal "
       f"sacreBLEU's to 17 decimals ({len(differ)} differ; not compared: TER's --paired-ar on the {len(ter_ar_multi)} corpora "
       f"of several reference files, and {len(not_comparable)} --confidence runs, where "
@@ -223,9 +227,7 @@ for n in range(8):
     for metric, make, options in OPTION_SETS:
         differ += compare_all(f"random corpus {n}, {metric} {' '.join(options)}", ref_streams, [base] + others, bs_n=200,
                               ar_n=300, ar_confidence=100, metrics={metric: make}, options=options)
-for d in differ[:3]:
-    print("  " + d)
-check(not differ, f"8 random corpora × {len(OPTION_SETS)} metric option sets (BLEU intl+lowercase+add-k 2, char+floor, "
+check_none_differ(differ, f"8 random corpora × {len(OPTION_SETS)} metric option sets (BLEU intl+lowercase+add-k 2, char+floor, "
       "zh+none; chrF order 4+1, beta 3, white space, eps smoothing; chrF lowercase beta 1; TER normalized, no "
       f"punctuation, case-sensitive): --confidence, --paired-bs, --paired-ar equal sacreBLEU's to 17 decimals ({len(differ)} differ)")
 
@@ -238,9 +240,7 @@ differ = compare_all("empty hypotheses", [["the cat", "a dog ran", "sat"]], [[""
                      bs_n=200, ar_n=300, ar_confidence=100, metrics=eps_chrf, options=eps_options)
 differ += compare_all("empty hypotheses and references", [["", "", "the cat"]], [["", "", "the cat"], ["", "a", ""]],
                       bs_n=200, ar_n=300, ar_confidence=100, metrics=eps_chrf, options=eps_options)
-for d in differ[:3]:
-    print("  " + d)
-check(not differ, "chrF with eps smoothing, 3 lines of which 2 empty (resamples of empty hypotheses, and of empty "
+check_none_differ(differ, "chrF with eps smoothing, 3 lines of which 2 empty (resamples of empty hypotheses, and of empty "
       "hypotheses and references): --confidence, --paired-bs, --paired-ar equal sacreBLEU's to 17 decimals "
       f"({len(differ)} differ)")
 
@@ -249,9 +249,7 @@ check(not differ, "chrF with eps smoothing, 3 lines of which 2 empty (resamples 
 ter_only = {"ter": METRICS["ter"]}
 differ = compare_all("empty hypotheses and references, TER", [["", "", ""]], [["", "", ""], ["", "a b", ""]],
                      bs_n=200, ar_n=300, ar_confidence=100, metrics=ter_only)
-for d in differ[:3]:
-    print("  " + d)
-check(not differ, "TER of empty hypotheses against empty references (resamples of 0 edits over 0 words score 0): "
+check_none_differ(differ, "TER of empty hypotheses against empty references (resamples of 0 edits over 0 words score 0): "
       f"--confidence, --paired-bs, --paired-ar equal sacreBLEU's to 17 decimals ({len(differ)} differ)")
 
 # ---- few resamples: 2 to 9 (NumPy's mean sums fewer than 8 scores one by one, 8 and more in
@@ -264,9 +262,7 @@ for n, resamples in enumerate([2, 5, 7, 8, 9, 8, 7, 8]):
     others = [[sentence() if rng.random() < 0.5 else h for h in base]]
     differ += compare_all(f"random corpus {n}, {resamples} resamples", ref_streams, [base] + others, bs_n=resamples,
                           ar_n=resamples, ar_confidence=resamples)
-for d in differ[:3]:
-    print("  " + d)
-check(not differ, "8 random corpora with 2, 5, 7, 8 or 9 resamples and trials, each metric: --confidence, --paired-bs, "
+check_none_differ(differ, "8 random corpora with 2, 5, 7, 8 or 9 resamples and trials, each metric: --confidence, --paired-bs, "
       f"--paired-ar equal sacreBLEU's to 17 decimals ({len(differ)} differ)")
 
 # ---- --paired-ar without --confidence: scores and p-values alone (no interval drawn or printed)
@@ -280,9 +276,7 @@ for m in METRICS:
     b = theirs_paired(ref_streams, systems, m, "ar", 300)
     if a != b:
         differ.append(f"{m}: ours {a} != sacreBLEU's {b}")
-for d in differ[:3]:
-    print("  " + d)
-check(not differ, "--paired-ar without --confidence (12 lines, 300 trials), each metric: the scores and p-value alone, "
+check_none_differ(differ, "--paired-ar without --confidence (12 lines, 300 trials), each metric: the scores and p-value alone, "
       f"equal to sacreBLEU's to 17 decimals ({len(differ)} differ)")
 
 # ---- the printed lines and signatures
