@@ -160,6 +160,11 @@ cp -r "$T/run" "$T/conflict"
 expect "--resume with --lr-scale 2 against the checkpoint's 1" 2 "lr-scale 2 contradicts the checkpoint's 1"
 "$B"/train $TA --data "$T/corpus" --out "$T/conflict" --resume --max-steps 6 --warmup 7 > "$T/out.txt" 2> "$T/err.txt"; s=$?
 expect "--resume with --warmup 7 against the checkpoint's 1000" 2 "warmup 7 contradicts"
+# --accum and --max-tokens as given (one process: no "on 1 ranks", which test_dist's 2 ranks say)
+"$B"/train $TA --data "$T/corpus" --out "$T/conflict" --resume --max-steps 6 --accum 2 > "$T/out.txt" 2> "$T/err.txt"; s=$?
+expect "--resume with --accum 2 against the checkpoint's 1" 2 "resume: --accum 2 contradicts the checkpoint's 1;"
+"$B"/train ${TA/--max-tokens 400/--max-tokens 500} --data "$T/corpus" --out "$T/conflict" --resume --max-steps 6 > "$T/out.txt" 2> "$T/err.txt"; s=$?
+expect "--resume with --max-tokens 500 against the checkpoint's 400" 2 "resume: --max-tokens 500 contradicts the checkpoint's 400;"
 # reals compare exactly too, and print in the digits that tell them apart (within a relative 1e-6
 # --lr-scale 1.0000001 had passed for 1, the run going on with 1; and both printed as "1")
 "$B"/train $TA --data "$T/corpus" --out "$T/conflict" --resume --max-steps 6 --lr-scale 1.0000001 > "$T/out.txt" 2> "$T/err.txt"; s=$?
@@ -358,6 +363,27 @@ cp "$T/d/long.txt" "$T/d/dev.en"; cp "$T/d/long.txt" "$T/d/dev.es"
 [ $s = 0 ] && grep -q '^step *1 | dev loss - | dev BLEU [0-9.]* (1 lines, greedy' "$T/out.txt"
 check $? "dev pairs all past the dev loss's 1,024 tokens: each evaluation's line still says its dev BLEU (exit $s: $(grep -m1 '^step *1 |' "$T/out.txt"))"
 rm -f "$T/d"/dev.*
+# The dev loss's bounds exactly, with byte pieces (a token a byte, $T/bytes.bpe): sinusoids take
+# a dev line of 1,024 tokens and leave out one of 1,025; a learned table of 9 positions takes 8
+# tokens and leaves out 9; dev lines within the bounds are not said (the note had counted the
+# lines one token longer than the bound, or said "0 ... not in the dev loss")
+mkdir -p "$T/b"; printf 'abcdefgh\nab\n' > "$T/b/train.en"; cp "$T/b/train.en" "$T/b/train.es"
+dev_bound() {  # dev_bound NAME OPTIONS... : trains one step on $T/b, dev.{en,es} alike, the data line in $T/b-NAME.txt
+    name=$1; shift; cp "$T/b/dev.en" "$T/b/dev.es"
+    "$B"/train --config tiny --d-model 32 --d-ff 64 --max-tokens 2100 --no-eval --time 0 --save-every 0 --vocab "$T/bytes.bpe" \
+        --data "$T/b" --out "$T/b-$name" --max-steps 1 --eval-every 1 --no-eval-bleu "$@" > "$T/b-$name.txt" 2>&1; s=$?
+    [ $s = 0 ] && grep -q '^dev,1,[^,]*,[^,]*,[^,]*,[0-9]' "$T/b-$name/log.csv"
+}
+awk 'BEGIN { for (n = 1024; n <= 1025; n++) { s = ""; for (i = 0; i < n; i++) s = s "a"; print s }; print "ab" }' > "$T/b/dev.en"
+dev_bound sines --max-len 12 && grep -q '^data: 2 train pairs .*, 3 dev (1 longer than 1024 tokens: not in the dev loss), 0 test$' "$T/b-sines.txt"
+check $? "dev lines of 1,024, 1,025 and 2 tokens: the one of 1,025 left out of the dev loss, said (exit $s: $(grep -m1 '^data: [0-9]' "$T/b-sines.txt"))"
+printf 'abcdefgh\nabcdefghi\n' > "$T/b/dev.en"
+dev_bound learned --learned-pos --max-len 9 && grep -q '^data: 2 train pairs .*, 2 dev (1 past the learned position table: not in the dev loss), 0 test$' "$T/b-learned.txt"
+check $? "--learned-pos --max-len 9, dev lines of 8 and 9 tokens: the one of 9 left out of the dev loss, said (exit $s: $(grep -m1 '^data: [0-9]' "$T/b-learned.txt"))"
+printf 'abcdefgh\nab\n' > "$T/b/dev.en"
+dev_bound within --learned-pos --max-len 9 && grep -q '^data: 2 train pairs .*, 2 dev, 0 test$' "$T/b-within.txt" &&
+    dev_bound within-sines --max-len 9 && grep -q '^data: 2 train pairs .*, 2 dev, 0 test$' "$T/b-within-sines.txt"
+check $? "dev lines within the bounds (8 and 2 tokens), learned positions and sinusoids: no note (exit $s: $(grep -h '^data: [0-9]' "$T/b-within.txt" "$T/b-within-sines.txt" | tr '\n' ' '))"
 cp "$T/corpus/train.en" "$T/corpus/train.es" "$T/d/"; head -n 3 "$T/corpus/train.en" | sed '2s/.*//' > "$T/d/dev.en"; head -n 3 "$T/corpus/train.es" > "$T/d/dev.es"
 data_case "an empty line in the dev data: refused (it must stay aligned)" 1 "dev.en:2: empty line"
 rm -f "$T/d"/dev.*
