@@ -1268,8 +1268,9 @@ static bool final_evaluation(Run& r) {
 
 // A run (new, or fine-tuning) that ended without completing a step: every step it tried was
 // skipped as non-finite until its budget ended (--max-nonfinite above the steps it had), or the
-// budget ended before the first step (a --time shorter than a clock's tick or two). Nothing was saved: nothing to average or evaluate (this had read past the
-// empty list of checkpoints and crashed). Exit 3, as the non-finite stop; 1 for a budget.
+// budget ended before the first step (a --time shorter than a clock's tick or two). Nothing was
+// saved: nothing to average or evaluate (this had read past the empty list of checkpoints and
+// crashed). Exit 3, as the non-finite stop; 1 for a budget.
 static int no_step_completed(Run& r) {
     r.fail_status = r.nonfinite_total > 0 ? 3 : 1;
     if (r.nonfinite_total > 0)
