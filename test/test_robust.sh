@@ -384,6 +384,8 @@ printf 'abcdefgh\nab\n' > "$T/b/dev.en"
 dev_bound within --learned-pos --max-len 9 && grep -q '^data: 2 train pairs .*, 2 dev, 0 test$' "$T/b-within.txt" &&
     dev_bound within-sines --max-len 9 && grep -q '^data: 2 train pairs .*, 2 dev, 0 test$' "$T/b-within-sines.txt"
 check $? "dev lines within the bounds (8 and 2 tokens), learned positions and sinusoids: no note (exit $s: $(grep -h '^data: [0-9]' "$T/b-within.txt" "$T/b-within-sines.txt" | tr '\n' ' '))"
+grep -q '^trained 1 step in ' "$T/b-within.txt"
+check $? "one step trained: '$(grep -m1 '^trained' "$T/b-within.txt")' (singular)"
 cp "$T/corpus/train.en" "$T/corpus/train.es" "$T/d/"; head -n 3 "$T/corpus/train.en" | sed '2s/.*//' > "$T/d/dev.en"; head -n 3 "$T/corpus/train.es" > "$T/d/dev.es"
 data_case "an empty line in the dev data: refused (it must stay aligned)" 1 "dev.en:2: empty line"
 rm -f "$T/d"/dev.*

@@ -539,6 +539,16 @@ refused "option --src needs a value (EXT), got the option --tgt" $TA --src --tgt
 [ ! -e "$T/never" ]; check $? "refused runs created nothing"
 "$B"/train $TA $V --data "$T/nodev" --early-stopping 2 --out "$T/nodev_run" --max-steps 3 > /dev/null 2> "$T/err.txt"
 s=$?; [ $s -eq 1 ] && grep -q "need a dev set" "$T/err.txt"; check $? "--early-stopping without dev data: exit 1 ($s), $(tail -n 1 "$T/err.txt")"
+# Dev data without a test set: the final report averages and scores dev alone, no error said
+# (a flip scored the missing test set for the last checkpoint's line anyway: "cannot read", exit
+# 0), and curves.svg, drawn first at the end of a run without evaluations, holds the final row
+mkdir -p "$T/notest"; cp "$T/corpus"/train.* "$T/corpus"/dev.* "$T/notest/"
+"$B"/train $TA $V --data "$T/notest" --out "$T/notest_run" --max-steps 2 --save-every-steps 1 --eval-every 0 \
+    > "$T/notest.log" 2> "$T/err.txt"
+s=$?; [ $s -eq 0 ] && grep -q "^trained 2 steps in " "$T/notest.log" && grep -q "^averaged 2 checkpoints" "$T/notest.log" && grep -q "^dev, averaged, beam " "$T/notest.log" &&
+    ! grep -q "^test" "$T/notest.log" && ! grep -q "error" "$T/err.txt" &&
+    grep -q "(1 row of log.csv)" "$T/notest_run/curves.svg"
+check $? "dev data without a test set: exit 0 ($s), dev scored on the average, no test line, no error ($(grep -m1 error "$T/err.txt")), curves.svg of log.csv's final row: $(grep -o '([0-9]* rows* of log.csv)' "$T/notest_run/curves.svg")"
 "$B"/train $TB --init-from "$T/missing.safetensors" --out "$T/missing_run" --max-steps 3 > /dev/null 2> "$T/err.txt"
 s=$?; [ $s -eq 1 ] && grep -q "missing.safetensors: cannot open" "$T/err.txt"; check $? "--init-from a missing file: exit 1 ($s)"
 
