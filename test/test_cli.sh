@@ -44,6 +44,14 @@ check $? "greedy (--beam 1): exit 0 ($s), 4 lines, only the empty one empty"
 "$B"/translate --model "$M" --precision int8 < "$T/in.txt" > "$T/int8.txt"
 s=$?; [ $s -eq 0 ] && [ "$(wc -l < "$T/int8.txt")" -eq 4 ] && [ -z "$(sed -n 2p "$T/int8.txt")" ]
 check $? "--precision int8: exit 0 ($s), 4 lines, the empty one empty"
+# int8 is quantized, fp32 is not: their log-probabilities of the same pairs differ (at 6 decimals),
+# by little (a flip quantized fp32 and left int8 unquantized; --precision int8 had no test of
+# being int8 at all)
+printf 'sun moon ||| suno moono\nstar sky sea ||| staro skyo seao\n' > "$T/pairs.txt"
+"$B"/translate --model "$M" --score < "$T/pairs.txt" > "$T/s_fp32.txt" 2> /dev/null
+"$B"/translate --model "$M" --precision int8 --score < "$T/pairs.txt" > "$T/s_int8.txt" 2> /dev/null
+paste -d' ' "$T/s_fp32.txt" "$T/s_int8.txt" | awk '{ d = $3 - $6; if (d < 0) d = -d; if (d == 0 || d > 0.5) bad = 1 } END { exit bad || NR != 2 }'
+check $? "--precision int8 --score: log-probabilities near fp32's, not equal: fp32 $(cut -d' ' -f3 "$T/s_fp32.txt" | paste -sd' '), int8 $(cut -d' ' -f3 "$T/s_int8.txt" | paste -sd' ')"
 # TRANSFORMER_AMX=0: the int8 products without Intel AMX (the VNNI kernel): the same lines.
 TRANSFORMER_AMX=0 "$B"/translate --model "$M" --precision int8 < "$T/in.txt" > "$T/int8_noamx.txt"
 s=$?; [ $s -eq 0 ] && cmp -s "$T/int8.txt" "$T/int8_noamx.txt"
@@ -106,7 +114,13 @@ check $? "--split-long on a 160 KB line followed by 2 lines: 3 output lines (exi
 s=$?; [ $s -eq 1 ] && grep -q "cannot read stdin" "$T/err.txt"; check $? "stdin unreadable (a directory): error, exit 1 ($s)"
 
 echo sun | "$B"/translate --model "$T/missing.safetensors" > /dev/null 2> "$T/err.txt"
-s=$?; [ $s -eq 1 ] && grep -q "cannot open" "$T/err.txt"; check $? "missing model: clear error, exit 1 ($s)"
+s=$?; [ $s -eq 1 ] && grep -q "cannot open" "$T/err.txt" && ! grep -q "train a model first" "$T/err.txt"
+check $? "missing model: clear error, exit 1 ($s), no advice to train (a --model was given)"
+# without --model, where runs/default/average.safetensors is missing: the advice to train first
+mkdir -p "$T/nowhere"; BA=$(cd "$B" && pwd); (cd "$T/nowhere" && echo sun | "$BA"/translate > /dev/null 2> "$T/err.txt"); s=$?
+[ $s -eq 1 ] && grep -q "runs/default/average.safetensors: cannot open" "$T/err.txt" &&
+    grep -q "^translate: (train a model first: make && ./train; or pass --model FILE)" "$T/err.txt"
+check $? "no --model and no runs/default/average.safetensors: exit 1 ($s), says to train first: $(tail -n 1 "$T/err.txt")"
 head -c 5000 "$M" > "$T/trunc.safetensors"
 echo sun | "$B"/translate --model "$T/trunc.safetensors" > /dev/null 2> "$T/err.txt"
 s=$?; [ $s -eq 1 ] && grep -q "truncated" "$T/err.txt"; check $? "truncated model: clear error, exit 1 ($s)"
@@ -117,6 +131,9 @@ s=$?; [ $s -eq 2 ] && grep -q "is a folder (--last N" "$T/err.txt"; check $? "./
 echo sun | "$B"/translate --model "$M" --max-input-tokens 5000 > /dev/null 2> "$T/err.txt"
 s=$?; [ $s -eq 0 ] && grep -q "max-input-tokens 5000 is more than the model takes: 1024" "$T/err.txt"
 check $? "--max-input-tokens past the model's limit: said ($(head -c 100 "$T/err.txt")), exit 0 ($s)"
+echo sun | "$B"/translate --model "$M" --max-input-tokens 1024 --quiet > /dev/null 2> "$T/err.txt"
+s=$?; [ $s -eq 0 ] && [ ! -s "$T/err.txt" ]
+check $? "--max-input-tokens 1024, the model's limit itself: nothing said, exit 0 ($s) $(head -c 100 "$T/err.txt")"
 echo "not a model" > "$T/text.safetensors"
 echo sun | "$B"/translate --model "$T/text.safetensors" > /dev/null 2> "$T/err.txt"
 s=$?; [ $s -eq 1 ] && grep -q "not a safetensors file" "$T/err.txt"; check $? "foreign file: clear error, exit 1 ($s)"

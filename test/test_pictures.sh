@@ -115,6 +115,27 @@ absorb $SVG lines "$T/words/000003.svg" 1
 "$B"/translate --model "$M" --nbest 2 --alignment < "$T/in.txt" > "$T/nbest.txt"; s=$?
 [ $s -eq 0 ] && awk -F ' \\|\\|\\| ' 'NF != 5 { bad = 1 } END { exit bad || NR == 0 }' "$T/nbest.txt"
 check $? "--nbest 2 --alignment: every line 'LINE ||| text ||| score ||| logprob ||| pairs' (exit $s, $(wc -l < "$T/nbest.txt") lines)"
+# --nbest with --attention: one picture per input line, numbered from 1, of its best hypothesis
+# (the first n-best line; flips drew the last hypothesis, or numbered the pictures from 0)
+rm -rf "$T/att"
+"$B"/translate --model "$M" --beam 4 --nbest 3 --attention "$T/att" < "$T/in.txt" > "$T/nbest3.txt"; s=$?
+python3 -c "
+import os, sys, xml.etree.ElementTree as ET
+best = {}
+for l in open('$T/nbest3.txt', encoding='utf-8'):
+    f = l.rstrip('\n').split(' ||| ')
+    best.setdefault(int(f[0]), f[1])
+names = sorted(os.listdir('$T/att'))
+want = ['%06d.svg' % (i + 1) for i in range(4)]
+drawn = []
+for i, name in enumerate(want):
+    if name not in names:
+        sys.exit('no ' + name + ' among ' + ' '.join(names))
+    g = [e for e in ET.parse('$T/att/' + name).getroot().iter('{http://www.w3.org/2000/svg}g') if e.get('data-translation') is not None][0]
+    drawn.append(g.get('data-translation'))
+print('  pictures:', names, 'of', drawn)
+sys.exit(names != want or drawn != [best[i] for i in range(4)])"
+check $? "--beam 4 --nbest 3 --attention: 000001.svg .. 000004.svg, each of its line's best hypothesis (exit $s)"
 # a translation holding a line break (here a prefix's '\r'; a model's byte pieces, row 63) is
 # printed with a space there: --alignment counts its words as printed, one pair per word (the
 # '\r' had joined the two words into one: 'luno solo ||| 0-0', every later index one short)

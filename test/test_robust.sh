@@ -147,6 +147,13 @@ for how in "--beam 4" "--beam 1" "--beam 4 --nbest 2" "--score"; do
     [ -z "$(tr -d '\n' < "$T/out.txt")" ] || s="$s, printed: $(head -c 60 "$T/out.txt")"
     expect "finite but enormous weights (feed-forward x 1e30), $how: refused at line 2, nothing printed" 1 "$NAN_MSG"
 done
+# ... and where the first line is the model's first, line 1 named (a flip let an index of 0 through)
+for how in "--beam 1" "--score"; do
+    if [ "$how" = --score ]; then echo 'sun moon ||| solo'; else echo 'sun moon'; fi |
+        "$B"/translate --model "$T/huge.safetensors" $how > "$T/out.txt" 2> "$T/err.txt"; s=$?
+    [ -z "$(tr -d '\n' < "$T/out.txt")" ] || s="$s, printed: $(head -c 60 "$T/out.txt")"
+    expect "... a NaN at the first line, $how: refused at line 1, nothing printed" 1 "line 1: the model's log-probabilities are not numbers"
+done
 "$B"/train $TA --data "$T/corpus" --out "$T/run2" --max-steps 2 --save-every-steps 2 --d-model 16 > /dev/null 2>&1
 "$B"/average --out "$T/avg.safetensors" "$C" "$T/run2/ckpt-00000002.safetensors" > /dev/null 2> "$T/err.txt"; s=$?
 expect "./average of checkpoints of two different models" 1 "config differs"

@@ -108,6 +108,18 @@ awk -F ' [|][|][|] ' '{ n = split($3, v, " "); s = 0; for (i = 1; i <= n; i++) s
 check $? "--score-tokens: the per-token log-probabilities add up to the line's"
 [ -s "$T/scored4.txt" ] && awk -F ' [|][|][|] ' '{ print $1 " ||| " $2 }' "$T/tokens.txt" | cmp -s - "$T/scored4.txt"
 check $? "--score-tokens: the first two fields unchanged"
+# one log-probability per target token and one for </s>, no more (a loop one past printed a value
+# read beyond the line's: the sum above unchanged where it read 0)
+nt=$(tokens_of "suno moono")
+echo "sun moon ||| suno moono" | tr --score --score-tokens > "$T/one.txt"
+[ -n "$nt" ] && [ "$(field 3 "$T/one.txt" | wc -w)" -eq $((nt + 1)) ]
+check $? "--score-tokens: 'suno moono' ($nt tokens) gives $((nt + 1)) log-probabilities: $(field 3 "$T/one.txt")"
+# Only an empty line with an empty target scores 0 (the search's answer to an empty line); an empty
+# target after a source is </s> alone, and a target after an empty source is scored: both below 0
+# (they had been taken for the empty line, scored 0)
+printf ' ||| \nsun moon ||| \n ||| suno\n' | tr --score --score-tokens > "$T/empties.txt"
+awk -F ' [|][|][|] ' 'NR == 1 && !($1 == 0 && $2 == 0 && $3 == 0) { bad = 1 } NR > 1 && !($2 < 0) { bad = 1 } END { exit bad || NR != 3 }' "$T/empties.txt"
+check $? "--score: ' ||| ' scores 0, 'sun moon ||| ' (</s> alone) and ' ||| suno' below 0: $(field 2 "$T/empties.txt" | paste -sd' ')"
 # a target's tokens and its </s> must fit --max-input-tokens: N tokens need N + 1
 nt=$(tokens_of "sunno moono staro")
 echo "sun moon star ||| sunno moono staro" | tr --score --max-input-tokens "${nt:-1}" > /dev/null 2> "$T/err.txt"; s=$?
