@@ -55,14 +55,18 @@ std::string config_error(const Config& c) {
 // JSON: one flat object, every field. The same key list serves writing, reading and comparing.
 struct ConfigField {
     const char* key;
+    enum Kind { WHOLE, REAL, FLAG } kind;   // an int, a float, a bool (written 0 or 1)
     std::function<double(const Config&)> get;
     std::function<void(Config*, double)> set;
 };
 
 static const std::vector<ConfigField>& config_fields() {
-#define INT_FIELD(k, f) {k, [](const Config& c) { return (double)c.f; }, [](Config* c, double v) { c->f = (int)v; }}
-#define FLOAT_FIELD(k, f) {k, [](const Config& c) { return (double)c.f; }, [](Config* c, double v) { c->f = (float)v; }}
-#define BOOL_FIELD(k, f) {k, [](const Config& c) { return c.f ? 1.0 : 0.0; }, [](Config* c, double v) { c->f = v != 0; }}
+#define INT_FIELD(k, f) \
+    {k, ConfigField::WHOLE, [](const Config& c) { return (double)c.f; }, [](Config* c, double v) { c->f = (int)v; }}
+#define FLOAT_FIELD(k, f) \
+    {k, ConfigField::REAL, [](const Config& c) { return (double)c.f; }, [](Config* c, double v) { c->f = (float)v; }}
+#define BOOL_FIELD(k, f) \
+    {k, ConfigField::FLAG, [](const Config& c) { return c.f ? 1.0 : 0.0; }, [](Config* c, double v) { c->f = v != 0; }}
     static const std::vector<ConfigField> fields = {
         INT_FIELD("n_enc", n_enc), INT_FIELD("n_dec", n_dec), INT_FIELD("d_model", d_model),
         INT_FIELD("d_ff", d_ff), INT_FIELD("n_heads", n_heads), INT_FIELD("d_k", d_k),
@@ -92,6 +96,19 @@ std::string config_to_json(const Config& cfg) {
     return out + "}";
 }
 
+// Why a JSON value cannot be field f's ("" when it can): a number in range, whole for an int
+// (2.5 layers is no model), 0 or 1 (or false/true) for a flag.
+static std::string field_value_error(const ConfigField& f, const Json& v) {
+    if (v.type == Json::BOOL) return f.kind == ConfigField::FLAG ? "" : "is true/false, not a number";
+    if (v.type != Json::NUMBER) return "is not a number";
+    if (!(std::fabs(v.number) <= (1 << 30))) return "is out of range";   // NaN too
+    if (f.kind != ConfigField::REAL && v.number != std::floor(v.number))
+        return "is not a whole number (" + number_text(v.number) + ")";
+    if (f.kind == ConfigField::FLAG && v.number != 0 && v.number != 1)
+        return "is not 0 or 1 (false or true): " + number_text(v.number);
+    return "";
+}
+
 bool config_from_json(const std::string& text, Config* cfg, std::string* error) {
     Json j;
     std::string err;
@@ -103,13 +120,9 @@ bool config_from_json(const std::string& text, Config* cfg, std::string* error) 
     for (const ConfigField& f : config_fields()) {
         const Json* v = j.get(f.key);
         if (!v) { *error = std::string("config has no \"") + f.key + "\""; return false; }
-        if (v->type == Json::NUMBER && !(std::fabs(v->number) <= (1 << 30))) {   // NaN too
-            *error = std::string("config \"") + f.key + "\" is out of range";
-            return false;
-        }
-        if (v->type == Json::NUMBER) f.set(&c, v->number);
-        else if (v->type == Json::BOOL) f.set(&c, v->boolean ? 1 : 0);
-        else { *error = std::string("config \"") + f.key + "\" is not a number"; return false; }
+        const std::string bad = field_value_error(f, *v);
+        if (!bad.empty()) { *error = std::string("config \"") + f.key + "\" " + bad; return false; }
+        f.set(&c, v->type == Json::BOOL ? (v->boolean ? 1 : 0) : v->number);
     }
     std::string bad = config_error(c);
     if (!bad.empty()) { *error = "config: " + bad; return false; }

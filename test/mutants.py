@@ -42,7 +42,7 @@ REQUIRED = ("file", "find", "replace", "suites", "what")
 TARGETS = ["all", "build/test_core", "build/test_ops", "build/test_decode", "build/test_train", "build/test_cuda",
            "build/test_bleu", "build/test_tokenizer", "build/test_data", "build/test_sentences", "build/test_gemm_int8",
            "build/test_gemm", "build/test_gemm_bf16", "build/test_attention", "build/emu/libtransformer_cuda.so",
-           "build/emu/libtransformer_nccl.so",
+           "build/emu/libtransformer_nccl.so", "build/translate_nohttp",   # (suite serve_without_http)
            # the benchmarks' programs (suites bench_env, gpu_bench_emulated)
            "build/bench_train", "build/bench_decode", "build/bench_attention", "build/fp32_peak"]
 SUITE_TIMEOUT = 900   # seconds; a mutant that hangs a suite this long (or 10 times its own time, at least 120 s) is killed by it

@@ -195,6 +195,11 @@ for cmd in "train:--max-tokens" "translate:--beam" "average:--out" "bleu:--score
     [ $s -eq 0 ] && grep -q -- "$opt" "$T/help.txt" && ! grep -q -- "--.* \[\]$" "$T/help.txt"
     check $? "./$prog --help: exit 0 ($s), lists $opt, no empty default: $(grep -- "--.* \[\]$" "$T/help.txt" | head -c 80)"
 done
+# A default that depends on others is said in words: --batch-tokens' (it had shown "[0]", the
+# unset value, under a flip)
+"$B"/translate --help > "$T/help.txt" 2>&1
+grep -q -- "--batch-tokens INT .*\[4000 on the CPU (2000 in int8 with a beam), 16000 on the GPU\]$" "$T/help.txt"
+check $? "./translate --help: --batch-tokens' default in words: $(grep -- "--batch-tokens" "$T/help.txt" | head -c 160)"
 for cmd in "learn:INPUT...:Learns a joint BPE" "encode:< text > ids:Encodes text lines" "decode:< ids > text:Decodes lines"; do
     c=${cmd%%:*}; rest=${cmd#*:}; usage=${rest%%:*}; what=${rest#*:}
     "$B"/bpe $c --help > "$T/help.txt" 2>&1

@@ -122,6 +122,21 @@ rewrite_meta "$C" "$T/edited-cfg.safetensors" 'c = json.loads(h["__metadata__"][
 translate_with "$T/edited-cfg.safetensors"; expect "an edited config that still fits the tensors (other heads)" 1 "the config: checksum mismatch"
 rewrite_meta "$C" "$T/other-cfg.safetensors" 'c = json.loads(h["__metadata__"]["config"]); c["d_ff"] = 128; h["__metadata__"]["config"] = json.dumps(c); h["__metadata__"].pop("config_checksum")'
 translate_with "$T/other-cfg.safetensors"; expect "a config that does not match the tensors (no checksum to catch it)" 1 "d_ff\|shape\|needs"
+# Configs no program writes (edited, the checksum dropped): each refused by name. 2.5 layers had
+# loaded as 2 (the tensors fit), a flag of 2 as true, an int given as true as 1.
+bad_config() {   # WHAT PYTHON-EDIT-OF-c PATTERN
+    rewrite_meta "$C" "$T/bad-cfg.safetensors" "c = json.loads(h['__metadata__']['config']); $2; h['__metadata__']['config'] = json.dumps(c); h['__metadata__'].pop('config_checksum')"
+    translate_with "$T/bad-cfg.safetensors"; expect "config $1" 1 "$3"
+}
+bad_config 'of 2.5 encoder layers' 'c["n_enc"] = c["n_enc"] + 0.5' 'config "n_enc" is not a whole number (2.5)'
+bad_config 'with learned_pos 2' 'c["learned_pos"] = 2' 'config "learned_pos" is not 0 or 1 (false or true): 2'
+bad_config 'with pre_ln false (JSON false: read) and d_ff 128' 'c["pre_ln"] = False; c["d_ff"] = 128' 'the config needs \[128, 32\]'
+bad_config 'with d_model true' 'c["d_model"] = True' 'config "d_model" is true/false, not a number'
+bad_config 'with a dropout "0.1"' 'c["p_drop"] = "0.1"' 'config "p_drop" is not a number'
+bad_config 'with max_len 1e31' 'c["max_len"] = 1e31' 'config "max_len" is out of range'
+bad_config 'without vocab' 'del c["vocab"]' 'config has no "vocab"'
+bad_config 'of 0 heads' 'c["n_heads"] = 0' 'config: d_model, d_ff, heads, d_k and d_v must be positive'
+bad_config 'that is a list' 'c = [c]' 'config is not a JSON object'
 # A NaN in the parameters of a file without a checksum to catch it (an older format, an edit):
 # refused by ./translate and ./average, which had translated it to junk and given the average a
 # fresh checksum.

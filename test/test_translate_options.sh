@@ -183,7 +183,7 @@ echo "sun moon" | tr --ensemble "$T/missing.safetensors" > /dev/null 2> "$T/err.
 check $? "--ensemble with a missing file: exit 1 ($s): $(head -c 120 "$T/err.txt")"
 set -- ; for i in $(seq 16); do set -- "$@" --ensemble "$M"; done
 echo "sun moon" | tr "$@" > /dev/null 2> "$T/err.txt"; s=$?
-[ $s -eq 2 ] && grep -q "at most 16 models" "$T/err.txt"
+[ $s -eq 2 ] && grep -q "at most 16 models: --model and 15 --ensemble, not 16" "$T/err.txt"
 check $? "16 --ensemble (17 models): refused, exit 2 ($s): $(head -c 120 "$T/err.txt")"
 
 # ---- target prefixes
@@ -222,6 +222,7 @@ tr --sampling topp:0.9 --temperature 1.5 --seed 3 --batch-tokens 7 < "$IN" > "$T
 check $? "--sampling topp:0.9: the same seed, other batches: the same text ($(wc -l < "$T/p3a.txt") lines, exit $s)"
 tr --sampling topk:1 < "$IN" > "$T/k1.txt"
 tr --beam 1 < "$IN" | cmp -s - "$T/k1.txt"; check $? "--sampling topk:1 == greedy (--beam 1)"
+tr --sampling topk:1 --beam 1 < "$IN" | cmp -s - "$T/k1.txt"; check $? "--sampling topk:1 --beam 1 (the beam sampling needs, said): accepted, the same text"
 # every line its own random numbers: 4,104 copies of one line, lines 1-8 against 2,001-2,008 (the
 # first lines of the second chunk of 2,000 read together) and 4,097-4,104 (the version before drew
 # the same numbers every 4,096 lines)
@@ -326,6 +327,19 @@ refused 2 "--score-tokens needs --score" --score-tokens
 refused 2 "add --score" --ref "$T/ref4.txt"
 refused 2 "exclude each other" --prefix "$T/prefix.txt" --prefix-inline
 refused 2 "do not apply" --score --sampling topk:3
+refused 2 "do not apply" --score --prefix "$T/prefix.txt"   # (let through, its lines would be scored as targets)
+refused 2 "do not apply" --score --prefix-inline
+refused 2 "--precision int8 runs on the CPU" --device cuda --precision int8   # at parse time, GPU or not
+refused 2 "not with --score" --score --alignment
+refused 2 "not with --score" --score --attention "$T/score-pictures"
+# --serve with each option of stdin mode, alone: refused before a model is loaded or a port taken
+# (timeout: a flip that let one through would serve until killed)
+for opts in "--score" "--prefix $T/prefix.txt" "--prefix-inline" "--sampling topk:3" "-i $T/stdin.txt" \
+            "-o $T/serve-out.txt" "--attention $T/serve-pictures" "--alignment"; do
+    timeout 30 "$B"/translate --model "$M" --serve 0 $opts < /dev/null > /dev/null 2> "$T/err.txt"; s=$?
+    [ $s -eq 2 ] && grep -q "are options of stdin mode" "$T/err.txt"
+    check $? "translate --serve 0 $opts: exit 2 ($s), message: $(head -c 110 "$T/err.txt")"
+done
 refused 2 "it does not search: --beam, --nbest" --score --nbest 3 --beam 4
 refused 2 "it does not search" --score --beam 1
 # the search's length limit does not limit a scored target (it had been accepted and ignored)
