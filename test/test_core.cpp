@@ -473,10 +473,20 @@ static void presets_are_table3() {
 // bound's last valid value passes, one step past it is refused, naming the field.
 static void config_bounds() {
     struct Case { const char* what; std::function<void(Config*)> set; const char* refused; } cases[] = {
+        {"1 layer each", [](Config* c) { c->n_enc = c->n_dec = 1; }, nullptr},
         {"64 layers", [](Config* c) { c->n_enc = c->n_dec = 64; }, nullptr},
         {"65 encoder layers", [](Config* c) { c->n_enc = 65; }, "layers"},
         {"0 decoder layers", [](Config* c) { c->n_dec = 0; }, "layers"},
         {"d_ff 0", [](Config* c) { c->d_ff = 0; }, "positive"},
+        {"d_ff 2^24", [](Config* c) { c->d_ff = 1 << 24; }, nullptr},
+        {"d_model 2^24 + 1", [](Config* c) { c->d_model = (1 << 24) + 1; }, "positive"},
+        {"4096 heads of d_k = d_v = 4096 (2^24)", [](Config* c) { c->n_heads = c->d_k = c->d_v = 4096; }, nullptr},
+        {"4096 heads of d_k 4097", [](Config* c) { c->n_heads = c->d_v = 4096, c->d_k = 4097; }, "heads x d_k"},
+        {"4096 heads of d_v 4097", [](Config* c) { c->n_heads = c->d_k = 4096, c->d_v = 4097; }, "heads x d_v"},
+        {"2^24 ids", [](Config* c) { c->vocab = 1 << 24; }, nullptr},
+        {"2^24 + 1 ids", [](Config* c) { c->vocab = (1 << 24) + 1; }, "at most 2^24 ids"},
+        {"max_len 2^24", [](Config* c) { c->max_len = 1 << 24; }, nullptr},
+        {"max_len 2^24 + 1", [](Config* c) { c->max_len = (1 << 24) + 1; }, "max_len"},
         {"5 ids", [](Config* c) { c->vocab = 5; }, nullptr},
         {"4 ids", [](Config* c) { c->vocab = 4; }, "vocabulary"},
         {"max_len 2", [](Config* c) { c->max_len = 2; }, nullptr},
