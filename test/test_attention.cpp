@@ -85,9 +85,14 @@ static void test_piece_words() {
 }
 
 static void test_escape() {
-    const std::string got = xml_escape("a<b & \"c\" 'd'>\x01\xC3(\xC3\xA9");
-    const std::string want = "a&lt;b &amp; &quot;c&quot; &apos;d&apos;&gt;\xEF\xBF\xBD\xEF\xBF\xBD(\xC3\xA9";
-    check(got == want, "xml_escape: entities, a control byte and invalid UTF-8 as U+FFFD, é kept: '%s'", got.c_str());
+    // (0x80: the lowest byte past ASCII, a continuation byte alone; U+FFFE and U+FFFF: not XML
+    // characters; the '!' after é: the byte after a multi-byte character is read)
+    const std::string got = xml_escape("a<b & \"c\" 'd'>\x01\x80\xC3(\xC3\xA9!\xEF\xBF\xBE\xEF\xBF\xBF.");
+    const std::string fffd = "\xEF\xBF\xBD";
+    const std::string want =
+        "a&lt;b &amp; &quot;c&quot; &apos;d&apos;&gt;" + fffd + fffd + fffd + "(\xC3\xA9!" + fffd + fffd + ".";
+    check(got == want, "xml_escape: entities, a control byte, a lone 0x80, invalid UTF-8, U+FFFE and U+FFFF as "
+          "U+FFFD, é kept: '%s'", got.c_str());
 }
 
 // ---------------------------------------------------------------------------------------------

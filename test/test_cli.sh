@@ -265,6 +265,21 @@ cmp -s "$T/closed_out.txt" "$T/open_out.txt" && [ $s = 0 ] && [ -s "$T/closed_ou
 check $? "./translate -o FILE with stdout closed: exit $s, FILE holds stdout's translation ($(head -c 100 "$T/err.txt"))"
 "$B"/translate --help >&- 2> "$T/err.txt"
 write_fails "./translate --help with stdout closed" "standard output is closed" $?
+# A closed stderr is given /dev/null first thing, so that no file the program opens takes
+# descriptor 2 and receives its messages: a ./translate waiting on a FIFO after its first line
+mkfifo "$T/wait.fifo"
+: > "$T/wait_out.txt"
+"$B"/translate --model "$M" < "$T/wait.fifo" > "$T/wait_out.txt" 2>&- &
+waiting=$!
+exec 7> "$T/wait.fifo"
+echo sun >&7
+n=0
+while [ "$(wc -l < "$T/wait_out.txt")" -lt 1 ] && [ $n -lt 300 ]; do sleep 0.1; n=$((n + 1)); done
+fd2=$(readlink "/proc/$waiting/fd/2" 2> /dev/null || echo none)
+exec 7>&-
+wait $waiting; s=$?
+[ "$fd2" = /dev/null ] && [ $s -eq 0 ]
+check $? "./translate with stderr closed: descriptor 2 is $fd2 (want /dev/null) after line 1 ($n tenths of a second), exit $s"
 "$B"/bleu "$T/corpus/test.es" < "$T/corpus/test.es" > /dev/full 2> "$T/err.txt"
 write_fails "./bleu > /dev/full" "standard output: No space left" $?
 "$B"/bleu "$T/corpus/test.es" < "$T/corpus/test.es" >&- 2> "$T/err.txt"

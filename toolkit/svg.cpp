@@ -99,12 +99,6 @@ void Svg::close_group() {
     open_groups_--;
 }
 
-void Svg::comment(const std::string& s) {
-    std::string safe = xml_escape(s);
-    for (size_t p; (p = safe.find("--")) != std::string::npos;) safe.replace(p, 2, "- -");
-    body_ += "<!-- " + safe + " -->\n";
-}
-
 std::string Svg::finish() {
     while (open_groups_ > 0) close_group();
     const std::string w = svg_num(width_), h = svg_num(height_);

@@ -44,7 +44,6 @@ public:
     void text(double x, double y, const std::string& s, const std::string& extra);
     void open_group(const std::string& extra);   // <g extra>
     void close_group();                          // </g>
-    void comment(const std::string& s);          // <!-- s --> ("--" made safe)
     // The document: every element so far, closed. The writer may not be used afterwards.
     std::string finish();
 
