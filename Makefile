@@ -293,8 +293,9 @@ $(BUILD)/test_gemm_bf16.%: test/test_gemm_bf16.cpp cpu/gemm_bf16.cpp cpu/gemm_bf
 
 # The tests run from the repository root; test/run_tests.sh adds up their closing lines. They
 # run two suites at a time (TEST_JOBS; 1: one at a time), which takes make test on 2 cores from
-# about 11 minutes to 8; the sanitizer's run (CI's test-asan) keeps to one at a time.
-TEST_JOBS ?= $(if $(filter 1,$(SANITIZE)),1,2)
+# about 11 minutes to 8, and CI's test-asan (the same under the sanitizer, test/run_tests.sh
+# skipping there the four reversed runs of test_ops) from 33 to 24 (2026-12-04).
+TEST_JOBS ?= 2
 test: $(TESTS:%=$(BUILD)/%) $(ISA_TESTS) $(PROGRAMS:%=$(BIN)/%) $(BUILD)/bench_train $(BUILD)/bench_attention $(BUILD)/bench_decode $(BUILD)/fp32_peak $(BUILD)/translate_nohttp \
       $(FUZZ_TARGETS:%=$(BUILD)/fuzz_replay_%) $(EMU_LIB) $(BUILD)/test_emulator $(EMU_NCCL_LIB)
 	@SANITIZED=$(if $(filter 1,$(SANITIZE)),1,0) TEST_JOBS=$(TEST_JOBS) sh test/run_tests.sh $(BUILD) $(BIN)
@@ -319,10 +320,11 @@ test-asan:
 	$(MAKE) SANITIZE=1 test
 
 # Fuzzing with libFuzzer (Debian's clang and libclang-rt-dev), ASan and UBSan, CPU-only:
-# `make fuzz FUZZ_SECONDS=600` runs each target of FUZZ_TARGETS in turn (FUZZ=name for one)
-# from its seeds in test/fuzz/NAME/; the corpus grows in build/fuzz/corpus/NAME and findings
+# `make fuzz FUZZ_SECONDS=600` runs each target of FUZZ_TARGETS (FUZZ=name for one), two at a
+# time (FUZZ_JOBS=1: in turn), from its seeds in test/fuzz/NAME/; the corpus grows in build/fuzz/corpus/NAME and findings
 # land in build/fuzz/findings/ (test/fuzz/run_fuzz.sh prints executions and findings).
 FUZZ_SECONDS ?= 60
+FUZZ_JOBS ?= 2
 FUZZ ?= $(FUZZ_TARGETS)
 FUZZ_CXX ?= clang++
 FUZZ_BUILD := build/fuzz
@@ -340,7 +342,7 @@ $(FUZZ_BUILD)/fuzz_translate: $(FUZZ_BUILD)/cli/serve.o
 $(FUZZ_BUILD)/fuzz_translate: FUZZ_LIBS += $(HTTP_LIBS)
 
 fuzz: $(FUZZ:%=$(FUZZ_BUILD)/fuzz_%)
-	@bash test/fuzz/run_fuzz.sh $(FUZZ_SECONDS) $(FUZZ)
+	@FUZZ_JOBS=$(FUZZ_JOBS) bash test/fuzz/run_fuzz.sh $(FUZZ_SECONDS) $(FUZZ)
 
 # The benchmarks time a fixed thread count, the same as the side they compare with: the thread
 # governor (toolkit/thread_governor.h) stays off.
