@@ -32,6 +32,9 @@ run ops_cpu_bf16 "$BUILD/test_ops" --device cpu --precision bf16 --against-cpu
 # the same with the products through sgemm on rounded operands, the path of CPUs without AMX or
 # AVX512-BF16 (TRANSFORMER_BF16_KERNEL=sgemm; the run above took the fastest this CPU has)
 run ops_cpu_bf16_sgemm env TRANSFORMER_BF16_KERNEL=sgemm "$BUILD/test_ops" --device cpu --precision bf16 --against-cpu
+skipped() {   # NAME WHY: a suite not run, its SKIP line saying why and its closing line counting it
+    run "$1" sh -c 'echo "SKIP $2"; echo "$1: 0 passed, 0 failed, 1 skipped"' skipped "$1" "$2"
+}
 # The same two for each instruction set the kernels are written for (the Makefile's KERNEL_ISAS;
 # x86-64 only), where this CPU has what the build asks for.
 isa_flags() {
@@ -51,7 +54,7 @@ for isa in avx512 avx2 plain; do
         if [ -z "$missing" ]; then
             run "${t}_$isa" "$BUILD/test_$t.$isa"
         else
-            run "${t}_$isa" sh -c "echo 'SKIP test_$t.$isa: this CPU lacks$missing'; echo '${t}_$isa: 0 passed, 0 failed, 1 skipped'"
+            skipped "${t}_$isa" "test_$t.$isa: this CPU lacks$missing"
         fi
     done
 done
@@ -94,7 +97,7 @@ run cuda_emulated_tiled env TRANSFORMER_ATTENTION=tiled TRANSFORMER_CUDA_EMULATO
 reversed() {   # NAME ARGS...: a reversed run of test_ops, or its SKIP under the sanitizer
     name=$1; shift
     if [ "${SANITIZED:-0}" = 1 ]; then
-        run "$name" sh -c "echo 'SKIP $name under AddressSanitizer: the runs in order checked the accesses of these kernels, make test runs it'; echo '$name: 0 passed, 0 failed, 1 skipped'"
+        skipped "$name" "$name under AddressSanitizer: the runs in order checked the accesses of these kernels, make test runs it"
     else
         run "$name" $REV "$@"
     fi
