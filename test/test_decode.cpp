@@ -457,16 +457,15 @@ static std::vector<std::vector<Hypothesis>> decode_with_threads(Model* m, const 
     return model_decode_results(m);
 }
 
-// The ops give the same bits for any thread count, so a translation does not depend on the
-// threads toolkit/thread_governor.h gives it: one thread throughout, two, and one or two
-// alternating step by step, fp32 and int8, greedy and beam 3, bit for bit. And the governor's
-// rule on the loads it may read.
-static void thread_count_invariance() {
+// The governor's rule (governed_thread_count) on the loads it may read, its bounds included.
+static void governor_rule() {
     const struct { int now, most; ThreadLoad load; int want; const char* what; } rules[] = {
         {2, 2, {0.05, 0.0}, 2, "alone on 2 cores: 2 threads stay"},
         {2, 2, {0.67, 0.0}, 1, "one busy process on 2 cores: 1 thread"},
+        {2, 2, {0.3, 0.0}, 2, "0.3 thread-times waited: 2 threads stay (fewer past 0.3)"},
         {1, 2, {0.0, 0.05}, 1, "it still runs (no idle core): 1 thread stays"},
         {1, 2, {0.0, 0.95}, 2, "it ended (a core idles): 2 threads again"},
+        {1, 2, {0.0, 0.6}, 2, "0.6 of a core idle: 1 more (from 0.6)"},
         {16, 16, {3.2, 0.0}, 13, "16 threads waited 3.2 thread-times: 13"},
         {4, 16, {0.0, 5.1}, 9, "5.1 cores idle: 5 more"},
         {8, 8, {2.6, 0.0}, 5, "2.6 thread-times waited: 3 fewer (rounded)"},
@@ -480,31 +479,104 @@ static void thread_count_invariance() {
         check(got == r.want, "governor: %s (%d of %d threads, waiting %.2f, idle %.2f -> %d, want %d)", r.what, r.now,
               r.most, r.load.waiting, r.load.idle, got, r.want);
     }
-    // Its first look, on a fresh thread (a governor is per thread): it starts from the thread's
-    // count and governs unless turned off (TRANSFORMER_THREADS_GOVERNOR=0) or /proc is mute. A
-    // fresh thread's count is OpenMP's own: this thread's may have been lowered by its governor
+}
+
+// A governor on a fresh thread (a governor is per thread) whose OpenMP count is `threads` (0:
+// OpenMP's own), with TRANSFORMER_THREADS_GOVERNOR set to `setting` ("": unset); `looks` runs
+// there after its first look. The variable is restored after.
+template <class Looks>
+static void on_governed_thread(int threads, const char* setting, Looks looks) {
+    const char* given = std::getenv("TRANSFORMER_THREADS_GOVERNOR");
+    const std::string saved = given ? given : "";
+    std::thread([&] {
+        if (*setting) setenv("TRANSFORMER_THREADS_GOVERNOR", setting, 1);
+        else unsetenv("TRANSFORMER_THREADS_GOVERNOR");
+        if (threads > 0) omp_set_num_threads(threads);
+        looks();
+    }).join();
+    if (given) setenv("TRANSFORMER_THREADS_GOVERNOR", saved.c_str(), 1);
+    else unsetenv("TRANSFORMER_THREADS_GOVERNOR");
+}
+
+// The governor on /proc as it is: its first look starts from the thread's count and governs
+// unless turned off (TRANSFORMER_THREADS_GOVERNOR=0), with one thread, or where /proc is mute.
+// Then, fed the counters (govern_threads_at), every look: none sooner than a quarter of a second
+// after the last, none when a counter is unreadable, none when it does not govern; the count it
+// decides set on the thread; the looks that ended below the most counted and summarized.
+static void governor_looks(int fresh) {
+    const bool proc = access("/proc/self/task", R_OK) == 0 && access("/proc/stat", R_OK) == 0;
+    for (const char* setting : {"0", ""}) {
+        for (int threads : {0, 1}) {
+            GovernorStats st;
+            on_governed_thread(threads, setting, [&] {
+                govern_threads();
+                st = governor_stats();
+            });
+            const int most = threads ? threads : fresh;
+            const bool want = !*setting && proc && most > 1;
+            check(st.most == most && st.now == st.most && st.active == want,
+                  "governor, TRANSFORMER_THREADS_GOVERNOR %s, %s: starts at %d of %d threads (want %d), %s (want %s; /proc %s)",
+                  *setting ? setting : "unset", threads ? "1 thread" : "OpenMP's count", st.now, st.most, most,
+                  st.active ? "governs" : "off", want ? "governs" : "off", proc ? "readable" : "not readable");
+        }
+    }
+    // at t seconds: the thread-seconds waited so far, the idle core-seconds so far; then what it
+    // holds after (threads on the thread and in its stats, looks, looks below the most, summary)
+    const struct { double t, waited, idle; int threads; long intervals, reduced; const char* what; } looks[] = {
+        {0.0, 0.0, 0.0, 2, 0, 0, "its first look, at counters of 0: it starts, governing"},
+        {0.25, 0.0, 0.0, 2, 1, 0, "a quarter of a second on, nothing waited: 2 threads stay"},
+        {0.45, 1.0, 0.0, 2, 1, 0, "0.2 s after its last look: too soon to look"},
+        {0.5, 0.1675, 0.0, 1, 2, 1, "0.67 thread-times waited: 1 thread"},
+        {1.0, -1.0, 0.5, 1, 2, 1, "the waits unreadable: no look"},
+        {1.0, 0.1675, -1.0, 1, 2, 1, "the idle time unreadable: no look"},
+        {1.0, 0.1675, 0.475, 2, 3, 1, "0.95 of a core idled: 2 threads again"},
+    };
+    on_governed_thread(2, "", [&] {
+        for (const auto& l : looks) {
+            govern_threads_at(l.t, l.waited, l.idle);
+            const GovernorStats st = governor_stats();
+            const std::string summary = governor_summary();
+            const std::string want_summary =
+                l.reduced ? "fewer OpenMP threads while the cores were busy: " + std::to_string(l.threads) + " of 2 after " +
+                                std::to_string(l.reduced) + " of " + std::to_string(l.intervals) + " looks"
+                          : "";
+            check(st.active && omp_get_max_threads() == l.threads && st.now == l.threads && st.intervals == l.intervals &&
+                      st.reduced == l.reduced && summary == want_summary,
+                  "governor fed t %.2f s, waited %.4f s, idle %.3f s: %s (%s; %d threads, %d in its stats, %ld looks, "
+                  "%ld below the most; want %d, %ld, %ld; summary '%s')",
+                  l.t, l.waited, l.idle, l.what, st.active ? "governs" : "off", omp_get_max_threads(), st.now,
+                  st.intervals, st.reduced, l.threads, l.intervals, l.reduced, summary.c_str());
+        }
+    });
+    // turned off, it never looks: its count stays whatever the load
+    on_governed_thread(2, "0", [&] {
+        govern_threads_at(0.0, 0.0, 0.0);
+        govern_threads_at(1.0, 5.0, 0.0);
+        const GovernorStats st = governor_stats();
+        check(omp_get_max_threads() == 2 && st.intervals == 0 && governor_summary().empty(),
+              "governor turned off, fed 5 thread-times waited over a second: %d threads (want 2), %ld looks (want 0)",
+              omp_get_max_threads(), st.intervals);
+    });
+    // a counter unreadable at its first look (/proc mute): it does not govern
+    for (const double waited : {-1.0, 0.0}) {
+        on_governed_thread(2, "", [&] {
+            govern_threads_at(0.0, waited, waited < 0 ? 0.0 : -1.0);
+            check(!governor_stats().active, "governor started with the %s unreadable: %s (want off)",
+                  waited < 0 ? "waits" : "idle time", governor_stats().active ? "governs" : "off");
+        });
+    }
+}
+
+// The ops give the same bits for any thread count, so a translation does not depend on the
+// threads toolkit/thread_governor.h gives it: one thread throughout, two, and one or two
+// alternating step by step, fp32 and int8, greedy and beam 3, bit for bit. And the governor.
+static void thread_count_invariance() {
+    governor_rule();
+    // A fresh thread's count is OpenMP's own: this thread's may have been lowered by its governor
     // in the tests before, when other processes kept the cores busy.
     int fresh = 0;
     std::thread([&] { fresh = omp_get_max_threads(); }).join();
-    const bool proc = access("/proc/self/task", R_OK) == 0 && access("/proc/stat", R_OK) == 0;
-    const char* given = std::getenv("TRANSFORMER_THREADS_GOVERNOR");
-    const std::string saved = given ? given : "";
-    for (const char* setting : {"0", ""}) {
-        GovernorStats st;
-        std::thread([&] {
-            if (*setting) setenv("TRANSFORMER_THREADS_GOVERNOR", setting, 1);
-            else unsetenv("TRANSFORMER_THREADS_GOVERNOR");
-            govern_threads();
-            st = governor_stats();
-        }).join();
-        const bool want = !*setting && proc && st.most > 1;
-        check(st.most == fresh && st.now == st.most && st.active == want,
-              "governor, TRANSFORMER_THREADS_GOVERNOR %s: starts at %d of %d threads (want %d), %s (want %s; /proc %s)",
-              *setting ? setting : "unset", st.now, st.most, fresh, st.active ? "governs" : "off",
-              want ? "governs" : "off", proc ? "readable" : "not readable");
-    }
-    if (given) setenv("TRANSFORMER_THREADS_GOVERNOR", saved.c_str(), 1);
-    else unsetenv("TRANSFORMER_THREADS_GOVERNOR");
+    governor_looks(fresh);
     if (fresh < 2) {
         check_skip("decoding with 1 and 2 threads: this machine gives OpenMP 1 thread");
         return;

@@ -80,6 +80,11 @@ double now_s() {
     return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
 }
 
+// Whether govern_threads looks now: on its first call, then every LOOK_EVERY_S while it governs.
+bool governor_due(const Governor& g, double t) {
+    return !g.started || (g.stats.active && t - g.last_t >= LOOK_EVERY_S);
+}
+
 }  // namespace
 
 int governed_thread_count(int now, int most, const ThreadLoad& load) {
@@ -89,19 +94,20 @@ int governed_thread_count(int now, int most, const ThreadLoad& load) {
 }
 
 void govern_threads() {
-    Governor& g = g_governor;
     const double t = now_s();
+    if (governor_due(g_governor, t)) govern_threads_at(t, threads_waited_s(), machine_idle_s());
+}
+
+void govern_threads_at(double t, double waited, double idle) {
+    Governor& g = g_governor;
+    if (!governor_due(g, t)) return;
     if (!g.started) {
         g.started = true;
         g.stats.most = g.stats.now = omp_threads();
-        g.last_waited = threads_waited_s();
-        g.last_idle = machine_idle_s();
-        g.stats.active = governor_enabled() && g.stats.most > 1 && g.last_waited >= 0 && g.last_idle >= 0;
-        g.last_t = t;
+        g.stats.active = governor_enabled() && g.stats.most > 1 && waited >= 0 && idle >= 0;
+        g.last_t = t, g.last_waited = waited, g.last_idle = idle;
         return;
     }
-    if (!g.stats.active || t - g.last_t < LOOK_EVERY_S) return;
-    const double waited = threads_waited_s(), idle = machine_idle_s();
     if (waited < 0 || idle < 0) return;
     const double dt = t - g.last_t;
     const ThreadLoad load{(waited - g.last_waited) / dt, (idle - g.last_idle) / dt};

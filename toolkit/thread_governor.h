@@ -31,6 +31,10 @@ int governed_thread_count(int now, int most, const ThreadLoad& load);
 
 // Adjusts the calling thread's OpenMP thread count (see above); cheap between its looks.
 void govern_threads();
+// The same at time t_s (seconds) with the two counters it reads given (the thread-seconds this
+// process's threads waited for a core so far, the machine's idle core-seconds so far; < 0:
+// unreadable): how tests drive the governor through loads of their choosing.
+void govern_threads_at(double t_s, double waited_s, double idle_s);
 
 // This thread's governor: whether it governs (not when turned off, with one thread, or where
 // /proc does not say the delays), the count it started with and the count now, the intervals
