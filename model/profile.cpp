@@ -266,7 +266,7 @@ void ProfiledBackend::logsoftmax_gather(float* logp, const floatX* logits, const
 void ProfiledBackend::logsoftmax_ensemble(floatX* out, const floatX* const* logits, int K, int rows, int V,
                                           int ld) {
     inner_->logsoftmax_ensemble(out, logits, K, rows, V, ld);
-    done("logsoftmax_ensemble", 0, (2.0 * K + 1) * rows * V * fx());
+    done("logsoftmax_ensemble", 0, (K + 1.0) * rows * V * fx());   // the K members' logits read, out written
 }
 void ProfiledBackend::logsoftmax_sample(int* tokens, float* logp, const float* uniform, const floatX* logits,
                                         int rows, int V, int ld, float temperature, int topk, float topp) {

@@ -310,6 +310,119 @@ static void train_steps(Model* m, const Batch& b, int steps) {
     }
 }
 
+// model/profile.cpp's work per call where its rule says more than the sizes: accumulating into
+// dX or dx (beta 1) reads it as well as writing it, a decoding step at t attends t + 1 keys
+// (positions 0..t), and an ensemble's combination reads each member's logits once and writes once.
+static void profile_work_counted() {
+    ProfiledBackend p(make_cpu_backend());
+    auto fx = [](std::vector<float>& v) { return (floatX*)v.data(); };
+    const int rows = 3, in = 4, out = 5;
+    std::vector<float> dX(rows * in), dW(out * in), db(out), dY(rows * out, 0.1f), X(rows * in, 0.2f), W(out * in, 0.3f);
+    auto linear_bytes = [&](float beta) {
+        p.reset();
+        p.linear_backward(fx(dX), beta, dW.data(), db.data(), fx(dY), fx(X), fx(W), rows, in, out);
+        return p.report()[0].bytes;
+    };
+    const double linear_more = linear_bytes(1) - linear_bytes(0);
+    std::vector<float> dx(rows * in), dg(in), dbeta(in), y(rows * in, 0.5f), mean(rows, 0.1f), rstd(rows, 2.0f), g(in, 1.0f);
+    auto layernorm_bytes = [&](float beta) {
+        p.reset();
+        p.layernorm_backward(fx(dx), beta, dg.data(), dbeta.data(), fx(dY), fx(y), mean.data(), rstd.data(), fx(g), rows, in);
+        return p.report()[0].bytes;
+    };
+    const double layernorm_more = layernorm_bytes(1) - layernorm_bytes(0);
+    check(linear_more == 4.0 * rows * in && layernorm_more == 4.0 * rows * in,
+          "profile: accumulating into dX (linear_backward) and dx (layernorm_backward) counts %g and %g bytes more "
+          "than writing them (want %d: reading the %d x %d fp32 values)", linear_more, layernorm_more, 4 * rows * in,
+          rows, in);
+    const StepShape s{2, 2, 2, 2, 4};   // n, H, dk, dv, q's row stride
+    const int T = 3, width = s.H * (s.dk + s.dv);
+    std::vector<float> ctx(s.n * s.H * s.dv), q(s.n * s.q_stride, 0.25f), cache(T * s.n * width, 0.5f);
+    std::vector<int> step_row = {0, s.n, 2 * s.n}, slots(s.n * T);
+    for (int r = 0; r < s.n; r++)
+        for (int j = 0; j < T; j++) slots[r * T + j] = r;
+    for (int t : {0, 2}) {
+        p.reset();
+        p.attention_step_self(fx(ctx), fx(q), fx(cache), step_row.data(), slots.data(), T, t, s);
+        const double got = p.report()[0].flops, want = 2.0 * s.n * s.H * (t + 1) * (s.dk + s.dv);
+        check(got == want, "profile: attention_step_self at step %d counts %g FLOPs (want %g: %d rows x %d heads x %d "
+              "keys x (dk + dv) multiply-adds)", t, got, want, s.n, s.H, t + 1);
+    }
+    const int K = 3, V = 6;
+    std::vector<float> logits(K * rows * V, 0.5f), combined(rows * V);
+    const floatX* members[K];
+    for (int k = 0; k < K; k++) members[k] = (const floatX*)(logits.data() + k * rows * V);
+    p.reset();
+    p.logsoftmax_ensemble(fx(combined), members, K, rows, V, V);
+    const double ensemble_bytes = p.report()[0].bytes;
+    check(ensemble_bytes == 4.0 * (K + 1) * rows * V, "profile: logsoftmax_ensemble of %d members counts %g bytes (want %d: "
+          "each member's %d x %d fp32 logits read once, the result written once)", K, ensemble_bytes, 4 * (K + 1) * rows * V,
+          rows, V);
+}
+
+// profile_print's table, read back: per step (calls, ms), each op's share of the step measured
+// unprofiled or else of the ops' sum, TFLOP/s and GB/s where the op has that work and a time
+// ("-" otherwise: no 0, no inf), the header's step, plural and unprofiled time.
+static void profile_table() {
+    auto printed = [](const std::vector<OpProfile>& ops, int steps, double step_ms, const char* unit) {
+        char* text = nullptr;
+        size_t size = 0;
+        FILE* f = open_memstream(&text, &size);
+        profile_print(f, ops, steps, step_ms, unit);
+        std::fclose(f);
+        std::vector<std::string> lines;
+        for (const char *at = text, *nl; (nl = std::strchr(at, '\n')); at = nl + 1) lines.emplace_back(at, nl);
+        std::free(text);
+        return lines;
+    };
+    struct Row { const char* op; long calls; double ms, share; const char *tflops, *gbs; };
+    auto rows_match = [](const std::vector<std::string>& lines, const std::vector<Row>& want) {
+        if (lines.size() != want.size() + 2) return false;
+        for (size_t i = 0; i < want.size(); i++) {
+            char op[64], tflops[16], gbs[16];
+            long calls = -1;
+            double ms = -1, share = -1;
+            if (std::sscanf(lines[i + 2].c_str(), "# profile %63s %ld %lf %lf%% %15s %15s", op, &calls, &ms, &share, tflops,
+                            gbs) != 6 ||
+                std::strcmp(op, want[i].op) || calls != want[i].calls || !(std::fabs(ms - want[i].ms) <= 1e-9) ||
+                !(std::fabs(share - want[i].share) <= 0.051) || std::strcmp(tflops, want[i].tflops) || std::strcmp(gbs, want[i].gbs))
+                return false;
+        }
+        return true;
+    };
+    auto op = [](const char* name, long calls, double ms, double flops, double bytes) {
+        OpProfile o;
+        o.op = name, o.calls = calls, o.ms = ms, o.flops = flops, o.bytes = bytes;
+        return o;
+    };
+    const std::vector<OpProfile> ops = {op("linear_forward", 4, 2.0, 4e9, 8e6), op("layernorm_forward", 2, 1.0, 0, 2e6),
+                                        op("global_norm", 2, 1.0, 0, 0), op("linear_backward", 2, 0.0, 1e6, 1e6)};
+    // 2 steps: 2.0 ms a step in the ops, 4e9 + 1e6 FLOPs over 4.0 ms
+    const auto of_sum = printed(ops, 2, 0, "step");
+    const bool sum_ok =
+        of_sum.size() > 1 && of_sum[0] == "# profile: 2.00 ms a step in the ops below (2 steps timed op by op); matrix work 1 TFLOP/s over the ops' time" &&
+        rows_match(of_sum, {{"linear_forward", 2, 1.0, 50.0, "2", "4"}, {"layernorm_forward", 1, 0.5, 25.0, "-", "2"},
+                            {"global_norm", 1, 0.5, 25.0, "-", "-"}, {"linear_backward", 1, 0.0, 0.0, "-", "-"}});
+    const auto of_step = printed(ops, 2, 4.0, "step");
+    const bool step_ok =
+        of_step.size() > 1 && of_step[0] == "# profile: 2.00 ms a step in the ops below (2 steps timed op by op); 4.00 ms a step unprofiled; matrix work 1 TFLOP/s over the ops' time" &&
+        rows_match(of_step, {{"linear_forward", 2, 1.0, 25.0, "2", "4"}, {"layernorm_forward", 1, 0.5, 12.5, "-", "2"},
+                             {"global_norm", 1, 0.5, 12.5, "-", "-"}, {"linear_backward", 1, 0.0, 0.0, "-", "-"}});
+    const auto untimed = printed({op("copy", 3, 0.0, 0, 5e6)}, 1, 0, "run");
+    const bool untimed_ok =
+        untimed.size() > 1 && untimed[0] == "# profile: 0.00 ms a run in the ops below (1 run timed op by op); matrix work 0 TFLOP/s over the ops' time" &&
+        rows_match(untimed, {{"copy", 3, 0.0, 0.0, "-", "-"}});
+    auto show = [](const std::vector<std::string>& lines) {
+        std::string all;
+        for (const std::string& l : lines) all += "\n    " + l;
+        return all;
+    };
+    check(sum_ok && step_ok && untimed_ok,
+          "profile_print: 4 ops over 2 steps as shares of their sum (%s), of a 4.00 ms step unprofiled (%s), one op "
+          "of 0 ms in 1 run (%s):%s%s%s", sum_ok ? "right" : "WRONG", step_ok ? "right" : "WRONG",
+          untimed_ok ? "right" : "WRONG", show(of_sum).c_str(), show(of_step).c_str(), show(untimed).c_str());
+}
+
 // §5.3 with --clip-norm (off in the paper, and in the PyTorch cases above): the gradient's norm
 // against a sum in double here, and adam_update's clipping against Adam on a gradient scaled
 // here: over the bound every gradient is scaled by bound / norm first; under it, none is.
@@ -839,6 +952,8 @@ int main(int argc, char** argv) {
     profiled_step_checks("CPU", [] { return make_cpu_backend(); }, profiled, small_batch(profiled.vocab, 5), 7);
     profiled_decode_checks("CPU", [] { return make_cpu_backend(); }, small_config(false, false),
                            {{5, 9, 14, 3, EOS_ID}, {7, 7, EOS_ID}, {11, 4, 8, 20, 6, 12, 4, EOS_ID}});
+    profile_work_counted();
+    profile_table();
     std::printf("-- gradient clipping\n");
     gradient_clipping();
     std::printf("-- checkpoints\n");
