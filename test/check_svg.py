@@ -138,6 +138,13 @@ def words(path):
     groups = [g for g in root.iter(NS + "g") if g.get("class") == "heatmap" and g.get("data-kind") in ("enc", "cross")]
     cols = {int(g.get("data-cols")) for g in groups}
     check(groups and cols == {n}, f"{name}: encoder and cross-attention columns are the source's words + </s> ({cols}, want {n})")
+    # their labels: each word as written, cut to 24 characters with "…" past them
+    want = [w if len(w) <= 24 else w[:24] + "\u2026" for w in source.split(" ") if w] + ["</s>"]
+    shown = [[t.text for t in g.iter(NS + "text")] for g in root.iter(NS + "g") if g.get("class") == "labels" and
+             (g.get("data-kind"), g.get("data-axis")) in (("enc", "columns"), ("enc", "rows"), ("cross", "columns"))]
+    wrong = [labels for labels in shown if labels != want]
+    check(shown and not wrong, f"{name}: the source's labels on the encoder's rows and columns and the cross-attention's "
+          f"columns, {len(shown)} axes: {want}" + (f"; one reads {wrong[0]}" if wrong else ""))
 
 
 def curves(path, log_path):

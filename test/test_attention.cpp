@@ -82,6 +82,32 @@ static void test_piece_words() {
     int n = 0;
     std::vector<int> w = piece_words(tok, ids, &n);
     check(w.back() == -1 && n == 2, "</s> belongs to no word (%d), 2 words (%d)", w.back(), n);
+    // the specials' ends: <pad> (id 0) belongs to no word, the byte 0x00 (the first piece past the
+    // specials) is a character of its word like any other
+    ids = tok.encode(std::string("x\0y z", 5));
+    ids.insert(ids.begin(), PAD_ID);
+    w = piece_words(tok, ids, &n);
+    check(w == std::vector<int>({-1, 0, 0, 0, 1, 1}) && n == 2,
+          "<pad> then 'x', byte 0x00 (piece %d), 'y z': words %d %d %d %d %d %d (want -1 0 0 0 1 1), %d words (want 2)",
+          ids.size() > 2 ? ids[2] : -1, w.size() > 0 ? w[0] : -9, w.size() > 1 ? w[1] : -9, w.size() > 2 ? w[2] : -9,
+          w.size() > 3 ? w[3] : -9, w.size() > 4 ? w[4] : -9, w.size() > 5 ? w[5] : -9, n);
+}
+
+// inspect_options_error: --attention-layer up to the fewer of the encoder's and the decoder's
+// layers, --alignment-layer up to the decoder's, each taken at its last valid value.
+static void test_inspect_options() {
+    Config c;
+    c.n_enc = 3, c.n_dec = 2;
+    for (const int layer : {2, 3}) {
+        InspectOptions view, align;
+        view.layer = layer, align.alignment_layer = layer;
+        const std::string view_error = inspect_options_error(view, c), align_error = inspect_options_error(align, c);
+        const bool want_error = layer > 2;
+        check(view_error.empty() != want_error && align_error.empty() != want_error,
+              "a model of 3 encoder and 2 decoder layers, layer %d: --attention-layer %s, --alignment-layer %s (want both %s)",
+              layer, view_error.empty() ? "taken" : ("refused: " + view_error).c_str(),
+              align_error.empty() ? "taken" : ("refused: " + align_error).c_str(), want_error ? "refused" : "taken");
+    }
 }
 
 static void test_escape() {
@@ -219,7 +245,10 @@ static bool svg_says(const std::string& file, const std::string& text) {
 }
 
 static void write_files(Model* m, const Tokenizer& tok, const std::string& dir) {
-    const std::string line = "a < b & \"c\" 'd'";
+    // words of 24 characters (the first: many pieces) and of more (cut to 24 in the labels), with
+    // two-byte characters
+    const std::string line =
+        "\xC3\xA9t\xC3\xA9-twenty-four-letters! a < b & \"c\" 'd' \xC3\xA9t\xC3\xA9-past-twenty-four-letters";
     std::vector<int> source = tok.encode(line);
     source.push_back(EOS_ID);
     DecodeOptions opt;
@@ -338,6 +367,7 @@ static void test_curves_refusals() {
 int main(int argc, char** argv) {
     test_hard_alignment();
     test_piece_words();
+    test_inspect_options();
     test_escape();
     test_curves_refusals();
     Model m;

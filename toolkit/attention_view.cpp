@@ -218,16 +218,20 @@ void draw_heatmap(Svg& svg, const Grid& g, int l, int h, double x0, double y0, c
     svg.text(x0 + m.left, y0 + 11, "layer " + std::to_string(l + 1) + ", head " + std::to_string(h + 1),
              attr("font-size", 10) + attr("fill", head_colour(h)));
     const std::string fs = attr("font-size", m.font);
+    const std::string which = attr("data-kind", g.kind) + attr("data-layer", l + 1) + attr("data-head", h + 1);
+    svg.open_group(attr("class", "labels") + which + attr("data-axis", "columns"));
     for (int j = 0; j < g.cols; j++) {   // key labels, rotated, above the columns
         const double x = x0 + m.left + (j + 0.5) * m.cell + m.font * 0.35, y = y0 + m.top - 3;
         svg.text(x, y, g.col_label[j], fs + attr("transform", "rotate(-90 " + svg_num(x) + " " + svg_num(y) + ")"));
     }
+    svg.close_group();
+    svg.open_group(attr("class", "labels") + which + attr("data-axis", "rows"));
     for (int i = 0; i < g.rows; i++)
         svg.text(x0 + m.left - 3, y0 + m.top + (i + 0.5) * m.cell + m.font * 0.35, g.row_label[i],
                  fs + attr("text-anchor", "end"));
+    svg.close_group();
     // One unit square per cell (the group scales it), its opacity the probability (%.6g).
-    svg.open_group(attr("class", "heatmap") + attr("data-kind", g.kind) + attr("data-layer", l + 1) +
-                   attr("data-head", h + 1) + attr("data-rows", g.rows) + attr("data-cols", g.cols) +
+    svg.open_group(attr("class", "heatmap") + which + attr("data-rows", g.rows) + attr("data-cols", g.cols) +
                    attr("fill", "#08306b") +
                    attr("transform", "translate(" + svg_num(x0 + m.left) + " " + svg_num(y0 + m.top) +
                                          ") scale(" + svg_num(m.cell) + ")"));
