@@ -24,6 +24,7 @@ import csv
 import json
 import math
 import os
+import re
 import struct
 import subprocess
 import sys
@@ -123,6 +124,11 @@ def heatmaps(path, maps_path=None):
             want = maps[kind][base:base + R * C]
             worst_cell = max([worst_cell] + [abs(a - b) for a, b in zip(values, want)])
     check(len(groups) > 0 and shape_ok, f"{name}: {len(groups)} heat maps, each rows x cols cells")
+    # each map's title names its layer and head, counted from 1 as data-layer and data-head
+    titles = {t.text for t in root.iter(NS + "text") if t.text and re.fullmatch(r"layer \d+, head \d+", t.text)}
+    want_titles = {f"layer {g.get('data-layer')}, head {g.get('data-head')}" for g in groups}
+    check(titles == want_titles, f"{name}: the maps' titles are their layers and heads from 1 ({len(titles)} titles: "
+          f"{sorted(titles)[:2]}...; want {len(want_titles)}: {sorted(want_titles)[:2]}...)")
     check(worst_sum < 1e-4, f"{name}: every heat-map row sums to 1 (max |sum - 1| {worst_sum:.1e}, {cells} cells)")
     if maps:
         n_want = maps["H"] * (maps["n_enc"] + 2 * maps["n_dec"])
@@ -346,6 +352,11 @@ def lines(path, layer):
                             missing += 1
         extra += len(got)
     check(layers_ok, f"{name}: the line views show {'the last layer' if int(layer) <= 0 else 'layer ' + layer} of each kind")
+    kind_of = {"Encoder self-attention": "enc", "Decoder self-attention": "dec", "Encoder-decoder attention": "cross"}
+    titled = {kind_of[m[1]]: m[2] for t in root.iter(NS + "text")
+              if t.text and (m := re.fullmatch(r"(.*), layer (\d+)", t.text)) and m[1] in kind_of}
+    shown = {g.get("data-kind"): g.get("data-layer") for g in groups}
+    check(titled == shown, f"{name}: each line view's title names the layer it shows ({titled}, want {shown})")
     check(missing == 0 and extra == 0 and worst <= 0.0051,
           f"{name}: the lines are the heat maps' cells >= 0.01 of that layer ({drawn} drawn, {missing} missing, "
           f"{extra} not a cell; opacity = weight within {worst:.4f})")

@@ -126,7 +126,8 @@ static void test_escape() {
 // ---------------------------------------------------------------------------------------------
 static Config small_config() {
     Config c;
-    c.n_enc = 2, c.n_dec = 2, c.d_model = 32, c.d_ff = 64, c.n_heads = 4, c.d_k = 8, c.d_v = 8;
+    // 3 encoder layers, 2 decoder: each kind's last layer is its own in the pictures' line view
+    c.n_enc = 3, c.n_dec = 2, c.d_model = 32, c.d_ff = 64, c.n_heads = 4, c.d_k = 8, c.d_v = 8;
     c.vocab = 260;   // the byte tokenizer's ids, so that pictures can label the pieces
     c.max_len = 64;
     c.p_drop = 0.1f;   // must not apply: model_attention runs without dropout
@@ -263,6 +264,20 @@ static void write_files(Model* m, const Tokenizer& tok, const std::string& dir) 
     io.words = true;
     io.layer = 1;
     ok = ok && write_file_replacing(dir + "/words.svg", attention_svg(tok, io, 1, source, h.tokens, a), &err);
+    // an empty source line with a translation: no maps to draw (none were computed), the line said empty
+    const std::string empty_source = attention_svg(tok, io, 2, {}, h.tokens, AttentionMaps());
+    check(empty_source.find("an empty line: nothing to attend to") != std::string::npos &&
+              empty_source.find("class=\"heatmap\"") == std::string::npos,
+          "an empty source line with a %zu-token translation: its picture says the line is empty and draws no map (%zu bytes)",
+          h.tokens.size(), empty_source.size());
+    // and inspect_translation on it: no attention computed, no pairs, that picture written
+    InspectOptions both;
+    both.alignment = true, both.dir = dir;
+    std::string suffix;
+    const bool inspected = inspect_translation(m, tok, both, 9, {}, h.tokens, true, &suffix, &err);
+    check(inspected && suffix == " ||| " && svg_says(dir + "/000009.svg", "an empty line: nothing to attend to"),
+          "inspect_translation of an empty source line with a translation: %s, alignment '%s' (want ' ||| '), "
+          "000009.svg an empty line's picture", inspected ? "done" : err.c_str(), suffix.c_str());
     char head[160];
     std::snprintf(head, sizeof head, "{\"S\": %d, \"T\": %d, \"H\": %d, \"n_enc\": %d, \"n_dec\": %d, ", a.S, a.T,
                   a.H, a.n_enc, a.n_dec);

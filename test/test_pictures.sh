@@ -41,6 +41,7 @@ mkdir -p "$T/unit"
 absorb "$BUILD/test_attention" "$T/unit"
 absorb $SVG render "$T/unit/pieces.svg" "$T/unit/words.svg" "$T/unit/curves.svg"
 absorb $SVG heatmaps "$T/unit/pieces.svg" "$T/unit/maps.json"
+absorb $SVG lines "$T/unit/pieces.svg" 0   # a model of 3 encoder and 2 decoder layers: each kind's last
 absorb $SVG heatmaps "$T/unit/words.svg"
 absorb $SVG words "$T/unit/words.svg"
 absorb $SVG curves "$T/unit/curves.svg" "$T/unit/log.csv"
