@@ -48,15 +48,14 @@ within 30 seconds of the first's answer it finds the machine warm, with the buil
 model; if it went cold, the carried state still skips the finished steps and the fresh machine
 builds (and trains) again. What is cut is listed at the end (exit status 3); a later session
 names the stages still owed (e.g. STAGES="build translate diagnose"), and GPU_CHECK_SKIP the
-steps a short call leaves out (they SKIP and stay owed). What the GPU issues owed on 2026-11-29,
-after two runs (racecheck over test_cuda and over test_ops in bf16, bench-decode's CTranslate2
-rows, which need a trained model), in one call: the build, the 1-minute training run and
-bench-decode first (4 to 6 minutes by estimate), then the 8 racechecks side by side with the rest
-of the budget (GPU_CHECK_SANITIZE_LAST=1: their time side by side is not measured yet; cut at
-the budget, they say LEFT and their logs so far come back):
+steps a short call leaves out (they SKIP and stay owed). On 2026-12-04 an H200 passed every
+step in three calls (12 minutes): this one first (296 s: the build, the 1-minute training run,
+bench-decode, then the 8 racechecks side by side, GPU_CHECK_SANITIZE_LAST=1),
      command: STAGES="build sanitize train translate" GPU_CHECK_SANITIZE_LAST=1 GPU_CHECK_SKIP="memcheck-* racecheck-ops gpu-* cpu-* bleu-*" GPU_CHECK_TRAIN_TIME=1m GPU_CHECK_SECONDS=540 LOG_DIR=$OUT make gpu-check
      carry:   ["data/corpus", ".whl"]                         timeout_s: 600
-then give_back at once (a start of 1-2 minutes, 600 s and the transfers fit the 15 minutes).
+then, with its state carried as in 2. above, the rest: GPU_CHECK_SKIP="racecheck-*" (memcheck
+and the translations, 39 s), then STAGES="build tests bench train diagnose" (335 s). To
+measure a change of speed, STAGES="build bench translate" alone. give_back when done.
 After a failed start, status's budget_left_s less 180 is the timeout_s (at most 600), and
 GPU_CHECK_SECONDS that less 60.
 The sanitizer steps run side by side (SANITIZE_JOBS=9; 1: one at a time). `GPU_CHECK_DRY=1
