@@ -193,7 +193,9 @@ private:
                     return fail("option " + a + " needs a value (" + o->metavar + ")");
                 }
                 value = argv[++i];
-                if (mine && find(value))   // "--src --tgt en": a forgotten value, not the value "--tgt"
+                // "--src --tgt en": a forgotten value, not the value "--tgt"; "-o --help" too (it
+                // had written the file "--help"); "-o=--help" names such a file
+                if (mine && (find(value) || value == "--help" || value == "-h"))
                     return fail("option " + a + " needs a value (" + o->metavar + "), got the option " + value +
                                 " (a value that is an option's name: " + a + "=" + value + ")");
             }

@@ -536,6 +536,7 @@ refused "--time expects TIME" $TA --time 1.2.3m                        # and thi
 refused "--lr-scale expects a number" $TA --lr-scale 0x1p3
 refused "--out expects DIR, not an empty value" $TA --out ""
 refused "option --src needs a value (EXT), got the option --tgt" $TA --src --tgt en   # "unexpected argument 'en'"
+refused "option --out needs a value (DIR), got the option --help" $TA --out --help   # had been taken as the folder --help
 [ ! -e "$T/never" ]; check $? "refused runs created nothing"
 "$B"/train $TA $V --data "$T/nodev" --early-stopping 2 --out "$T/nodev_run" --max-steps 3 > /dev/null 2> "$T/err.txt"
 s=$?; [ $s -eq 1 ] && grep -q "need a dev set" "$T/err.txt"; check $? "--early-stopping without dev data: exit 1 ($s), $(tail -n 1 "$T/err.txt")"

@@ -306,6 +306,11 @@ refused() {  # refused STATUS PATTERN ARGS... (stdin: $T/stdin.txt)
 }
 echo "sun moon" > "$T/stdin.txt"
 refused 2 "--sampling" --sampling topp:0
+# an option's name or --help where a value belongs: a forgotten value ("-o --help" had written
+# translations to a file named --help, and "--prefix -h" read a file named -h)
+refused 2 "option -o needs a value (FILE), got the option --help" -o --help
+refused 2 "option --prefix needs a value (FILE), got the option -h" --prefix -h
+[ ! -e ./--help ] && [ ! -e "$T/--help" ]; check $? "translate -o --help wrote no file named --help"
 refused 2 "--sampling" --sampling topp:1.5
 refused 2 "--sampling" --sampling topp:0x1p-1
 refused 2 "--sampling" --sampling "topp: 0.5"
