@@ -174,6 +174,11 @@ printf 'un caf\351 noir\n' > "$T/latin1.txt"
 "$B"/bleu "$T/latin1.txt" < "$T/latin1.txt" > "$T/bleu-bad.txt" 2> "$T/err.txt"; s=$?
 [ $s -eq 1 ] && [ ! -s "$T/bleu-bad.txt" ] && grep -q "latin1.txt:1: invalid UTF-8 (byte 0xE9 at byte 7)" "$T/err.txt"
 check $? "./bleu on Latin-1 text: exit 1 ($s), no score ($(head -c 40 "$T/bleu-bad.txt")), the reason: $(head -c 100 "$T/err.txt")"
+# the first byte (a position of 0, which a flip of `bad < 0` had let through as valid)
+printf '\351t\351 chaud\n' > "$T/latin1-first.txt"
+"$B"/bleu "$T/corpus/test.es" --hyp "$T/latin1-first.txt" > "$T/bleu-bad.txt" 2> "$T/err.txt"; s=$?
+[ $s -eq 1 ] && [ ! -s "$T/bleu-bad.txt" ] && grep -q "latin1-first.txt:1: invalid UTF-8 (byte 0xE9 at byte 1)" "$T/err.txt"
+check $? "./bleu on Latin-1 text from its first byte: exit 1 ($s), no score ($(head -c 40 "$T/bleu-bad.txt")), the reason: $(head -c 100 "$T/err.txt")"
 gzip -c "$T/corpus/test.es" > "$T/test.es.gz"
 "$B"/bleu "$T/test.es.gz" --hyp "$T/test.es.gz" > "$T/bleu-bad.txt" 2> "$T/err.txt"; s=$?
 [ $s -eq 1 ] && [ ! -s "$T/bleu-bad.txt" ] && grep -q "test.es.gz is gzip-compressed" "$T/err.txt"

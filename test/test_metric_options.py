@@ -294,11 +294,13 @@ JSON_CASES = [("bleu", [BLEU(force=True)], [], 1, 1),
                ["--tokenize", "intl", "--smooth-method", "floor", "--chrf-word-order", "1", "--chrf-beta", "3"], 17, 1),
               ("ter", [TER(normalized=True)], ["--ter-normalized"], 3, 1),
               ("bleu,chrf", [BLEU(force=True), CHRF()], [], 3, 200),
-              ("bleu", [BLEU(force=True)], [], 17, 200)]
+              ("bleu", [BLEU(force=True)], [], 17, 200),
+              ("bleu", [BLEU(force=True)], [], 5, 1)]   # 3.06e-5 % rounds to 3e-05: one digit, no point
 bad = []
-# and scores whose repr needs an exponent (BLEU 8e-7 %: 4 words against 64, all matching) or is 0.0
+# and scores whose repr needs an exponent (BLEU 8e-7 %: 4 words against 64, all matching), just does
+# not (6.1e-4 %, 4 against 52: repr 0.0006144..., the exponent -4) or is 0.0
 for hyps, ref_streams in corpora[:3] + [(["a b c d e"] * 3, [["a b c x y"] * 3]), (["a b c d"], [["a b c d" + " x" * 60]]),
-                                        (["x y"], [["a b"]])]:
+                                        (["a b c d"], [["a b c d" + " x" * 48]]), (["x y"], [["a b"]])]:
     for metric_list, metrics, args, width, bootstrap in JSON_CASES:
         extra = ["--confidence", "--confidence-n", str(bootstrap)] if bootstrap > 1 else []
         files = [write(f"ref{k}.txt", refs) for k, refs in enumerate(ref_streams)]
@@ -309,7 +311,7 @@ for hyps, ref_streams in corpora[:3] + [(["a b c d e"] * 3, [["a b c x y"] * 3])
             bad.append(f"{metric_list} {' '.join(args + extra)} --width {width}: ours {ours}, sacreBLEU {theirs}")
 for b in bad[:3]:
     print("  differs:", b)
-check(not bad, f"--format json: {len(JSON_CASES)} metric, option, width (1, 2, 3, 17) and --confidence cases × 6 corpora "
+check(not bad, f"--format json: {len(JSON_CASES)} metric, option, width (1, 2, 3, 5, 17) and --confidence cases × 7 corpora "
       f"print sacreBLEU's JSON, its version field aside ({len(bad)} differ)")
 
 # ---- a floor of 1e300: a score, precisions and a signature of hundreds of digits, printed whole -------
@@ -329,10 +331,20 @@ check(d is None and out == [f"{score:.15f}"] and json_out == json_theirs,
       f"--score-only ({len(out[0])} characters, sacreBLEU's {len(f'{score:.15f}')}) and --format json "
       f"({[l for l in json_out if 'score' in l][:1]} == {[l for l in json_theirs if 'score' in l][:1]}) equal sacreBLEU's")
 
+# a floor of 1e20: BLEU 2.5e16, whose repr takes an exponent from 1e16 on (2.5e+16, not 25000000000000000.0)
+floor20 = ("13a", False, "floor", 1e20)
+files = [write("ref0.txt", ref_streams[0])]
+json_out = subprocess.run([bleu, *files, "--hyp", write("hyp.txt", hyps), "--width", "2", "--format", "json",
+                           *bleu_args(*floor20)], capture_output=True, text=True).stdout.split("\n")[:-1]
+json_theirs = theirs_json(hyps, ref_streams, [bleu_metric(*floor20)], 2, 1)
+check(json_out == json_theirs and any("e+16" in l for l in json_out),
+      f"--smooth-method floor --smooth-value 1e20 --format json: {[l for l in json_out if 'score' in l][:1]} == "
+      f"sacreBLEU's {[l for l in json_theirs if 'score' in l][:1]}")
+
 # ---- a smoothing value for exp or none: ignored, as sacreBLEU ignores it, and said ----------------
 
-for method in ("exp", "none"):
-    args = ["--smooth-method", method, "--smooth-value", "0.2"]
+for method, value in (("exp", "0.2"), ("none", "0.2"), ("exp", "0")):   # 0 is a value given too
+    args = ["--smooth-method", method, "--smooth-value", value]
     out = subprocess.run([bleu, write("ref0.txt", ["a b c d e"]), "--hyp", write("hyp.txt", ["a b c x e"]), "--width", "15", *args],
                          capture_output=True, text=True)
     plain = run_bleu(["a b c x e"], [["a b c d e"]], "bleu", ["--smooth-method", method])
@@ -340,6 +352,9 @@ for method in ("exp", "none"):
     check(out.returncode == 0 and note in out.stderr and out.stdout.split("\n")[:-1] == plain,
           f"{' '.join(args)}: exit {out.returncode}, the output of --smooth-method {method} alone "
           f"({out.stdout.split(chr(10))[:1]} == {plain[:1]}), stderr {out.stderr.strip()!r}")
+out = subprocess.run([bleu, write("ref0.txt", ["a b c d e"]), "--hyp", write("hyp.txt", ["a b c x e"]),
+                      "--smooth-method", "exp"], capture_output=True, text=True)
+check(out.returncode == 0 and out.stderr == "", f"--smooth-method exp without --smooth-value: no note (stderr {out.stderr.strip()!r})")
 
 # ---- refused values --------------------------------------------------------------------------------
 
@@ -351,7 +366,11 @@ for args, why in ((["--tokenize", "ja-mecab"], "a tokenizer not offered"),
                   (["--sentence-level", "--metric", "bleu,chrf"], "--sentence-level with two metrics"),
                   (["--sentence-level", "--confidence"], "--sentence-level with --confidence"),
                   (["--format", "json", "--sentence-level"], "--format json with --sentence-level"),
-                  (["--format", "yaml"], "--format yaml")):
+                  (["--format", "yaml"], "--format yaml"),
+                  (["--metric", "bleu,"], "a trailing comma in --metric (an empty name)"),
+                  (["--metric", ",chrf"], "a leading comma in --metric"),
+                  (["--metric", "bleu,,chrf"], "two commas in a row in --metric"),
+                  (["--metric", "BLEU"], "a metric's name in capitals (sacreBLEU's -m takes bleu)")):
     out = run_bleu(["a b"], [["a b"]], "bleu", args)
     check(out[0].startswith("exit 2:"), f"refused, {why}: {' '.join(args)} -> {out[0][:120]}")
 
