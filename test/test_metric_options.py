@@ -331,7 +331,7 @@ check(d is None and out == [f"{score:.15f}"] and json_out == json_theirs,
       f"--score-only ({len(out[0])} characters, sacreBLEU's {len(f'{score:.15f}')}) and --format json "
       f"({[l for l in json_out if 'score' in l][:1]} == {[l for l in json_theirs if 'score' in l][:1]}) equal sacreBLEU's")
 
-# a floor of 1e20: BLEU 2.5e16, whose repr takes an exponent from 1e16 on (2.5e+16, not 25000000000000000.0)
+# a floor of 1e20: BLEU 4.5e16, whose repr takes an exponent from 1e16 on (4.518...e+16, not 45180...0.0)
 floor20 = ("13a", False, "floor", 1e20)
 files = [write("ref0.txt", ref_streams[0])]
 json_out = subprocess.run([bleu, *files, "--hyp", write("hyp.txt", hyps), "--width", "2", "--format", "json",

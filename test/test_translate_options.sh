@@ -306,11 +306,6 @@ refused() {  # refused STATUS PATTERN ARGS... (stdin: $T/stdin.txt)
 }
 echo "sun moon" > "$T/stdin.txt"
 refused 2 "--sampling" --sampling topp:0
-# an option's name or --help where a value belongs: a forgotten value ("-o --help" had written
-# translations to a file named --help, and "--prefix -h" read a file named -h)
-refused 2 "option -o needs a value (FILE), got the option --help" -o --help
-refused 2 "option --prefix needs a value (FILE), got the option -h" --prefix -h
-[ ! -e ./--help ] && [ ! -e "$T/--help" ]; check $? "translate -o --help wrote no file named --help"
 refused 2 "--sampling" --sampling topp:1.5
 refused 2 "--sampling" --sampling topp:0x1p-1
 refused 2 "--sampling" --sampling "topp: 0.5"
@@ -319,6 +314,11 @@ refused 2 "--sampling" --sampling topk:+5
 refused 2 "--sampling" --sampling topk:1000001
 refused 2 "--sampling" --sampling topk:99999999999999999999
 refused 2 "--sampling" --sampling topx:3
+# an option's name or --help where a value belongs: a forgotten value ("-o --help" had written
+# translations to a file named --help, and "--prefix -h" read a file named -h)
+refused 2 "option -o needs a value (FILE), got the option --help" -o --help
+refused 2 "option --prefix needs a value (FILE), got the option -h" --prefix -h
+[ ! -e ./--help ] && [ ! -e "$T/--help" ]; check $? "translate -o --help wrote no file named --help"
 refused 2 "--temperature" --sampling topk:5 --temperature 0
 refused 2 "--temperature" --sampling topk:5 --temperature -1
 # --temperature and --seed only shape sampling: without --sampling they had been ignored silently
