@@ -317,26 +317,26 @@ check(not bad, f"--format json: {len(JSON_CASES)} metric, option, width (1, 2, 3
 # ---- a floor of 1e300: a score, precisions and a signature of hundreds of digits, printed whole -------
 # (as sacreBLEU prints them; fixed buffers had cut the line, the signature's "]" and --format json's number)
 
+def floor_json(options):
+    """./bleu's and sacreBLEU's --format json lines (width 2) for hyps against ref_streams."""
+    ours = subprocess.run([bleu, write("ref0.txt", ref_streams[0]), "--hyp", write("hyp.txt", hyps), "--width", "2",
+                           "--format", "json", *bleu_args(*options)], capture_output=True, text=True).stdout.split("\n")[:-1]
+    return ours, theirs_json(hyps, ref_streams, [bleu_metric(*options)], 2, 1)
+
+
 huge = ("13a", False, "floor", 1e300)
 hyps, ref_streams = ["a b c d"], [["a x y z"]]   # orders 2..4 match nothing: each takes the floor
 d = compare_bleu(hyps, ref_streams, huge)
 score = bleu_metric(*huge).corpus_score(hyps, ref_streams).score
 out = run_bleu(hyps, ref_streams, "bleu", bleu_args(*huge), score_only=True)
-files = [write("ref0.txt", ref_streams[0])]
-json_out = subprocess.run([bleu, *files, "--hyp", write("hyp.txt", hyps), "--width", "2", "--format", "json",
-                           *bleu_args(*huge)], capture_output=True, text=True).stdout.split("\n")[:-1]
-json_theirs = theirs_json(hyps, ref_streams, [bleu_metric(*huge)], 2, 1)
+json_out, json_theirs = floor_json(huge)
 check(d is None and out == [f"{score:.15f}"] and json_out == json_theirs,
       f"--smooth-method floor --smooth-value 1e300 (BLEU {score:.3g}): the line and signature ({d or 'equal'}), "
       f"--score-only ({len(out[0])} characters, sacreBLEU's {len(f'{score:.15f}')}) and --format json "
       f"({[l for l in json_out if 'score' in l][:1]} == {[l for l in json_theirs if 'score' in l][:1]}) equal sacreBLEU's")
 
 # a floor of 1e20: BLEU 4.5e16, whose repr takes an exponent from 1e16 on (4.518...e+16, not 45180...0.0)
-floor20 = ("13a", False, "floor", 1e20)
-files = [write("ref0.txt", ref_streams[0])]
-json_out = subprocess.run([bleu, *files, "--hyp", write("hyp.txt", hyps), "--width", "2", "--format", "json",
-                           *bleu_args(*floor20)], capture_output=True, text=True).stdout.split("\n")[:-1]
-json_theirs = theirs_json(hyps, ref_streams, [bleu_metric(*floor20)], 2, 1)
+json_out, json_theirs = floor_json(("13a", False, "floor", 1e20))
 check(json_out == json_theirs and any("e+16" in l for l in json_out),
       f"--smooth-method floor --smooth-value 1e20 --format json: {[l for l in json_out if 'score' in l][:1]} == "
       f"sacreBLEU's {[l for l in json_theirs if 'score' in l][:1]}")
